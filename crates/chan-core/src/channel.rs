@@ -1,0 +1,479 @@
+//! `Channel<B, M>`: the one public channel type. The logic of each mode is here, once, over a
+//! backend's transport.
+
+use crate::atomic::AtomicF64Slice;
+use crate::config::ChannelSpec;
+use crate::error::{CommError, RecvError, SendError, TrySendError};
+use crate::mode::{Async, Mode, Racy, Sync};
+use crate::stats::ChannelStats;
+use crate::transport::{Arrival, Backend, Header, MailboxTransport, RacyTransport, Transport};
+use std::marker::PhantomData;
+
+/// A message lent by a Sync or Async receive: the data and its sender's stamp. It borrows the
+/// channel, so the slot cannot be given back (by the next receive) while it is read:
+///
+/// ```compile_fail
+/// # use chan_core::{Channel, Async, threads::Threads};
+/// fn keep_across_recv(ch: &mut Channel<Threads, Async>) {
+///     let first = ch.recv().unwrap();
+///     let second = ch.recv().unwrap(); // the first message's slot would be released here
+///     drop((first, second));
+/// }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    data: &'a [f64],
+    header: Header,
+}
+
+impl<'a> Message<'a> {
+    /// The message's elements.
+    pub fn data(&self) -> &'a [f64] {
+        self.data
+    }
+    /// The sender's iteration stamp.
+    pub fn stamp(&self) -> u64 {
+        self.header.stamp
+    }
+    /// Sequence number in this direction (1 for the first message).
+    pub fn seq(&self) -> u64 {
+        self.header.seq
+    }
+}
+
+impl std::ops::Deref for Message<'_> {
+    type Target = [f64];
+    fn deref(&self) -> &[f64] {
+        self.data
+    }
+}
+
+/// One end of a channel of mode `M` over backend `B`. Created collectively with
+/// [`crate::Context::open`]; closed with [`Channel::close`], which returns its statistics.
+///
+/// Sending is the same in every mode ([`Channel::try_send`], [`Channel::send`],
+/// [`Channel::try_send_with`], [`Channel::send_with`]); receiving depends on the mode.
+/// Every call progresses the transport's outstanding operations.
+pub struct Channel<B: Backend, M: Mode> {
+    t: M::Transport<B>,
+    stats: ChannelStats,
+    /// The caller's current iteration: stamp of outgoing messages, reference for staleness.
+    iteration: u64,
+    /// Sequence number of the next outgoing message.
+    next_seq: u64,
+    /// Mailbox: arrivals reported by the transport and not yet delivered or discarded.
+    pending: Vec<Arrival>,
+    /// Mailbox: the slot lent to the caller by the last receive.
+    held: Option<Arrival>,
+    /// Sync: sequence number of the next message to deliver.
+    next_expected: u64,
+    /// Racy: sends that landed since the last receive, and the newest stamp.
+    racy_new: u64,
+    racy_stamp: u64,
+    _mode: PhantomData<M>,
+}
+
+impl<B: Backend, M: Mode> std::fmt::Debug for Channel<B, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("backend", &B::NAME)
+            .field("mode", &M::KIND)
+            .field("peer", &self.stats.peer)
+            .field("tag", &self.stats.tag)
+            .field("len", &self.stats.len)
+            .field("max_in_flight", &self.stats.max_in_flight)
+            .finish()
+    }
+}
+
+impl<B: Backend, M: Mode> Channel<B, M> {
+    /// Wrap a transport created by a backend for `spec`.
+    pub fn from_transport(t: M::Transport<B>, spec: &ChannelSpec) -> Self {
+        debug_assert_eq!(t.msg_len(), spec.config.len());
+        debug_assert_eq!(t.max_in_flight(), spec.config.max_in_flight());
+        let r = spec.config.max_in_flight();
+        Channel {
+            t,
+            stats: ChannelStats::new(M::KIND, spec.peer, spec.tag, spec.config.len(), r),
+            iteration: 0,
+            next_seq: 1,
+            pending: Vec::with_capacity(r + 1),
+            held: None,
+            next_expected: 1,
+            racy_new: 0,
+            racy_stamp: 0,
+            _mode: PhantomData,
+        }
+    }
+
+    /// The rank at the other end.
+    pub fn peer(&self) -> usize {
+        self.stats.peer
+    }
+    /// The tag both ends named.
+    pub fn tag(&self) -> u32 {
+        self.stats.tag
+    }
+    /// Message length in f64.
+    pub fn len(&self) -> usize {
+        self.stats.len
+    }
+    /// Always false (a zero length is refused at creation).
+    pub fn is_empty(&self) -> bool {
+        self.stats.len == 0
+    }
+    /// R.
+    pub fn max_in_flight(&self) -> usize {
+        self.stats.max_in_flight
+    }
+    /// Statistics so far.
+    pub fn stats(&self) -> &ChannelStats {
+        &self.stats
+    }
+
+    /// Set the caller's current iteration: the stamp of the next messages sent, and the
+    /// reference for the staleness of the next ones received.
+    pub fn set_iteration(&mut self, iteration: u64) {
+        self.iteration = iteration;
+    }
+    /// The iteration set last.
+    pub fn iteration(&self) -> u64 {
+        self.iteration
+    }
+
+    /// An error when waiting on this channel is pointless: the world failed (a rank died).
+    pub fn check_world(&self) -> Result<(), CommError> {
+        self.t.check_world()
+    }
+
+    /// Progress, then the number of this end's messages in flight (at most R).
+    pub fn in_flight(&mut self) -> Result<usize, CommError> {
+        self.t.in_flight()
+    }
+
+    /// Progress, then true when a send would start now.
+    pub fn can_send(&mut self) -> Result<bool, CommError> {
+        self.t.can_send()
+    }
+
+    fn next_header(&mut self) -> Header {
+        let h = Header {
+            seq: self.next_seq,
+            stamp: self.iteration,
+        };
+        self.next_seq += 1;
+        self.stats.sent += 1;
+        h
+    }
+
+    fn check_len(&self, got: usize) -> Result<(), CommError> {
+        if got == self.stats.len {
+            Ok(())
+        } else {
+            Err(CommError::LengthMismatch {
+                expected: self.stats.len,
+                got,
+            })
+        }
+    }
+
+    /// Send `data` if a slot is free; otherwise count a skipped send and return
+    /// [`TrySendError::Full`]. Never waits for the peer.
+    pub fn try_send(&mut self, data: &[f64]) -> Result<(), TrySendError> {
+        self.check_len(data.len())?;
+        if !self.t.can_send()? {
+            self.stats.skipped += 1;
+            return Err(TrySendError::Full(self.stats.max_in_flight));
+        }
+        let h = self.next_header();
+        self.t.send_from(h, data)?;
+        Ok(())
+    }
+
+    /// Zero-copy send: if a slot is free, `fill` writes the message straight into it.
+    /// Otherwise a skipped send, [`TrySendError::Full`], and `fill` is not called.
+    pub fn try_send_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), TrySendError> {
+        if !self.t.can_send()? {
+            self.stats.skipped += 1;
+            return Err(TrySendError::Full(self.stats.max_in_flight));
+        }
+        let h = self.next_header();
+        self.t.send_with(h, fill)?;
+        Ok(())
+    }
+
+    fn wait_for_slot(&mut self) -> Result<(), CommError> {
+        let mut spins = 0u32;
+        while !self.t.can_send()? {
+            if self.t.peer_closed() {
+                // It may have freed a slot just before closing; otherwise none will free.
+                return match self.t.can_send()? {
+                    true => Ok(()),
+                    false => Err(CommError::Disconnected {
+                        peer: self.stats.peer,
+                    }),
+                };
+            }
+            self.t.check_world()?;
+            self.t.relax(spins);
+            spins = spins.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    /// Send `data`, waiting (and progressing) until a slot is free. Fails with
+    /// [`CommError::Disconnected`] when every slot is busy and the peer has begun closing (no
+    /// slot will free).
+    pub fn send(&mut self, data: &[f64]) -> Result<(), SendError> {
+        self.check_len(data.len())?;
+        self.wait_for_slot()?;
+        let h = self.next_header();
+        self.t.send_from(h, data)?;
+        Ok(())
+    }
+
+    /// Zero-copy send, waiting until a slot is free.
+    pub fn send_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), SendError> {
+        self.wait_for_slot()?;
+        let h = self.next_header();
+        self.t.send_with(h, fill)?;
+        Ok(())
+    }
+
+    fn record_staleness(&mut self, stamp: u64) {
+        self.stats
+            .staleness
+            .record(self.iteration as i64 - stamp as i64);
+    }
+
+    /// Close, matched with the peer: tell it how many messages this end sent, wait until it
+    /// closes its end too, complete every send and drain or cancel every receive. Messages
+    /// that arrived and were never received are counted in `unread_at_close`. Returns the
+    /// statistics.
+    ///
+    /// This waits for the peer's close, like a blocking receive: ranks that close several
+    /// channels one by one in different orders (each rank of a ring closing "next" first)
+    /// would wait for each other in a cycle. Close a rank's channels together with
+    /// [`close_all`], which cannot deadlock that way.
+    pub fn close(mut self) -> Result<ChannelStats, CommError> {
+        self.t.begin_close(self.stats.sent)?;
+        self.finish_close()
+    }
+
+    fn finish_close(mut self) -> Result<ChannelStats, CommError> {
+        let report = self.t.finish_close()?;
+        // Arrived but never delivered: polled and still pending (Sync, Async), landed since
+        // the last receive (Racy), and what the transport found that no poll had reported.
+        self.stats.unread_at_close = self.pending.len() as u64 + self.racy_new + report.drained;
+        self.stats.received += report.drained;
+        self.stats.peer_sent = report.peer_sent;
+        Ok(self.stats)
+    }
+}
+
+/// Close a set of channels: announce the close on every one of them first, then wait for
+/// each peer (see [`Channel::close`]). Ranks may list their channels in any order. Every
+/// channel is closed even when one fails; the first error is returned.
+pub fn close_all<B: Backend, M: Mode>(
+    channels: impl IntoIterator<Item = Channel<B, M>>,
+) -> Result<Vec<ChannelStats>, CommError> {
+    let mut first_err = None;
+    let begun: Vec<Channel<B, M>> = channels
+        .into_iter()
+        .filter_map(|mut c| match c.t.begin_close(c.stats.sent) {
+            Ok(()) => Some(c),
+            Err(e) => {
+                // Dropped here: the transport's Drop cleans up what begin_close could not.
+                first_err.get_or_insert(e);
+                None
+            }
+        })
+        .collect();
+    let mut stats = Vec::with_capacity(begun.len());
+    for c in begun {
+        match c.finish_close() {
+            Ok(s) => stats.push(s),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(stats),
+    }
+}
+
+/// Receiving on a mailbox (Sync and Async).
+impl<B: Backend, M: Mode<Transport<B> = B::Mailbox>> Channel<B, M> {
+    fn poll_mailbox(&mut self) -> Result<usize, CommError> {
+        let before = self.pending.len();
+        self.t.poll(&mut self.pending)?;
+        let n = self.pending.len() - before;
+        self.stats.received += n as u64;
+        Ok(n)
+    }
+
+    fn release_held(&mut self) -> Result<(), CommError> {
+        if let Some(a) = self.held.take() {
+            self.t.release(a.slot)?;
+        }
+        Ok(())
+    }
+
+    fn lend(&self, a: Arrival) -> Message<'_> {
+        Message {
+            data: self.t.data(a.slot),
+            header: a.header,
+        }
+    }
+
+    /// The message the last receive delivered, still lent to the caller, if any.
+    pub fn latest(&self) -> Option<Message<'_>> {
+        self.held.map(|a| self.lend(a))
+    }
+}
+
+impl<B: Backend> Channel<B, Async> {
+    /// Progress; true when a message arrived since the last [`Channel::recv`].
+    pub fn can_recv(&mut self) -> Result<bool, CommError> {
+        self.poll_mailbox()?;
+        Ok(!self.pending.is_empty())
+    }
+
+    /// The newest whole message that arrived since the last receive, with its stamp; every
+    /// older one is discarded (counted as superseded). `None` when nothing new arrived; the
+    /// previous message stays available through [`Channel::latest`]. Never waits.
+    pub fn recv(&mut self) -> Result<Option<Message<'_>>, RecvError> {
+        self.poll_mailbox()?;
+        let batch = self.pending.len();
+        if batch == 0 {
+            return Ok(None);
+        }
+        self.stats.batches.record(batch as i64);
+        self.stats.superseded += batch as u64 - 1;
+        self.release_held()?;
+        let newest = (0..batch)
+            .max_by_key(|&i| self.pending[i].header.seq)
+            .unwrap_or(0);
+        let keep = self.pending.swap_remove(newest);
+        for i in 0..self.pending.len() {
+            let slot = self.pending[i].slot;
+            self.t.release(slot)?;
+        }
+        self.pending.clear();
+        self.held = Some(keep);
+        self.record_staleness(keep.header.stamp);
+        Ok(Some(self.lend(keep)))
+    }
+}
+
+impl<B: Backend> Channel<B, Sync> {
+    /// Progress; true when the next message in order has arrived.
+    pub fn can_recv(&mut self) -> Result<bool, CommError> {
+        self.poll_mailbox()?;
+        Ok(self.position_of_next().is_some())
+    }
+
+    fn position_of_next(&self) -> Option<usize> {
+        self.pending
+            .iter()
+            .position(|a| a.header.seq == self.next_expected)
+    }
+
+    fn deliver(&mut self, i: usize) -> Message<'_> {
+        let a = self.pending.swap_remove(i);
+        self.next_expected += 1;
+        self.held = Some(a);
+        self.stats.batches.record(1);
+        self.record_staleness(a.header.stamp);
+        self.lend(a)
+    }
+
+    /// The next message in order if it has arrived, without waiting.
+    pub fn try_recv(&mut self) -> Result<Option<Message<'_>>, RecvError> {
+        self.release_held()?;
+        self.poll_mailbox()?;
+        match self.position_of_next() {
+            Some(i) => Ok(Some(self.deliver(i))),
+            None => Ok(None),
+        }
+    }
+
+    /// The next message in order, waiting (and progressing) until it arrives. Fails with
+    /// [`RecvError::Closed`] when the peer closed without sending it.
+    pub fn recv(&mut self) -> Result<Message<'_>, RecvError> {
+        self.release_held()?;
+        let mut spins = 0u32;
+        loop {
+            self.poll_mailbox()?;
+            if let Some(i) = self.position_of_next() {
+                return Ok(self.deliver(i));
+            }
+            if let Some(total) = self.t.peer_sent_total() {
+                if total < self.next_expected {
+                    // Everything the peer sent before closing was published before its close,
+                    // so one more poll sees it all.
+                    self.poll_mailbox()?;
+                    if let Some(i) = self.position_of_next() {
+                        return Ok(self.deliver(i));
+                    }
+                    return Err(RecvError::Closed {
+                        peer: self.stats.peer,
+                    });
+                }
+            }
+            self.t.check_world()?;
+            self.t.relax(spins);
+            spins = spins.saturating_add(1);
+        }
+    }
+
+    /// Receive the next message in order into `out`, waiting for it.
+    pub fn recv_into(&mut self, out: &mut [f64]) -> Result<u64, RecvError> {
+        self.check_len(out.len())?;
+        let m = self.recv()?;
+        out.copy_from_slice(m.data());
+        Ok(m.stamp())
+    }
+}
+
+impl<B: Backend> Channel<B, Racy> {
+    fn poll_racy(&mut self) -> Result<(), CommError> {
+        let p = self.t.poll()?;
+        if p.arrived > 0 {
+            self.racy_new += p.arrived;
+            self.racy_stamp = p.stamp;
+            self.stats.received += p.arrived;
+        }
+        Ok(())
+    }
+
+    /// Progress; true when a send landed in the view since the last [`Channel::recv`].
+    pub fn can_recv(&mut self) -> Result<bool, CommError> {
+        self.poll_racy()?;
+        Ok(self.racy_new > 0)
+    }
+
+    /// Progress and return the receive buffer at once, whatever has landed. Elements may come
+    /// from different sends and may change while read; each element is some send's value.
+    pub fn recv(&mut self) -> Result<&AtomicF64Slice, RecvError> {
+        self.poll_racy()?;
+        if self.racy_new > 0 {
+            self.stats.batches.record(self.racy_new as i64);
+            self.record_staleness(self.racy_stamp);
+            self.racy_new = 0;
+        }
+        Ok(self.t.view())
+    }
+
+    /// The receive buffer, without progressing.
+    pub fn view(&self) -> &AtomicF64Slice {
+        self.t.view()
+    }
+
+    /// Stamp of the newest send that landed so far (0 before any).
+    pub fn last_stamp(&self) -> u64 {
+        self.racy_stamp
+    }
+}

@@ -1,0 +1,531 @@
+//! Backend-generic semantic checks, written once and run by the tests of every backend
+//! (threads in chan-core, MPI under `mpirun`, SHMEM under `oshrun`). Each function is
+//! collective: every rank of the context calls it with the same arguments. A failed property
+//! is an `Err` naming it; the caller turns it into a test failure (a panic, or an abort of the
+//! MPI job).
+
+use crate::config::{ChannelConfig, ChannelSpec};
+use crate::context::Context;
+use crate::error::{CreateError, Field, TrySendError};
+use crate::mode::{Async, Mode, Racy, Sync};
+use crate::reduce::{ReduceOp, Reduction};
+use crate::{close_all, Channel};
+
+/// A failed property.
+pub type Check = Result<(), String>;
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)*) => {
+        let holds: bool = $cond;
+        if !holds {
+            return Err(format!($($fmt)*));
+        }
+    };
+}
+
+/// The value element `j` of message `seq` carries: exact in f64 for seq, j < 10⁶.
+pub fn encode(seq: u64, j: usize) -> f64 {
+    (seq * 1_000_003 + j as u64) as f64
+}
+
+/// The sequence number element `j` of a message encodes, if it is a well-formed value.
+pub fn decode(v: f64, j: usize) -> Option<u64> {
+    if v < 0.0 || v.fract() != 0.0 || v >= 9.0e15 {
+        return None;
+    }
+    let x = v as u64;
+    (x % 1_000_003 == j as u64).then_some(x / 1_000_003)
+}
+
+fn fill(buf: &mut [f64], seq: u64) {
+    for (j, v) in buf.iter_mut().enumerate() {
+        *v = encode(seq, j);
+    }
+}
+
+/// Every element of a whole message must encode that message's sequence number.
+fn check_whole(data: &[f64], seq: u64, what: &str) -> Check {
+    for (j, &v) in data.iter().enumerate() {
+        ensure!(
+            decode(v, j) == Some(seq),
+            "{what}: torn message: element {j} is {v}, message seq is {seq}"
+        );
+    }
+    Ok(())
+}
+
+/// The ring's channels: rank r opens edge r (to r+1, tag r) and edge r−1 (to r−1, tag r−1),
+/// so with 2 ranks the pair has two channels. Returns (to next, to previous); none with 1 rank.
+type Ring<B, M> = (Channel<B, M>, Channel<B, M>);
+
+fn ring<C: Context, M: Mode>(
+    ctx: &mut C,
+    cfg: ChannelConfig,
+) -> Result<Option<Ring<C::Backend, M>>, String> {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    if size < 2 {
+        return Ok(None);
+    }
+    let next = (rank + 1) % size;
+    let prev = (rank + size - 1) % size;
+    let specs = [
+        ChannelSpec::new(next, rank as u32, cfg).map_err(|e| e.to_string())?,
+        ChannelSpec::new(prev, prev as u32, cfg).map_err(|e| e.to_string())?,
+    ];
+    let mut chans = ctx.open::<M>(&specs).map_err(|e| format!("open: {e}"))?;
+    let to_prev = chans.pop().expect("two channels");
+    let to_next = chans.pop().expect("two channels");
+    Ok(Some((to_next, to_prev)))
+}
+
+/// Close both ring channels together (any order at any rank); check that every message the
+/// peer sent was received or drained.
+fn close_ring<B: crate::transport::Backend, M: Mode>(
+    next: Channel<B, M>,
+    prev: Channel<B, M>,
+) -> Result<Vec<crate::ChannelStats>, String> {
+    let stats = close_all([next, prev]).map_err(|e| format!("close: {e}"))?;
+    for s in &stats {
+        ensure!(
+            s.received == s.peer_sent,
+            "peer sent {} messages but {} were received or drained: {s:?}",
+            s.peer_sent,
+            s.received
+        );
+    }
+    Ok(stats)
+}
+
+fn sum_over_ranks<C: Context>(ctx: &mut C, v: f64) -> Result<f64, String> {
+    let mut x = [v];
+    ctx.all_reduce(&mut x, ReduceOp::Sum)
+        .map_err(|e| e.to_string())?;
+    Ok(x[0])
+}
+
+/// Async over a ring: messages are never torn, sequence numbers and stamps never go back,
+/// a receive never finds more than R new messages (so never more than R were in flight), a
+/// sender never has more than R in flight, and after the last send the receiver gets exactly
+/// the last message. Every rank sends `rounds` times (skipping when full) with a random
+/// amount of work between operations.
+pub fn async_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize, r: usize) -> Check {
+    let cfg = ChannelConfig::new(len, r).map_err(|e| e.to_string())?;
+    let Some((mut next, mut prev)) = ring::<C, Async>(ctx, cfg)? else {
+        return Ok(());
+    };
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ (ctx.rank() as u64);
+    let mut last = [(0u64, 0u64); 2];
+    for round in 0..rounds {
+        for (k, ch) in [&mut next, &mut prev].into_iter().enumerate() {
+            ch.set_iteration(round);
+            let seq = ch.stats().sent + 1;
+            match ch.try_send_with(|b| fill(b, seq)) {
+                Ok(()) | Err(TrySendError::Full(_)) => {}
+                Err(e) => return Err(format!("try_send: {e}")),
+            }
+            let inf = ch.in_flight().map_err(|e| e.to_string())?;
+            ensure!(inf <= r, "in flight {inf} exceeds R = {r}");
+            let batch_before = ch.stats().received;
+            if let Some(m) = ch.recv().map_err(|e| e.to_string())? {
+                check_whole(m.data(), m.seq(), "async recv")?;
+                let (ls, lt) = last[k];
+                ensure!(
+                    m.seq() > ls,
+                    "seq went back or repeated: {} after {ls}",
+                    m.seq()
+                );
+                ensure!(m.stamp() >= lt, "stamp went back: {} after {lt}", m.stamp());
+                last[k] = (m.seq(), m.stamp());
+            }
+            let batch = ch.stats().received - batch_before;
+            ensure!(
+                batch as usize <= r,
+                "one receive found {batch} new messages, R = {r}"
+            );
+            // Random work so the interleavings vary.
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            for _ in 0..(rng % 64) {
+                std::hint::black_box(rng);
+            }
+        }
+    }
+    // A final message each way, stamped `rounds`; the receiver must end on exactly it. A slot
+    // frees only when the peer receives, so every rank keeps receiving until its own final
+    // message is under way and the peer's has arrived; no blocking call until then.
+    let mut to_send = [true, true];
+    // A fast peer's final message may already have been received in the main loop.
+    let mut got_final = last.map(|(_, stamp)| stamp == rounds);
+    let mut spins = 0u64;
+    while to_send != [false, false] || got_final != [true, true] {
+        for (k, ch) in [&mut next, &mut prev].into_iter().enumerate() {
+            ch.set_iteration(rounds);
+            if to_send[k] {
+                let seq = ch.stats().sent + 1;
+                match ch.try_send_with(|b| fill(b, seq)) {
+                    Ok(()) => to_send[k] = false,
+                    Err(TrySendError::Full(_)) => {}
+                    Err(e) => return Err(format!("final try_send: {e}")),
+                }
+            }
+            if let Some(m) = ch.recv().map_err(|e| e.to_string())? {
+                check_whole(m.data(), m.seq(), "async final recv")?;
+                ensure!(m.seq() > last[k].0, "seq went back at the end");
+                last[k] = (m.seq(), m.stamp());
+                got_final[k] |= m.stamp() == rounds;
+            }
+        }
+        spins += 1;
+        ensure!(spins < 2_000_000_000, "final messages never went through");
+        if spins > 64 {
+            std::thread::yield_now();
+        }
+    }
+    // Now a blocking exchange is safe: each rank learns how many messages its peers sent.
+    let totals = [next.stats().sent, prev.stats().sent];
+    let peer_totals = exchange_counts::<C>(ctx, totals)?;
+    for (k, ch) in [&mut next, &mut prev].into_iter().enumerate() {
+        let want = peer_totals[k];
+        ensure!(
+            last[k].0 == want,
+            "newest message {} is not the last sent {want}",
+            last[k].0
+        );
+        let latest = ch.latest().map(|m| m.seq());
+        ensure!(latest == Some(want), "latest() is {latest:?}, want {want}");
+    }
+    for s in close_ring(next, prev)? {
+        ensure!(
+            s.received == s.superseded + s.batches.count() + s.unread_at_close,
+            "stats do not add up: {s:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Tell ring neighbours how many messages were sent on (to next, to prev): returns what the
+/// neighbours sent to this rank on (channel to next, channel to prev).
+fn exchange_counts<C: Context>(ctx: &mut C, mine: [u64; 2]) -> Result<[u64; 2], String> {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let mut all = vec![0.0; 2 * size];
+    all[2 * rank] = mine[0] as f64;
+    all[2 * rank + 1] = mine[1] as f64;
+    ctx.all_reduce(&mut all, ReduceOp::Sum)
+        .map_err(|e| e.to_string())?;
+    let next = (rank + 1) % size;
+    let prev = (rank + size - 1) % size;
+    // What next sent to me went on next's "to prev" channel; what prev sent, on its "to next".
+    Ok([all[2 * next + 1] as u64, all[2 * prev] as u64])
+}
+
+/// Sync over a ring: every message delivered once, in order, unchanged, with its stamp; bursts
+/// of R sends before any receive; both ends' counts agree at close.
+pub fn sync_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize, r: usize) -> Check {
+    let cfg = ChannelConfig::new(len, r).map_err(|e| e.to_string())?;
+    let Some((mut next, mut prev)) = ring::<C, Sync>(ctx, cfg)? else {
+        return Ok(());
+    };
+    let mut expected = [1u64; 2];
+    for round in 0..rounds {
+        // A burst of up to R messages each way, then receive them all.
+        let burst = 1 + (round as usize % r);
+        for ch in [&mut next, &mut prev] {
+            ch.set_iteration(round);
+            for _ in 0..burst {
+                let seq = ch.stats().sent + 1;
+                ch.send_with(|b| fill(b, seq)).map_err(|e| e.to_string())?;
+            }
+        }
+        for (k, ch) in [&mut next, &mut prev].into_iter().enumerate() {
+            for _ in 0..burst {
+                let m = ch.recv().map_err(|e| format!("sync recv: {e}"))?;
+                ensure!(
+                    m.seq() == expected[k],
+                    "out of order: got seq {}, want {}",
+                    m.seq(),
+                    expected[k]
+                );
+                ensure!(m.stamp() == round, "stamp {} in round {round}", m.stamp());
+                check_whole(m.data(), m.seq(), "sync recv")?;
+                expected[k] += 1;
+            }
+        }
+    }
+    let sent_here = next.stats().sent + prev.stats().sent;
+    let [s1, s2]: [crate::ChannelStats; 2] = close_ring(next, prev)?
+        .try_into()
+        .map_err(|_| "two channels closed".to_string())?;
+    ensure!(
+        s1.unread_at_close == 0 && s2.unread_at_close == 0 && s1.superseded == 0,
+        "sync left messages unread: {s1:?} {s2:?}"
+    );
+    let received_here = s1.received + s2.received;
+    let sent = sum_over_ranks(ctx, sent_here as f64)?;
+    let received = sum_over_ranks(ctx, received_here as f64)?;
+    ensure!(
+        sent == received,
+        "sent {sent} messages, received {received}"
+    );
+    Ok(())
+}
+
+/// Racy over a ring, both directions busy at once: every element read from the view is a
+/// value some send wrote to that element (or the initial 0), never a torn or foreign value, and
+/// never from a send that has not started.
+pub fn racy_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize) -> Check {
+    let cfg = ChannelConfig::new(len, 2).map_err(|e| e.to_string())?;
+    let Some((mut next, mut prev)) = ring::<C, Racy>(ctx, cfg)? else {
+        return Ok(());
+    };
+    let mut reads = 0u64;
+    for round in 0..rounds {
+        for ch in [&mut next, &mut prev] {
+            ch.set_iteration(round);
+            let seq = ch.stats().sent + 1;
+            match ch.try_send_with(|b| fill(b, seq)) {
+                Ok(()) | Err(TrySendError::Full(_)) => {}
+                Err(e) => return Err(format!("racy send: {e}")),
+            }
+            let view = ch.recv().map_err(|e| e.to_string())?;
+            for j in 0..view.len() {
+                let v = view.load(j);
+                if v == 0.0 {
+                    continue;
+                }
+                let seq = decode(v, j);
+                ensure!(
+                    seq.is_some_and(|s| s >= 1 && s <= rounds + 1),
+                    "racy element {j} holds {v}: no send wrote that"
+                );
+                reads += 1;
+            }
+        }
+    }
+    let (s1, s2) = (next.stats().clone(), prev.stats().clone());
+    close_ring(next, prev)?;
+    ensure!(
+        s1.sent > 0 && s2.sent > 0,
+        "racy: nothing was sent ({s1:?}, {s2:?})"
+    );
+    let total_reads = sum_over_ranks(ctx, reads as f64)?;
+    ensure!(total_reads > 0.0, "racy: no rank ever saw data");
+    Ok(())
+}
+
+/// Two ends that disagree on length, R, or mode: ranks 0 and 1 both get
+/// [`CreateError::Mismatch`] naming the field and both values; every other rank gets
+/// [`CreateError::FailedElsewhere`]. Needs at least 2 ranks.
+pub fn mismatched_ends<C: Context>(ctx: &mut C) -> Check {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    if size < 2 {
+        return Ok(());
+    }
+    let peer = usize::from(rank == 0);
+    let cfg = |len, r| ChannelConfig::new(len, r).expect("valid");
+    let specs = |c| -> Vec<ChannelSpec> {
+        if rank < 2 {
+            vec![ChannelSpec::new(peer, 7, c).expect("valid")]
+        } else {
+            Vec::new()
+        }
+    };
+    // Length: 10 at rank 0, 12 at rank 1.
+    let mine = if rank == 0 { cfg(10, 2) } else { cfg(12, 2) };
+    let e = ctx.open::<Async>(&specs(mine)).err();
+    expect_mismatch(rank, e, Field::Length, ["10", "12"])?;
+    // R: 2 at rank 0, 3 at rank 1.
+    let mine = if rank == 0 { cfg(10, 2) } else { cfg(10, 3) };
+    let e = ctx.open::<Sync>(&specs(mine)).err();
+    expect_mismatch(rank, e, Field::MaxInFlight, ["2", "3"])?;
+    // Mode: async at rank 0, racy at rank 1.
+    let c = cfg(10, 2);
+    let e = if rank == 0 {
+        ctx.open::<Async>(&specs(c)).err()
+    } else {
+        ctx.open::<Racy>(&specs(c)).err()
+    };
+    expect_mismatch(rank, e, Field::Mode, ["async", "racy"])?;
+    // And the world is still usable: a matching channel opens and carries a message.
+    let mut ch = ctx
+        .open::<Sync>(&specs(cfg(3, 1)))
+        .map_err(|e| format!("matching open after mismatches failed: {e}"))?;
+    if let Some(ch) = ch.first_mut() {
+        ch.send(&[1.0, 2.0, 3.0]).map_err(|e| e.to_string())?;
+        let m = ch.recv().map_err(|e| e.to_string())?;
+        ensure!(
+            m.data() == [1.0, 2.0, 3.0],
+            "after mismatch: got {:?}",
+            m.data()
+        );
+    }
+    close_all(ch).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn expect_mismatch(rank: usize, e: Option<CreateError>, field: Field, values: [&str; 2]) -> Check {
+    match (rank, e) {
+        (
+            0 | 1,
+            Some(CreateError::Mismatch {
+                field: f,
+                here,
+                there,
+                ..
+            }),
+        ) => {
+            let (h, t) = (values[rank], values[1 - rank]);
+            ensure!(
+                f == field && here == h && there == t,
+                "rank {rank}: mismatch reported as {f}: {here} vs {there}; want {field}: {h} vs {t}"
+            );
+            Ok(())
+        }
+        (0 | 1, other) => Err(format!(
+            "rank {rank}: want a {field} mismatch, got {other:?}"
+        )),
+        (_, Some(CreateError::FailedElsewhere { failed_rank: 0 })) => Ok(()),
+        (_, other) => Err(format!(
+            "rank {rank}: want FailedElsewhere from rank 0, got {other:?}"
+        )),
+    }
+}
+
+/// A deterministic pseudo-random contribution of `rank` to reduction `round`, element `i`.
+pub fn contribution(rank: usize, round: u64, i: usize) -> f64 {
+    let mut x = (rank as u64 + 1)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(round.wrapping_mul(0xbf58_476d_1ce4_e5b9))
+        .wrapping_add((i as u64).wrapping_mul(0x94d0_49bb_1331_11eb));
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xd6e8_feb8_6659_fd93);
+    x ^= x >> 32;
+    // In [-1, 1), with a spread of magnitudes so rounding matters.
+    let unit = (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+    unit * 10f64.powi((x % 7) as i32 - 3)
+}
+
+/// A non-blocking reduction equals the serial sum to rounding, and the max exactly, for
+/// `rounds` back-to-back reductions (each restarted as soon as the last returned, with the
+/// next round's values, so a mix-up of rounds shows). The sum's bound: any order of summing n
+/// values has |error| ≤ (n−1)·ε·Σ|xᵢ| (first order, Higham §4.2), ε = 2⁻⁵³.
+pub fn reductions_match_serial<C: Context>(ctx: &mut C, rounds: u64, len: usize) -> Check {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let mut sum = ctx
+        .reduction(len, ReduceOp::Sum)
+        .map_err(|e| e.to_string())?;
+    let mut max = ctx
+        .reduction(len, ReduceOp::Max)
+        .map_err(|e| e.to_string())?;
+    let local = |round| {
+        (0..len)
+            .map(|i| contribution(rank, round, i))
+            .collect::<Vec<_>>()
+    };
+    let eps = f64::EPSILON / 2.0;
+    for round in 0..rounds {
+        sum.start(&local(round)).map_err(|e| e.to_string())?;
+        max.start(&local(round)).map_err(|e| e.to_string())?;
+        let mut got_sum = None;
+        let mut got_max = None;
+        let mut spins = 0u64;
+        while got_sum.is_none() || got_max.is_none() {
+            if got_sum.is_none() {
+                got_sum = sum.test().map_err(|e| e.to_string())?.map(<[f64]>::to_vec);
+            }
+            if got_max.is_none() {
+                got_max = max.test().map_err(|e| e.to_string())?.map(<[f64]>::to_vec);
+            }
+            spins += 1;
+            if spins > 64 {
+                std::thread::yield_now();
+            }
+        }
+        let (got_sum, got_max) = (got_sum.unwrap_or_default(), got_max.unwrap_or_default());
+        for i in 0..len {
+            let vals: Vec<f64> = (0..size).map(|r| contribution(r, round, i)).collect();
+            let serial: f64 = vals.iter().sum();
+            let abs: f64 = vals.iter().map(|v| v.abs()).sum();
+            let bound = (size.saturating_sub(1)) as f64 * eps * abs * 1.01;
+            ensure!(
+                (got_sum[i] - serial).abs() <= bound,
+                "round {round} element {i}: sum {} vs serial {serial} (bound {bound:e})",
+                got_sum[i]
+            );
+            let serial_max = vals.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            ensure!(
+                got_max[i] == serial_max,
+                "round {round} element {i}: max {} vs {serial_max}",
+                got_max[i]
+            );
+        }
+        // The blocking all-reduce agrees too.
+        let mut blocking = local(round);
+        ctx.all_reduce(&mut blocking, ReduceOp::Sum)
+            .map_err(|e| e.to_string())?;
+        for i in 0..len {
+            let abs: f64 = (0..size).map(|r| contribution(r, round, i).abs()).sum();
+            let bound = 2.0 * (size.saturating_sub(1)) as f64 * eps * abs * 1.01;
+            ensure!(
+                (blocking[i] - got_sum[i]).abs() <= bound,
+                "round {round}: all_reduce {} vs reduction {}",
+                blocking[i],
+                got_sum[i]
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Close with messages in flight both ways, `repeats` times: nothing hangs, and what was sent
+/// is accounted for at the peer (received or counted unread at close).
+pub fn close_with_traffic<C: Context>(ctx: &mut C, repeats: usize, len: usize) -> Check {
+    for rep in 0..repeats {
+        let r = 1 + rep % 4;
+        let cfg = ChannelConfig::new(len, r).map_err(|e| e.to_string())?;
+        let Some((mut next, mut prev)) = ring::<C, Async>(ctx, cfg)? else {
+            return Ok(());
+        };
+        for k in 0..(rep % 5) {
+            for ch in [&mut next, &mut prev] {
+                match ch.try_send_with(|b| fill(b, k as u64 + 1)) {
+                    Ok(()) | Err(TrySendError::Full(_)) => {}
+                    Err(e) => return Err(format!("try_send: {e}")),
+                }
+            }
+        }
+        if rep % 2 == 0 {
+            let _ = next.recv().map_err(|e| e.to_string())?;
+        }
+        let sent = (next.stats().sent + prev.stats().sent) as f64;
+        let got: u64 = close_ring(next, prev)?.iter().map(|s| s.received).sum();
+        let got = got as f64;
+        let total_sent = sum_over_ranks(ctx, sent)?;
+        let total_got = sum_over_ranks(ctx, got)?;
+        ensure!(
+            total_sent == total_got,
+            "repeat {rep}: {total_sent} sent but {total_got} accounted for at close"
+        );
+    }
+    Ok(())
+}
+
+/// Both ends send a message before either receives, for each length in `lens`: no deadlock
+/// (sends past a transport's eager limit must not wait for a receive that comes after them).
+pub fn send_before_recv<C: Context>(ctx: &mut C, lens: &[usize]) -> Check {
+    for &len in lens {
+        let cfg = ChannelConfig::new(len, 1).map_err(|e| e.to_string())?;
+        let Some((mut next, mut prev)) = ring::<C, Sync>(ctx, cfg)? else {
+            return Ok(());
+        };
+        for ch in [&mut next, &mut prev] {
+            ch.send_with(|b| fill(b, 1)).map_err(|e| e.to_string())?;
+        }
+        for ch in [&mut next, &mut prev] {
+            let m = ch.recv().map_err(|e| e.to_string())?;
+            check_whole(m.data(), 1, "send_before_recv")?;
+        }
+        close_ring(next, prev)?;
+    }
+    Ok(())
+}

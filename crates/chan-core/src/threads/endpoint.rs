@@ -1,0 +1,344 @@
+//! Channel ends of the threads backend: a mailbox end (two lock-free lanes, one per
+//! direction) and a racy end (the peer stores straight into our atomic receive buffer).
+
+use super::lane::{Lane, LaneReceiver, LaneSender};
+use super::world::Shared;
+use crate::atomic::{AtomicF64Buf, AtomicF64Slice};
+use crate::error::CommError;
+use crate::transport::{
+    Arrival, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport, Transport,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Close flags of both ends: 0 while open, `sent + 1` once an end closed or was dropped after
+/// sending `sent` messages.
+///
+/// ## Memory ordering
+/// An end stores its flag with Release after its last send; the peer's Acquire load of it then
+/// sees every message of that end published.
+#[derive(Default)]
+pub(crate) struct CloseFlags([AtomicU64; 2]);
+
+impl CloseFlags {
+    fn mark(&self, side: usize, sent: u64) {
+        // Release: pairs with `peer_total`'s Acquire, after all of this side's publications.
+        self.0[side].store(sent + 1, Ordering::Release);
+    }
+    fn total(&self, side: usize) -> Option<u64> {
+        // Acquire: pairs with `mark`'s Release.
+        match self.0[side].load(Ordering::Acquire) {
+            0 => None,
+            n => Some(n - 1),
+        }
+    }
+}
+
+/// What both ends of a mailbox channel share.
+pub(crate) struct MailboxPair {
+    /// `lanes[s]` carries messages sent by side `s`.
+    lanes: [Lane; 2],
+    closed: CloseFlags,
+}
+
+impl MailboxPair {
+    pub(crate) fn new(len: usize, r: usize) -> Self {
+        MailboxPair {
+            lanes: [Lane::new(len, r), Lane::new(len, r)],
+            closed: CloseFlags::default(),
+        }
+    }
+}
+
+/// Wait until the peer closed, failing if the world failed.
+fn wait_peer_close(world: &Shared, flags: &CloseFlags, peer_side: usize) -> Result<u64, CommError> {
+    let mut spins = 0u32;
+    loop {
+        if let Some(n) = flags.total(peer_side) {
+            return Ok(n);
+        }
+        world.check()?;
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+        spins = spins.saturating_add(1);
+    }
+}
+
+/// One end of a Sync or Async channel between two threads.
+pub struct MailboxEnd {
+    pair: Arc<MailboxPair>,
+    world: Arc<Shared>,
+    side: usize,
+    peer: usize,
+    len: usize,
+    r: usize,
+    tx: LaneSender,
+    rx: LaneReceiver,
+    sent: u64,
+    closed: bool,
+}
+
+impl MailboxEnd {
+    pub(crate) fn new(
+        pair: Arc<MailboxPair>,
+        world: Arc<Shared>,
+        side: usize,
+        peer: usize,
+        len: usize,
+        r: usize,
+    ) -> Self {
+        MailboxEnd {
+            pair,
+            world,
+            side,
+            peer,
+            len,
+            r,
+            tx: LaneSender::new(r),
+            rx: LaneReceiver::new(),
+            sent: 0,
+            closed: false,
+        }
+    }
+    fn in_lane(&self) -> &Lane {
+        &self.pair.lanes[1 - self.side]
+    }
+}
+
+impl Transport for MailboxEnd {
+    fn peer(&self) -> usize {
+        self.peer
+    }
+    fn msg_len(&self) -> usize {
+        self.len
+    }
+    fn max_in_flight(&self) -> usize {
+        self.r
+    }
+    fn in_flight(&mut self) -> Result<usize, CommError> {
+        Ok(self.tx.refresh(&self.pair.lanes[self.side]))
+    }
+    fn can_send(&mut self) -> Result<bool, CommError> {
+        Ok(self.tx.can_send(&self.pair.lanes[self.side]))
+    }
+    fn peer_closed(&mut self) -> bool {
+        self.pair.closed.total(1 - self.side).is_some()
+    }
+    fn send_with<F: FnOnce(&mut [f64])>(
+        &mut self,
+        header: Header,
+        fill: F,
+    ) -> Result<(), CommError> {
+        self.tx.send_with(&self.pair.lanes[self.side], header, fill);
+        self.sent += 1;
+        Ok(())
+    }
+    fn send_from(&mut self, header: Header, data: &[f64]) -> Result<(), CommError> {
+        self.tx.send_from(&self.pair.lanes[self.side], header, data);
+        self.sent += 1;
+        Ok(())
+    }
+    fn check_world(&self) -> Result<(), CommError> {
+        self.world.check()
+    }
+    fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
+        debug_assert_eq!(sent, self.sent);
+        self.closed = true;
+        self.pair.closed.mark(self.side, self.sent);
+        Ok(())
+    }
+    fn finish_close(&mut self) -> Result<CloseReport, CommError> {
+        let peer_sent = wait_peer_close(&self.world, &self.pair.closed, 1 - self.side)?;
+        // The peer published everything before its close flag (Release/Acquire): the READY
+        // slots now are exactly the messages never polled.
+        let drained = self.in_lane().count_ready();
+        Ok(CloseReport { peer_sent, drained })
+    }
+}
+
+impl MailboxTransport for MailboxEnd {
+    fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
+        self.rx.poll(&self.pair.lanes[1 - self.side], out);
+        Ok(())
+    }
+    fn data(&self, slot: usize) -> &[f64] {
+        self.rx.data(self.in_lane(), slot)
+    }
+    fn release(&mut self, slot: usize) -> Result<(), CommError> {
+        self.rx.release(&self.pair.lanes[1 - self.side], slot);
+        Ok(())
+    }
+    fn peer_sent_total(&mut self) -> Option<u64> {
+        self.pair.closed.total(1 - self.side)
+    }
+}
+
+impl Drop for MailboxEnd {
+    fn drop(&mut self) {
+        // Tell the peer this end is gone so it never waits for it; nothing else is pending
+        // (all memory is shared and freed with the last Arc).
+        if !self.closed {
+            self.pair.closed.mark(self.side, self.sent);
+        }
+    }
+}
+
+/// One direction of a racy channel: the receiver's buffer, written by the sender with relaxed
+/// atomic stores, and a completion counter.
+///
+/// ## Memory ordering
+/// The sender stores the elements (Relaxed), the stamp (Relaxed), then increments `completed`
+/// with Release; the receiver's Acquire load of `completed` makes a count of n mean "n sends
+/// have finished storing", though later sends may already be overwriting elements.
+pub(crate) struct RacyLane {
+    buf: AtomicF64Buf,
+    completed: AtomicU64,
+    stamp: AtomicU64,
+}
+
+/// What both ends of a racy channel share.
+pub(crate) struct RacyPair {
+    lanes: [RacyLane; 2],
+    closed: CloseFlags,
+}
+
+impl RacyPair {
+    pub(crate) fn new(len: usize) -> Self {
+        let lane = || RacyLane {
+            buf: AtomicF64Buf::zeroed(len),
+            completed: AtomicU64::new(0),
+            stamp: AtomicU64::new(0),
+        };
+        RacyPair {
+            lanes: [lane(), lane()],
+            closed: CloseFlags::default(),
+        }
+    }
+}
+
+/// One end of a Racy channel between two threads. A send is a direct store into the peer's
+/// receive buffer, complete when the call returns, so nothing is ever in flight.
+pub struct RacyEnd {
+    pair: Arc<RacyPair>,
+    world: Arc<Shared>,
+    side: usize,
+    peer: usize,
+    len: usize,
+    r: usize,
+    /// For `send_with`: the caller fills this, then it is stored into the peer's buffer.
+    staging: Box<[f64]>,
+    seen: u64,
+    sent: u64,
+    closed: bool,
+}
+
+impl RacyEnd {
+    pub(crate) fn new(
+        pair: Arc<RacyPair>,
+        world: Arc<Shared>,
+        side: usize,
+        peer: usize,
+        len: usize,
+        r: usize,
+    ) -> Self {
+        RacyEnd {
+            pair,
+            world,
+            side,
+            peer,
+            len,
+            r,
+            staging: vec![0.0; len].into_boxed_slice(),
+            seen: 0,
+            sent: 0,
+            closed: false,
+        }
+    }
+
+    fn publish(&mut self, stamp: u64) {
+        let lane = &self.pair.lanes[1 - self.side];
+        lane.stamp.store(stamp, Ordering::Relaxed);
+        // Release: pairs with the receiver's Acquire load in `poll`.
+        lane.completed.fetch_add(1, Ordering::Release);
+        self.sent += 1;
+    }
+}
+
+impl Transport for RacyEnd {
+    fn peer(&self) -> usize {
+        self.peer
+    }
+    fn msg_len(&self) -> usize {
+        self.len
+    }
+    fn max_in_flight(&self) -> usize {
+        self.r
+    }
+    fn in_flight(&mut self) -> Result<usize, CommError> {
+        Ok(0)
+    }
+    fn can_send(&mut self) -> Result<bool, CommError> {
+        Ok(true)
+    }
+    fn peer_closed(&mut self) -> bool {
+        self.pair.closed.total(1 - self.side).is_some()
+    }
+    fn send_with<F: FnOnce(&mut [f64])>(
+        &mut self,
+        header: Header,
+        fill: F,
+    ) -> Result<(), CommError> {
+        fill(&mut self.staging);
+        self.pair.lanes[1 - self.side].buf.store_from(&self.staging);
+        self.publish(header.stamp);
+        Ok(())
+    }
+    fn send_from(&mut self, header: Header, data: &[f64]) -> Result<(), CommError> {
+        self.pair.lanes[1 - self.side].buf.store_from(data);
+        self.publish(header.stamp);
+        Ok(())
+    }
+    fn check_world(&self) -> Result<(), CommError> {
+        self.world.check()
+    }
+    fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
+        debug_assert_eq!(sent, self.sent);
+        self.closed = true;
+        self.pair.closed.mark(self.side, self.sent);
+        Ok(())
+    }
+    fn finish_close(&mut self) -> Result<CloseReport, CommError> {
+        let peer_sent = wait_peer_close(&self.world, &self.pair.closed, 1 - self.side)?;
+        // Acquire: pairs with the peer's Release increments in `publish`, all before its close.
+        let drained = self.pair.lanes[self.side].completed.load(Ordering::Acquire) - self.seen;
+        Ok(CloseReport { peer_sent, drained })
+    }
+}
+
+impl RacyTransport for RacyEnd {
+    fn poll(&mut self) -> Result<RacyPoll, CommError> {
+        let lane = &self.pair.lanes[self.side];
+        // Acquire: pairs with the sender's Release increment in `publish`.
+        let c = lane.completed.load(Ordering::Acquire);
+        let arrived = c - self.seen;
+        self.seen = c;
+        Ok(RacyPoll {
+            arrived,
+            stamp: lane.stamp.load(Ordering::Relaxed),
+        })
+    }
+    fn view(&self) -> &AtomicF64Slice {
+        &self.pair.lanes[self.side].buf
+    }
+}
+
+impl Drop for RacyEnd {
+    fn drop(&mut self) {
+        if !self.closed {
+            self.pair.closed.mark(self.side, self.sent);
+        }
+    }
+}

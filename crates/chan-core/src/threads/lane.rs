@@ -1,0 +1,223 @@
+//! The lock-free slot protocol of one direction of a threads mailbox: a single sender and a
+//! single receiver share R + 1 slots. No lock, and neither side ever waits for the other.
+//!
+//! Each slot has a state, moved only as follows:
+//!
+//! ```text
+//!  FREE --(sender: wrote header+data, Release)--> READY --(receiver: poll)--> HELD
+//!   ^                                                                            |
+//!   +----------------------(receiver: release, Release)--------------------------+
+//! ```
+//!
+//! * The sender writes a slot's cells only while the slot is FREE and it has seen it FREE.
+//! * The receiver reads a slot's cells only while it is READY or HELD.
+//! * READY counts as *in flight*; HELD means the receiving channel took delivery (the message
+//!   is acknowledged) and is not in flight. The receiver holds at most R + 1 − (in flight) slots,
+//!   and a sender sends only with fewer than R in flight **and** a slot it has seen FREE.
+//!
+//! ## Memory ordering
+//! * Sender `state.store(READY, Release)` after writing the cells; synchronizes with the
+//!   receiver's `state.load(Acquire)` in [`LaneReceiver::poll`], so the cells are visible.
+//! * Sender `published.fetch_add(1, Release)` after that; synchronizes with the receiver's
+//!   `published.load(Acquire)` fast path, so a poll that sees the new count sees READY.
+//! * Receiver `state.store(FREE, Release)` in [`LaneReceiver::release`] after its last read of the
+//!   cells; synchronizes with the sender's `state.load(Acquire)` in [`LaneSender::refresh`], so
+//!   the receiver's reads happen before the sender's next writes.
+//! * Receiver `state.store(HELD, Relaxed)`: the sender only counts HELD slots, it reads no data
+//!   that depends on it, and it never writes a slot that is not FREE.
+
+use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::Cell;
+use crate::transport::{Arrival, Header};
+
+const FREE: u64 = 0;
+const READY: u64 = 1;
+const HELD: u64 = 2;
+
+struct Slot {
+    state: AtomicU64,
+    header: Cell<Header>,
+    data: Cell<Box<[f64]>>,
+}
+
+/// One direction: R + 1 slots and a publication counter.
+pub(crate) struct Lane {
+    slots: Box<[Slot]>,
+    published: AtomicU64,
+}
+
+// SAFETY: Lane is shared between exactly one sender and one receiver thread. Its cells are
+// accessed only under the slot protocol above: (1) the sender writes a slot's cells only while
+// the state is FREE and only it moves FREE -> READY; (2) the receiver reads cells only while the
+// state is READY or HELD, which the sender never writes; (3) every hand-over is a Release store
+// read by an Acquire load (see "Memory ordering"). So no cell is accessed concurrently with a write.
+unsafe impl Sync for Lane {}
+// SAFETY: the cells hold plain data (Header, Box<[f64]>), which is Send.
+unsafe impl Send for Lane {}
+
+impl Lane {
+    /// A lane for messages of `len` f64 with at most `r` in flight.
+    pub(crate) fn new(len: usize, r: usize) -> Self {
+        let slots = (0..r + 1)
+            .map(|_| Slot {
+                state: AtomicU64::new(FREE),
+                header: Cell::new(Header::default()),
+                data: Cell::new(vec![0.0; len].into_boxed_slice()),
+            })
+            .collect();
+        Lane {
+            slots,
+            published: AtomicU64::new(0),
+        }
+    }
+
+    /// Messages published so far.
+    pub(crate) fn published(&self) -> u64 {
+        // Acquire: pairs with the sender's Release fetch_add in `send_with`.
+        self.published.load(Ordering::Acquire)
+    }
+
+    /// Number of slots currently READY (published, not yet polled). For close-time draining.
+    pub(crate) fn count_ready(&self) -> u64 {
+        self.slots
+            .iter()
+            // Acquire: pairs with the sender's Release store of READY.
+            .filter(|s| s.state.load(Ordering::Acquire) == READY)
+            .count() as u64
+    }
+}
+
+/// The sender's private bookkeeping.
+pub(crate) struct LaneSender {
+    r: usize,
+    /// Slots this sender has seen FREE: it may write them.
+    free: Vec<usize>,
+    /// Slots published and not yet seen FREE again (READY or HELD).
+    outstanding: Vec<usize>,
+}
+
+impl LaneSender {
+    pub(crate) fn new(r: usize) -> Self {
+        LaneSender {
+            r,
+            free: (0..r + 1).rev().collect(),
+            outstanding: Vec::with_capacity(r + 1),
+        }
+    }
+
+    /// Look at the outstanding slots: collect the freed ones; return how many are in flight.
+    pub(crate) fn refresh(&mut self, lane: &Lane) -> usize {
+        let mut in_flight = 0;
+        let mut i = 0;
+        while i < self.outstanding.len() {
+            let s = self.outstanding[i];
+            debug_assert!(s < lane.slots.len());
+            // Acquire: pairs with the receiver's Release store of FREE in `release`, so its
+            // reads of the slot happen before our next writes to it.
+            match lane.slots[s].state.load(Ordering::Acquire) {
+                FREE => {
+                    self.outstanding.swap_remove(i);
+                    self.free.push(s);
+                }
+                READY => {
+                    in_flight += 1;
+                    i += 1;
+                }
+                _ => i += 1,
+            }
+        }
+        in_flight
+    }
+
+    /// True when a send may start now: fewer than R in flight and a slot seen FREE.
+    pub(crate) fn can_send(&mut self, lane: &Lane) -> bool {
+        let in_flight = self.refresh(lane);
+        in_flight < self.r && !self.free.is_empty()
+    }
+
+    /// Write one message into a FREE slot and publish it. Call only after `can_send` was true.
+    pub(crate) fn send_with<F: FnOnce(&mut [f64])>(
+        &mut self,
+        lane: &Lane,
+        header: Header,
+        fill: F,
+    ) {
+        let s = self
+            .free
+            .pop()
+            .expect("send_with is called only after can_send returned true");
+        let slot = &lane.slots[s];
+        // SAFETY: slot s was seen FREE by `refresh` (Acquire, after the receiver's last read) and
+        // only this sender moves it out of FREE, so nobody else accesses its cells now.
+        unsafe {
+            slot.header.with_mut(|h| *h = header);
+            slot.data.with_mut(|d| fill(&mut *d));
+        }
+        // Release: publishes the cells written above to the receiver's Acquire load in `poll`.
+        slot.state.store(READY, Ordering::Release);
+        // Release: pairs with the receiver's Acquire load of `published` (its fast path).
+        lane.published.fetch_add(1, Ordering::Release);
+        self.outstanding.push(s);
+    }
+
+    /// Copy `data` straight into a FREE slot and publish it (see `send_with`).
+    pub(crate) fn send_from(&mut self, lane: &Lane, header: Header, data: &[f64]) {
+        self.send_with(lane, header, |buf| buf.copy_from_slice(data))
+    }
+}
+
+/// The receiver's private bookkeeping.
+pub(crate) struct LaneReceiver {
+    /// Value of `published` at the last scan.
+    seen: u64,
+}
+
+impl LaneReceiver {
+    pub(crate) fn new() -> Self {
+        LaneReceiver { seen: 0 }
+    }
+
+    /// Report every READY slot (moving it to HELD). Cheap when nothing was published.
+    pub(crate) fn poll(&mut self, lane: &Lane, out: &mut Vec<Arrival>) {
+        let p = lane.published();
+        if p == self.seen {
+            return;
+        }
+        self.seen = p;
+        for (i, slot) in lane.slots.iter().enumerate() {
+            // Acquire: pairs with the sender's Release store of READY: the cells are visible.
+            if slot.state.load(Ordering::Acquire) == READY {
+                // SAFETY: the slot is READY, so the sender does not write it (it writes only
+                // FREE slots) until we store FREE; we read it after the Acquire above.
+                let header = unsafe { slot.header.with(|h| *h) };
+                // Relaxed: only this receiver leaves READY; the sender merely counts HELD.
+                slot.state.store(HELD, Ordering::Relaxed);
+                out.push(Arrival { slot: i, header });
+            }
+        }
+    }
+
+    /// The data of a slot this receiver holds.
+    #[cfg(not(loom))]
+    pub(crate) fn data<'a>(&self, lane: &'a Lane, slot: usize) -> &'a [f64] {
+        let s = &lane.slots[slot];
+        debug_assert_eq!(s.state.load(Ordering::Relaxed), HELD);
+        // SAFETY: the slot is HELD by this receiver (reported by `poll`, not released), so the
+        // sender does not write it until `release` stores FREE; the caller's borrow of the
+        // receiving channel ends before it can call `release`.
+        unsafe { &*s.data.get() }
+    }
+
+    /// Read a held slot's data inside `f` (the form loom can track).
+    #[cfg(loom)]
+    pub(crate) fn with_data<R>(&self, lane: &Lane, slot: usize, f: impl FnOnce(&[f64]) -> R) -> R {
+        // SAFETY: as in `data`: the slot is HELD, the sender does not write it.
+        unsafe { lane.slots[slot].data.with(|d| f(&*d)) }
+    }
+
+    /// Give a held slot back to the sender.
+    pub(crate) fn release(&mut self, lane: &Lane, slot: usize) {
+        // Release: our reads of the slot happen before the sender's Acquire load that sees FREE.
+        lane.slots[slot].state.store(FREE, Ordering::Release);
+    }
+}

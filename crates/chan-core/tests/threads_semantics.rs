@@ -1,0 +1,81 @@
+//! The backend-generic semantic checks of `chan_core::testkit`, on the threads backend, for
+//! 2, 3 and 4 ranks (and the tree reduction for 1..=17). The same checks run under mpirun and
+//! oshrun in the other backends' tests.
+
+use chan_core::testkit;
+use chan_core::threads::World;
+use std::time::{Duration, Instant};
+
+/// Run a check on every rank of a world of `n`; every rank must pass.
+fn on_world(n: usize, check: impl Fn(&mut chan_core::threads::ThreadCtx) -> testkit::Check + Sync) {
+    let results = World::new(n).unwrap().run(|ctx| check(ctx));
+    let failures: Vec<String> = results
+        .into_iter()
+        .enumerate()
+        .filter_map(|(rank, r)| r.err().map(|e| format!("rank {rank}: {e}")))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "world of {n}:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn async_never_torn_newest_bounded() {
+    for n in 2..=4 {
+        for (len, r) in [(1, 1), (7, 2), (2500, 3), (64, 8)] {
+            on_world(n, |ctx| testkit::async_semantics(ctx, 3000, len, r));
+        }
+    }
+}
+
+#[test]
+fn sync_every_message_once_in_order() {
+    for n in 2..=4 {
+        for (len, r) in [(1, 1), (13, 3), (2500, 2)] {
+            on_world(n, |ctx| testkit::sync_semantics(ctx, 200, len, r));
+        }
+    }
+}
+
+#[test]
+fn racy_reads_only_values_some_send_wrote() {
+    for n in 2..=4 {
+        for len in [1, 33, 2500] {
+            on_world(n, |ctx| testkit::racy_semantics(ctx, 3000, len));
+        }
+    }
+}
+
+#[test]
+fn mismatched_ends_fail_on_both_sides_quickly() {
+    for n in 2..=4 {
+        let t = Instant::now();
+        on_world(n, testkit::mismatched_ends);
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "mismatch took {:?}",
+            t.elapsed()
+        );
+    }
+}
+
+#[test]
+fn tree_reduction_matches_serial_sum_1_to_17_ranks() {
+    for n in 1..=17 {
+        on_world(n, |ctx| testkit::reductions_match_serial(ctx, 20, 3));
+    }
+}
+
+#[test]
+fn close_with_messages_in_flight() {
+    for n in 2..=4 {
+        on_world(n, |ctx| testkit::close_with_traffic(ctx, 50, 16));
+    }
+}
+
+#[test]
+fn both_ends_send_before_either_receives() {
+    on_world(2, |ctx| testkit::send_before_recv(ctx, &[1, 2500, 524_288]));
+}

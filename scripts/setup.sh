@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the system packages aiac needs on a Debian machine when they are missing:
+# Open MPI with OpenSHMEM (mpirun, oshrun, oshcc, headers), libclang for bindgen, pkg-config.
+# Idempotent: does nothing when everything is present. Needs root (or sudo) only to install.
+set -euo pipefail
+
+need=()
+command -v mpirun  >/dev/null 2>&1 || need+=(openmpi-bin)
+command -v oshrun  >/dev/null 2>&1 || need+=(openmpi-bin)
+command -v mpicc   >/dev/null 2>&1 || need+=(libopenmpi-dev)
+command -v oshcc   >/dev/null 2>&1 || need+=(libopenmpi-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+# bindgen (rsmpi, openshmem-sys) loads libclang at build time.
+if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; then
+  need+=(libclang-dev)
+fi
+
+if [ ${#need[@]} -gt 0 ]; then
+  # de-duplicate
+  mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
+  echo "aiac setup: installing ${need[*]}" >&2
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "aiac setup: need root or sudo to install ${need[*]}" >&2; exit 1; }
+    sudo_cmd=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${need[@]}" libclang-dev
+fi
