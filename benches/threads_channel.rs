@@ -1,1 +1,341 @@
-fn main() {}
+//! The threads backend's channels against crossbeam-channel doing the same pattern between two
+//! threads, for 8 B (1 f64) and 20 KB (2500 f64, a 50×50 halo face) messages:
+//!
+//! - **ping-pong**: rank 0 sends, rank 1 answers, one round trip per iteration (latency);
+//! - **one-way**: rank 0 streams messages to rank 1 (throughput), R = 4 (`bounded(4)`).
+//!
+//! crossbeam carries `[f64; N]` by value, so each message is copied into the channel and out of
+//! it, as aiac copies it into a slot (the receiver reads aiac's slot in place). World creation
+//! and channel set-up happen outside the timed region. At the end the ratio aiac / crossbeam of
+//! every pair is printed from criterion's estimates.
+//!
+//! `cargo bench --bench threads_channel`
+
+use chan_core::threads::World;
+use chan_core::traits::*;
+use chan_core::{Async, ChannelConfig, ChannelSpec, Racy, Sync};
+use criterion::{BenchmarkId, Criterion, Throughput};
+use std::time::{Duration, Instant};
+
+const SMALL: usize = 1;
+const FACE: usize = 2500;
+const STREAM_R: usize = 4;
+
+fn spec(peer: usize, len: usize, r: usize) -> ChannelSpec {
+    ChannelSpec::new(peer, 0, ChannelConfig::new(len, r).unwrap()).unwrap()
+}
+
+fn pingpong_aiac(mode: &str, len: usize, iters: u64) -> Duration {
+    let mode = mode.to_owned();
+    // Channels are opened inside the timed closure's world but before its clock starts.
+    World::new(2)
+        .unwrap()
+        .run(|ctx| {
+            let peer = 1 - ctx.rank();
+            let first = ctx.rank() == 0;
+            let data = vec![1.0; len];
+            let mut sink = vec![0.0; len];
+            macro_rules! timed {
+                ($body:block) => {{
+                    ctx.barrier().unwrap();
+                    let t = Instant::now();
+                    $body;
+                    t.elapsed()
+                }};
+            }
+            match mode.as_str() {
+                "sync" => {
+                    let mut ch = ctx.open::<Sync>(&[spec(peer, len, 1)]).unwrap().remove(0);
+                    let e = timed!({
+                        for _ in 0..iters {
+                            if first {
+                                ch.send(&data).unwrap();
+                                ch.recv_into(&mut sink).unwrap();
+                            } else {
+                                ch.recv_into(&mut sink).unwrap();
+                                ch.send(&sink).unwrap();
+                            }
+                        }
+                    });
+                    ch.close().unwrap();
+                    e
+                }
+                "async" => {
+                    let mut ch = ctx.open::<Async>(&[spec(peer, len, 1)]).unwrap().remove(0);
+                    let wait = |ch: &mut chan_core::Channel<_, Async>, sink: &mut [f64]| loop {
+                        if let Some(m) = ch.recv().unwrap() {
+                            sink.copy_from_slice(&m);
+                            break;
+                        }
+                    };
+                    let e = timed!({
+                        for _ in 0..iters {
+                            if first {
+                                ch.send(&data).unwrap();
+                                wait(&mut ch, &mut sink);
+                            } else {
+                                wait(&mut ch, &mut sink);
+                                ch.send(&sink).unwrap();
+                            }
+                        }
+                    });
+                    ch.close().unwrap();
+                    e
+                }
+                _ => {
+                    let mut ch = ctx.open::<Racy>(&[spec(peer, len, 1)]).unwrap().remove(0);
+                    let wait = |ch: &mut chan_core::Channel<_, Racy>, sink: &mut [f64]| {
+                        while !ch.can_recv().unwrap() {}
+                        ch.recv().unwrap().load_into(sink);
+                    };
+                    let e = timed!({
+                        for _ in 0..iters {
+                            if first {
+                                ch.send(&data).unwrap();
+                                wait(&mut ch, &mut sink);
+                            } else {
+                                wait(&mut ch, &mut sink);
+                                ch.send(&sink).unwrap();
+                            }
+                        }
+                    });
+                    ch.close().unwrap();
+                    e
+                }
+            }
+        })
+        .into_iter()
+        .max()
+        .unwrap()
+}
+
+fn pingpong_crossbeam<const N: usize>(iters: u64) -> Duration {
+    let (to1, from0) = crossbeam_channel::bounded::<[f64; N]>(1);
+    let (to0, from1) = crossbeam_channel::bounded::<[f64; N]>(1);
+    let barrier = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        let b = &barrier;
+        let echo = s.spawn(move || {
+            b.wait();
+            for _ in 0..iters {
+                let m = from0.recv().unwrap();
+                to0.send(m).unwrap();
+            }
+        });
+        let data = [1.0; N];
+        b.wait();
+        let t = Instant::now();
+        for _ in 0..iters {
+            to1.send(data).unwrap();
+            std::hint::black_box(from1.recv().unwrap());
+        }
+        let e = t.elapsed();
+        echo.join().unwrap();
+        e
+    })
+}
+
+fn stream_aiac(mode: &str, len: usize, n: u64) -> Duration {
+    let mode = mode.to_owned();
+    World::new(2)
+        .unwrap()
+        .run(|ctx| {
+            let peer = 1 - ctx.rank();
+            let sender = ctx.rank() == 0;
+            let data = vec![1.0; len];
+            let mut sink = vec![0.0; len];
+            match mode.as_str() {
+                "sync" => {
+                    let mut ch = ctx
+                        .open::<Sync>(&[spec(peer, len, STREAM_R)])
+                        .unwrap()
+                        .remove(0);
+                    ctx.barrier().unwrap();
+                    let t = Instant::now();
+                    for _ in 0..n {
+                        if sender {
+                            ch.send(&data).unwrap();
+                        } else {
+                            ch.recv_into(&mut sink).unwrap();
+                        }
+                    }
+                    let e = t.elapsed();
+                    ch.close().unwrap();
+                    e
+                }
+                "async" => {
+                    let mut ch = ctx
+                        .open::<Async>(&[spec(peer, len, STREAM_R)])
+                        .unwrap()
+                        .remove(0);
+                    ctx.barrier().unwrap();
+                    let t = Instant::now();
+                    if sender {
+                        for _ in 0..n {
+                            ch.send(&data).unwrap();
+                        }
+                    } else {
+                        // Newest-wins: the receiver takes what is newest until the last arrives.
+                        let mut last = 0;
+                        while last < n {
+                            if let Some(m) = ch.recv().unwrap() {
+                                sink.copy_from_slice(&m);
+                                last = m.seq();
+                            }
+                        }
+                    }
+                    let e = t.elapsed();
+                    ch.close().unwrap();
+                    e
+                }
+                _ => {
+                    let mut ch = ctx
+                        .open::<Racy>(&[spec(peer, len, STREAM_R)])
+                        .unwrap()
+                        .remove(0);
+                    ctx.barrier().unwrap();
+                    let t = Instant::now();
+                    if sender {
+                        for _ in 0..n {
+                            ch.send(&data).unwrap();
+                        }
+                    } else {
+                        while ch.stats().received < n {
+                            ch.recv().unwrap().load_into(&mut sink);
+                        }
+                    }
+                    let e = t.elapsed();
+                    ch.close().unwrap();
+                    e
+                }
+            }
+        })
+        .into_iter()
+        .max()
+        .unwrap()
+}
+
+fn stream_crossbeam<const N: usize>(n: u64) -> Duration {
+    let (tx, rx) = crossbeam_channel::bounded::<[f64; N]>(STREAM_R);
+    let barrier = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        let b = &barrier;
+        let recv = s.spawn(move || {
+            b.wait();
+            let t = Instant::now();
+            for _ in 0..n {
+                std::hint::black_box(rx.recv().unwrap());
+            }
+            t.elapsed()
+        });
+        let data = [1.0; N];
+        b.wait();
+        let t = Instant::now();
+        for _ in 0..n {
+            tx.send(data).unwrap();
+        }
+        let e = t.elapsed();
+        e.max(recv.join().unwrap())
+    })
+}
+
+fn pingpong(c: &mut Criterion) {
+    let mut g = c.benchmark_group("pingpong");
+    for len in [SMALL, FACE] {
+        let bytes = (len * 8) as u64;
+        g.throughput(Throughput::Bytes(2 * bytes));
+        for mode in ["sync", "async", "racy"] {
+            g.bench_with_input(
+                BenchmarkId::new(format!("aiac-{mode}"), bytes),
+                &len,
+                |b, &len| b.iter_custom(|iters| pingpong_aiac(mode, len, iters)),
+            );
+        }
+        g.bench_with_input(BenchmarkId::new("crossbeam", bytes), &len, |b, &len| {
+            b.iter_custom(|iters| match len {
+                SMALL => pingpong_crossbeam::<SMALL>(iters),
+                _ => pingpong_crossbeam::<FACE>(iters),
+            })
+        });
+    }
+    g.finish();
+}
+
+fn oneway(c: &mut Criterion) {
+    let mut g = c.benchmark_group("oneway");
+    for len in [SMALL, FACE] {
+        let bytes = (len * 8) as u64;
+        g.throughput(Throughput::Bytes(bytes));
+        for mode in ["sync", "async", "racy"] {
+            g.bench_with_input(
+                BenchmarkId::new(format!("aiac-{mode}"), bytes),
+                &len,
+                |b, &len| b.iter_custom(|iters| stream_aiac(mode, len, iters)),
+            );
+        }
+        g.bench_with_input(BenchmarkId::new("crossbeam", bytes), &len, |b, &len| {
+            b.iter_custom(|iters| match len {
+                SMALL => stream_crossbeam::<SMALL>(iters),
+                _ => stream_crossbeam::<FACE>(iters),
+            })
+        });
+    }
+    g.finish();
+}
+
+/// criterion's mean estimate (ns per iteration) of one benchmark, from its saved estimates.
+fn mean_ns(group: &str, id: &str, bytes: usize) -> Option<f64> {
+    let root = std::env::var_os("CRITERION_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR").map(|d| std::path::Path::new(&d).join("criterion"))
+        })
+        .unwrap_or_else(|| std::path::PathBuf::from("target/criterion"));
+    let path = root
+        .join(group)
+        .join(id)
+        .join(bytes.to_string())
+        .join("new/estimates.json");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    v["mean"]["point_estimate"].as_f64()
+}
+
+fn print_ratios() {
+    println!("\naiac threads channel / crossbeam-channel (mean time per message, lower is better)");
+    println!(
+        "{:<10} {:>7} {:>14} {:>14} {:>8}",
+        "pattern", "bytes", "aiac", "crossbeam", "ratio"
+    );
+    for group in ["pingpong", "oneway"] {
+        for len in [SMALL, FACE] {
+            let bytes = len * 8;
+            let Some(cb) = mean_ns(group, "crossbeam", bytes) else {
+                continue;
+            };
+            for mode in ["sync", "async", "racy"] {
+                if let Some(a) = mean_ns(group, &format!("aiac-{mode}"), bytes) {
+                    println!(
+                        "{:<10} {:>7} {:>11.1} ns {:>11.1} ns {:>7.2}×  ({mode})",
+                        group,
+                        bytes,
+                        a,
+                        cb,
+                        a / cb
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20)
+        .configure_from_args();
+    pingpong(&mut c);
+    oneway(&mut c);
+    c.final_summary();
+    print_ratios();
+}

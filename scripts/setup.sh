@@ -26,5 +26,5 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
   export DEBIAN_FRONTEND=noninteractive
   "${sudo_cmd[@]}" apt-get update -q
-  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${need[@]}" libclang-dev
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${need[@]}"
 fi

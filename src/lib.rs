@@ -15,3 +15,8 @@ pub use chan_core::{
 pub mod traits {
     pub use chan_core::traits::*;
 }
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

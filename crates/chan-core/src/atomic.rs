@@ -122,8 +122,10 @@ impl AtomicF64Slice {
 
 /// An owned, heap-allocated racy buffer.
 #[derive(Debug)]
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) struct AtomicF64Buf(Box<[AtomicF64]>);
 
+#[cfg_attr(loom, allow(dead_code))]
 impl AtomicF64Buf {
     pub(crate) fn zeroed(len: usize) -> Self {
         AtomicF64Buf((0..len).map(|_| AtomicF64::new(0.0)).collect())

@@ -7,12 +7,6 @@ pub(crate) use std::sync::atomic;
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic;
 
-/// Yield inside a spin loop (under loom, lets the model scheduler run the other thread).
-#[cfg(loom)]
-pub(crate) fn spin_yield() {
-    loom::thread::yield_now();
-}
-
 /// An `UnsafeCell` with loom's closure API, so the same code runs under std and loom.
 #[derive(Debug)]
 pub(crate) struct Cell<T>(
