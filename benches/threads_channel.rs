@@ -17,6 +17,9 @@ use chan_core::{Async, ChannelConfig, ChannelSpec, Racy, Sync};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use std::time::{Duration, Instant};
 
+#[path = "support/ratios.rs"]
+mod ratios;
+
 const SMALL: usize = 1;
 const FACE: usize = 2500;
 const STREAM_R: usize = 4;
@@ -283,51 +286,6 @@ fn oneway(c: &mut Criterion) {
     g.finish();
 }
 
-/// criterion's mean estimate (ns per iteration) of one benchmark, from its saved estimates.
-fn mean_ns(group: &str, id: &str, bytes: usize) -> Option<f64> {
-    let root = std::env::var_os("CRITERION_HOME")
-        .map(std::path::PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("CARGO_TARGET_DIR").map(|d| std::path::Path::new(&d).join("criterion"))
-        })
-        .unwrap_or_else(|| std::path::PathBuf::from("target/criterion"));
-    let path = root
-        .join(group)
-        .join(id)
-        .join(bytes.to_string())
-        .join("new/estimates.json");
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    v["mean"]["point_estimate"].as_f64()
-}
-
-fn print_ratios() {
-    println!("\naiac threads channel / crossbeam-channel (mean time per message, lower is better)");
-    println!(
-        "{:<10} {:>7} {:>14} {:>14} {:>8}",
-        "pattern", "bytes", "aiac", "crossbeam", "ratio"
-    );
-    for group in ["pingpong", "oneway"] {
-        for len in [SMALL, FACE] {
-            let bytes = len * 8;
-            let Some(cb) = mean_ns(group, "crossbeam", bytes) else {
-                continue;
-            };
-            for mode in ["sync", "async", "racy"] {
-                if let Some(a) = mean_ns(group, &format!("aiac-{mode}"), bytes) {
-                    println!(
-                        "{:<10} {:>7} {:>11.1} ns {:>11.1} ns {:>7.2}×  ({mode})",
-                        group,
-                        bytes,
-                        a,
-                        cb,
-                        a / cb
-                    );
-                }
-            }
-        }
-    }
-}
-
 fn main() {
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -337,5 +295,11 @@ fn main() {
     pingpong(&mut c);
     oneway(&mut c);
     c.final_summary();
-    print_ratios();
+    ratios::print_table(
+        "aiac threads channel / crossbeam-channel",
+        &["pingpong", "oneway"],
+        &["8", "20000"],
+        "crossbeam",
+        &["aiac-sync", "aiac-async", "aiac-racy"],
+    );
 }

@@ -63,6 +63,6 @@ pub trait Context {
     /// Blocking barrier.
     fn barrier(&mut self) -> Result<(), CommError>;
 
-    /// Blocking all-reduce in place: every rank gets the same result, combined in rank order.
+    /// Blocking all-reduce in place: every rank gets the same result.
     fn all_reduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<(), CommError>;
 }

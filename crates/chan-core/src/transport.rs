@@ -38,7 +38,10 @@ pub struct CloseReport {
 }
 
 /// What both transports do: identity, and the sending side.
-pub trait Transport: Send {
+///
+/// Not `Send` by requirement: a transport whose library must be called from one thread (MPI
+/// initialised for a single thread) is `!Send`, and so is every channel over it.
+pub trait Transport {
     /// The rank at the other end.
     fn peer(&self) -> usize;
     /// Message length in f64.
@@ -102,9 +105,13 @@ pub trait Transport: Send {
 
 /// R slots per direction with acknowledgement: the transport of Sync and Async channels.
 ///
-/// A message arrives into a receive slot; [`MailboxTransport::poll`] reports it once, and from
-/// then on it no longer counts as in flight for the sender (it is acknowledged: "received into
-/// the channel"). The slot's data stays valid and unchanged until [`MailboxTransport::release`].
+/// A message arrives into a receive slot; [`MailboxTransport::poll`] reports it once. It stops
+/// counting as in flight for the sender once it is acknowledged, "received into the channel":
+/// on arrival (MPI: a synchronous send matched a posted receive) or at the latest when a poll
+/// reports it (threads). The slot's data stays valid and unchanged until
+/// [`MailboxTransport::release`]. A transport keeps R + 1 receive slots, one more than R, so a
+/// sender can have R in flight while the channel holds the message it lent last; a poll
+/// therefore reports at most R + 1 new messages.
 pub trait MailboxTransport: Transport {
     /// Progress receives; push every message that arrived since the last call onto `out`, in
     /// any order. Never allocates when `out` has capacity R + 1.

@@ -1,0 +1,327 @@
+//! The MPI channel in each mode against raw MPI doing the same pattern between two ranks, for
+//! 8 B, 20 KB (a 50×50 halo face) and 1 MB messages:
+//!
+//! - **pingpong**: rank 0 sends, rank 1 answers; one round trip per iteration (latency). Raw:
+//!   each rank posts its `MPI_Irecv`, then `MPI_Isend`s and waits, as a C halo swap would.
+//! - **stream**: rank 0 sends a stream to rank 1 with R = 4 in flight (bandwidth). Raw: a ring
+//!   of 4 `MPI_Isend` requests at the sender, 4 `MPI_Irecv` kept posted at the receiver.
+//!
+//! `cargo bench -p chan-mpi --bench mpi_channel` starts itself under `mpirun -np 2`. Criterion
+//! runs on rank 0; before each sample rank 0 broadcasts (case, iterations) and rank 1 runs the
+//! same case as its partner. The table at the end gives each mode's time over raw MPI's.
+
+use chan_core::traits::*;
+use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Racy, Sync};
+use chan_mpi::{Mpi, MpiCtx};
+use criterion::{BenchmarkId, Criterion, Throughput};
+use mpi::ffi;
+use std::os::raw::c_int;
+use std::time::{Duration, Instant};
+
+#[path = "../../../benches/support/ratios.rs"]
+mod ratios;
+
+const LENS: [usize; 3] = [1, 2500, 131_072];
+const STREAM_R: usize = 4;
+const IMPLS: [&str; 4] = ["raw-mpi", "aiac-sync", "aiac-async", "aiac-racy"];
+const QUIT: u64 = u64::MAX;
+
+/// Every channel both ranks open once, before timing.
+struct Chans {
+    pp_sync: Vec<Channel<Mpi, Sync>>,
+    pp_async: Vec<Channel<Mpi, Async>>,
+    pp_racy: Vec<Channel<Mpi, Racy>>,
+    st_sync: Vec<Channel<Mpi, Sync>>,
+    st_async: Vec<Channel<Mpi, Async>>,
+    st_racy: Vec<Channel<Mpi, Racy>>,
+}
+
+fn open_all(ctx: &mut MpiCtx) -> Chans {
+    let peer = 1 - ctx.rank();
+    let specs = |r: usize, tag0: u32| -> Vec<ChannelSpec> {
+        LENS.iter()
+            .enumerate()
+            .map(|(i, &len)| {
+                ChannelSpec::new(peer, tag0 + i as u32, ChannelConfig::new(len, r).unwrap())
+                    .unwrap()
+            })
+            .collect()
+    };
+    Chans {
+        pp_sync: ctx.open(&specs(1, 0)).unwrap(),
+        pp_async: ctx.open(&specs(1, 10)).unwrap(),
+        pp_racy: ctx.open(&specs(1, 20)).unwrap(),
+        st_sync: ctx.open(&specs(STREAM_R, 30)).unwrap(),
+        st_async: ctx.open(&specs(STREAM_R, 40)).unwrap(),
+        st_racy: ctx.open(&specs(STREAM_R, 50)).unwrap(),
+    }
+}
+
+/// Raw MPI baseline state: buffers and requests on MPI_COMM_WORLD.
+struct Raw {
+    send: Vec<Vec<f64>>,
+    recv: Vec<Vec<f64>>,
+    reqs: Vec<ffi::MPI_Request>,
+}
+
+fn world() -> ffi::MPI_Comm {
+    // SAFETY: reading an immutable handle constant.
+    unsafe { ffi::RSMPI_COMM_WORLD }
+}
+
+fn mpi_bytes() -> ffi::MPI_Datatype {
+    // SAFETY: reading an immutable handle constant.
+    unsafe { ffi::RSMPI_UINT8_T }
+}
+
+fn barrier() {
+    // SAFETY: a collective on the world communicator, called by both ranks in step.
+    unsafe { ffi::MPI_Barrier(world()) };
+}
+
+/// Raw ping-pong: what a C programmer writes.
+fn raw_pingpong(raw: &mut Raw, rank: usize, len: usize, iters: u64) {
+    let peer = (1 - rank) as c_int;
+    let n = (len * 8) as c_int;
+    let (s, r) = (raw.send[0].as_ptr(), raw.recv[0].as_mut_ptr());
+    for _ in 0..iters {
+        let mut q = [null_req(), null_req()];
+        // SAFETY: buffers hold len f64 and outlive the requests, which are completed by
+        // MPI_Waitall before the next iteration touches them.
+        unsafe {
+            ffi::MPI_Irecv(r.cast(), n, mpi_bytes(), peer, 7, world(), &mut q[0]);
+            if rank == 1 {
+                ffi::MPI_Wait(&mut q[0], ffi::RSMPI_STATUS_IGNORE);
+            }
+            ffi::MPI_Isend(s.cast(), n, mpi_bytes(), peer, 7, world(), &mut q[1]);
+            ffi::MPI_Waitall(2, q.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE);
+        }
+    }
+}
+
+/// Raw stream: a ring of R sends at rank 0, R receives kept posted at rank 1.
+fn raw_stream(raw: &mut Raw, rank: usize, len: usize, iters: u64) {
+    let peer = (1 - rank) as c_int;
+    let n = (len * 8) as c_int;
+    for i in 0..iters as usize {
+        let k = i % STREAM_R;
+        // SAFETY: slot k's buffer is only reused after MPI_Wait completed its previous request;
+        // buffers live in `raw` for the whole run.
+        unsafe {
+            ffi::MPI_Wait(&mut raw.reqs[k], ffi::RSMPI_STATUS_IGNORE);
+            if rank == 0 {
+                ffi::MPI_Isend(
+                    raw.send[k].as_ptr().cast(),
+                    n,
+                    mpi_bytes(),
+                    peer,
+                    8,
+                    world(),
+                    &mut raw.reqs[k],
+                );
+            } else {
+                ffi::MPI_Irecv(
+                    raw.recv[k].as_mut_ptr().cast(),
+                    n,
+                    mpi_bytes(),
+                    peer,
+                    8,
+                    world(),
+                    &mut raw.reqs[k],
+                );
+            }
+        }
+    }
+    // SAFETY: completes every request this stream started.
+    unsafe {
+        ffi::MPI_Waitall(
+            STREAM_R as c_int,
+            raw.reqs.as_mut_ptr(),
+            ffi::RSMPI_STATUSES_IGNORE,
+        )
+    };
+}
+
+fn null_req() -> ffi::MPI_Request {
+    // SAFETY: reading an immutable handle constant.
+    unsafe { ffi::RSMPI_REQUEST_NULL }
+}
+
+fn pingpong_chan<M: chan_core::Mode>(
+    ch: &mut Channel<Mpi, M>,
+    rank: usize,
+    data: &[f64],
+    iters: u64,
+    mut wait: impl FnMut(&mut Channel<Mpi, M>),
+) {
+    for _ in 0..iters {
+        if rank == 0 {
+            ch.send(data).unwrap();
+            wait(ch);
+        } else {
+            wait(ch);
+            ch.send(data).unwrap();
+        }
+    }
+}
+
+/// Run case `id` for `iters` iterations as rank `rank`; both ranks call it in step.
+fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> Duration {
+    let (stream, li, which) = (
+        id / (LENS.len() * IMPLS.len()) == 1,
+        (id / IMPLS.len()) % LENS.len(),
+        id % IMPLS.len(),
+    );
+    let len = LENS[li];
+    let data = vec![1.0; len];
+    let mut sink = vec![0.0; len];
+    barrier();
+    let t = Instant::now();
+    match (stream, which) {
+        (false, 0) => raw_pingpong(raw, rank, len, iters),
+        (false, 1) => pingpong_chan(&mut chans.pp_sync[li], rank, &data, iters, |c| {
+            c.recv_into(&mut sink).unwrap();
+        }),
+        (false, 2) => pingpong_chan(&mut chans.pp_async[li], rank, &data, iters, |c| loop {
+            if c.recv().unwrap().is_some() {
+                break;
+            }
+        }),
+        (false, _) => pingpong_chan(&mut chans.pp_racy[li], rank, &data, iters, |c| {
+            while !c.can_recv().unwrap() {}
+            c.recv().unwrap().load_into(&mut sink);
+        }),
+        (true, 0) => raw_stream(raw, rank, len, iters),
+        (true, 1) => {
+            let c = &mut chans.st_sync[li];
+            for _ in 0..iters {
+                if rank == 0 {
+                    c.send(&data).unwrap();
+                } else {
+                    c.recv_into(&mut sink).unwrap();
+                }
+            }
+        }
+        (true, 2) => {
+            let c = &mut chans.st_async[li];
+            if rank == 0 {
+                for _ in 0..iters {
+                    c.send(&data).unwrap();
+                }
+            } else {
+                let target = c.stats().received + iters;
+                while c.stats().received < target {
+                    c.recv().unwrap();
+                }
+            }
+        }
+        (true, _) => {
+            let c = &mut chans.st_racy[li];
+            if rank == 0 {
+                for _ in 0..iters {
+                    c.send(&data).unwrap();
+                }
+            } else {
+                let target = c.stats().received + iters;
+                while c.stats().received < target {
+                    c.recv().unwrap();
+                }
+            }
+        }
+    }
+    barrier();
+    t.elapsed()
+}
+
+fn bcast(cmd: &mut [u64; 2]) {
+    // SAFETY: two u64 on the world communicator; both ranks call it in step.
+    unsafe { ffi::MPI_Bcast(cmd.as_mut_ptr().cast(), 2, ffi::RSMPI_UINT64_T, 0, world()) };
+}
+
+fn relaunch_under_mpirun() -> std::process::ExitCode {
+    let exe = std::env::current_exe().expect("own path");
+    let status = std::process::Command::new("mpirun")
+        .args(["-np", "2"])
+        .arg(exe)
+        .args(std::env::args().skip(1))
+        .status()
+        .expect("mpirun starts (scripts/setup.sh installs Open MPI)");
+    if status.success() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_none() {
+        return relaunch_under_mpirun();
+    }
+    let mut ctx = MpiCtx::init().expect("MPI starts");
+    assert_eq!(ctx.size(), 2, "the MPI bench runs on exactly 2 ranks");
+    let rank = ctx.rank();
+    let mut chans = open_all(&mut ctx);
+    let maxlen = *LENS.iter().max().unwrap();
+    let mut raw = Raw {
+        send: (0..STREAM_R).map(|_| vec![1.0; maxlen]).collect(),
+        recv: (0..STREAM_R).map(|_| vec![0.0; maxlen]).collect(),
+        reqs: vec![null_req(); STREAM_R],
+    };
+    if rank == 0 {
+        let mut c = Criterion::default()
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2))
+            .sample_size(20)
+            .configure_from_args();
+        for (s, group) in ["mpi-pingpong", "mpi-stream"].into_iter().enumerate() {
+            let mut g = c.benchmark_group(group);
+            for (li, &len) in LENS.iter().enumerate() {
+                let per_iter = if s == 0 { 2 * len * 8 } else { len * 8 };
+                g.throughput(Throughput::Bytes(per_iter as u64));
+                for (w, name) in IMPLS.iter().enumerate() {
+                    let id = (s * LENS.len() + li) * IMPLS.len() + w;
+                    g.bench_function(BenchmarkId::new(*name, len * 8), |b| {
+                        b.iter_custom(|iters| {
+                            bcast(&mut [id as u64, iters]);
+                            run(id, iters, 0, &mut chans, &mut raw)
+                        })
+                    });
+                }
+            }
+            g.finish();
+        }
+        bcast(&mut [QUIT, 0]);
+        c.final_summary();
+        let params: Vec<String> = LENS.iter().map(|l| (l * 8).to_string()).collect();
+        let params: Vec<&str> = params.iter().map(String::as_str).collect();
+        ratios::print_table(
+            "aiac MPI channel / raw MPI Isend+Irecv",
+            &["mpi-pingpong", "mpi-stream"],
+            &params,
+            "raw-mpi",
+            &IMPLS[1..],
+        );
+    } else {
+        loop {
+            let mut cmd = [0u64; 2];
+            bcast(&mut cmd);
+            if cmd[0] == QUIT {
+                break;
+            }
+            run(cmd[0] as usize, cmd[1], 1, &mut chans, &mut raw);
+        }
+    }
+    let Chans {
+        pp_sync,
+        pp_async,
+        pp_racy,
+        st_sync,
+        st_async,
+        st_racy,
+    } = chans;
+    close_all(pp_sync.into_iter().chain(st_sync)).unwrap();
+    close_all(pp_async.into_iter().chain(st_async)).unwrap();
+    close_all(pp_racy.into_iter().chain(st_racy)).unwrap();
+    ctx.finalize().expect("no request left at finalize");
+    std::process::ExitCode::SUCCESS
+}

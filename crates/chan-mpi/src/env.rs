@@ -1,0 +1,575 @@
+//! The MPI environment: initialisation, the rank's [`MpiCtx`] (chan-core's `Context`), the
+//! collective creation handshake, and a finalize that leaves no request behind.
+
+use crate::raw::{self, check, Requests};
+use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
+use crate::transport::{Core, MpiMailbox, MpiRacy, Wire};
+use crate::Mpi;
+use chan_core::transport::{CloseReport, Transport};
+use chan_core::{ChannelSpec, CommError, Context, CreateError, ModeKind, ReduceOp, TreeReduction};
+use mpi::ffi;
+use mpi::traits::AsRaw;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::os::raw::{c_int, c_void};
+use std::rc::Rc;
+
+/// MPI could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// MPI was initialised already in this process (by aiac or by other code).
+    #[error("MPI is already initialised in this process")]
+    AlreadyInitialized,
+    /// Setting up aiac's communicator failed.
+    #[error("setting up the MPI communicator: {0}")]
+    Comm(#[from] CommError),
+}
+
+/// `finalize` found something wrong. MPI is finalized anyway (or, with channels still open,
+/// will be when the last of them is dropped).
+#[derive(Debug, thiserror::Error)]
+pub enum FinalizeError {
+    /// Channels or reductions of this rank are still alive; MPI is finalized when the last one
+    /// is dropped.
+    #[error("{0} channel end(s) or reduction(s) still open at finalize; close them first")]
+    StillOpen(usize),
+    /// Requests were still active after every channel closed: a bug in aiac.
+    #[error("{0} MPI request(s) still outstanding at finalize")]
+    Outstanding(i64),
+    /// A dropped channel's background close failed.
+    #[error("closing dropped channels: {0}")]
+    Comm(#[from] CommError),
+}
+
+/// A channel end whose close has begun: its core, whether its channel still waits for the
+/// outcome (`finish_close`) or was dropped, and the outcome once the close completed.
+struct Closing {
+    id: u64,
+    core: Core,
+    owned: bool,
+    outcome: Option<Result<CloseReport, CommError>>,
+}
+
+/// State every channel end, reduction and the context of one rank share: the communicator,
+/// the count of active requests, and the channel ends whose close has begun.
+///
+/// ## Why one registry of closing channels
+/// A close completes only when the peer's receives match this end's outstanding sends, and a
+/// receive slot that completed without being tested is not posted again until its channel is
+/// stepped. A rank that waited on one channel's close while another of its closing channels
+/// sat untested could wait for a peer that waits for it. So every wait for a close steps every
+/// closing channel of the rank, and channels dropped without a close are simply closing
+/// channels nobody waits for.
+pub(crate) struct Shared {
+    pub(crate) comm: ffi::MPI_Comm,
+    pub(crate) requests: Requests,
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+    tag_ub: c_int,
+    closing: RefCell<Vec<Closing>>,
+    /// Entries in `closing` whose close has not completed (cheap test on every call).
+    unfinished: Cell<usize>,
+    next_id: Cell<u64>,
+    universe: RefCell<Option<mpi::environment::Universe>>,
+    shut: Cell<bool>,
+}
+
+impl Shared {
+    /// Take over a core whose `begin_close` ran: it is stepped by every wait of this rank from
+    /// now on. `owned`: a channel will collect the outcome with [`Shared::take_closed`];
+    /// otherwise (dropped) the entry goes once its close completes.
+    pub(crate) fn start_closing(&self, core: Core, owned: bool) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        self.closing.borrow_mut().push(Closing {
+            id,
+            core,
+            owned,
+            outcome: None,
+        });
+        self.unfinished.set(self.unfinished.get() + 1);
+        id
+    }
+
+    /// Advance every close in progress (cheap when there is none).
+    pub(crate) fn progress_closing(&self) {
+        if self.unfinished.get() == 0 {
+            return;
+        }
+        let Ok(mut all) = self.closing.try_borrow_mut() else {
+            return;
+        };
+        for c in all.iter_mut().filter(|c| c.outcome.is_none()) {
+            let outcome = match c.core.step_close(&self.requests) {
+                Ok(false) => continue,
+                Ok(true) => Ok(c.core.report()),
+                Err(e) => Err(e),
+            };
+            if let (false, Err(e)) = (c.owned, &outcome) {
+                eprintln!("aiac (mpi): closing a dropped channel: {e}");
+            }
+            c.outcome = Some(outcome);
+            self.unfinished.set(self.unfinished.get() - 1);
+        }
+        // Dropped channels whose close completed are freed now (nothing of theirs is active;
+        // after an error, Core's Drop leaks what might still be).
+        all.retain(|c| c.owned || c.outcome.is_none());
+    }
+
+    /// The outcome of an owned close once it completed; the entry is removed.
+    pub(crate) fn take_closed(&self, id: u64) -> Option<Result<CloseReport, CommError>> {
+        let mut all = self.closing.borrow_mut();
+        let i = all.iter().position(|c| c.id == id && c.outcome.is_some())?;
+        all.swap_remove(i).outcome
+    }
+
+    /// The owner of a close went away before collecting it (dropped mid-`close_all`).
+    pub(crate) fn disown(&self, id: u64) {
+        let mut all = self.closing.borrow_mut();
+        if let Some(c) = all.iter_mut().find(|c| c.id == id) {
+            c.owned = false;
+        }
+        all.retain(|c| c.owned || c.outcome.is_none());
+    }
+
+    /// Finish the closes still in progress, free the communicator and finalize MPI. Runs once.
+    fn shutdown(&self) -> Result<(), FinalizeError> {
+        if self.shut.replace(true) {
+            return Ok(());
+        }
+        let mut first_err: Option<FinalizeError> = None;
+        let mut spins = 0u32;
+        while self.unfinished.get() > 0 {
+            self.progress_closing();
+            spins = spins.saturating_add(1);
+            if spins > 64 {
+                std::thread::yield_now();
+            }
+        }
+        for c in std::mem::take(&mut *self.closing.borrow_mut()) {
+            if let Some(Err(e)) = c.outcome {
+                first_err.get_or_insert(e.into());
+            }
+        }
+        let outstanding = self.requests.outstanding();
+        if outstanding != 0 && first_err.is_none() {
+            first_err = Some(FinalizeError::Outstanding(outstanding));
+        }
+        let mut comm = self.comm;
+        // SAFETY: comm is aiac's own duplicate of MPI_COMM_WORLD, freed exactly once (shut flag).
+        if let Err(e) = check(unsafe { ffi::MPI_Comm_free(&mut comm) }, "MPI_Comm_free") {
+            first_err.get_or_insert(e.into());
+        }
+        // Dropping rsmpi's Universe calls MPI_Finalize.
+        drop(self.universe.borrow_mut().take());
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            eprintln!("aiac (mpi): at finalize: {e}");
+        }
+    }
+}
+
+/// One MPI rank: chan-core's [`Context`] over MPI. Created once per process with
+/// [`MpiCtx::init`]; MPI is finalized by [`MpiCtx::finalize`], or when the context and every
+/// channel and reduction created from it have been dropped.
+///
+/// Not `Send`: MPI is initialised for calls from one thread (`MPI_THREAD_FUNNELED`), and every
+/// channel end is bound to the thread that created it.
+pub struct MpiCtx {
+    sh: Rc<Shared>,
+    /// Channels opened so far with each peer: the k-th uses MPI tags 2k (data) and 2k+1
+    /// (control) between the two, on both sides alike.
+    channels_with: HashMap<usize, u32>,
+    reserved_tags: u32,
+    reduction_kind: ReductionKind,
+    scratch: Vec<f64>,
+}
+
+impl std::fmt::Debug for MpiCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiCtx")
+            .field("rank", &self.sh.rank)
+            .field("size", &self.sh.size)
+            .finish()
+    }
+}
+
+impl MpiCtx {
+    /// Initialise MPI (`MPI_Init_thread`, funneled) and aiac's own communicator (a duplicate of
+    /// `MPI_COMM_WORLD` with `MPI_ERRORS_RETURN`, so that every error comes back as a value).
+    pub fn init() -> Result<Self, InitError> {
+        let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
+            .ok_or(InitError::AlreadyInitialized)?;
+        let world = universe.world();
+        // SAFETY: null handle constant, overwritten by MPI_Comm_dup below.
+        let mut comm = unsafe { ffi::RSMPI_COMM_NULL };
+        let (mut rank, mut size): (c_int, c_int) = (0, 0);
+        let mut attr: *mut c_int = std::ptr::null_mut();
+        let mut flag: c_int = 0;
+        // SAFETY: world is the valid world communicator of the universe just created; each
+        // call writes only to the local it is given; MPI_TAG_UB's attribute value is a pointer
+        // to an int that MPI owns for the communicator's lifetime.
+        unsafe {
+            check(ffi::MPI_Comm_dup(world.as_raw(), &mut comm), "MPI_Comm_dup")?;
+            check(
+                ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN),
+                "MPI_Comm_set_errhandler",
+            )?;
+            check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank")?;
+            check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size")?;
+            check(
+                ffi::MPI_Comm_get_attr(
+                    comm,
+                    ffi::MPI_TAG_UB as c_int,
+                    (&mut attr as *mut *mut c_int).cast::<c_void>(),
+                    &mut flag,
+                ),
+                "MPI_Comm_get_attr",
+            )?;
+        }
+        // The standard guarantees at least 32767.
+        let tag_ub = if flag != 0 && !attr.is_null() {
+            // SAFETY: MPI returned a valid pointer to the attribute's int (flag set).
+            unsafe { *attr }
+        } else {
+            32767
+        };
+        Ok(MpiCtx {
+            sh: Rc::new(Shared {
+                comm,
+                requests: Requests::default(),
+                rank: rank as usize,
+                size: size as usize,
+                tag_ub,
+                closing: RefCell::new(Vec::new()),
+                unfinished: Cell::new(0),
+                next_id: Cell::new(0),
+                universe: RefCell::new(Some(universe)),
+                shut: Cell::new(false),
+            }),
+            channels_with: HashMap::new(),
+            reserved_tags: 0,
+            reduction_kind: ReductionKind::default(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Which algorithm [`Context::reduction`] builds from now on: `MPI_Iallreduce` (the
+    /// default) or chan-core's binary tree over point-to-point channels. Every rank must choose
+    /// the same (a reduction's creation is collective).
+    pub fn set_reduction_kind(&mut self, kind: ReductionKind) {
+        self.reduction_kind = kind;
+    }
+
+    /// Non-blocking MPI operations started by aiac and not yet completed or cancelled.
+    pub fn outstanding_requests(&self) -> i64 {
+        self.sh.requests.outstanding()
+    }
+
+    /// Finish the closes of channels dropped without `close()`, check that no request is left,
+    /// and finalize MPI. Fails (and leaves MPI to be finalized when the last of them drops) if
+    /// channels or reductions created from this context are still alive.
+    pub fn finalize(self) -> Result<(), FinalizeError> {
+        let sh = self.sh;
+        match Rc::try_unwrap(sh) {
+            Ok(sh) => sh.shutdown(),
+            Err(sh) => Err(FinalizeError::StillOpen(Rc::strong_count(&sh) - 1)),
+        }
+    }
+
+    /// Abort every rank of the job with `code` (`MPI_Abort`): for a rank that cannot go on when
+    /// the others are in a collective call and would wait for it forever.
+    pub fn abort(&self, code: i32) -> ! {
+        // SAFETY: comm is valid until shutdown, which cannot have run while self exists.
+        unsafe {
+            ffi::MPI_Abort(self.sh.comm, code);
+        }
+        std::process::exit(code)
+    }
+
+    /// `MPI_Wtime`.
+    pub fn wtime(&self) -> f64 {
+        // SAFETY: no arguments; MPI is initialised while self exists.
+        unsafe { ffi::MPI_Wtime() }
+    }
+
+    /// The collective creation handshake of one set of channel ends (DESIGN §2): every rank
+    /// tells every peer which channels it opens to it (tag, mode, length, R); each end compares
+    /// with its peer's list, and a vote makes the creation fail everywhere if it failed
+    /// anywhere. Returns the wire identity of each spec's channel, in spec order.
+    fn handshake(
+        &mut self,
+        mode: ModeKind,
+        specs: &[ChannelSpec],
+    ) -> Result<Vec<Wire>, CreateError> {
+        let (rank, size, comm) = (self.sh.rank, self.sh.size, self.sh.comm);
+        let mut local_err: Option<CreateError> = None;
+        let mut valid = vec![true; specs.len()];
+        let mut seen = std::collections::HashSet::new();
+        for (i, s) in specs.iter().enumerate() {
+            let bad = if s.peer >= size || s.peer == rank {
+                Some(CreateError::BadPeer {
+                    rank,
+                    peer: s.peer,
+                    size,
+                })
+            } else if !seen.insert((s.peer, s.tag)) {
+                Some(CreateError::Duplicate {
+                    rank,
+                    peer: s.peer,
+                    tag: s.tag,
+                })
+            } else {
+                None
+            };
+            if let Some(e) = bad {
+                valid[i] = false;
+                local_err.get_or_insert(e);
+            }
+        }
+        // This rank's channels to each peer, sorted by tag: 4 u64 each.
+        let mut order: Vec<usize> = (0..specs.len()).filter(|&i| valid[i]).collect();
+        order.sort_by_key(|&i| (specs[i].peer, specs[i].tag));
+        let mut send_counts = vec![0 as c_int; size];
+        let mut flat: Vec<u64> = Vec::with_capacity(order.len() * 4);
+        for &i in &order {
+            let s = &specs[i];
+            send_counts[s.peer] += 4;
+            flat.extend([
+                u64::from(s.tag),
+                mode.code(),
+                s.config.len() as u64,
+                s.config.max_in_flight() as u64,
+            ]);
+        }
+        let mut recv_counts = vec![0 as c_int; size];
+        // SAFETY: send_counts and recv_counts hold `size` ints each, one per rank of comm.
+        let rc = unsafe {
+            ffi::MPI_Alltoall(
+                send_counts.as_ptr().cast(),
+                1,
+                raw::int_type(),
+                recv_counts.as_mut_ptr().cast(),
+                1,
+                raw::int_type(),
+                comm,
+            )
+        };
+        check(rc, "MPI_Alltoall")?;
+        let displs = |counts: &[c_int]| {
+            counts
+                .iter()
+                .scan(0, |acc, &c| {
+                    let d = *acc;
+                    *acc += c;
+                    Some(d)
+                })
+                .collect::<Vec<c_int>>()
+        };
+        let (sdispls, rdispls) = (displs(&send_counts), displs(&recv_counts));
+        let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
+        let mut theirs = vec![0u64; total];
+        // SAFETY: flat holds sum(send_counts) u64 at sdispls; theirs has room for
+        // sum(recv_counts) u64 at rdispls; the count arrays have `size` entries.
+        let rc = unsafe {
+            ffi::MPI_Alltoallv(
+                flat.as_ptr().cast(),
+                send_counts.as_ptr(),
+                sdispls.as_ptr(),
+                raw::u64_type(),
+                theirs.as_mut_ptr().cast(),
+                recv_counts.as_ptr(),
+                rdispls.as_ptr(),
+                raw::u64_type(),
+                comm,
+            )
+        };
+        check(rc, "MPI_Alltoallv")?;
+        // Compare each of this rank's ends with what its peer declared.
+        let mut counters = self.channels_with.clone();
+        let mut wires = vec![None; specs.len()];
+        for &i in &order {
+            let s = &specs[i];
+            let (d, n) = (rdispls[s.peer] as usize, recv_counts[s.peer] as usize);
+            let peer_list = theirs[d..d + n].chunks_exact(4);
+            let found = peer_list.clone().find(|e| e[0] == u64::from(s.tag));
+            let outcome = match found {
+                None => Err(CreateError::Unmatched {
+                    rank,
+                    peer: s.peer,
+                    tag: s.tag,
+                }),
+                Some(e) => {
+                    let their_mode = ModeKind::from_code(e[1]);
+                    match their_mode {
+                        None => Err(CreateError::Comm(raw::misuse(
+                            "channel creation",
+                            format!("rank {} sent an unknown mode code {}", s.peer, e[1]),
+                        ))),
+                        Some(m) => CreateError::check_match(
+                            rank,
+                            s.peer,
+                            s.tag,
+                            (mode, s.config.len(), s.config.max_in_flight()),
+                            (m, e[2] as usize, e[3] as usize),
+                        ),
+                    }
+                }
+            };
+            match outcome {
+                Err(e) => {
+                    local_err.get_or_insert(e);
+                }
+                Ok(()) => {
+                    let k = counters.entry(s.peer).or_insert(0);
+                    let data_tag = i64::from(*k) * 2;
+                    if data_tag + 1 > i64::from(self.sh.tag_ub) {
+                        local_err.get_or_insert(CreateError::Comm(raw::misuse(
+                            "channel creation",
+                            format!(
+                                "too many channels between ranks {rank} and {}: MPI's tag limit is {}",
+                                s.peer, self.sh.tag_ub
+                            ),
+                        )));
+                    }
+                    *k += 1;
+                    wires[i] = Some(Wire {
+                        comm,
+                        peer: s.peer,
+                        data_tag: data_tag as c_int,
+                        ctrl_tag: data_tag as c_int + 1,
+                    });
+                }
+            }
+        }
+        // Vote: the lowest failing rank, or `size` when every rank succeeded.
+        let mine: c_int = if local_err.is_some() {
+            rank as c_int
+        } else {
+            size as c_int
+        };
+        let mut lowest: c_int = 0;
+        // SAFETY: one int in, one int out, on aiac's communicator.
+        let rc = unsafe {
+            ffi::MPI_Allreduce(
+                (&mine as *const c_int).cast(),
+                (&mut lowest as *mut c_int).cast(),
+                1,
+                raw::int_type(),
+                raw::op(ReduceOp::Min),
+                comm,
+            )
+        };
+        check(rc, "MPI_Allreduce")?;
+        if let Some(e) = local_err {
+            return Err(e);
+        }
+        if (lowest as usize) < size {
+            return Err(CreateError::FailedElsewhere {
+                failed_rank: lowest as usize,
+            });
+        }
+        self.channels_with = counters;
+        Ok(wires
+            .into_iter()
+            .map(|w| w.expect("every valid spec got a wire"))
+            .collect())
+    }
+}
+
+impl Context for MpiCtx {
+    type Backend = Mpi;
+    type Reduction = MpiReduction;
+
+    fn rank(&self) -> usize {
+        self.sh.rank
+    }
+
+    fn size(&self) -> usize {
+        self.sh.size
+    }
+
+    fn open_mailboxes(
+        &mut self,
+        mode: ModeKind,
+        specs: &[ChannelSpec],
+    ) -> Result<Vec<MpiMailbox>, CreateError> {
+        let wires = self.handshake(mode, specs)?;
+        let mut out = Vec::with_capacity(specs.len());
+        for (w, s) in wires.into_iter().zip(specs) {
+            let core = Core::new(
+                w,
+                s.config.len(),
+                s.config.max_in_flight(),
+                false,
+                &self.sh.requests,
+            )?;
+            out.push(MpiMailbox::new(Rc::clone(&self.sh), core));
+        }
+        Ok(out)
+    }
+
+    fn open_racy(&mut self, specs: &[ChannelSpec]) -> Result<Vec<MpiRacy>, CreateError> {
+        let wires = self.handshake(ModeKind::Racy, specs)?;
+        let mut out = Vec::with_capacity(specs.len());
+        for (w, s) in wires.into_iter().zip(specs) {
+            let core = Core::new(
+                w,
+                s.config.len(),
+                s.config.max_in_flight(),
+                true,
+                &self.sh.requests,
+            )?;
+            out.push(MpiRacy::new(Rc::clone(&self.sh), core));
+        }
+        debug_assert!(out.iter().zip(specs).all(|(t, s)| t.peer() == s.peer));
+        Ok(out)
+    }
+
+    fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<MpiReduction, CreateError> {
+        Ok(match self.reduction_kind {
+            ReductionKind::Iallreduce => {
+                MpiReduction::Native(Iallreduce::new(Rc::clone(&self.sh), len, op)?)
+            }
+            ReductionKind::Tree => MpiReduction::Tree(Box::new(TreeReduction::new(self, len, op)?)),
+        })
+    }
+
+    fn next_reserved_tag(&mut self) -> u32 {
+        self.reserved_tags += 1;
+        self.reserved_tags | chan_core::RESERVED_TAG_BIT
+    }
+
+    fn barrier(&mut self) -> Result<(), CommError> {
+        // SAFETY: aiac's communicator is valid while self exists.
+        check(unsafe { ffi::MPI_Barrier(self.sh.comm) }, "MPI_Barrier")
+    }
+
+    fn all_reduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<(), CommError> {
+        let count = c_int::try_from(data.len()).map_err(|_| {
+            raw::misuse(
+                "all_reduce",
+                format!("{} values exceed MPI's int count", data.len()),
+            )
+        })?;
+        self.scratch.clear();
+        self.scratch.extend_from_slice(data);
+        // SAFETY: scratch and data hold data.len() f64 each and do not overlap.
+        let rc = unsafe {
+            ffi::MPI_Allreduce(
+                self.scratch.as_ptr().cast(),
+                data.as_mut_ptr().cast(),
+                count,
+                raw::double_type(),
+                raw::op(op),
+                self.sh.comm,
+            )
+        };
+        check(rc, "MPI_Allreduce")
+    }
+}

@@ -1,0 +1,49 @@
+//! # chan-mpi: aiac's channel model over MPI
+//!
+//! chan-core's channels, reductions and [`Context`](chan_core::Context) over MPI through
+//! rsmpi (the `mpi` crate), with raw `mpi::ffi` where rsmpi's safe API cannot express a
+//! request that outlives a stack frame. Tested against Open MPI 4.1 under `mpirun`.
+//!
+//! ```no_run
+//! use chan_core::traits::*;
+//! use chan_core::{close_all, Async, ChannelConfig, ChannelSpec};
+//! use chan_mpi::MpiCtx;
+//!
+//! let mut ctx = MpiCtx::init().expect("MPI starts");
+//! let (rank, size) = (ctx.rank(), ctx.size());
+//! let spec = |peer| ChannelSpec::new(peer, 0, ChannelConfig::new(2500, 2).unwrap()).unwrap();
+//! let specs: Vec<_> = [rank.checked_sub(1), Some(rank + 1).filter(|&r| r < size)]
+//!     .into_iter().flatten().map(spec).collect();
+//! let mut chans = ctx.open::<Async>(&specs).expect("both ends agree");
+//! for ch in &mut chans {
+//!     let _ = ch.try_send(&vec![rank as f64; 2500]); // Full: all R in flight; carry on
+//! }
+//! close_all(chans).expect("closed with the peers");
+//! ctx.finalize().expect("nothing left outstanding");
+//! ```
+//!
+//! How each mode maps onto MPI is in [`transport`](crate::MpiMailbox)'s module docs: Issend
+//! from R owned send slots, R (+1) pre-posted receives, newest-wins on receive; racy posts its
+//! receives into one buffer read through atomics; `close` exchanges send counts, drains and
+//! cancels, and [`MpiCtx::finalize`] checks that no request is left.
+
+#![warn(missing_docs)]
+
+mod env;
+mod raw;
+mod reduce;
+mod transport;
+
+pub use env::{FinalizeError, InitError, MpiCtx};
+pub use reduce::{Iallreduce, MpiReduction, ReductionKind};
+pub use transport::{MpiMailbox, MpiRacy};
+
+/// The MPI backend's marker type.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mpi;
+
+impl chan_core::transport::Backend for Mpi {
+    const NAME: &'static str = "mpi";
+    type Mailbox = MpiMailbox;
+    type Racy = MpiRacy;
+}

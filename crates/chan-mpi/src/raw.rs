@@ -1,0 +1,290 @@
+//! Checked calls into MPI's C interface: every return code is looked at, and a failure becomes
+//! a [`CommError`] carrying MPI's own message (`MPI_Error_string`). The communicator aiac uses
+//! has `MPI_ERRORS_RETURN`, so an error comes back here instead of aborting the job.
+//!
+//! Every non-blocking operation aiac starts is counted in [`Requests`], and every completion or
+//! cancellation uncounts it: [`crate::MpiCtx::finalize`] refuses to finalize with a request
+//! outstanding, which is how the tests show that `close()` and `Drop` leave nothing behind.
+
+use chan_core::{CommError, ReduceOp};
+use mpi::ffi;
+use std::cell::Cell;
+use std::os::raw::{c_int, c_void};
+
+/// `MPI_SUCCESS` (0 in every implementation; the standard fixes it to 0).
+const SUCCESS: c_int = 0;
+
+/// The message MPI gives for an error code.
+pub(crate) fn error_string(code: c_int) -> String {
+    let mut buf = vec![0 as std::os::raw::c_char; 512];
+    let mut len: c_int = 0;
+    // SAFETY: buf has room for MPI_MAX_ERROR_STRING (256 in Open MPI) characters plus the
+    // terminator; MPI writes at most that many and stores the length in len.
+    let rc = unsafe { ffi::MPI_Error_string(code, buf.as_mut_ptr(), &mut len) };
+    if rc != SUCCESS || len <= 0 {
+        return format!("MPI error code {code}");
+    }
+    let bytes: Vec<u8> = buf[..len as usize].iter().map(|&c| c as u8).collect();
+    format!(
+        "{} (code {code})",
+        String::from_utf8_lossy(&bytes).trim_end()
+    )
+}
+
+/// Turn an MPI return code into a result.
+#[inline]
+pub(crate) fn check(rc: c_int, call: &'static str) -> Result<(), CommError> {
+    if rc == SUCCESS {
+        Ok(())
+    } else {
+        Err(CommError::Backend {
+            backend: "mpi",
+            call,
+            message: error_string(rc),
+        })
+    }
+}
+
+/// An error of aiac's own about the MPI backend (not an MPI return code).
+pub(crate) fn misuse(call: &'static str, message: impl Into<String>) -> CommError {
+    CommError::Backend {
+        backend: "mpi",
+        call,
+        message: message.into(),
+    }
+}
+
+/// `MPI_REQUEST_NULL`.
+#[inline]
+pub(crate) fn request_null() -> ffi::MPI_Request {
+    // SAFETY: reading an immutable handle constant that mpi-sys initialises statically.
+    unsafe { ffi::RSMPI_REQUEST_NULL }
+}
+
+/// `MPI_UINT8_T`: messages travel as bytes, so headers (u64 bit patterns) and f64 payloads
+/// arrive bit for bit, whatever they hold.
+#[inline]
+pub(crate) fn bytes_type() -> ffi::MPI_Datatype {
+    // SAFETY: reading an immutable handle constant that mpi-sys initialises statically.
+    unsafe { ffi::RSMPI_UINT8_T }
+}
+
+/// `MPI_DOUBLE`, for reductions.
+#[inline]
+pub(crate) fn double_type() -> ffi::MPI_Datatype {
+    // SAFETY: reading an immutable handle constant that mpi-sys initialises statically.
+    unsafe { ffi::RSMPI_DOUBLE }
+}
+
+/// `MPI_UINT64_T`, for the creation handshake.
+#[inline]
+pub(crate) fn u64_type() -> ffi::MPI_Datatype {
+    // SAFETY: reading an immutable handle constant that mpi-sys initialises statically.
+    unsafe { ffi::RSMPI_UINT64_T }
+}
+
+/// `MPI_INT`-sized counts travel as `MPI_INT32_T` (c_int is 32 bits on every MPI platform).
+#[inline]
+pub(crate) fn int_type() -> ffi::MPI_Datatype {
+    const _: () = assert!(std::mem::size_of::<c_int>() == 4);
+    // SAFETY: reading an immutable handle constant that mpi-sys initialises statically.
+    unsafe { ffi::RSMPI_INT32_T }
+}
+
+/// The MPI operation for a reduction. MPI's MAX and MIN do not promise to propagate NaN, as
+/// chan-core's tree does; the solvers reduce finite values.
+pub(crate) fn op(op: ReduceOp) -> ffi::MPI_Op {
+    // SAFETY: reading immutable handle constants that mpi-sys initialises statically.
+    unsafe {
+        match op {
+            ReduceOp::Sum => ffi::RSMPI_SUM,
+            ReduceOp::Max => ffi::RSMPI_MAX,
+            ReduceOp::Min => ffi::RSMPI_MIN,
+        }
+    }
+}
+
+/// An `MPI_Status` to be filled in.
+pub(crate) fn empty_status() -> ffi::MPI_Status {
+    // SAFETY: MPI_Status is a plain C struct of integers, for which all-zero is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+/// Count of the non-blocking operations aiac has started and not yet completed or cancelled.
+#[derive(Debug, Default)]
+pub(crate) struct Requests(Cell<i64>);
+
+impl Requests {
+    pub(crate) fn started(&self) {
+        self.0.set(self.0.get() + 1);
+    }
+    pub(crate) fn finished(&self, n: usize) {
+        self.0.set(self.0.get() - n as i64);
+    }
+    pub(crate) fn outstanding(&self) -> i64 {
+        self.0.get()
+    }
+}
+
+/// A byte count as MPI's `int`, or an error naming the limit.
+pub(crate) fn byte_count(f64s: usize) -> Result<c_int, CommError> {
+    f64s.checked_mul(8)
+        .and_then(|b| c_int::try_from(b).ok())
+        .ok_or_else(|| {
+            misuse(
+                "channel creation",
+                format!("a message of {f64s} f64 exceeds MPI's int byte count (2 GiB)"),
+            )
+        })
+}
+
+/// Test a set of requests; the indices of those that completed are written to `done` (cleared
+/// first). Completed requests become `MPI_REQUEST_NULL`. Never allocates when `done` and
+/// `scratch` have room for `reqs.len()` entries.
+pub(crate) fn test_some(
+    reqs: &mut [ffi::MPI_Request],
+    done: &mut Vec<usize>,
+    scratch: &mut Vec<c_int>,
+    counter: &Requests,
+) -> Result<(), CommError> {
+    done.clear();
+    if reqs.is_empty() {
+        return Ok(());
+    }
+    scratch.clear();
+    scratch.resize(reqs.len(), 0);
+    let mut outcount: c_int = 0;
+    // SAFETY: reqs is a valid array of reqs.len() requests (active or MPI_REQUEST_NULL) that
+    // MPI may update in place; scratch has room for reqs.len() indices; statuses are ignored.
+    let rc = unsafe {
+        ffi::MPI_Testsome(
+            reqs.len() as c_int,
+            reqs.as_mut_ptr(),
+            &mut outcount,
+            scratch.as_mut_ptr(),
+            ffi::RSMPI_STATUSES_IGNORE,
+        )
+    };
+    check(rc, "MPI_Testsome")?;
+    // MPI_UNDEFINED (negative) when every request was already null.
+    if outcount > 0 {
+        done.extend(scratch[..outcount as usize].iter().map(|&i| i as usize));
+        counter.finished(done.len());
+    }
+    Ok(())
+}
+
+/// Test one request; true (and the request null) when it completed.
+pub(crate) fn test_one(req: &mut ffi::MPI_Request, counter: &Requests) -> Result<bool, CommError> {
+    if *req == request_null() {
+        return Ok(false);
+    }
+    let mut flag: c_int = 0;
+    // SAFETY: req is an active request handle owned by the caller; the status is ignored.
+    let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+    check(rc, "MPI_Test")?;
+    if flag != 0 {
+        counter.finished(1);
+    }
+    Ok(flag != 0)
+}
+
+/// Wait for one active request.
+pub(crate) fn wait_one(req: &mut ffi::MPI_Request, counter: &Requests) -> Result<(), CommError> {
+    if *req == request_null() {
+        return Ok(());
+    }
+    // SAFETY: req is an active request handle owned by the caller; the status is ignored.
+    let rc = unsafe { ffi::MPI_Wait(req, ffi::RSMPI_STATUS_IGNORE) };
+    check(rc, "MPI_Wait")?;
+    counter.finished(1);
+    Ok(())
+}
+
+/// Cancel an active receive and complete it. Returns true when it was cancelled, false when a
+/// message had already matched it (it then completed as a normal receive).
+pub(crate) fn cancel_recv(
+    req: &mut ffi::MPI_Request,
+    counter: &Requests,
+) -> Result<bool, CommError> {
+    if *req == request_null() {
+        return Ok(true);
+    }
+    let mut status = empty_status();
+    // SAFETY: req is an active receive request owned by the caller. MPI_Cancel marks it; the
+    // MPI_Wait that follows completes it (a cancelled receive completes promptly) and nulls it.
+    unsafe {
+        check(ffi::MPI_Cancel(req), "MPI_Cancel")?;
+        check(ffi::MPI_Wait(req, &mut status), "MPI_Wait")?;
+    }
+    counter.finished(1);
+    let mut flag: c_int = 0;
+    // SAFETY: status was filled by the MPI_Wait above.
+    let rc = unsafe { ffi::MPI_Test_cancelled(&status, &mut flag) };
+    check(rc, "MPI_Test_cancelled")?;
+    Ok(flag != 0)
+}
+
+/// Start a receive of `count` bytes at `buf`.
+///
+/// # Safety
+/// `buf` is valid for writes of `count` bytes, and neither moves nor is freed nor read as
+/// plain memory until the request completes or is cancelled (reading it through atomics is
+/// allowed: the racy transport does).
+pub(crate) unsafe fn irecv(
+    buf: *mut c_void,
+    count: c_int,
+    peer: c_int,
+    tag: c_int,
+    comm: ffi::MPI_Comm,
+    req: &mut ffi::MPI_Request,
+    counter: &Requests,
+) -> Result<(), CommError> {
+    // SAFETY: the caller keeps buf valid and untouched until completion (this fn's contract).
+    let rc = unsafe { ffi::MPI_Irecv(buf, count, bytes_type(), peer, tag, comm, req) };
+    check(rc, "MPI_Irecv")?;
+    counter.started();
+    Ok(())
+}
+
+/// Start a synchronous-mode send of `count` bytes at `buf` (completes once a receive matched
+/// it at the peer).
+///
+/// # Safety
+/// `buf` is valid for reads of `count` bytes and is neither written, moved nor freed until
+/// the request completes.
+pub(crate) unsafe fn issend(
+    buf: *const c_void,
+    count: c_int,
+    peer: c_int,
+    tag: c_int,
+    comm: ffi::MPI_Comm,
+    req: &mut ffi::MPI_Request,
+    counter: &Requests,
+) -> Result<(), CommError> {
+    // SAFETY: the caller keeps buf valid and unchanged until completion (this fn's contract).
+    let rc = unsafe { ffi::MPI_Issend(buf, count, bytes_type(), peer, tag, comm, req) };
+    check(rc, "MPI_Issend")?;
+    counter.started();
+    Ok(())
+}
+
+/// Start a standard-mode send of `count` bytes at `buf`.
+///
+/// # Safety
+/// As [`issend`].
+pub(crate) unsafe fn isend(
+    buf: *const c_void,
+    count: c_int,
+    peer: c_int,
+    tag: c_int,
+    comm: ffi::MPI_Comm,
+    req: &mut ffi::MPI_Request,
+    counter: &Requests,
+) -> Result<(), CommError> {
+    // SAFETY: the caller keeps buf valid and unchanged until completion (this fn's contract).
+    let rc = unsafe { ffi::MPI_Isend(buf, count, bytes_type(), peer, tag, comm, req) };
+    check(rc, "MPI_Isend")?;
+    counter.started();
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! Non-blocking reductions over MPI: `MPI_Iallreduce` on buffers the reduction owns (rsmpi's
+//! scoped requests cannot outlive the stack frame that starts them, and a solver restarts its
+//! reduction across iterations), or chan-core's binary tree over point-to-point channels.
+
+use crate::env::Shared;
+use crate::raw::{self, check};
+use crate::Mpi;
+use chan_core::{CreateError, ReduceError, ReduceOp, Reduction, TreeReduction};
+use mpi::ffi;
+use std::os::raw::c_int;
+use std::rc::Rc;
+
+/// Which algorithm an MPI context's reductions use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReductionKind {
+    /// `MPI_Iallreduce`: the library's own non-blocking collective.
+    #[default]
+    Iallreduce,
+    /// chan-core's binary-tree reduce-then-broadcast over Sync channels (the paper's
+    /// hand-written tree), for comparison.
+    Tree,
+}
+
+/// A non-blocking all-reduce with `MPI_Iallreduce` (MPI 3.0, §5.12.8).
+pub struct Iallreduce {
+    sh: Rc<Shared>,
+    op: ReduceOp,
+    count: c_int,
+    /// Both buffers are boxed and owned here: they stay put while the collective runs.
+    send: Box<[f64]>,
+    recv: Box<[f64]>,
+    req: ffi::MPI_Request,
+}
+
+impl std::fmt::Debug for Iallreduce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Iallreduce")
+            .field("op", &self.op)
+            .field("len", &self.send.len())
+            .field("active", &self.in_progress())
+            .finish()
+    }
+}
+
+impl Iallreduce {
+    pub(crate) fn new(sh: Rc<Shared>, len: usize, op: ReduceOp) -> Result<Self, CreateError> {
+        let count = c_int::try_from(len).map_err(|_| {
+            CreateError::Comm(raw::misuse(
+                "reduction",
+                format!("{len} values exceed MPI's int count"),
+            ))
+        })?;
+        Ok(Iallreduce {
+            sh,
+            op,
+            count,
+            send: vec![0.0; len].into_boxed_slice(),
+            recv: vec![0.0; len].into_boxed_slice(),
+            req: raw::request_null(),
+        })
+    }
+}
+
+impl Reduction for Iallreduce {
+    fn len(&self) -> usize {
+        self.send.len()
+    }
+
+    fn start(&mut self, local: &[f64]) -> Result<(), ReduceError> {
+        if self.in_progress() {
+            return Err(ReduceError::InProgress);
+        }
+        if local.len() != self.send.len() {
+            return Err(ReduceError::Length {
+                expected: self.send.len(),
+                got: local.len(),
+            });
+        }
+        self.send.copy_from_slice(local);
+        // SAFETY: send and recv are boxed, owned by self, hold `count` f64 each and do not
+        // overlap; neither is touched until the request completes (test/wait), and Drop waits
+        // for an active request before they are freed.
+        let rc = unsafe {
+            ffi::MPI_Iallreduce(
+                self.send.as_ptr().cast(),
+                self.recv.as_mut_ptr().cast(),
+                self.count,
+                raw::double_type(),
+                raw::op(self.op),
+                self.sh.comm,
+                &mut self.req,
+            )
+        };
+        check(rc, "MPI_Iallreduce")?;
+        self.sh.requests.started();
+        Ok(())
+    }
+
+    fn test(&mut self) -> Result<Option<&[f64]>, ReduceError> {
+        if !self.in_progress() {
+            return Err(ReduceError::NotStarted);
+        }
+        self.sh.progress_closing();
+        if raw::test_one(&mut self.req, &self.sh.requests)? {
+            Ok(Some(&self.recv))
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn wait(&mut self) -> Result<&[f64], ReduceError> {
+        if !self.in_progress() {
+            return Err(ReduceError::NotStarted);
+        }
+        raw::wait_one(&mut self.req, &self.sh.requests)?;
+        Ok(&self.recv)
+    }
+
+    fn in_progress(&self) -> bool {
+        self.req != raw::request_null()
+    }
+}
+
+impl Drop for Iallreduce {
+    fn drop(&mut self) {
+        // A started collective cannot be cancelled; every rank started it, so it completes.
+        // The buffers must outlive it.
+        if let Err(e) = raw::wait_one(&mut self.req, &self.sh.requests) {
+            eprintln!("aiac (mpi): completing a dropped reduction: {e}");
+            std::mem::forget(std::mem::take(&mut self.send));
+            std::mem::forget(std::mem::take(&mut self.recv));
+        }
+    }
+}
+
+/// The reduction an [`crate::MpiCtx`] builds: see [`ReductionKind`].
+#[derive(Debug)]
+pub enum MpiReduction {
+    /// `MPI_Iallreduce`.
+    Native(Iallreduce),
+    /// chan-core's tree over MPI channels.
+    Tree(Box<TreeReduction<Mpi>>),
+}
+
+impl Reduction for MpiReduction {
+    fn len(&self) -> usize {
+        match self {
+            MpiReduction::Native(r) => r.len(),
+            MpiReduction::Tree(r) => r.len(),
+        }
+    }
+    fn start(&mut self, local: &[f64]) -> Result<(), ReduceError> {
+        match self {
+            MpiReduction::Native(r) => r.start(local),
+            MpiReduction::Tree(r) => r.start(local),
+        }
+    }
+    fn test(&mut self) -> Result<Option<&[f64]>, ReduceError> {
+        match self {
+            MpiReduction::Native(r) => r.test(),
+            MpiReduction::Tree(r) => r.test(),
+        }
+    }
+    fn wait(&mut self) -> Result<&[f64], ReduceError> {
+        match self {
+            MpiReduction::Native(r) => r.wait(),
+            MpiReduction::Tree(r) => r.wait(),
+        }
+    }
+    fn in_progress(&self) -> bool {
+        match self {
+            MpiReduction::Native(r) => r.in_progress(),
+            MpiReduction::Tree(r) => r.in_progress(),
+        }
+    }
+}

@@ -1,0 +1,649 @@
+//! The MPI transports: [`MpiMailbox`] (Sync and Async channels) and [`MpiRacy`], over one
+//! [`Core`] that owns every buffer and request of a channel end.
+//!
+//! ## Protocol
+//! * **Data.** A message is `[seq, stamp, payload…]` (the header as u64 bit patterns), sent as
+//!   bytes with `MPI_Issend` from one of R send slots the channel owns. A synchronous-mode send
+//!   completes once it matched a receive the peer's channel posted, so a completed send *is*
+//!   the end-to-end acknowledgement of DESIGN §2: at most R messages are in flight, and a slow
+//!   receiver makes `try_send` report `Full` instead of piling up unexpected messages.
+//! * **Receives.** Mailbox: R + 1 slots, each with its own buffer, pre-posted; a completed
+//!   receive is reported once by `poll`, lent to the channel until `release` re-posts it (one
+//!   more slot than R, so the sender keeps R in flight while the channel holds a message).
+//!   Racy: R receives posted into ONE buffer (the paper's racy MPI), read through atomics and
+//!   re-posted as soon as they complete.
+//! * **Control.** Each end pre-posts a receive for the peer's close message (its total send
+//!   count, its own tag). `begin_close` sends this end's count and re-posts every receive slot;
+//!   `finish_close` receives until the peer's count arrived, cancels the receives left over,
+//!   and completes every send. After `begin_close` on both ends every outstanding send has a
+//!   posted receive to match (at most R outstanding, at least R posted), so closing completes
+//!   on MPI's progress alone: no end waits for the other to make a call.
+//! * **Progress.** Every call tests the outstanding requests (`MPI_Testsome`): MPI only moves
+//!   data inside MPI calls, and a send past the eager limit waits for the receiver to test
+//!   (Saif & Parashar).
+//!
+//! Buffers are boxed and owned by the core; a request's buffer is never moved, read as plain
+//! memory, written or freed while the request is active. A core dropped with requests still
+//! active (only after an MPI error) leaks its buffers rather than free memory MPI may write.
+
+use crate::env::Shared;
+use crate::raw::{self, Requests};
+use chan_core::transport::{
+    Arrival, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport, Transport,
+};
+use chan_core::{AtomicF64, AtomicF64Slice, CommError};
+use mpi::ffi;
+use std::os::raw::{c_int, c_void};
+use std::rc::Rc;
+
+/// Header elements in front of every message: sequence number and stamp.
+const HDR: usize = 2;
+
+/// Where receives land.
+enum RecvMem {
+    /// One buffer per slot (mailbox).
+    Slots(Box<[Box<[f64]>]>),
+    /// One buffer for every receive (racy), only ever read through atomics.
+    Racy(Box<[AtomicF64]>),
+}
+
+/// Identity of a channel end on the wire.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wire {
+    pub(crate) comm: ffi::MPI_Comm,
+    pub(crate) peer: usize,
+    pub(crate) data_tag: c_int,
+    pub(crate) ctrl_tag: c_int,
+}
+
+/// Every buffer and request of one channel end, and the close protocol. Methods take the
+/// [`Requests`] counter from the world they belong to.
+pub(crate) struct Core {
+    wire: Wire,
+    len: usize,
+    r: usize,
+    /// Bytes per message, header included.
+    bytes: c_int,
+    send_bufs: Box<[Box<[f64]>]>,
+    send_reqs: Vec<ffi::MPI_Request>,
+    send_free: Vec<usize>,
+    recv: RecvMem,
+    recv_reqs: Vec<ffi::MPI_Request>,
+    /// Scratch for `MPI_Testsome`.
+    done: Vec<usize>,
+    indices: Vec<c_int>,
+    ctrl_in: Box<u64>,
+    ctrl_in_req: ffi::MPI_Request,
+    peer_total: Option<u64>,
+    ctrl_out: Box<u64>,
+    ctrl_out_req: ffi::MPI_Request,
+    /// Messages sent by this end.
+    sent: u64,
+    /// Receives completed, and how many of them a poll reported to the channel.
+    received: u64,
+    reported: u64,
+    closing: bool,
+    closed: bool,
+}
+
+impl Core {
+    /// Allocate the buffers and post every receive (data and control).
+    pub(crate) fn new(
+        wire: Wire,
+        len: usize,
+        r: usize,
+        racy: bool,
+        reqs: &Requests,
+    ) -> Result<Self, CommError> {
+        let bytes = raw::byte_count(len + HDR)?;
+        let slot = || vec![0.0f64; len + HDR].into_boxed_slice();
+        let (recv, n_recv) = if racy {
+            let buf = (0..len + HDR).map(|_| AtomicF64::new(0.0)).collect();
+            (RecvMem::Racy(buf), r)
+        } else {
+            (RecvMem::Slots((0..r + 1).map(|_| slot()).collect()), r + 1)
+        };
+        let mut core = Core {
+            wire,
+            len,
+            r,
+            bytes,
+            send_bufs: (0..r).map(|_| slot()).collect(),
+            send_reqs: vec![raw::request_null(); r],
+            send_free: (0..r).rev().collect(),
+            recv,
+            recv_reqs: vec![raw::request_null(); n_recv],
+            done: Vec::with_capacity(n_recv.max(r)),
+            indices: Vec::with_capacity(n_recv.max(r)),
+            ctrl_in: Box::new(0),
+            ctrl_in_req: raw::request_null(),
+            peer_total: None,
+            ctrl_out: Box::new(0),
+            ctrl_out_req: raw::request_null(),
+            sent: 0,
+            received: 0,
+            reported: 0,
+            closing: false,
+            closed: false,
+        };
+        let ctrl: *mut u64 = &mut *core.ctrl_in;
+        // SAFETY: ctrl_in is a boxed u64 owned by the core: it does not move with the core, is
+        // not read until the request completes (test_ctrl), and is freed only when no request
+        // is active (Drop leaks the buffers otherwise).
+        unsafe {
+            raw::irecv(
+                ctrl.cast(),
+                8,
+                wire.peer as c_int,
+                wire.ctrl_tag,
+                wire.comm,
+                &mut core.ctrl_in_req,
+                reqs,
+            )?;
+        }
+        for slot in 0..n_recv {
+            core.post(slot, reqs)?;
+        }
+        Ok(core)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+    pub(crate) fn r(&self) -> usize {
+        self.r
+    }
+    pub(crate) fn peer(&self) -> usize {
+        self.wire.peer
+    }
+
+    /// Post receive `slot` (null before).
+    fn post(&mut self, slot: usize, reqs: &Requests) -> Result<(), CommError> {
+        debug_assert!(self.recv_reqs[slot] == raw::request_null());
+        let ptr: *mut c_void = match &mut self.recv {
+            RecvMem::Slots(s) => s[slot].as_mut_ptr().cast(),
+            // Interior mutability: the atomics' UnsafeCells make writes through this pointer,
+            // derived from a shared reference, legitimate.
+            RecvMem::Racy(b) => b.as_ptr().cast_mut().cast(),
+        };
+        let w = self.wire;
+        // SAFETY: (1) the buffer is boxed and owned by the core, so it neither moves nor is
+        // freed while the request is active (Drop leaks it if a request is still active);
+        // (2) a mailbox slot is posted only when the channel does not hold it (new, or given
+        // back by `release`), so nothing reads it as plain memory until the receive completes
+        // and `poll` reports it; (3) the racy buffer is only ever read through atomics.
+        unsafe {
+            raw::irecv(
+                ptr,
+                self.bytes,
+                w.peer as c_int,
+                w.data_tag,
+                w.comm,
+                &mut self.recv_reqs[slot],
+                reqs,
+            )
+        }
+    }
+
+    /// Collect completed sends into the free list; the number in flight.
+    fn test_sends(&mut self, reqs: &Requests) -> Result<usize, CommError> {
+        if self.send_free.len() < self.r {
+            raw::test_some(&mut self.send_reqs, &mut self.done, &mut self.indices, reqs)?;
+            self.send_free.extend_from_slice(&self.done);
+        }
+        Ok(self.r - self.send_free.len())
+    }
+
+    pub(crate) fn in_flight(&mut self, reqs: &Requests) -> Result<usize, CommError> {
+        self.test_sends(reqs)
+    }
+
+    pub(crate) fn can_send(&mut self, reqs: &Requests) -> Result<bool, CommError> {
+        self.test_sends(reqs)?;
+        Ok(!self.send_free.is_empty())
+    }
+
+    /// Fill a free send slot and start it. Only after `can_send` returned true.
+    pub(crate) fn send_with<F: FnOnce(&mut [f64])>(
+        &mut self,
+        header: Header,
+        fill: F,
+        reqs: &Requests,
+    ) -> Result<(), CommError> {
+        let slot = self
+            .send_free
+            .pop()
+            .ok_or_else(|| raw::misuse("send", "no free send slot (call can_send first)"))?;
+        let buf = &mut self.send_bufs[slot];
+        buf[0] = f64::from_bits(header.seq);
+        buf[1] = f64::from_bits(header.stamp);
+        fill(&mut buf[HDR..]);
+        let w = self.wire;
+        // SAFETY: the slot was free (its previous send completed), the buffer is boxed and
+        // owned by the core and is not written again until this send completes and
+        // `test_sends` returns it to the free list.
+        let started = unsafe {
+            raw::issend(
+                buf.as_ptr().cast(),
+                self.bytes,
+                w.peer as c_int,
+                w.data_tag,
+                w.comm,
+                &mut self.send_reqs[slot],
+                reqs,
+            )
+        };
+        if started.is_err() {
+            self.send_free.push(slot);
+        }
+        started?;
+        self.sent += 1;
+        Ok(())
+    }
+
+    fn header(&self, slot: usize) -> Header {
+        let (seq, stamp) = match &self.recv {
+            RecvMem::Slots(s) => (s[slot][0].to_bits(), s[slot][1].to_bits()),
+            RecvMem::Racy(b) => (b[0].load().to_bits(), b[1].load().to_bits()),
+        };
+        Header { seq, stamp }
+    }
+
+    /// Mailbox: report every receive that completed since the last call.
+    pub(crate) fn poll(
+        &mut self,
+        out: &mut Vec<Arrival>,
+        reqs: &Requests,
+    ) -> Result<(), CommError> {
+        raw::test_some(&mut self.recv_reqs, &mut self.done, &mut self.indices, reqs)?;
+        for i in 0..self.done.len() {
+            let slot = self.done[i];
+            out.push(Arrival {
+                slot,
+                header: self.header(slot),
+            });
+        }
+        let n = self.done.len() as u64;
+        self.received += n;
+        self.reported += n;
+        Ok(())
+    }
+
+    /// Mailbox: the payload of a completed, reported, not yet released slot.
+    pub(crate) fn data(&self, slot: usize) -> &[f64] {
+        match &self.recv {
+            RecvMem::Slots(s) => &s[slot][HDR..],
+            RecvMem::Racy(_) => &[],
+        }
+    }
+
+    /// Mailbox: the channel gives a slot back; post it again.
+    pub(crate) fn release(&mut self, slot: usize, reqs: &Requests) -> Result<(), CommError> {
+        if self.closing {
+            // begin_close already re-posted every slot the channel held.
+            return Ok(());
+        }
+        self.post(slot, reqs)
+    }
+
+    /// Racy: receives that completed since the last call (re-posted at once), and the stamp in
+    /// the buffer's header now.
+    pub(crate) fn poll_racy(&mut self, reqs: &Requests) -> Result<RacyPoll, CommError> {
+        raw::test_some(&mut self.recv_reqs, &mut self.done, &mut self.indices, reqs)?;
+        let n = self.done.len();
+        for i in 0..n {
+            let slot = self.done[i];
+            self.post(slot, reqs)?;
+        }
+        self.received += n as u64;
+        self.reported += n as u64;
+        Ok(RacyPoll {
+            arrived: n as u64,
+            stamp: if n > 0 { self.header(0).stamp } else { 0 },
+        })
+    }
+
+    /// Racy: the receive buffer's payload, read through atomics.
+    pub(crate) fn view(&self) -> &AtomicF64Slice {
+        match &self.recv {
+            RecvMem::Racy(b) => AtomicF64Slice::from_atomics(&b[HDR..]),
+            RecvMem::Slots(_) => AtomicF64Slice::from_atomics(&[]),
+        }
+    }
+
+    fn test_ctrl(&mut self, reqs: &Requests) -> Result<(), CommError> {
+        if self.peer_total.is_none() && raw::test_one(&mut self.ctrl_in_req, reqs)? {
+            self.peer_total = Some(*self.ctrl_in);
+        }
+        Ok(())
+    }
+
+    /// The peer's announced total, once its close message arrived.
+    pub(crate) fn peer_total(&mut self, reqs: &Requests) -> Result<Option<u64>, CommError> {
+        self.test_ctrl(reqs)?;
+        Ok(self.peer_total)
+    }
+
+    /// First half of the close: announce this end's count and take every receive slot back from
+    /// the channel (posted again, so every send the peer has outstanding can match).
+    pub(crate) fn begin_close(&mut self, reqs: &Requests) -> Result<(), CommError> {
+        if self.closing {
+            return Ok(());
+        }
+        self.closing = true;
+        *self.ctrl_out = self.sent;
+        let w = self.wire;
+        let ctrl: *const u64 = &*self.ctrl_out;
+        // SAFETY: ctrl_out is a boxed u64 owned by the core, written above and never again;
+        // it lives until the request completes (Drop leaks the buffers otherwise).
+        unsafe {
+            raw::isend(
+                ctrl.cast(),
+                8,
+                w.peer as c_int,
+                w.ctrl_tag,
+                w.comm,
+                &mut self.ctrl_out_req,
+                reqs,
+            )?;
+        }
+        // Receives that completed untested count as arrived (drained: no poll reported them);
+        // then every slot is posted again, so each send the peer has outstanding can match.
+        raw::test_some(&mut self.recv_reqs, &mut self.done, &mut self.indices, reqs)?;
+        self.received += self.done.len() as u64;
+        for slot in 0..self.recv_reqs.len() {
+            if self.recv_reqs[slot] == raw::request_null() {
+                self.post(slot, reqs)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One non-blocking step of the second half of the close; true once nothing is left.
+    pub(crate) fn step_close(&mut self, reqs: &Requests) -> Result<bool, CommError> {
+        debug_assert!(self.closing);
+        if self.closed {
+            return Ok(true);
+        }
+        self.test_sends(reqs)?;
+        self.test_ctrl(reqs)?;
+        raw::test_some(&mut self.recv_reqs, &mut self.done, &mut self.indices, reqs)?;
+        self.received += self.done.len() as u64;
+        for i in 0..self.done.len() {
+            let slot = self.done[i];
+            if self.peer_total.is_none_or(|t| self.received < t) {
+                self.post(slot, reqs)?;
+            }
+        }
+        if let Some(total) = self.peer_total {
+            if self.received > total {
+                return Err(raw::misuse(
+                    "close",
+                    format!(
+                        "peer rank {} announced {total} messages but {} arrived",
+                        self.wire.peer, self.received
+                    ),
+                ));
+            }
+            if self.received == total {
+                for slot in 0..self.recv_reqs.len() {
+                    if !raw::cancel_recv(&mut self.recv_reqs[slot], reqs)? {
+                        return Err(raw::misuse(
+                            "close",
+                            format!(
+                                "a message from rank {} arrived after all {total} it announced",
+                                self.wire.peer
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        raw::test_one(&mut self.ctrl_out_req, reqs)?;
+        self.closed = self.peer_total == Some(self.received)
+            && self.send_free.len() == self.r
+            && self.ctrl_out_req == raw::request_null()
+            && self.recv_reqs.iter().all(|&q| q == raw::request_null());
+        Ok(self.closed)
+    }
+
+    /// What the close found: the peer's total and how many arrived that no poll reported.
+    pub(crate) fn report(&self) -> CloseReport {
+        CloseReport {
+            peer_sent: self.peer_total.unwrap_or(0),
+            drained: self.received - self.reported,
+        }
+    }
+
+    pub(crate) fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    fn quiescent(&self) -> bool {
+        let null = raw::request_null();
+        self.send_reqs
+            .iter()
+            .chain(&self.recv_reqs)
+            .all(|&q| q == null)
+            && self.ctrl_in_req == null
+            && self.ctrl_out_req == null
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        if !self.quiescent() {
+            // Only after an MPI error: a request may still write into these buffers, so they
+            // must outlive it. Leaking is the only safe choice left.
+            eprintln!(
+                "aiac (mpi): channel to rank {} dropped with MPI requests active after an error; \
+                 leaking its buffers",
+                self.wire.peer
+            );
+            std::mem::forget(std::mem::take(&mut self.send_bufs));
+            std::mem::forget(std::mem::replace(
+                &mut self.recv,
+                RecvMem::Slots(Box::default()),
+            ));
+            std::mem::forget(std::mem::take(&mut self.ctrl_in));
+            std::mem::forget(std::mem::take(&mut self.ctrl_out));
+        }
+    }
+}
+
+macro_rules! transport_common {
+    ($t:ty) => {
+        impl $t {
+            /// The world's shared state and this end's core, borrowed apart. Only before
+            /// `begin_close`, after which the channel calls nothing but `finish_close`.
+            fn parts(&mut self) -> (&Shared, &mut Core) {
+                let core = self
+                    .core
+                    .as_mut()
+                    .expect("a channel end is not used after its close began");
+                (&self.sh, core)
+            }
+        }
+
+        impl Transport for $t {
+            fn peer(&self) -> usize {
+                self.peer
+            }
+            fn msg_len(&self) -> usize {
+                self.len
+            }
+            fn max_in_flight(&self) -> usize {
+                self.r
+            }
+            fn in_flight(&mut self) -> Result<usize, CommError> {
+                self.sh.progress_closing();
+                let (sh, core) = self.parts();
+                core.in_flight(&sh.requests)
+            }
+            fn can_send(&mut self) -> Result<bool, CommError> {
+                self.sh.progress_closing();
+                let (sh, core) = self.parts();
+                core.can_send(&sh.requests)
+            }
+            fn send_with<F: FnOnce(&mut [f64])>(
+                &mut self,
+                header: Header,
+                fill: F,
+            ) -> Result<(), CommError> {
+                let (sh, core) = self.parts();
+                core.send_with(header, fill, &sh.requests)
+            }
+            fn peer_closed(&mut self) -> bool {
+                let (sh, core) = self.parts();
+                matches!(core.peer_total(&sh.requests), Ok(Some(_)) | Err(_))
+            }
+            fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
+                let (sh, core) = self.parts();
+                debug_assert_eq!(
+                    sent,
+                    core.sent(),
+                    "the channel and its transport count alike"
+                );
+                core.begin_close(&sh.requests)?;
+                let core = self.core.take().expect("checked by parts()");
+                self.closing = Some(self.sh.start_closing(core, true));
+                Ok(())
+            }
+            fn finish_close(&mut self) -> Result<CloseReport, CommError> {
+                let id = self
+                    .closing
+                    .take()
+                    .ok_or_else(|| raw::misuse("close", "finish_close without begin_close"))?;
+                let mut spins = 0u32;
+                loop {
+                    // Every closing channel of this rank, not only this one (see Shared).
+                    self.sh.progress_closing();
+                    if let Some(outcome) = self.sh.take_closed(id) {
+                        return outcome;
+                    }
+                    self.relax(spins);
+                    spins = spins.saturating_add(1);
+                }
+            }
+        }
+
+        impl Drop for $t {
+            fn drop(&mut self) {
+                if let Some(mut core) = self.core.take() {
+                    // Dropped without a close: announce it, and let the rank finish the close in
+                    // the background (every channel call, and finalize, progresses it).
+                    if let Err(e) = core.begin_close(&self.sh.requests) {
+                        eprintln!("aiac (mpi): closing a dropped channel: {e}");
+                    }
+                    self.sh.start_closing(core, false);
+                }
+                if let Some(id) = self.closing.take() {
+                    self.sh.disown(id);
+                }
+            }
+        }
+    };
+}
+
+/// One end of a Sync or Async channel over MPI.
+pub struct MpiMailbox {
+    sh: Rc<Shared>,
+    /// The core while the channel is open; in the rank's closing registry after `begin_close`.
+    core: Option<Core>,
+    closing: Option<u64>,
+    peer: usize,
+    len: usize,
+    r: usize,
+}
+
+/// One end of a Racy channel over MPI.
+pub struct MpiRacy {
+    sh: Rc<Shared>,
+    /// The core while the channel is open; in the rank's closing registry after `begin_close`.
+    core: Option<Core>,
+    closing: Option<u64>,
+    peer: usize,
+    len: usize,
+    r: usize,
+}
+
+transport_common!(MpiMailbox);
+transport_common!(MpiRacy);
+
+impl MpiMailbox {
+    pub(crate) fn new(sh: Rc<Shared>, core: Core) -> Self {
+        let (peer, len, r) = (core.peer(), core.len(), core.r());
+        MpiMailbox {
+            sh,
+            core: Some(core),
+            closing: None,
+            peer,
+            len,
+            r,
+        }
+    }
+}
+
+impl MpiRacy {
+    pub(crate) fn new(sh: Rc<Shared>, core: Core) -> Self {
+        let (peer, len, r) = (core.peer(), core.len(), core.r());
+        MpiRacy {
+            sh,
+            core: Some(core),
+            closing: None,
+            peer,
+            len,
+            r,
+        }
+    }
+}
+
+impl std::fmt::Debug for MpiMailbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiMailbox")
+            .field("peer", &self.peer)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for MpiRacy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiRacy").field("peer", &self.peer).finish()
+    }
+}
+
+impl MailboxTransport for MpiMailbox {
+    fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
+        self.sh.progress_closing();
+        let (sh, core) = self.parts();
+        core.poll(out, &sh.requests)
+    }
+    fn data(&self, slot: usize) -> &[f64] {
+        self.core
+            .as_ref()
+            .expect("a live transport has its core")
+            .data(slot)
+    }
+    fn release(&mut self, slot: usize) -> Result<(), CommError> {
+        let (sh, core) = self.parts();
+        core.release(slot, &sh.requests)
+    }
+    fn peer_sent_total(&mut self) -> Option<u64> {
+        let (sh, core) = self.parts();
+        core.peer_total(&sh.requests).ok().flatten()
+    }
+}
+
+impl RacyTransport for MpiRacy {
+    fn poll(&mut self) -> Result<RacyPoll, CommError> {
+        self.sh.progress_closing();
+        let (sh, core) = self.parts();
+        core.poll_racy(&sh.requests)
+    }
+    fn view(&self) -> &AtomicF64Slice {
+        self.core
+            .as_ref()
+            .expect("a live transport has its core")
+            .view()
+    }
+}

@@ -1,0 +1,244 @@
+//! chan-core's backend-generic semantic checks, and the MPI backend's own, under real
+//! `mpirun` with 1 to 4 ranks.
+//!
+//! `cargo test` runs this binary without a launcher; it then starts itself again under
+//! `timeout … mpirun --oversubscribe -np N` once per case and judges each run by its exit
+//! status (a hang is killed by the timeout and reported). Under mpirun it runs the case named
+//! on its command line on every rank; a rank whose check fails prints why and calls
+//! `MPI_Abort`, so no rank waits forever for a dead peer. Every case ends with
+//! `MpiCtx::finalize`, which fails if any MPI request is still outstanding.
+//!
+//! `cargo test -p chan-mpi --all-features --test mpi_checks [-- FILTER]`
+
+use chan_core::testkit::{self, Check};
+use chan_core::traits::*;
+use chan_core::{close_all, Async, ChannelConfig, ChannelSpec, Racy, Sync, TrySendError};
+use chan_mpi::{MpiCtx, ReductionKind};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+/// Each case, the rank counts it runs with, and its time limit.
+const CASES: &[(&str, &[usize], u64)] = &[
+    ("async_semantics", &[2, 3, 4], 120),
+    ("sync_semantics", &[2, 3, 4], 120),
+    ("racy_semantics", &[2, 3, 4], 120),
+    ("mismatched_ends", &[2, 3], 60),
+    ("send_before_recv_8B_20KB_4MB", &[2, 3], 60),
+    ("reductions_iallreduce", &[1, 2, 3, 4], 60),
+    ("reductions_tree", &[1, 2, 3, 4], 60),
+    ("close_with_traffic", &[2, 3, 4], 120),
+    ("drop_without_close", &[2, 3, 4], 60),
+];
+
+/// `close()` with messages in flight both ways, then `MPI_Finalize`: this many separate jobs.
+const CLOSE_FINALIZE_JOBS: usize = 50;
+
+fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
+    match case {
+        "async_semantics" => {
+            for (len, r) in [(1, 1), (7, 2), (2500, 3), (64, 8)] {
+                testkit::async_semantics(ctx, 1500, len, r)?;
+            }
+            Ok(())
+        }
+        "sync_semantics" => {
+            for (len, r) in [(1, 1), (13, 3), (2500, 2)] {
+                testkit::sync_semantics(ctx, 200, len, r)?;
+            }
+            Ok(())
+        }
+        "racy_semantics" => {
+            for len in [1, 33, 2500] {
+                testkit::racy_semantics(ctx, 1500, len)?;
+            }
+            Ok(())
+        }
+        "mismatched_ends" => testkit::mismatched_ends(ctx),
+        "send_before_recv_8B_20KB_4MB" => testkit::send_before_recv(ctx, &[1, 2500, 524_288]),
+        "reductions_iallreduce" => {
+            ctx.set_reduction_kind(ReductionKind::Iallreduce);
+            testkit::reductions_match_serial(ctx, 30, 5)
+        }
+        "reductions_tree" => {
+            ctx.set_reduction_kind(ReductionKind::Tree);
+            testkit::reductions_match_serial(ctx, 30, 5)
+        }
+        "close_with_traffic" => testkit::close_with_traffic(ctx, 50, 16),
+        "close_then_finalize" => close_then_finalize(ctx),
+        "drop_without_close" => drop_without_close(ctx),
+        other => Err(format!("unknown case {other}")),
+    }
+}
+
+fn ring_specs(ctx: &MpiCtx, len: usize, r: usize) -> Vec<ChannelSpec> {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let cfg = ChannelConfig::new(len, r).expect("valid");
+    let next = (rank + 1) % size;
+    let prev = (rank + size - 1) % size;
+    vec![
+        ChannelSpec::new(next, rank as u32, cfg).expect("valid"),
+        ChannelSpec::new(prev, prev as u32, cfg).expect("valid"),
+    ]
+}
+
+/// Messages in flight in both directions on every channel (20 KB, past the eager limit, and
+/// 8 B), nothing received, then close: every message must be accounted for at its receiver.
+fn close_then_finalize(ctx: &mut MpiCtx) -> Check {
+    for len in [2500, 1] {
+        let mut chans = ctx
+            .open::<Async>(&ring_specs(ctx, len, 3))
+            .map_err(|e| e.to_string())?;
+        for ch in &mut chans {
+            for k in 0..3 {
+                match ch.try_send(&vec![k as f64; len]) {
+                    Ok(()) | Err(TrySendError::Full(_)) => {}
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        }
+        for s in close_all(chans).map_err(|e| e.to_string())? {
+            if s.received != s.peer_sent || s.unread_at_close != s.received {
+                return Err(format!("close lost track of messages: {s:?}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Channels of every mode and a reduction in progress, dropped without a close while messages
+/// are in flight: nothing hangs, and finalize finds no request outstanding.
+fn drop_without_close(ctx: &mut MpiCtx) -> Check {
+    let specs = ring_specs(ctx, 2500, 2);
+    let mut a = ctx.open::<Async>(&specs).map_err(|e| e.to_string())?;
+    let mut s = ctx.open::<Sync>(&specs).map_err(|e| e.to_string())?;
+    let mut r = ctx.open::<Racy>(&specs).map_err(|e| e.to_string())?;
+    let data = vec![1.0; 2500];
+    for ch in &mut a {
+        let _ = ch.try_send(&data);
+        let _ = ch.try_send(&data);
+    }
+    for ch in &mut s {
+        let _ = ch.try_send(&data);
+    }
+    for ch in &mut r {
+        let _ = ch.try_send(&data);
+    }
+    let mut red = ctx
+        .reduction(3, chan_core::ReduceOp::Sum)
+        .map_err(|e| e.to_string())?;
+    red.start(&[1.0, 2.0, 3.0]).map_err(|e| e.to_string())?;
+    // Rank 0 drops its ends before the others do anything more; the rest drop later.
+    if ctx.rank() == 0 {
+        drop((a, s, r, red));
+        ctx.barrier().map_err(|e| e.to_string())?;
+    } else {
+        ctx.barrier().map_err(|e| e.to_string())?;
+        drop((r, red, s, a));
+    }
+    Ok(())
+}
+
+fn child(case: &str) -> ExitCode {
+    let mut ctx = match MpiCtx::init() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("MPI init failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rank = ctx.rank();
+    if let Err(e) = run_case(&mut ctx, case) {
+        eprintln!("rank {rank}: {case}: {e}");
+        ctx.abort(1);
+    }
+    let outstanding = ctx.outstanding_requests();
+    if let Err(e) = ctx.finalize() {
+        eprintln!("rank {rank}: {case}: finalize: {e} ({outstanding} before finalize)");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// Launch one case under mpirun; Err with the job's output when it fails or hangs.
+fn launch(case: &str, ranks: usize, limit: u64) -> Result<Duration, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let out = Command::new("timeout")
+        .args([
+            "-k",
+            "5",
+            &limit.to_string(),
+            "mpirun",
+            "--oversubscribe",
+            "-np",
+        ])
+        .arg(ranks.to_string())
+        .arg(&exe)
+        .args(["--child", case])
+        .output()
+        .map_err(|e| format!("cannot start timeout/mpirun: {e}"))?;
+    let elapsed = t.elapsed();
+    if out.status.success() {
+        return Ok(elapsed);
+    }
+    let why = match out.status.code() {
+        Some(124) | Some(137) => format!("HUNG: killed after {limit} s"),
+        Some(c) => format!("exit status {c}"),
+        None => "killed by a signal".into(),
+    };
+    Err(format!(
+        "{case} with {ranks} ranks: {why}\n--- stdout\n{}--- stderr\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        return child(args.get(i + 1).map_or("", String::as_str));
+    }
+    // Parent: cargo passes test-harness flags; a plain word is a filter.
+    let filter: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f));
+    let mut jobs: Vec<(String, &str, usize, u64)> = Vec::new();
+    for &(case, ranks, limit) in CASES {
+        for &n in ranks {
+            jobs.push((format!("{case} np={n}"), case, n, limit));
+        }
+    }
+    for k in 0..CLOSE_FINALIZE_JOBS {
+        jobs.push((
+            format!("close_then_finalize #{k} np=2"),
+            "close_then_finalize",
+            2,
+            60,
+        ));
+    }
+    jobs.retain(|j| wanted(&j.0));
+    println!("\nrunning {} MPI jobs", jobs.len());
+    let mut failures = Vec::new();
+    for (name, case, n, limit) in &jobs {
+        match launch(case, *n, *limit) {
+            Ok(t) => println!("test {name} ... ok ({:.1} s)", t.as_secs_f64()),
+            Err(e) => {
+                println!("test {name} ... FAILED");
+                failures.push(e);
+            }
+        }
+    }
+    if failures.is_empty() {
+        println!("\nMPI checks: {} passed", jobs.len());
+        ExitCode::SUCCESS
+    } else {
+        for f in &failures {
+            eprintln!("\n{f}");
+        }
+        println!("\nMPI checks: {} of {} FAILED", failures.len(), jobs.len());
+        ExitCode::FAILURE
+    }
+}
