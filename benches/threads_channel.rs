@@ -4,12 +4,16 @@
 //! - **ping-pong**: rank 0 sends, rank 1 answers, one round trip per iteration (latency);
 //! - **one-way**: rank 0 streams messages to rank 1 (throughput), R = 4 (`bounded(4)`).
 //!
+//! Both patterns run with one thread pinned to each of two CPUs (`World::pinned`, and the same
+//! pinning for crossbeam's two threads): two busy-polling threads the scheduler places on one
+//! core run many times slower, and fresh threads for every batch make that likely.
+//!
 //! crossbeam carries `[f64; N]` by value, so each message is copied into the channel and out of
 //! it, as aiac copies it into a slot (the receiver reads aiac's slot in place). World creation
 //! and channel set-up happen outside the timed region. At the end the ratio aiac / crossbeam of
-//! every pair is printed from criterion's estimates.
+//! every pair is printed from batches of all four taken in turn (`support/interleaved.rs`).
 //!
-//! `cargo bench --bench threads_channel`
+//! `cargo bench --bench threads_channel` (`AIAC_BENCH_RATIOS_ONLY=1`: only the ratio table)
 
 use chan_core::threads::World;
 use chan_core::traits::*;
@@ -17,8 +21,8 @@ use chan_core::{Async, ChannelConfig, ChannelSpec, Racy, Sync};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use std::time::{Duration, Instant};
 
-#[path = "support/ratios.rs"]
-mod ratios;
+#[path = "support/interleaved.rs"]
+mod interleaved;
 
 const SMALL: usize = 1;
 const FACE: usize = 2500;
@@ -33,6 +37,7 @@ fn pingpong_aiac(mode: &str, len: usize, iters: u64) -> Duration {
     // Channels are opened inside the timed closure's world but before its clock starts.
     World::new(2)
         .unwrap()
+        .pinned()
         .run(|ctx| {
             let peer = 1 - ctx.rank();
             let first = ctx.rank() == 0;
@@ -112,6 +117,14 @@ fn pingpong_aiac(mode: &str, len: usize, iters: u64) -> Duration {
         .unwrap()
 }
 
+/// Pin the calling thread to the k-th CPU the spawning thread may use (as `World::pinned`
+/// does); the main thread itself stays unpinned, or it would narrow that list to one CPU.
+fn pin(k: usize) {
+    if let Some(ids) = core_affinity::get_core_ids().filter(|ids| !ids.is_empty()) {
+        core_affinity::set_for_current(ids[k % ids.len()]);
+    }
+}
+
 fn pingpong_crossbeam<const N: usize>(iters: u64) -> Duration {
     let (to1, from0) = crossbeam_channel::bounded::<[f64; N]>(1);
     let (to0, from1) = crossbeam_channel::bounded::<[f64; N]>(1);
@@ -119,22 +132,26 @@ fn pingpong_crossbeam<const N: usize>(iters: u64) -> Duration {
     std::thread::scope(|s| {
         let b = &barrier;
         let echo = s.spawn(move || {
+            pin(1);
             b.wait();
             for _ in 0..iters {
                 let m = from0.recv().unwrap();
                 to0.send(m).unwrap();
             }
         });
-        let data = [1.0; N];
-        b.wait();
-        let t = Instant::now();
-        for _ in 0..iters {
-            to1.send(data).unwrap();
-            std::hint::black_box(from1.recv().unwrap());
-        }
-        let e = t.elapsed();
+        let ping = s.spawn(move || {
+            pin(0);
+            let data = [1.0; N];
+            b.wait();
+            let t = Instant::now();
+            for _ in 0..iters {
+                to1.send(data).unwrap();
+                std::hint::black_box(from1.recv().unwrap());
+            }
+            t.elapsed()
+        });
         echo.join().unwrap();
-        e
+        ping.join().unwrap()
     })
 }
 
@@ -142,6 +159,7 @@ fn stream_aiac(mode: &str, len: usize, n: u64) -> Duration {
     let mode = mode.to_owned();
     World::new(2)
         .unwrap()
+        .pinned()
         .run(|ctx| {
             let peer = 1 - ctx.rank();
             let sender = ctx.rank() == 0;
@@ -224,6 +242,7 @@ fn stream_crossbeam<const N: usize>(n: u64) -> Duration {
     std::thread::scope(|s| {
         let b = &barrier;
         let recv = s.spawn(move || {
+            pin(1);
             b.wait();
             let t = Instant::now();
             for _ in 0..n {
@@ -231,13 +250,17 @@ fn stream_crossbeam<const N: usize>(n: u64) -> Duration {
             }
             t.elapsed()
         });
-        let data = [1.0; N];
-        b.wait();
-        let t = Instant::now();
-        for _ in 0..n {
-            tx.send(data).unwrap();
-        }
-        let e = t.elapsed();
+        let send = s.spawn(move || {
+            pin(0);
+            let data = [1.0; N];
+            b.wait();
+            let t = Instant::now();
+            for _ in 0..n {
+                tx.send(data).unwrap();
+            }
+            t.elapsed()
+        });
+        let e = send.join().unwrap();
         e.max(recv.join().unwrap())
     })
 }
@@ -292,14 +315,29 @@ fn main() {
         .measurement_time(Duration::from_secs(2))
         .sample_size(20)
         .configure_from_args();
-    pingpong(&mut c);
-    oneway(&mut c);
-    c.final_summary();
-    ratios::print_table(
-        "aiac threads channel / crossbeam-channel",
-        &["pingpong", "oneway"],
-        &["8", "20000"],
-        "crossbeam",
-        &["aiac-sync", "aiac-async", "aiac-racy"],
-    );
+    if std::env::var_os("AIAC_BENCH_RATIOS_ONLY").is_none() {
+        pingpong(&mut c);
+        oneway(&mut c);
+        c.final_summary();
+    }
+    let names = ["crossbeam", "aiac-sync", "aiac-async", "aiac-racy"];
+    interleaved::print_header("aiac threads channel / crossbeam-channel", "crossbeam");
+    for (group, stream) in [("pingpong", false), ("oneway", true)] {
+        for len in [SMALL, FACE] {
+            let m = interleaved::medians(
+                names.len(),
+                |case, iters| match (case, stream, len) {
+                    (0, false, SMALL) => pingpong_crossbeam::<SMALL>(iters),
+                    (0, false, _) => pingpong_crossbeam::<FACE>(iters),
+                    (0, true, SMALL) => stream_crossbeam::<SMALL>(iters),
+                    (0, true, _) => stream_crossbeam::<FACE>(iters),
+                    (k, false, _) => pingpong_aiac(&names[k][5..], len, iters),
+                    (k, true, _) => stream_aiac(&names[k][5..], len, iters),
+                },
+                Duration::from_millis(20),
+                15,
+            );
+            interleaved::print_row(group, len * 8, &names, &m);
+        }
+    }
 }

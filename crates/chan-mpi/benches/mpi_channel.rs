@@ -8,7 +8,9 @@
 //!
 //! `cargo bench -p chan-mpi --bench mpi_channel` starts itself under `mpirun -np 2`. Criterion
 //! runs on rank 0; before each sample rank 0 broadcasts (case, iterations) and rank 1 runs the
-//! same case as its partner. The table at the end gives each mode's time over raw MPI's.
+//! same case as its partner. The table at the end gives each mode's time over raw MPI's, from
+//! batches of all four taken in turn (`benches/support/interleaved.rs`); set
+//! `AIAC_BENCH_RATIOS_ONLY=1` to print only that table.
 
 use chan_core::traits::*;
 use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Racy, Sync};
@@ -18,8 +20,8 @@ use mpi::ffi;
 use std::os::raw::c_int;
 use std::time::{Duration, Instant};
 
-#[path = "../../../benches/support/ratios.rs"]
-mod ratios;
+#[path = "../../../benches/support/interleaved.rs"]
+mod interleaved;
 
 const LENS: [usize; 3] = [1, 2500, 131_072];
 const STREAM_R: usize = 4;
@@ -79,15 +81,18 @@ fn barrier() {
     unsafe { ffi::MPI_Barrier(world()) };
 }
 
-/// Raw ping-pong: what a C programmer writes.
-fn raw_pingpong(raw: &mut Raw, rank: usize, len: usize, iters: u64) {
+/// Raw ping-pong: what a C programmer writes for a halo swap (pack, Irecv, Isend, wait,
+/// unpack).
+fn raw_pingpong(raw: &mut Raw, rank: usize, face: &[f64], grid: &mut [f64], iters: u64) {
     let peer = (1 - rank) as c_int;
+    let len = face.len();
     let n = (len * 8) as c_int;
-    let (s, r) = (raw.send[0].as_ptr(), raw.recv[0].as_mut_ptr());
     for _ in 0..iters {
+        raw.send[0][..len].copy_from_slice(face);
+        let (s, r) = (raw.send[0].as_ptr(), raw.recv[0].as_mut_ptr());
         let mut q = [null_req(), null_req()];
         // SAFETY: buffers hold len f64 and outlive the requests, which are completed by
-        // MPI_Waitall before the next iteration touches them.
+        // MPI_Waitall before anything touches the buffers again.
         unsafe {
             ffi::MPI_Irecv(r.cast(), n, mpi_bytes(), peer, 7, world(), &mut q[0]);
             if rank == 1 {
@@ -96,40 +101,35 @@ fn raw_pingpong(raw: &mut Raw, rank: usize, len: usize, iters: u64) {
             ffi::MPI_Isend(s.cast(), n, mpi_bytes(), peer, 7, world(), &mut q[1]);
             ffi::MPI_Waitall(2, q.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE);
         }
+        grid.copy_from_slice(&raw.recv[0][..len]);
     }
 }
 
-/// Raw stream: a ring of R sends at rank 0, R receives kept posted at rank 1.
-fn raw_stream(raw: &mut Raw, rank: usize, len: usize, iters: u64) {
+/// Raw stream: a ring of R sends at rank 0 (each packed first), R receives kept posted at
+/// rank 1 (each unpacked once it completed).
+fn raw_stream(raw: &mut Raw, rank: usize, face: &[f64], grid: &mut [f64], iters: u64) {
     let peer = (1 - rank) as c_int;
+    let len = face.len();
     let n = (len * 8) as c_int;
+    let unpack = |grid: &mut [f64], buf: &[f64]| grid.copy_from_slice(&buf[..len]);
     for i in 0..iters as usize {
         let k = i % STREAM_R;
-        // SAFETY: slot k's buffer is only reused after MPI_Wait completed its previous request;
-        // buffers live in `raw` for the whole run.
-        unsafe {
-            ffi::MPI_Wait(&mut raw.reqs[k], ffi::RSMPI_STATUS_IGNORE);
-            if rank == 0 {
-                ffi::MPI_Isend(
-                    raw.send[k].as_ptr().cast(),
-                    n,
-                    mpi_bytes(),
-                    peer,
-                    8,
-                    world(),
-                    &mut raw.reqs[k],
-                );
-            } else {
-                ffi::MPI_Irecv(
-                    raw.recv[k].as_mut_ptr().cast(),
-                    n,
-                    mpi_bytes(),
-                    peer,
-                    8,
-                    world(),
-                    &mut raw.reqs[k],
-                );
+        let was_active = raw.reqs[k] != null_req();
+        // SAFETY: slot k's buffers are only touched after MPI_Wait completed its previous
+        // request; they live in `raw` for the whole run.
+        unsafe { ffi::MPI_Wait(&mut raw.reqs[k], ffi::RSMPI_STATUS_IGNORE) };
+        if rank == 0 {
+            raw.send[k][..len].copy_from_slice(face);
+            let buf = raw.send[k].as_ptr().cast();
+            // SAFETY: as above; the buffer is not written until this request completed.
+            unsafe { ffi::MPI_Isend(buf, n, mpi_bytes(), peer, 8, world(), &mut raw.reqs[k]) };
+        } else {
+            if was_active {
+                unpack(grid, &raw.recv[k]);
             }
+            let buf = raw.recv[k].as_mut_ptr().cast();
+            // SAFETY: as above; the buffer is not read until this request completed.
+            unsafe { ffi::MPI_Irecv(buf, n, mpi_bytes(), peer, 8, world(), &mut raw.reqs[k]) };
         }
     }
     // SAFETY: completes every request this stream started.
@@ -140,6 +140,11 @@ fn raw_stream(raw: &mut Raw, rank: usize, len: usize, iters: u64) {
             ffi::RSMPI_STATUSES_IGNORE,
         )
     };
+    if rank == 1 {
+        for k in 0..STREAM_R.min(iters as usize) {
+            unpack(grid, &raw.recv[k]);
+        }
+    }
 }
 
 fn null_req() -> ffi::MPI_Request {
@@ -178,12 +183,13 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
     barrier();
     let t = Instant::now();
     match (stream, which) {
-        (false, 0) => raw_pingpong(raw, rank, len, iters),
+        (false, 0) => raw_pingpong(raw, rank, &data, &mut sink, iters),
         (false, 1) => pingpong_chan(&mut chans.pp_sync[li], rank, &data, iters, |c| {
             c.recv_into(&mut sink).unwrap();
         }),
         (false, 2) => pingpong_chan(&mut chans.pp_async[li], rank, &data, iters, |c| loop {
-            if c.recv().unwrap().is_some() {
+            if let Some(m) = c.recv().unwrap() {
+                sink.copy_from_slice(&m);
                 break;
             }
         }),
@@ -191,7 +197,7 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
             while !c.can_recv().unwrap() {}
             c.recv().unwrap().load_into(&mut sink);
         }),
-        (true, 0) => raw_stream(raw, rank, len, iters),
+        (true, 0) => raw_stream(raw, rank, &data, &mut sink, iters),
         (true, 1) => {
             let c = &mut chans.st_sync[li];
             for _ in 0..iters {
@@ -211,7 +217,9 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
             } else {
                 let target = c.stats().received + iters;
                 while c.stats().received < target {
-                    c.recv().unwrap();
+                    if let Some(m) = c.recv().unwrap() {
+                        sink.copy_from_slice(&m);
+                    }
                 }
             }
         }
@@ -224,7 +232,7 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
             } else {
                 let target = c.stats().received + iters;
                 while c.stats().received < target {
-                    c.recv().unwrap();
+                    c.recv().unwrap().load_into(&mut sink);
                 }
             }
         }
@@ -268,39 +276,46 @@ fn main() -> std::process::ExitCode {
         reqs: vec![null_req(); STREAM_R],
     };
     if rank == 0 {
-        let mut c = Criterion::default()
-            .warm_up_time(Duration::from_millis(500))
-            .measurement_time(Duration::from_secs(2))
-            .sample_size(20)
-            .configure_from_args();
-        for (s, group) in ["mpi-pingpong", "mpi-stream"].into_iter().enumerate() {
-            let mut g = c.benchmark_group(group);
-            for (li, &len) in LENS.iter().enumerate() {
-                let per_iter = if s == 0 { 2 * len * 8 } else { len * 8 };
-                g.throughput(Throughput::Bytes(per_iter as u64));
-                for (w, name) in IMPLS.iter().enumerate() {
-                    let id = (s * LENS.len() + li) * IMPLS.len() + w;
-                    g.bench_function(BenchmarkId::new(*name, len * 8), |b| {
-                        b.iter_custom(|iters| {
-                            bcast(&mut [id as u64, iters]);
-                            run(id, iters, 0, &mut chans, &mut raw)
-                        })
-                    });
+        let drive = |id: usize, iters: u64, chans: &mut Chans, raw: &mut Raw| {
+            bcast(&mut [id as u64, iters]);
+            run(id, iters, 0, chans, raw)
+        };
+        if std::env::var_os("AIAC_BENCH_RATIOS_ONLY").is_none() {
+            let mut c = Criterion::default()
+                .warm_up_time(Duration::from_millis(500))
+                .measurement_time(Duration::from_secs(2))
+                .sample_size(20)
+                .configure_from_args();
+            for (s, group) in ["mpi-pingpong", "mpi-stream"].into_iter().enumerate() {
+                let mut g = c.benchmark_group(group);
+                for (li, &len) in LENS.iter().enumerate() {
+                    let per_iter = if s == 0 { 2 * len * 8 } else { len * 8 };
+                    g.throughput(Throughput::Bytes(per_iter as u64));
+                    for (w, name) in IMPLS.iter().enumerate() {
+                        let id = (s * LENS.len() + li) * IMPLS.len() + w;
+                        g.bench_function(BenchmarkId::new(*name, len * 8), |b| {
+                            b.iter_custom(|iters| drive(id, iters, &mut chans, &mut raw))
+                        });
+                    }
                 }
+                g.finish();
             }
-            g.finish();
+            c.final_summary();
+        }
+        interleaved::print_header("aiac MPI channel / raw MPI Isend+Irecv", "raw-mpi");
+        for (s, group) in ["pingpong", "stream"].into_iter().enumerate() {
+            for (li, &len) in LENS.iter().enumerate() {
+                let first = (s * LENS.len() + li) * IMPLS.len();
+                let m = interleaved::medians(
+                    IMPLS.len(),
+                    |w, iters| drive(first + w, iters, &mut chans, &mut raw),
+                    Duration::from_millis(20),
+                    15,
+                );
+                interleaved::print_row(group, len * 8, &IMPLS, &m);
+            }
         }
         bcast(&mut [QUIT, 0]);
-        c.final_summary();
-        let params: Vec<String> = LENS.iter().map(|l| (l * 8).to_string()).collect();
-        let params: Vec<&str> = params.iter().map(String::as_str).collect();
-        ratios::print_table(
-            "aiac MPI channel / raw MPI Isend+Irecv",
-            &["mpi-pingpong", "mpi-stream"],
-            &params,
-            "raw-mpi",
-            &IMPLS[1..],
-        );
     } else {
         loop {
             let mut cmd = [0u64; 2];

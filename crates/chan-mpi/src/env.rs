@@ -174,6 +174,36 @@ impl Drop for Shared {
     }
 }
 
+/// The communicator of one collectively opened set of channels: a duplicate of aiac's
+/// communicator, freed when the last channel of the set has closed.
+///
+/// A set of its own keeps MPI's matching cheap: a channel re-posts a receive after every
+/// message, and an incoming message is matched by scanning the receives posted for its source
+/// on its communicator. On one shared communicator a channel's receive queues behind those of
+/// every other channel to the same peer (measured: a 20 KB ping-pong 1.3× slower with 18
+/// channels open to the peer than on a set of its own, where it is 1.04× raw MPI).
+pub(crate) struct SetComm(ffi::MPI_Comm);
+
+impl SetComm {
+    /// The communicator's handle, valid while this value lives.
+    pub(crate) fn raw(&self) -> ffi::MPI_Comm {
+        self.0
+    }
+}
+
+impl Drop for SetComm {
+    fn drop(&mut self) {
+        // SAFETY: this handle was made by MPI_Comm_dup for this SetComm alone and is freed
+        // once, here. MPI is still initialised: cores (the only holders besides the opening
+        // call) are dropped by their transports or by the world's shutdown before it
+        // finalizes.
+        let rc = unsafe { ffi::MPI_Comm_free(&mut self.0) };
+        if let Err(e) = check(rc, "MPI_Comm_free") {
+            eprintln!("aiac (mpi): freeing a channel set's communicator: {e}");
+        }
+    }
+}
+
 /// One MPI rank: chan-core's [`Context`] over MPI. Created once per process with
 /// [`MpiCtx::init`]; MPI is finalized by [`MpiCtx::finalize`], or when the context and every
 /// channel and reduction created from it have been dropped.
@@ -182,9 +212,6 @@ impl Drop for Shared {
 /// channel end is bound to the thread that created it.
 pub struct MpiCtx {
     sh: Rc<Shared>,
-    /// Channels opened so far with each peer: the k-th uses MPI tags 2k (data) and 2k+1
-    /// (control) between the two, on both sides alike.
-    channels_with: HashMap<usize, u32>,
     reserved_tags: u32,
     reduction_kind: ReductionKind,
     scratch: Vec<f64>,
@@ -252,7 +279,6 @@ impl MpiCtx {
                 universe: RefCell::new(Some(universe)),
                 shut: Cell::new(false),
             }),
-            channels_with: HashMap::new(),
             reserved_tags: 0,
             reduction_kind: ReductionKind::default(),
             scratch: Vec::new(),
@@ -301,12 +327,15 @@ impl MpiCtx {
     /// The collective creation handshake of one set of channel ends (DESIGN §2): every rank
     /// tells every peer which channels it opens to it (tag, mode, length, R); each end compares
     /// with its peer's list, and a vote makes the creation fail everywhere if it failed
-    /// anywhere. Returns the wire identity of each spec's channel, in spec order.
+    /// anywhere. The set then gets a communicator of its own ([`SetComm`]), on which the k-th
+    /// channel between two ranks (in tag order) uses MPI tags 2k (data) and 2k+1 (control),
+    /// on both sides alike. Returns the set's communicator and the wire identity of each
+    /// spec's channel, in spec order.
     fn handshake(
         &mut self,
         mode: ModeKind,
         specs: &[ChannelSpec],
-    ) -> Result<Vec<Wire>, CreateError> {
+    ) -> Result<(Rc<SetComm>, Vec<Wire>), CreateError> {
         let (rank, size, comm) = (self.sh.rank, self.sh.size, self.sh.comm);
         let mut local_err: Option<CreateError> = None;
         let mut valid = vec![true; specs.len()];
@@ -391,7 +420,7 @@ impl MpiCtx {
         };
         check(rc, "MPI_Alltoallv")?;
         // Compare each of this rank's ends with what its peer declared.
-        let mut counters = self.channels_with.clone();
+        let mut counters: HashMap<usize, u32> = HashMap::new();
         let mut wires = vec![None; specs.len()];
         for &i in &order {
             let s = &specs[i];
@@ -474,11 +503,24 @@ impl MpiCtx {
                 failed_rank: lowest as usize,
             });
         }
-        self.channels_with = counters;
-        Ok(wires
+        // SAFETY: null handle constant, overwritten by MPI_Comm_dup below.
+        let mut set = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: every rank of comm makes this call (creation is collective and the vote
+        // passed everywhere); `set` receives the new handle.
+        let rc = unsafe { ffi::MPI_Comm_dup(comm, &mut set) };
+        check(rc, "MPI_Comm_dup")?;
+        let set = Rc::new(SetComm(set));
+        // SAFETY: a valid communicator just made; the constant is an immutable handle.
+        let rc = unsafe { ffi::MPI_Comm_set_errhandler(set.raw(), ffi::RSMPI_ERRORS_RETURN) };
+        check(rc, "MPI_Comm_set_errhandler")?;
+        let wires = wires
             .into_iter()
-            .map(|w| w.expect("every valid spec got a wire"))
-            .collect())
+            .map(|w| Wire {
+                comm: set.raw(),
+                ..w.expect("every valid spec got a wire")
+            })
+            .collect();
+        Ok((set, wires))
     }
 }
 
@@ -499,11 +541,12 @@ impl Context for MpiCtx {
         mode: ModeKind,
         specs: &[ChannelSpec],
     ) -> Result<Vec<MpiMailbox>, CreateError> {
-        let wires = self.handshake(mode, specs)?;
+        let (set, wires) = self.handshake(mode, specs)?;
         let mut out = Vec::with_capacity(specs.len());
         for (w, s) in wires.into_iter().zip(specs) {
             let core = Core::new(
                 w,
+                Rc::clone(&set),
                 s.config.len(),
                 s.config.max_in_flight(),
                 false,
@@ -515,11 +558,12 @@ impl Context for MpiCtx {
     }
 
     fn open_racy(&mut self, specs: &[ChannelSpec]) -> Result<Vec<MpiRacy>, CreateError> {
-        let wires = self.handshake(ModeKind::Racy, specs)?;
+        let (set, wires) = self.handshake(ModeKind::Racy, specs)?;
         let mut out = Vec::with_capacity(specs.len());
         for (w, s) in wires.into_iter().zip(specs) {
             let core = Core::new(
                 w,
+                Rc::clone(&set),
                 s.config.len(),
                 s.config.max_in_flight(),
                 true,

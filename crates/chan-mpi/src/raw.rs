@@ -151,8 +151,9 @@ pub(crate) fn test_some(
     if reqs.is_empty() {
         return Ok(());
     }
-    scratch.clear();
-    scratch.resize(reqs.len(), 0);
+    if scratch.len() < reqs.len() {
+        scratch.resize(reqs.len(), 0);
+    }
     let mut outcount: c_int = 0;
     // SAFETY: reqs is a valid array of reqs.len() requests (active or MPI_REQUEST_NULL) that
     // MPI may update in place; scratch has room for reqs.len() indices; statuses are ignored.

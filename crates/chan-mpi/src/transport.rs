@@ -26,7 +26,7 @@
 //! memory, written or freed while the request is active. A core dropped with requests still
 //! active (only after an MPI error) leaks its buffers rather than free memory MPI may write.
 
-use crate::env::Shared;
+use crate::env::{SetComm, Shared};
 use crate::raw::{self, Requests};
 use chan_core::transport::{
     Arrival, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport, Transport,
@@ -60,6 +60,8 @@ pub(crate) struct Wire {
 /// [`Requests`] counter from the world they belong to.
 pub(crate) struct Core {
     wire: Wire,
+    /// Keeps the set's communicator (`wire.comm`) alive while any request on it may be.
+    _set: Rc<SetComm>,
     len: usize,
     r: usize,
     /// Bytes per message, header included.
@@ -90,6 +92,7 @@ impl Core {
     /// Allocate the buffers and post every receive (data and control).
     pub(crate) fn new(
         wire: Wire,
+        set: Rc<SetComm>,
         len: usize,
         r: usize,
         racy: bool,
@@ -105,6 +108,7 @@ impl Core {
         };
         let mut core = Core {
             wire,
+            _set: set,
             len,
             r,
             bytes,
@@ -492,6 +496,12 @@ macro_rules! transport_common {
             ) -> Result<(), CommError> {
                 let (sh, core) = self.parts();
                 core.send_with(header, fill, &sh.requests)
+            }
+            /// Busy-poll, as `MPI_Wait` does: every step of MPI's rendezvous protocol waits for
+            /// the other rank's progress, and a `sched_yield` between polls delays each step.
+            /// Open MPI yields inside its own progress engine when the node is oversubscribed.
+            fn relax(&mut self, _spins: u32) {
+                std::hint::spin_loop();
             }
             fn peer_closed(&mut self) -> bool {
                 let (sh, core) = self.parts();

@@ -29,6 +29,7 @@ pub enum WorldError {
 #[derive(Debug, Clone)]
 pub struct World {
     size: usize,
+    pin: bool,
 }
 
 impl World {
@@ -37,7 +38,17 @@ impl World {
         if size == 0 {
             return Err(WorldError::Empty);
         }
-        Ok(World { size })
+        Ok(World { size, pin: false })
+    }
+
+    /// Pin rank r's thread to the r-th of the CPUs the thread calling [`World::run`] may use.
+    /// Two unpinned ranks that busy-poll can be placed on one core and run many times slower
+    /// until the scheduler moves one; one rank per CPU rules that out. With more ranks than
+    /// CPUs (oversubscribed) pinning would stack busy-polling ranks on a core for good, so
+    /// the threads then run unpinned, as they do where the CPUs cannot be listed or set.
+    pub fn pinned(mut self) -> Self {
+        self.pin = true;
+        self
     }
 
     /// Number of ranks.
@@ -54,14 +65,25 @@ impl World {
         F: Fn(&mut ThreadCtx) -> T + std::marker::Sync,
     {
         let shared = Arc::new(Shared::new(self.size));
+        let cpus = if self.pin {
+            core_affinity::get_core_ids()
+                .filter(|ids| ids.len() >= self.size)
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let outcomes: Vec<std::thread::Result<T>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..self.size)
                 .map(|rank| {
                     let shared = Arc::clone(&shared);
                     let f = &f;
+                    let cpu = cpus.get(rank).copied();
                     std::thread::Builder::new()
                         .name(format!("aiac-rank-{rank}"))
                         .spawn_scoped(scope, move || {
+                            if let Some(cpu) = cpu {
+                                core_affinity::set_for_current(cpu);
+                            }
                             let guard = ExitGuard {
                                 shared: Arc::clone(&shared),
                                 rank,
@@ -537,5 +559,42 @@ impl Context for ThreadCtx {
 
     fn all_reduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<(), CommError> {
         self.shared.all_reduce(self.rank, data, op)
+    }
+}
+
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::World;
+
+    /// The CPUs the calling thread may use.
+    fn allowed() -> Vec<usize> {
+        core_affinity::get_core_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.id)
+            .collect()
+    }
+
+    #[test]
+    fn pinned_ranks_get_one_cpu_each_and_oversubscribed_ones_none() {
+        let cpus = allowed();
+        if cpus.len() < 2 {
+            return; // nothing to pin apart on a single CPU
+        }
+        let n = cpus.len().min(4);
+        let seen = World::new(n).unwrap().pinned().run(|_| allowed());
+        assert!(seen.iter().all(|s| s.len() == 1), "{seen:?}");
+        let mut ids: Vec<usize> = seen.iter().map(|s| s[0]).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "two ranks on one CPU: {seen:?}");
+        // More ranks than CPUs: pinning would stack busy-polling ranks; they run unpinned.
+        let over = World::new(cpus.len() + 1)
+            .unwrap()
+            .pinned()
+            .run(|_| allowed());
+        assert!(over.iter().all(|s| s.len() == cpus.len()), "{over:?}");
+        // The calling thread is left as it was.
+        assert_eq!(allowed(), cpus);
     }
 }
