@@ -1,0 +1,289 @@
+//! `aiac run`: parse, validate, run on the chosen backend, report from rank 0.
+//!
+//! Every backend goes through one generic function, [`run_on`], over chan-core's
+//! [`Context`]: the threads backend calls it on each of its rank threads; the MPI and SHMEM
+//! backends call it once per process.
+
+use chan_core::threads::World;
+use chan_core::Context;
+use clap::{Args, ValueEnum};
+use jacobi::{
+    Config, ConfigError, Dims, Problem, ProcGrid, Report, SizeSpec, SlowRank, StopCriterion,
+    Variant,
+};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// A failed `aiac run`.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Bad input.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The run failed.
+    #[error(transparent)]
+    Solver(#[from] jacobi::Error),
+    /// The report could not be written.
+    #[error("--json {path}: {why}")]
+    Output {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        why: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendArg {
+    /// Ranks are threads of this process, talking over chan-core's channels.
+    Threads,
+    /// Shared memory (rayon): threads read their neighbours' planes directly.
+    Shared,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum VariantArg {
+    Sync,
+    Async,
+    Racy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProblemArg {
+    /// The paper's Laplace problem on the unit cube.
+    Laplace,
+}
+
+fn parse_dims(s: &str) -> Result<Dims, String> {
+    SizeSpec::parse_dims(s)
+}
+
+fn parse_grid(s: &str) -> Result<ProcGrid, String> {
+    ProcGrid::parse(s)
+}
+
+/// `aiac run`'s flags.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Where the ranks run.
+    #[arg(long, value_enum, default_value_t = BackendArg::Threads)]
+    backend: BackendArg,
+    /// sync: halo swap and reduction in lock-step; async: newest whole message; racy: atomic
+    /// view of a buffer written at any time.
+    #[arg(long, value_enum, default_value_t = VariantArg::Sync)]
+    variant: VariantArg,
+    /// Number of ranks (threads backend) or threads (shared backend).
+    #[arg(short = 't', long = "threads", default_value_t = 1)]
+    threads: usize,
+    /// The problem.
+    #[arg(long, value_enum, default_value_t = ProblemArg::Laplace)]
+    problem: ProblemArg,
+    /// Interior points per rank: N or NX,NY,NZ (default 50, weak scaling).
+    #[arg(long, value_parser = parse_dims, conflicts_with = "global")]
+    local: Option<Dims>,
+    /// Interior points of the whole grid, N or NX,NY,NZ, split over the process grid.
+    #[arg(long, value_parser = parse_dims)]
+    global: Option<Dims>,
+    /// Process grid PXxPYxPZ (default: grow x, then y, then z at each doubling).
+    #[arg(long, value_parser = parse_grid)]
+    grid: Option<ProcGrid>,
+    /// Stop when ‖b − A u_k‖₂ / ‖b − A u_0‖₂ < TOL.
+    #[arg(long, default_value_t = 1e-4, allow_hyphen_values = true)]
+    tol: f64,
+    /// Sync: reduce the global residual every K iterations.
+    #[arg(long, default_value_t = 100)]
+    check_every: u64,
+    /// Exchange halos every N iterations.
+    #[arg(long, default_value_t = 1)]
+    halo_every: u64,
+    /// R: messages in flight per channel direction (async, racy).
+    #[arg(long, default_value_t = 2)]
+    max_in_flight: usize,
+    /// No rank iterates more than this.
+    #[arg(long, default_value_t = 1_000_000)]
+    max_iters: u64,
+    /// Add C to the boundary values and start the interior at C.
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    offset: f64,
+    /// Certify a convergence claim with a synchronous swap and reduction (default).
+    #[arg(long, overrides_with = "no_confirm")]
+    confirm: bool,
+    /// Stop at the first convergence claim, as the paper does.
+    #[arg(long, overrides_with = "confirm")]
+    no_confirm: bool,
+    /// Make this rank's sweeps slower.
+    #[arg(long)]
+    slow_rank: Option<usize>,
+    /// How many times slower (default 2).
+    #[arg(long, requires = "slow_rank", allow_hyphen_values = true)]
+    slowdown: Option<f64>,
+    /// Write the report as JSON to FILE (atomically).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// No table, no progress line.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+impl RunArgs {
+    /// The solver configuration the flags describe.
+    fn config(&self) -> Config {
+        let size = match (self.local, self.global) {
+            (_, Some(g)) => SizeSpec::Global(g),
+            (Some(l), None) => SizeSpec::Local(l),
+            (None, None) => SizeSpec::Local(Dims::cube(50)),
+        };
+        Config {
+            problem: match self.problem {
+                ProblemArg::Laplace => Problem::Laplace {
+                    offset: self.offset,
+                },
+            },
+            variant: match self.variant {
+                VariantArg::Sync => Variant::Sync,
+                VariantArg::Async => Variant::Async,
+                VariantArg::Racy => Variant::Racy,
+            },
+            size,
+            grid: self.grid,
+            criterion: StopCriterion::RelativeResidual { tol: self.tol },
+            check_every: self.check_every,
+            halo_every: self.halo_every,
+            max_in_flight: self.max_in_flight,
+            max_iters: self.max_iters,
+            confirm: !self.no_confirm,
+            slow: self.slow_rank.map(|rank| SlowRank {
+                rank,
+                factor: self.slowdown.unwrap_or(2.0),
+            }),
+            progress: !self.quiet,
+        }
+    }
+}
+
+/// Exit code 0 converged, 2 not.
+fn exit_code(converged: bool) -> ExitCode {
+    if converged {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    }
+}
+
+/// Run on one rank of any backend (collective) and report from rank 0. The MPI and SHMEM
+/// backends call this once per process with their context.
+pub fn run_on<C: Context>(
+    ctx: &mut C,
+    backend: &str,
+    cfg: &Config,
+    args: &RunArgs,
+) -> Result<ExitCode, RunError> {
+    let plan = cfg.plan(ctx.size())?;
+    let rec = jacobi::run_rank(ctx, cfg)?;
+    let converged = rec.converged;
+    match jacobi::gather_records(ctx, &rec)? {
+        Some(records) => finish(Report::new(backend, cfg, &plan, records), args),
+        None => Ok(exit_code(converged)),
+    }
+}
+
+/// `aiac run`.
+pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
+    let cfg = args.config();
+    if args.threads == 0 {
+        return Err(ConfigError::NoRanks.into());
+    }
+    check_output(args)?;
+    match args.backend {
+        BackendArg::Threads => {
+            // Validate once before starting threads, so bad input gives one message.
+            cfg.plan(args.threads)?;
+            let world = World::new(args.threads).map_err(|_| ConfigError::NoRanks)?;
+            let outcomes = world.run(|ctx| run_on(ctx, "threads", &cfg, args));
+            let mut first = None;
+            for o in outcomes {
+                match o {
+                    Ok(code) => {
+                        first.get_or_insert(Ok(code));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            first.unwrap_or(Err(ConfigError::NoRanks.into()))
+        }
+        BackendArg::Shared => {
+            let plan = jacobi::shared::plan(&cfg, args.threads)?;
+            let records = jacobi::shared::run(&cfg, args.threads)?;
+            finish(Report::new("shared", &cfg, &plan, records), args)
+        }
+    }
+}
+
+/// Fail before running if the report could not be written where asked.
+fn check_output(args: &RunArgs) -> Result<(), RunError> {
+    let Some(path) = &args.json else {
+        return Ok(());
+    };
+    let bad = |why: &str| RunError::Output {
+        path: path.clone(),
+        why: why.to_string(),
+    };
+    if path.is_dir() {
+        return Err(bad("is a directory"));
+    }
+    let dir = parent_dir(path);
+    if !dir.is_dir() {
+        return Err(bad(&format!("directory {} does not exist", dir.display())));
+    }
+    Ok(())
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Rank 0: the table, the JSON, the exit code.
+fn finish(report: Report, args: &RunArgs) -> Result<ExitCode, RunError> {
+    if let Some(path) = &args.json {
+        let text = serde_json::to_vec_pretty(&report).map_err(|e| RunError::Output {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
+        write_atomically(path, &text).map_err(|e| RunError::Output {
+            path: path.clone(),
+            why: e.to_string(),
+        })?;
+    }
+    if !args.quiet {
+        print!("{}", report.table());
+    }
+    Ok(exit_code(report.converged))
+}
+
+/// Write to a temporary file beside `path`, flush it to disk, rename it over `path`: readers
+/// see the old file or the whole new one, never a half-written one.
+fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("no file name"))?;
+    let tmp = parent_dir(path).join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

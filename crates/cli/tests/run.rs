@@ -1,0 +1,248 @@
+//! `aiac run` end to end, on the built binary: bad input, exit codes, the JSON report.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn aiac(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aiac"))
+        .args(args)
+        .output()
+        .expect("running aiac")
+}
+
+/// A fresh, empty directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("aiac-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn read_json(p: &PathBuf) -> Value {
+    serde_json::from_slice(&std::fs::read(p).expect("the report exists")).expect("valid JSON")
+}
+
+#[test]
+fn bad_input_names_the_flag_exits_1_and_writes_nothing() {
+    let dir = scratch("bad");
+    let out = dir.join("r.json");
+    let o = out.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--tol", "0"], "--tol"),
+        (&["--tol", "-1e-3"], "--tol"),
+        (&["--tol", "NaN"], "--tol"),
+        (&["--max-in-flight", "0"], "--max-in-flight"),
+        (&["--halo-every", "0"], "--halo-every"),
+        (&["--check-every", "0"], "--check-every"),
+        (&["--max-iters", "0"], "--max-iters"),
+        (&["--global", "9", "-t", "2"], "--global"),
+        (&["--global", "8", "-t", "2", "--grid", "2x2x1"], "--grid"),
+        (&["--global", "8", "-t", "2", "--grid", "2x0x1"], "--grid"),
+        (&["--slow-rank", "2", "-t", "2"], "--slow-rank"),
+        (&["--slow-rank", "0", "--slowdown", "0.5"], "--slowdown"),
+        (&["--slowdown", "3"], "--slow-rank"),
+        (&["--local", "0"], "--local"),
+        (&["--local", "4,4"], "--local"),
+        (&["--offset", "inf"], "--offset"),
+        (&["-t", "0"], "--threads"),
+        (
+            &["--backend", "shared", "-t", "2", "--grid", "2x1x1"],
+            "--grid",
+        ),
+        (
+            &["--backend", "shared", "--halo-every", "2"],
+            "--halo-every",
+        ),
+        (&["--variant", "sometimes"], "--variant"),
+        (&["--backend", "carrier-pigeon"], "--backend"),
+    ];
+    for (args, flag) in cases {
+        let mut all = vec!["run", "--quiet", "--json", o];
+        all.extend_from_slice(args);
+        let r = aiac(&all);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(flag),
+            "{args:?}: message does not name {flag}: {err}"
+        );
+        assert_eq!(
+            err.trim().lines().filter(|l| l.contains("error")).count(),
+            1,
+            "{args:?}: one message: {err}"
+        );
+        assert!(!out.exists(), "{args:?}: no report on bad input");
+    }
+    let r = aiac(&["run", "--local", "4", "--json", "/nonexistent-dir/r.json"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("--json"));
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing left behind"
+    );
+}
+
+#[test]
+fn converged_run_writes_the_report() {
+    let dir = scratch("ok");
+    let out = dir.join("report.json");
+    std::fs::write(&out, "old contents").unwrap();
+    for (backend, variant) in [
+        ("threads", "racy"),
+        ("threads", "sync"),
+        ("shared", "async"),
+    ] {
+        let r = aiac(&[
+            "run",
+            "--backend",
+            backend,
+            "--variant",
+            variant,
+            "-t",
+            "2",
+            "--global",
+            "10",
+            "--check-every",
+            "10",
+            "--json",
+            out.to_str().unwrap(),
+        ]);
+        let stdout = String::from_utf8_lossy(&r.stdout);
+        assert_eq!(
+            r.status.code(),
+            Some(0),
+            "{backend} {variant}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        for row in ["iterations", "updates/s", "true", "converged"] {
+            assert!(
+                stdout.contains(row),
+                "{backend} {variant}: table lacks {row}: {stdout}"
+            );
+        }
+        let j = read_json(&out);
+        assert_eq!(j["converged"], true);
+        let it = &j["iterations"];
+        let (min, mean, max) = (
+            it["min"].as_f64().unwrap(),
+            it["mean"].as_f64().unwrap(),
+            it["max"].as_f64().unwrap(),
+        );
+        assert!(min > 0.0 && min <= mean && mean <= max, "{it}");
+        assert!(j["time_s"].as_f64().unwrap() > 0.0);
+        let t = j["residual"]["true"].as_f64().unwrap();
+        assert!(t < 1e-4, "true residual {t}");
+        assert!(j["residual"]["reported"].as_f64().unwrap() < 1e-4);
+        let c = &j["config"];
+        assert_eq!(c["backend"], backend);
+        assert_eq!(c["variant"], variant);
+        assert_eq!(c["ranks"], 2);
+        assert_eq!(c["global"]["x"], 10);
+        assert_eq!(c["criterion"]["tol"], 1e-4);
+        let ranks = j["ranks"].as_array().unwrap();
+        assert_eq!(ranks.len(), 2);
+        for (k, r) in ranks.iter().enumerate() {
+            assert_eq!(r["rank"], k);
+            assert_eq!(r["residual"]["true"].as_f64().unwrap(), t);
+            assert!(r["iterations"].as_f64().unwrap() >= min);
+        }
+        if backend == "threads" && variant == "racy" {
+            assert!(ranks[0]["channels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["mode"] == "racy"));
+            assert!(j["messages"]["sent"].as_u64().unwrap() > 0);
+        }
+    }
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
+}
+
+#[test]
+fn not_converged_within_max_iters_exits_2() {
+    let dir = scratch("max");
+    let out = dir.join("r.json");
+    for variant in ["sync", "async"] {
+        let r = aiac(&[
+            "run",
+            "--variant",
+            variant,
+            "-t",
+            "2",
+            "--global",
+            "12",
+            "--max-iters",
+            "20",
+            "--json",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(r.status.code(), Some(2), "{variant}");
+        assert!(String::from_utf8_lossy(&r.stdout).contains("NOT converged"));
+        let j = read_json(&out);
+        assert_eq!(j["converged"], false);
+        assert_eq!(j["stop"], "max_iters");
+        assert!(j["iterations"]["max"].as_f64().unwrap() <= 20.0);
+        assert!(j["residual"]["true"].as_f64().unwrap() > 1e-4);
+    }
+}
+
+#[test]
+fn unconfirmed_false_claim_is_not_reported_converged() {
+    // The paper's scheme with faces swapped only at the start: every block converges against
+    // a stale halo, the reduction claims convergence, and without --confirm the run stops.
+    // aiac still reports the true residual, says "not converged" and exits 2.
+    let dir = scratch("claim");
+    let out = dir.join("r.json");
+    let base = [
+        "run",
+        "--variant",
+        "async",
+        "-t",
+        "2",
+        "--global",
+        "12",
+        "--halo-every",
+        "1000000000",
+        "--json",
+        out.to_str().unwrap(),
+    ];
+    let mut args = base.to_vec();
+    args.push("--no-confirm");
+    let r = aiac(&args);
+    assert_eq!(r.status.code(), Some(2));
+    let j = read_json(&out);
+    assert_eq!(j["converged"], false);
+    assert_eq!(j["stop"], "criterion");
+    assert!(j["residual"]["reported"].as_f64().unwrap() < 1e-4);
+    assert!(j["residual"]["true"].as_f64().unwrap() > 1e-3);
+    let r = aiac(&base);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "--confirm (the default) carries on to a certified result"
+    );
+    assert_eq!(read_json(&out)["converged"], true);
+}
+
+#[test]
+fn help_succeeds() {
+    let r = aiac(&["run", "--help"]);
+    assert_eq!(r.status.code(), Some(0));
+    let s = String::from_utf8_lossy(&r.stdout);
+    for flag in [
+        "--backend",
+        "--variant",
+        "--max-in-flight",
+        "--no-confirm",
+        "--slow-rank",
+        "--json",
+    ] {
+        assert!(s.contains(flag), "help lacks {flag}");
+    }
+}

@@ -1,0 +1,370 @@
+//! What a run is asked to do, validated before anything starts: every rank validates the same
+//! configuration against the same world size, so bad input fails everywhere, at once, with
+//! one message naming the flag.
+
+use crate::geometry::{Dims, Plan, ProcGrid};
+use crate::problem::{Problem, StopCriterion};
+use serde::Serialize;
+
+/// The three forms of the solver (Bethune, Bull, Dingle, Higham, *Performance analysis of
+/// asynchronous Jacobi's method implemented in MPI, SHMEM and OpenMP*, IJHPCA 28(1), 2014).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Variant {
+    /// Halo exchange every `halo_every` iterations over Sync channels, global residual every
+    /// `check_every` iterations (the paper's Figure 1).
+    Sync,
+    /// Newest whole halo message each iteration, `try_send` the faces, non-blocking reduction.
+    Async,
+    /// Halo read through the racy atomic view, `try_send` the faces, non-blocking reduction.
+    Racy,
+}
+
+impl Variant {
+    /// `sync`, `async`, `racy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Sync => "sync",
+            Variant::Async => "async",
+            Variant::Racy => "racy",
+        }
+    }
+}
+
+impl std::fmt::Display for Variant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How the problem size is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SizeSpec {
+    /// Interior points each rank owns (`--local`, weak scaling; the paper's default 50³).
+    Local(Dims),
+    /// Interior points of the whole grid, split over the process grid (`--global`).
+    Global(Dims),
+}
+
+impl SizeSpec {
+    /// Parse `N` or `NX,NY,NZ`.
+    pub fn parse_dims(s: &str) -> Result<Dims, String> {
+        let parts: Vec<&str> = s.split(',').collect();
+        let bad = || format!("expected N or NX,NY,NZ with every value at least 1, got '{s}'");
+        let nums: Vec<usize> = parts
+            .iter()
+            .map(|p| p.trim().parse::<usize>().map_err(|_| bad()))
+            .collect::<Result<_, _>>()?;
+        if nums.contains(&0) {
+            return Err(bad());
+        }
+        match nums[..] {
+            [n] => Ok(Dims::cube(n)),
+            [x, y, z] => Ok(Dims::new(x, y, z)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// Make one rank's sweeps slower: a performance-defect experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SlowRank {
+    /// The rank (or shared-memory thread) to slow down.
+    pub rank: usize,
+    /// Its sweeps take this many times as long (≥ 1): after each sweep it busy-waits for
+    /// `(factor − 1)` times the sweep's duration, as a slower core would.
+    pub factor: f64,
+}
+
+/// One run of the solver.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    /// The equation, its boundary values and starting guess.
+    pub problem: Problem,
+    /// sync, async or racy.
+    pub variant: Variant,
+    /// The grid size.
+    pub size: SizeSpec,
+    /// `--grid`: the process grid, instead of [`ProcGrid::paper`].
+    pub grid: Option<ProcGrid>,
+    /// When to stop.
+    pub criterion: StopCriterion,
+    /// Sync: reduce the global residual every K iterations.
+    pub check_every: u64,
+    /// Exchange halos every N iterations (sync: blocking swap; async/racy: offer the faces).
+    pub halo_every: u64,
+    /// R: messages in flight per channel direction (async, racy).
+    pub max_in_flight: usize,
+    /// No rank iterates more than this.
+    pub max_iters: u64,
+    /// Certify a convergence claim with a synchronous exchange and reduction of the true
+    /// residual, and carry on when it is above tolerance (`--confirm`, the default).
+    pub confirm: bool,
+    /// `--slow-rank K --slowdown F`.
+    pub slow: Option<SlowRank>,
+    /// Rank 0 prints a progress line to stderr while it runs.
+    #[serde(skip)]
+    pub progress: bool,
+}
+
+impl Default for Config {
+    /// The paper's defaults: Laplace, sync, 50³ per rank, relative residual below 1e-4,
+    /// check every 100, halo every iteration, R = 2.
+    fn default() -> Self {
+        Config {
+            problem: Problem::Laplace { offset: 0.0 },
+            variant: Variant::Sync,
+            size: SizeSpec::Local(Dims::cube(50)),
+            grid: None,
+            criterion: StopCriterion::RelativeResidual { tol: 1e-4 },
+            check_every: 100,
+            halo_every: 1,
+            max_in_flight: 2,
+            max_iters: 1_000_000,
+            confirm: true,
+            slow: None,
+            progress: false,
+        }
+    }
+}
+
+/// A configuration that cannot run. Each message names the flag to fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// tol ≤ 0, NaN or infinite.
+    #[error("--tol must be a positive finite number, got {0}")]
+    Tolerance(f64),
+    /// K = 0.
+    #[error("--check-every must be at least 1, got 0")]
+    CheckEvery,
+    /// N = 0.
+    #[error("--halo-every must be at least 1, got 0")]
+    HaloEvery,
+    /// R = 0 or beyond what the channel layer accepts.
+    #[error("--max-in-flight: {0}")]
+    MaxInFlight(String),
+    /// max_iters = 0.
+    #[error("--max-iters must be at least 1, got 0")]
+    MaxIters,
+    /// offset NaN or infinite.
+    #[error("--offset must be a finite number, got {0}")]
+    Offset(f64),
+    /// A zero extent.
+    #[error("--local/--global: every extent must be at least 1, got {0}")]
+    ZeroExtent(Dims),
+    /// The arrays would not fit in memory.
+    #[error("--local/--global: a block of {0} points does not fit in memory")]
+    TooLarge(Dims),
+    /// `--grid` does not have as many ranks as the world.
+    #[error("--grid {grid} has {} ranks but the run has {size}", grid.size())]
+    GridSize {
+        /// The grid given.
+        grid: ProcGrid,
+        /// The world size.
+        size: usize,
+    },
+    /// The grid does not divide the global size.
+    #[error("--global {global} does not split over the process grid {grid}: {points} points along {axis} do not divide into {procs} equal blocks")]
+    GridDoesNotDivide {
+        /// Which axis.
+        axis: &'static str,
+        /// Points along it.
+        points: usize,
+        /// Processes along it.
+        procs: usize,
+        /// The global size.
+        global: Dims,
+        /// The process grid.
+        grid: ProcGrid,
+    },
+    /// `--slow-rank` is not a rank of the run.
+    #[error("--slow-rank {rank} is not a rank of this run (ranks 0..{size})")]
+    SlowRank {
+        /// Given.
+        rank: usize,
+        /// World size.
+        size: usize,
+    },
+    /// `--slowdown` below 1 or not finite.
+    #[error("--slowdown must be a finite number ≥ 1, got {0}")]
+    Slowdown(f64),
+    /// A world of no ranks.
+    #[error("-t/--threads must be at least 1, got 0")]
+    NoRanks,
+    /// A flag the chosen backend cannot honour.
+    #[error("{flag} is not supported with {backend}: {why}")]
+    Unsupported {
+        /// The flag.
+        flag: &'static str,
+        /// The backend.
+        backend: &'static str,
+        /// Why.
+        why: &'static str,
+    },
+}
+
+impl Config {
+    /// Check every parameter that does not depend on the world size.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let tol = self.criterion.tol();
+        if !(tol.is_finite() && tol > 0.0) {
+            return Err(ConfigError::Tolerance(tol));
+        }
+        if self.check_every == 0 {
+            return Err(ConfigError::CheckEvery);
+        }
+        if self.halo_every == 0 {
+            return Err(ConfigError::HaloEvery);
+        }
+        // The channel layer's own check (R ≥ 1 and its upper limit), as one message.
+        if let Err(e) = chan_core::ChannelConfig::new(1, self.max_in_flight) {
+            return Err(ConfigError::MaxInFlight(e.to_string()));
+        }
+        if self.max_iters == 0 {
+            return Err(ConfigError::MaxIters);
+        }
+        self.problem.validate()?;
+        let dims = match self.size {
+            SizeSpec::Local(d) | SizeSpec::Global(d) => d,
+        };
+        if dims.to_array().contains(&0) {
+            return Err(ConfigError::ZeroExtent(dims));
+        }
+        if let Some(s) = self.slow {
+            if !(s.factor.is_finite() && s.factor >= 1.0) {
+                return Err(ConfigError::Slowdown(s.factor));
+            }
+        }
+        Ok(())
+    }
+
+    /// Validate against a world of `size` ranks and resolve the decomposition.
+    pub fn plan(&self, size: usize) -> Result<Plan, ConfigError> {
+        self.validate()?;
+        if size == 0 {
+            return Err(ConfigError::NoRanks);
+        }
+        let procs = match self.grid {
+            Some(g) if g.size() != size => return Err(ConfigError::GridSize { grid: g, size }),
+            Some(g) => g,
+            None => ProcGrid::paper(size),
+        };
+        if let Some(s) = self.slow {
+            if s.rank >= size {
+                return Err(ConfigError::SlowRank { rank: s.rank, size });
+            }
+        }
+        match self.size {
+            SizeSpec::Local(d) => Plan::from_local(d, procs),
+            SizeSpec::Global(d) => Plan::split(d, procs),
+        }
+    }
+
+    /// The slowdown factor of `rank` (1 when it is not the slow rank).
+    pub fn slowdown_of(&self, rank: usize) -> f64 {
+        match self.slow {
+            Some(s) if s.rank == rank => s.factor,
+            _ => 1.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(f: impl FnOnce(&mut Config)) -> Config {
+        let mut c = Config::default();
+        f(&mut c);
+        c
+    }
+
+    #[test]
+    fn every_bad_parameter_names_its_flag() {
+        let cases: Vec<(Config, &str)> = vec![
+            (
+                with(|c| c.criterion = StopCriterion::RelativeResidual { tol: 0.0 }),
+                "--tol",
+            ),
+            (
+                with(|c| c.criterion = StopCriterion::RelativeResidual { tol: f64::NAN }),
+                "--tol",
+            ),
+            (
+                with(|c| c.criterion = StopCriterion::RelativeResidual { tol: -1.0 }),
+                "--tol",
+            ),
+            (with(|c| c.check_every = 0), "--check-every"),
+            (with(|c| c.halo_every = 0), "--halo-every"),
+            (with(|c| c.max_in_flight = 0), "--max-in-flight"),
+            (with(|c| c.max_iters = 0), "--max-iters"),
+            (
+                with(|c| c.problem = Problem::Laplace { offset: f64::NAN }),
+                "--offset",
+            ),
+            (
+                with(|c| {
+                    c.slow = Some(SlowRank {
+                        rank: 0,
+                        factor: 0.5,
+                    })
+                }),
+                "--slowdown",
+            ),
+            (
+                with(|c| c.size = SizeSpec::Global(Dims::new(10, 0, 10))),
+                "--global",
+            ),
+        ];
+        for (c, flag) in cases {
+            let e = c.plan(1).unwrap_err().to_string();
+            assert!(e.contains(flag), "'{e}' does not name {flag}");
+        }
+    }
+
+    #[test]
+    fn size_dependent_checks() {
+        let c = with(|c| {
+            c.slow = Some(SlowRank {
+                rank: 4,
+                factor: 2.0,
+            })
+        });
+        assert!(c.plan(4).unwrap_err().to_string().contains("--slow-rank"));
+        assert!(c.plan(5).is_ok());
+        let c = with(|c| c.grid = Some(ProcGrid(Dims::new(2, 2, 1))));
+        assert!(c.plan(2).unwrap_err().to_string().contains("--grid"));
+        let c = with(|c| c.size = SizeSpec::Global(Dims::cube(9)));
+        assert!(c
+            .plan(2)
+            .unwrap_err()
+            .to_string()
+            .contains("does not split"));
+        assert_eq!(c.plan(3).unwrap().local, Dims::new(3, 9, 9));
+        assert_eq!(
+            Config::default().plan(8).unwrap().global,
+            Dims::cube(100),
+            "weak scaling: 50³ per rank on 2×2×2"
+        );
+        assert!(matches!(
+            with(|c| c.size = SizeSpec::Local(Dims::cube(usize::MAX / 4))).plan(1),
+            Err(ConfigError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn parse_dims() {
+        assert_eq!(SizeSpec::parse_dims("7").unwrap(), Dims::cube(7));
+        assert_eq!(SizeSpec::parse_dims("4,5,6").unwrap(), Dims::new(4, 5, 6));
+        for bad in ["", "0", "1,2", "a", "1,2,3,4", "-3", "2,0,2"] {
+            assert!(SizeSpec::parse_dims(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn r_beyond_the_channel_limit() {
+        let e = with(|c| c.max_in_flight = usize::MAX).plan(1).unwrap_err();
+        assert!(e.to_string().starts_with("--max-in-flight"), "{e}");
+    }
+}

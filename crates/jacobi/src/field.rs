@@ -1,0 +1,354 @@
+//! One rank's unknowns: two arrays of the block's [`Shape`] (the current iterate and the next),
+//! swapped after each sweep, and the halo faces packed into and out of messages.
+//!
+//! The halo is written into **both** arrays whenever it changes, so after a swap the current
+//! array still holds the newest halo received: that is what "exchange every N iterations" and
+//! "take whatever halo data is there" mean when the arrays are double-buffered.
+
+use crate::geometry::{Axis, Dims, Face, Geometry, LocalIdx};
+use crate::kernel::{self, Grid, Shape};
+use crate::problem::Problem;
+use chan_core::AtomicF64Slice;
+
+/// A block's current iterate, the buffer for the next one, and its geometry.
+#[derive(Debug, Clone)]
+pub struct Field {
+    geom: Geometry,
+    shape: Shape,
+    u: Grid,
+    next: Grid,
+}
+
+impl Field {
+    /// The starting iterate of `problem` on `geom`'s block: owned points at the initial
+    /// value, halo points on the domain boundary at the Dirichlet values, halo points facing
+    /// a neighbour at the neighbour's initial value (as if exchanged).
+    pub fn new(geom: &Geometry, problem: &Problem) -> Self {
+        let shape = geom.shape();
+        let mut u = Grid::new(shape.len, 0.0);
+        let n = geom.local;
+        for z in 0..=n.z + 1 {
+            for y in 0..=n.y + 1 {
+                for x in 0..=n.x + 1 {
+                    let l = LocalIdx { x, y, z };
+                    let g = geom.to_global(l);
+                    let pos = geom.position(g);
+                    u[shape.at(l)] = if geom.on_boundary(g) {
+                        problem.boundary(g, pos)
+                    } else {
+                        problem.initial(g, pos)
+                    };
+                }
+            }
+        }
+        Field {
+            geom: geom.clone(),
+            shape,
+            next: u.clone(),
+            u,
+        }
+    }
+
+    /// The block's geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geom
+    }
+
+    /// The array shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// The current iterate, halo included.
+    pub fn current(&self) -> &[f64] {
+        &self.u
+    }
+
+    /// One fused Jacobi sweep, then swap: returns Σ r² of the iterate it started from.
+    pub fn sweep(&mut self) -> f64 {
+        let r = kernel::sweep(&self.shape, &self.u, &mut self.next);
+        std::mem::swap(&mut self.u, &mut self.next);
+        r
+    }
+
+    /// Σ r² of the current iterate with the current halo (no update).
+    pub fn residual_sq(&self) -> f64 {
+        kernel::residual_sq(&self.shape, &self.u)
+    }
+
+    /// Number of values on `face`.
+    pub fn face_len(&self, face: Face) -> usize {
+        let n = self.geom.local;
+        match face.axis {
+            Axis::X => n.y * n.z,
+            Axis::Y => n.x * n.z,
+            Axis::Z => n.x * n.y,
+        }
+    }
+
+    /// The owned layer next to `face` (what the neighbour needs) and the halo layer beyond it.
+    fn layers(&self, face: Face) -> (usize, usize) {
+        let n = self.geom.local.get(face.axis);
+        if face.high {
+            (n, n + 1)
+        } else {
+            (1, 0)
+        }
+    }
+
+    /// Copy the owned layer next to `face` into `buf` (the message to the neighbour there).
+    /// Order: the two other axes, lower axis fastest; the neighbour unpacks in the same order.
+    pub fn pack(&self, face: Face, buf: &mut [f64]) {
+        assert_eq!(buf.len(), self.face_len(face), "pack: wrong message length");
+        let (own, _) = self.layers(face);
+        let (sh, n, u) = (&self.shape, self.geom.local, &self.u);
+        match face.axis {
+            Axis::X => {
+                let mut k = 0;
+                for z in 1..=n.z {
+                    for y in 1..=n.y {
+                        buf[k] = u[sh.index(own, y, z)];
+                        k += 1;
+                    }
+                }
+            }
+            Axis::Y => {
+                for (z, row) in (1..=n.z).zip(buf.chunks_exact_mut(n.x)) {
+                    let b = sh.index(1, own, z);
+                    row.copy_from_slice(&u[b..b + n.x]);
+                }
+            }
+            Axis::Z => {
+                for (y, row) in (1..=n.y).zip(buf.chunks_exact_mut(n.x)) {
+                    let b = sh.index(1, y, own);
+                    row.copy_from_slice(&u[b..b + n.x]);
+                }
+            }
+        }
+    }
+
+    /// Write a neighbour's message into the halo beyond `face`, in both arrays.
+    pub fn unpack(&mut self, face: Face, data: &[f64]) {
+        assert_eq!(
+            data.len(),
+            self.face_len(face),
+            "unpack: wrong message length"
+        );
+        self.unpack_with(face, |k| data[k]);
+    }
+
+    /// Write a racy view into the halo beyond `face`, in both arrays (relaxed atomic loads:
+    /// elements may come from different sends, each is some send's value).
+    pub fn unpack_atomic(&mut self, face: Face, view: &AtomicF64Slice) {
+        assert_eq!(view.len(), self.face_len(face), "unpack: wrong view length");
+        self.unpack_with(face, |k| view.load(k));
+    }
+
+    fn unpack_with(&mut self, face: Face, value: impl Fn(usize) -> f64) {
+        let (_, halo) = self.layers(face);
+        let (sh, n) = (self.shape, self.geom.local);
+        let mut k = 0;
+        let mut put = |i: usize| {
+            let v = value(k);
+            self.u[i] = v;
+            self.next[i] = v;
+            k += 1;
+        };
+        match face.axis {
+            Axis::X => {
+                for z in 1..=n.z {
+                    for y in 1..=n.y {
+                        put(sh.index(halo, y, z));
+                    }
+                }
+            }
+            Axis::Y => {
+                for z in 1..=n.z {
+                    for x in 1..=n.x {
+                        put(sh.index(x, halo, z));
+                    }
+                }
+            }
+            Axis::Z => {
+                for y in 1..=n.y {
+                    for x in 1..=n.x {
+                        put(sh.index(x, y, halo));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Store the owned layer next to `face` into a racy plane (relaxed atomic stores), in the
+    /// order of [`Field::pack`].
+    pub fn pack_atomic(&self, face: Face, out: &AtomicF64Slice) {
+        assert_eq!(out.len(), self.face_len(face), "pack: wrong view length");
+        let (own, _) = self.layers(face);
+        let (sh, n) = (&self.shape, self.geom.local);
+        let mut k = 0;
+        let mut put = |i: usize| {
+            out.store(k, self.u[i]);
+            k += 1;
+        };
+        match face.axis {
+            Axis::X => {
+                for z in 1..=n.z {
+                    for y in 1..=n.y {
+                        put(sh.index(own, y, z));
+                    }
+                }
+            }
+            Axis::Y => {
+                for z in 1..=n.z {
+                    for x in 1..=n.x {
+                        put(sh.index(x, own, z));
+                    }
+                }
+            }
+            Axis::Z => {
+                for y in 1..=n.y {
+                    for x in 1..=n.x {
+                        put(sh.index(x, y, own));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The two arrays (current iterate, next buffer), both with the halo.
+    pub fn into_arrays(self) -> (Grid, Grid) {
+        (self.u, self.next)
+    }
+
+    /// The owned values of the current iterate, x fastest.
+    pub fn owned_values(&self) -> Vec<f64> {
+        let n = self.geom.local;
+        let mut out = Vec::with_capacity(n.volume());
+        for z in 1..=n.z {
+            for y in 1..=n.y {
+                let b = self.shape.index(1, y, z);
+                out.extend_from_slice(&self.u[b..b + n.x]);
+            }
+        }
+        out
+    }
+}
+
+/// The global interior (x fastest) assembled from each block's owned values
+/// ([`Field::owned_values`]) and geometry.
+pub fn assemble(global: Dims, blocks: &[(Geometry, Vec<f64>)]) -> Vec<f64> {
+    let mut out = vec![f64::NAN; global.volume()];
+    for (g, vals) in blocks {
+        let n = g.local;
+        let mut k = 0;
+        for z in 1..=n.z {
+            for y in 1..=n.y {
+                for x in 1..=n.x {
+                    let gi = g.to_global(LocalIdx { x, y, z });
+                    out[(gi.x - 1) + global.x * ((gi.y - 1) + global.y * (gi.z - 1))] = vals[k];
+                    k += 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::{Plan, ProcGrid};
+
+    #[test]
+    fn faces_round_trip_between_neighbours() {
+        let plan = Plan::split(Dims::new(6, 4, 6), ProcGrid(Dims::new(2, 2, 2))).unwrap();
+        let p = Problem::Laplace { offset: 0.0 };
+        let mut fields: Vec<Field> = (0..8).map(|r| Field::new(&plan.geometry(r), &p)).collect();
+        // Give every owned point its global linear index as value.
+        for f in &mut fields {
+            let g = f.geom.clone();
+            let n = g.local;
+            for z in 1..=n.z {
+                for y in 1..=n.y {
+                    for x in 1..=n.x {
+                        let l = LocalIdx { x, y, z };
+                        let gi = g.to_global(l);
+                        let i = f.shape.at(l);
+                        f.u[i] = (gi.x + 100 * gi.y + 10_000 * gi.z) as f64;
+                    }
+                }
+            }
+        }
+        for r in 0..8 {
+            for face in Face::ALL {
+                let Some(peer) = fields[r].geom.neighbours[face.index()] else {
+                    continue;
+                };
+                let mut msg = vec![0.0; fields[peer].face_len(face.opposite())];
+                fields[peer].pack(face.opposite(), &mut msg);
+                fields[r].unpack(face, &msg);
+            }
+        }
+        // Every halo point facing a neighbour now holds the neighbour's value there.
+        for f in &fields {
+            let g = &f.geom;
+            let n = g.local;
+            for face in Face::ALL {
+                if g.neighbours[face.index()].is_none() {
+                    continue;
+                }
+                let (_, halo) = f.layers(face);
+                for a in 1..=n.get(if face.axis == Axis::X {
+                    Axis::Y
+                } else {
+                    Axis::X
+                }) {
+                    for b in 1..=n.get(if face.axis == Axis::Z {
+                        Axis::Y
+                    } else {
+                        Axis::Z
+                    }) {
+                        let l = match face.axis {
+                            Axis::X => LocalIdx {
+                                x: halo,
+                                y: a,
+                                z: b,
+                            },
+                            Axis::Y => LocalIdx {
+                                x: a,
+                                y: halo,
+                                z: b,
+                            },
+                            Axis::Z => LocalIdx {
+                                x: a,
+                                y: b,
+                                z: halo,
+                            },
+                        };
+                        let gi = g.to_global(l);
+                        let want = (gi.x + 100 * gi.y + 10_000 * gi.z) as f64;
+                        assert_eq!(f.u[f.shape.at(l)], want, "rank {} {face}", g.rank);
+                        assert_eq!(f.next[f.shape.at(l)], want);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn boundary_halo_holds_dirichlet_values() {
+        let plan = Plan::split(Dims::cube(4), ProcGrid(Dims::new(1, 1, 2))).unwrap();
+        let p = Problem::Laplace { offset: 0.5 };
+        let bottom = Field::new(&plan.geometry(0), &p);
+        let sh = bottom.shape;
+        // z = 0 plane at (x, y) = (2, 2): position (0.4, 0.4).
+        let want = (-(0.1f64 * 0.1 + 0.1 * 0.1)).exp() + 0.5;
+        assert!((bottom.u[sh.index(2, 2, 0)] - want).abs() < 1e-15);
+        assert_eq!(bottom.u[sh.index(0, 2, 1)], 0.5);
+        assert_eq!(bottom.u[sh.index(2, 2, 1)], 0.5);
+        // The z+ halo faces rank 1: its initial value.
+        assert_eq!(bottom.u[sh.index(2, 2, 3)], 0.5);
+        let top = Field::new(&plan.geometry(1), &p);
+        assert_eq!(top.u[sh.index(2, 2, 3)], 0.5);
+    }
+}

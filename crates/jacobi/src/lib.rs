@@ -1,0 +1,80 @@
+//! # jacobi: the paper's solver, written once over every backend
+//!
+//! The 3-D Jacobi iteration of Bethune, Bull, Dingle and Higham, *Performance analysis of
+//! asynchronous Jacobi's method implemented in MPI, SHMEM and OpenMP* (IJHPCA 28(1), 2014):
+//! Laplace's equation on the unit cube with the 7-point stencil, in three forms
+//! ([`Variant`]):
+//!
+//! * **sync**: halo swap every N iterations over Sync channels, global residual every K (the
+//!   paper's Figure 1);
+//! * **async**: each iteration takes the newest whole halo message, sweeps, offers its faces
+//!   with `try_send` (at most R in flight) and tests a non-blocking reduction;
+//! * **racy**: the same, reading the halo through the racy channel's atomic view.
+//!
+//! [`run_rank`] is generic over chan-core's [`chan_core::Context`], so the same code runs over
+//! threads, MPI and SHMEM; [`shared`] holds the shared-memory (rayon) variants of the paper's
+//! OpenMP section. Async and racy runs **certify** a convergence claim with a synchronous halo
+//! swap and reduction of the true residual before they stop ([`Config::confirm`]); aiac never
+//! reports converged with the true residual above tolerance.
+//!
+//! ```
+//! use chan_core::threads::World;
+//! use jacobi::{Config, Dims, SizeSpec, Variant};
+//!
+//! let cfg = Config {
+//!     variant: Variant::Async,
+//!     size: SizeSpec::Global(Dims::cube(8)),
+//!     ..Config::default()
+//! };
+//! let records = World::new(2).unwrap().run(|ctx| jacobi::run_rank(ctx, &cfg).unwrap());
+//! assert!(records.iter().all(|r| r.converged && r.residual.true_residual < 1e-4));
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod field;
+pub mod geometry;
+pub mod kernel;
+pub mod problem;
+pub mod record;
+pub mod serial;
+pub mod shared;
+pub mod solver;
+
+pub use config::{Config, ConfigError, SizeSpec, SlowRank, Variant};
+pub use geometry::{Dims, Face, Geometry, GlobalIdx, LocalIdx, Plan, ProcGrid};
+pub use problem::{Problem, StopCriterion};
+pub use record::{gather_records, run_and_gather, RankRecord, Report, StopReason};
+pub use solver::{run_rank, solve_rank, RankOutcome};
+
+use chan_core::{CommError, CreateError, RecvError, ReduceError, SendError};
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input: the message names the flag.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Channels or a reduction could not be created.
+    #[error("creating channels: {0}")]
+    Create(#[from] CreateError),
+    /// The transport failed.
+    #[error("communication failed: {0}")]
+    Comm(#[from] CommError),
+    /// A receive failed.
+    #[error("receive failed: {0}")]
+    Recv(#[from] RecvError),
+    /// A blocking send failed.
+    #[error("send failed: {0}")]
+    Send(#[from] SendError),
+    /// A reduction failed.
+    #[error("reduction failed: {0}")]
+    Reduce(#[from] ReduceError),
+    /// Gathering the per-rank records failed.
+    #[error("gathering per-rank records: {0}")]
+    Gather(String),
+    /// The shared-memory backend's thread pool could not be built.
+    #[error("shared-memory backend: {0}")]
+    Pool(String),
+}

@@ -1,0 +1,368 @@
+//! What a run reports: one [`RankRecord`] per rank, gathered to rank 0 over any backend, and
+//! the run's [`Report`] (the paper's table, and the JSON document of `aiac run --json`).
+
+use crate::config::Config;
+use crate::geometry::{Dims, Plan};
+use crate::Error;
+use chan_core::{ChannelStats, Context, ReduceOp};
+use serde::{Deserialize, Serialize};
+
+/// Why a rank stopped iterating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The solver's own test said converged (certified when `confirm` is on).
+    Criterion,
+    /// `max_iters` reached (by this rank, or by another in async/racy runs).
+    MaxIters,
+}
+
+/// Residuals of a run, relative as the criterion measures them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Residuals {
+    /// The last value the solver's own test saw: a sync check, or a round of the
+    /// non-blocking reduction (computed from halos that may be stale). None before any.
+    pub reported: Option<f64>,
+    /// The true residual of the final global iterate, after a synchronous halo swap.
+    #[serde(rename = "true")]
+    pub true_residual: f64,
+    /// ‖b − A u_0‖₂, the denominator.
+    pub initial_norm: f64,
+}
+
+/// One certification of a convergence claim (`--confirm`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Certification {
+    /// The rank's iteration when it certified.
+    pub iteration: u64,
+    /// The value that claimed convergence.
+    pub reported: Option<f64>,
+    /// The true residual found.
+    pub true_residual: f64,
+    /// True when it met the criterion (the run stopped).
+    pub accepted: bool,
+}
+
+/// Message counts summed over a rank's channels.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageTotals {
+    /// Messages sent.
+    pub sent: u64,
+    /// `try_send`s skipped because all R slots were busy.
+    pub skipped: u64,
+    /// Messages received.
+    pub received: u64,
+    /// Messages discarded unread because a newer one arrived.
+    pub superseded: u64,
+}
+
+impl MessageTotals {
+    /// Add one channel's counts.
+    pub fn add(&mut self, s: &ChannelStats) {
+        self.sent += s.sent;
+        self.skipped += s.skipped;
+        self.received += s.received;
+        self.superseded += s.superseded;
+    }
+}
+
+/// What one rank did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankRecord {
+    /// The rank (or shared-memory thread).
+    pub rank: usize,
+    /// `threads`, `shared`, `mpi`, `shmem`.
+    pub backend: String,
+    /// Position in the process grid.
+    pub coords: [usize; 3],
+    /// Points owned.
+    pub local: Dims,
+    /// Sweeps done.
+    pub iterations: u64,
+    /// Wall time of the solve (initial residual to final residual), seconds.
+    pub time_s: f64,
+    /// Time in sweeps (and the slow-rank delay), seconds.
+    pub compute_s: f64,
+    /// Time in halo exchange, reductions and certification, seconds.
+    pub comm_s: f64,
+    /// Why it stopped.
+    pub stop: StopReason,
+    /// The true final residual meets the criterion.
+    pub converged: bool,
+    /// Reported and true residuals.
+    pub residual: Residuals,
+    /// Rounds of the non-blocking reduction completed (async, racy).
+    pub reductions: u64,
+    /// Every certification, in order.
+    pub certifications: Vec<Certification>,
+    /// Sync: (iteration k, relative residual of u_k) at every check.
+    pub history: Vec<(u64, f64)>,
+    /// Message counts over all channels.
+    pub messages: MessageTotals,
+    /// chan-core's statistics of each channel (halo channels, then certification channels).
+    pub channels: Vec<serde_json::Value>,
+}
+
+/// f64s hold 6 bytes each when gathering: integers below 2⁴⁸, exact.
+const BYTES_PER_F64: usize = 6;
+
+/// Gather every rank's record to rank 0 (collective): `Some(records in rank order)` on rank 0,
+/// `None` elsewhere. Written with [`Context::all_reduce`] only, so it works on every backend:
+/// each rank's JSON is packed 6 bytes per f64 into its own segment of a zeroed vector, and a
+/// sum (of zeros and one value per element, exact) assembles them.
+pub fn gather_records<C: Context>(
+    ctx: &mut C,
+    record: &RankRecord,
+) -> Result<Option<Vec<RankRecord>>, Error> {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let bytes = serde_json::to_vec(record).map_err(|e| Error::Gather(e.to_string()))?;
+    let mut lens = vec![0.0; size];
+    lens[rank] = bytes.len() as f64;
+    ctx.all_reduce(&mut lens, ReduceOp::Sum)?;
+    let words: Vec<usize> = lens
+        .iter()
+        .map(|&l| (l as usize).div_ceil(BYTES_PER_F64))
+        .collect();
+    let offsets: Vec<usize> = words
+        .iter()
+        .scan(0, |acc, &w| {
+            let o = *acc;
+            *acc += w;
+            Some(o)
+        })
+        .collect();
+    let mut buf = vec![0.0; words.iter().sum()];
+    for (k, chunk) in bytes.chunks(BYTES_PER_F64).enumerate() {
+        let mut v = 0u64;
+        for (j, &b) in chunk.iter().enumerate() {
+            v |= u64::from(b) << (8 * j);
+        }
+        buf[offsets[rank] + k] = v as f64;
+    }
+    ctx.all_reduce(&mut buf, ReduceOp::Sum)?;
+    if rank != 0 {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(size);
+    for r in 0..size {
+        let len = lens[r] as usize;
+        let mut b = Vec::with_capacity(words[r] * BYTES_PER_F64);
+        for &w in &buf[offsets[r]..offsets[r] + words[r]] {
+            let v = w as u64;
+            for j in 0..BYTES_PER_F64 {
+                b.push((v >> (8 * j)) as u8);
+            }
+        }
+        b.truncate(len);
+        let rec: RankRecord = serde_json::from_slice(&b)
+            .map_err(|e| Error::Gather(format!("record of rank {r}: {e}")))?;
+        out.push(rec);
+    }
+    Ok(Some(out))
+}
+
+/// Run the solver on this rank and gather the records to rank 0 (collective): what
+/// `aiac run` calls on every backend. `Some(records)` on rank 0.
+pub fn run_and_gather<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+) -> Result<Option<Vec<RankRecord>>, Error> {
+    let rec = crate::solver::run_rank(ctx, cfg)?;
+    gather_records(ctx, &rec)
+}
+
+/// min / mean / max over ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    /// Smallest.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(v: impl Iterator<Item = f64> + Clone) -> Self {
+        let n = v.clone().count().max(1) as f64;
+        Spread {
+            min: v.clone().fold(f64::INFINITY, f64::min),
+            mean: v.clone().sum::<f64>() / n,
+            max: v.fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+}
+
+/// The resolved configuration of a run, as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunConfig {
+    /// `threads`, `shared`, `mpi`, `shmem`.
+    pub backend: String,
+    /// Number of ranks (threads).
+    pub ranks: usize,
+    /// Global interior points per axis.
+    pub global: Dims,
+    /// Points per rank.
+    pub local: Dims,
+    /// Process grid actually used.
+    pub process_grid: Dims,
+    /// The configuration as given.
+    #[serde(flatten)]
+    pub config: Config,
+}
+
+/// The report of one run: what rank 0 prints and writes.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The true final residual meets the criterion (on every rank: it is one global value).
+    pub converged: bool,
+    /// Why the run stopped.
+    pub stop: StopReason,
+    /// Iterations over ranks.
+    pub iterations: Spread,
+    /// Wall time of the solve: the slowest rank's, seconds.
+    pub time_s: f64,
+    /// Point updates per second: Σ over ranks of iterations × points owned, over `time_s`.
+    pub updates_per_s: f64,
+    /// Reported (rank 0's last test) and true final residual.
+    pub residual: ReportResiduals,
+    /// Tolerance.
+    pub tol: f64,
+    /// Compute and communication time over ranks, seconds.
+    pub compute_s: Spread,
+    /// Communication time over ranks, seconds.
+    pub comm_s: Spread,
+    /// Messages summed over ranks.
+    pub messages: MessageTotals,
+    /// Certifications done (rank 0's list; every rank certifies together).
+    pub certifications: Vec<Certification>,
+    /// Sync: rank 0's residual at each check.
+    pub history: Vec<(u64, f64)>,
+    /// The run's configuration.
+    pub config: RunConfig,
+    /// One record per rank.
+    pub ranks: Vec<RankRecord>,
+}
+
+/// Residuals of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ReportResiduals {
+    /// Rank 0's last reported value.
+    pub reported: Option<f64>,
+    /// The true final residual.
+    #[serde(rename = "true")]
+    pub true_residual: f64,
+}
+
+impl Report {
+    /// Summarise the records of every rank (in rank order; at least one).
+    pub fn new(backend: &str, cfg: &Config, plan: &Plan, ranks: Vec<RankRecord>) -> Self {
+        assert!(!ranks.is_empty(), "a report needs at least one rank");
+        let r0 = &ranks[0];
+        let time_s = ranks.iter().map(|r| r.time_s).fold(0.0, f64::max);
+        let updates: f64 = ranks
+            .iter()
+            .map(|r| r.iterations as f64 * r.local.volume() as f64)
+            .sum();
+        let mut messages = MessageTotals::default();
+        for r in &ranks {
+            messages.sent += r.messages.sent;
+            messages.skipped += r.messages.skipped;
+            messages.received += r.messages.received;
+            messages.superseded += r.messages.superseded;
+        }
+        let stop = if ranks.iter().all(|r| r.stop == StopReason::Criterion) {
+            StopReason::Criterion
+        } else {
+            StopReason::MaxIters
+        };
+        Report {
+            converged: ranks.iter().all(|r| r.converged),
+            stop,
+            iterations: Spread::of(ranks.iter().map(|r| r.iterations as f64)),
+            time_s,
+            updates_per_s: if time_s > 0.0 { updates / time_s } else { 0.0 },
+            residual: ReportResiduals {
+                reported: r0.residual.reported,
+                true_residual: r0.residual.true_residual,
+            },
+            tol: cfg.criterion.tol(),
+            compute_s: Spread::of(ranks.iter().map(|r| r.compute_s)),
+            comm_s: Spread::of(ranks.iter().map(|r| r.comm_s)),
+            messages,
+            certifications: r0.certifications.clone(),
+            history: r0.history.clone(),
+            config: RunConfig {
+                backend: backend.to_string(),
+                ranks: ranks.len(),
+                global: plan.global,
+                local: plan.local,
+                process_grid: plan.procs.0,
+                config: cfg.clone(),
+            },
+            ranks,
+        }
+    }
+
+    /// The paper's table: iterations min / mean / max over ranks, time, update rate,
+    /// messages, and the true final residual.
+    pub fn table(&self) -> String {
+        let c = &self.config;
+        let fmt_opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3e}"));
+        let mut s = String::new();
+        s.push_str(&format!(
+            "aiac run: {} {} on {} rank(s), grid {}, {} points ({} per rank), tol {:.1e}\n",
+            c.config.problem.name(),
+            c.config.variant,
+            c.ranks,
+            c.process_grid,
+            c.global,
+            c.local,
+            self.tol
+        ));
+        s.push_str(&format!("  backend          {}\n", c.backend));
+        s.push_str(&format!(
+            "  iterations       min {:.0}   mean {:.1}   max {:.0}\n",
+            self.iterations.min, self.iterations.mean, self.iterations.max
+        ));
+        s.push_str(&format!(
+            "  time             {:.4} s   (compute {:.4} s, communication {:.4} s, mean per rank)\n",
+            self.time_s, self.compute_s.mean, self.comm_s.mean
+        ));
+        s.push_str(&format!("  updates/s        {:.3e}\n", self.updates_per_s));
+        s.push_str(&format!(
+            "  messages         sent {}   skipped {}   received {}   superseded {}\n",
+            self.messages.sent,
+            self.messages.skipped,
+            self.messages.received,
+            self.messages.superseded
+        ));
+        s.push_str(&format!(
+            "  residual         reported {}   true {:.3e}\n",
+            fmt_opt(self.residual.reported),
+            self.residual.true_residual
+        ));
+        if !self.certifications.is_empty() {
+            let rejected = self.certifications.iter().filter(|c| !c.accepted).count();
+            s.push_str(&format!(
+                "  certifications   {} ({} rejected)\n",
+                self.certifications.len(),
+                rejected
+            ));
+        }
+        s.push_str(&format!(
+            "  result           {}\n",
+            match (self.converged, self.stop) {
+                (true, _) => "converged".to_string(),
+                (false, StopReason::MaxIters) => {
+                    format!("NOT converged within --max-iters {}", c.config.max_iters)
+                }
+                (false, StopReason::Criterion) => {
+                    "NOT converged: the unconfirmed claim was wrong (true residual above tol)"
+                        .to_string()
+                }
+            }
+        ));
+        s
+    }
+}

@@ -1,0 +1,98 @@
+//! A serial solver of the whole grid with the reference kernels: the oracle the parallel
+//! variants are tested against ("serial and parallel results must agree"). It shares no code
+//! with the parallel solvers beyond [`Problem`] and the reference kernels: its own array, its
+//! own boundary set-up, its own loop.
+
+use crate::geometry::{Dims, GlobalIdx};
+use crate::kernel::{residual_sq_reference, sweep_reference, Shape};
+use crate::problem::{Problem, StopCriterion};
+
+/// The outcome of a serial run.
+#[derive(Debug, Clone)]
+pub struct SerialRun {
+    /// Sweeps done.
+    pub iterations: u64,
+    /// (iteration k, relative residual of u_k) at every check, as the sync variant records.
+    pub history: Vec<(u64, f64)>,
+    /// The final iterate's interior, x fastest.
+    pub solution: Vec<f64>,
+    /// Its relative residual.
+    pub true_residual: f64,
+}
+
+/// Jacobi on the whole grid with the sync variant's schedule: check every `check_every`
+/// sweeps, stop at the first check whose residual meets `criterion` and whose final iterate
+/// does too, or after `max_iters` sweeps.
+pub fn solve(
+    problem: &Problem,
+    global: Dims,
+    criterion: StopCriterion,
+    check_every: u64,
+    max_iters: u64,
+) -> SerialRun {
+    let sh = Shape::new(global);
+    let h = [
+        1.0 / (global.x + 1) as f64,
+        1.0 / (global.y + 1) as f64,
+        1.0 / (global.z + 1) as f64,
+    ];
+    let mut u = vec![0.0; sh.len];
+    for z in 0..=global.z + 1 {
+        for y in 0..=global.y + 1 {
+            for x in 0..=global.x + 1 {
+                let g = GlobalIdx { x, y, z };
+                let pos = [x as f64 * h[0], y as f64 * h[1], z as f64 * h[2]];
+                let edge = x == 0
+                    || y == 0
+                    || z == 0
+                    || x == global.x + 1
+                    || y == global.y + 1
+                    || z == global.z + 1;
+                u[sh.index(x, y, z)] = if edge {
+                    problem.boundary(g, pos)
+                } else {
+                    problem.initial(g, pos)
+                };
+            }
+        }
+    }
+    let mut next = u.clone();
+    let res0 = residual_sq_reference(&sh, &u);
+    let mut it = 0;
+    let mut history = Vec::new();
+    let mut true_residual = criterion.measure(res0, res0);
+    if !criterion.met(true_residual) {
+        loop {
+            let r = sweep_reference(&sh, &u, &mut next);
+            std::mem::swap(&mut u, &mut next);
+            it += 1;
+            if it % check_every == 0 {
+                let v = criterion.measure(r, res0);
+                history.push((it - 1, v));
+                if criterion.met(v) {
+                    let t = criterion.measure(residual_sq_reference(&sh, &u), res0);
+                    if criterion.met(t) {
+                        break;
+                    }
+                }
+            }
+            if it >= max_iters {
+                break;
+            }
+        }
+        true_residual = criterion.measure(residual_sq_reference(&sh, &u), res0);
+    }
+    let mut solution = Vec::with_capacity(global.volume());
+    for z in 1..=global.z {
+        for y in 1..=global.y {
+            let b = sh.index(1, y, z);
+            solution.extend_from_slice(&u[b..b + global.x]);
+        }
+    }
+    SerialRun {
+        iterations: it,
+        history,
+        solution,
+        true_residual,
+    }
+}

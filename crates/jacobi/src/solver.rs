@@ -1,0 +1,467 @@
+//! The solver, written once against chan-core's [`Context`]: the same function runs over
+//! threads, MPI and SHMEM, in sync, async or racy form.
+//!
+//! Every decision that ends or changes the course of a run is taken from a value every rank
+//! sees identically: a blocking all-reduce (sync checks, certification) or one round of the
+//! non-blocking reduction (async, racy). So all ranks make the same sequence of collective
+//! calls and no rank waits for another that went a different way.
+
+use crate::config::{Config, Variant};
+use crate::field::Field;
+use crate::geometry::{Face, Geometry};
+use crate::problem::StopCriterion;
+use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
+use crate::Error;
+use chan_core::traits::*;
+use chan_core::{
+    close_all, Async, Channel, ChannelConfig, ChannelSpec, ChannelStats, CreateError, Racy,
+    ReduceOp, Sync, TrySendError,
+};
+use std::time::{Duration, Instant};
+
+/// What one rank ends with: its record and its final iterate.
+#[derive(Debug)]
+pub struct RankOutcome {
+    /// Iterations, times, residuals, channel statistics.
+    pub record: RankRecord,
+    /// The block's final iterate (halo as last exchanged).
+    pub field: Field,
+}
+
+/// Run the configured solver on this rank (collective: every rank of `ctx` calls it with the
+/// same configuration). Returns this rank's record.
+pub fn run_rank<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankRecord, Error> {
+    solve_rank(ctx, cfg).map(|o| o.record)
+}
+
+/// As [`run_rank`], also returning the final iterate.
+pub fn solve_rank<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankOutcome, Error> {
+    let plan = cfg.plan(ctx.size())?;
+    let geom = plan.geometry(ctx.rank());
+    let field = Field::new(&geom, &cfg.problem);
+    let faces: Vec<Face> = Face::ALL
+        .into_iter()
+        .filter(|f| geom.neighbours[f.index()].is_some())
+        .collect();
+    let mut run = Run {
+        cfg,
+        rank: ctx.rank(),
+        slowdown: cfg.slowdown_of(ctx.rank()),
+        faces,
+        field,
+        res0_sq: 0.0,
+        it: 0,
+        compute: Duration::ZERO,
+        comm: Duration::ZERO,
+        reported: None,
+        history: Vec::new(),
+        certifications: Vec::new(),
+        reductions: 0,
+        last_true_local: 0.0,
+        last_progress: Instant::now(),
+    };
+    let (stop, true_res, time, channels) = match cfg.variant {
+        Variant::Sync => run.sync(ctx)?,
+        Variant::Async => run.asynchronous::<C, Async>(ctx)?,
+        Variant::Racy => run.asynchronous::<C, Racy>(ctx)?,
+    };
+    let record = run.record(C::Backend::NAME, &geom, stop, true_res, time, &channels);
+    Ok(RankOutcome {
+        record,
+        field: run.field,
+    })
+}
+
+/// The state of one rank's run.
+struct Run<'a> {
+    cfg: &'a Config,
+    rank: usize,
+    slowdown: f64,
+    /// Faces with a neighbour, in [`Face::ALL`] order; channel k serves `faces[k]`.
+    faces: Vec<Face>,
+    field: Field,
+    /// ‖b − A u_0‖².
+    res0_sq: f64,
+    /// Sweeps done.
+    it: u64,
+    compute: Duration,
+    comm: Duration,
+    /// The last value the solver's own test saw (none before the first check).
+    reported: Option<f64>,
+    /// (iteration, value) at each sync check.
+    history: Vec<(u64, f64)>,
+    certifications: Vec<Certification>,
+    /// Rounds of the non-blocking reduction completed.
+    reductions: u64,
+    /// This block's Σ r² at the last true-residual computation.
+    last_true_local: f64,
+    last_progress: Instant,
+}
+
+/// One face's receive state in async and racy runs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Inbox {
+    /// The halo already holds the neighbour's iterate of this stamp (from a certification
+    /// exchange); older messages still in flight are not applied.
+    floor: u64,
+}
+
+/// Taking whatever new halo data a channel holds: the only thing async and racy runs do
+/// differently.
+trait HaloSource {
+    /// Apply new data on this channel to the halo beyond `face`, if any.
+    fn take(&mut self, field: &mut Field, face: Face, inbox: &mut Inbox) -> Result<(), Error>;
+}
+
+impl<B: Backend> HaloSource for Channel<B, Async> {
+    fn take(&mut self, field: &mut Field, face: Face, inbox: &mut Inbox) -> Result<(), Error> {
+        if let Some(m) = self.recv()? {
+            if m.stamp() >= inbox.floor {
+                field.unpack(face, m.data());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<B: Backend> HaloSource for Channel<B, Racy> {
+    fn take(&mut self, field: &mut Field, face: Face, inbox: &mut Inbox) -> Result<(), Error> {
+        // Read the view only once a send newer than the halo's data has landed: before any
+        // send the view holds zeros, not the neighbour's iterate.
+        if self.can_recv()? && self.last_stamp() >= inbox.floor.max(1) {
+            field.unpack_atomic(face, self.recv()?);
+        }
+        Ok(())
+    }
+}
+
+/// The blocking all-reduce of one value, as a sum.
+fn sum_all<C: Context>(ctx: &mut C, v: f64) -> Result<f64, Error> {
+    let mut buf = [v];
+    ctx.all_reduce(&mut buf, ReduceOp::Sum)?;
+    Ok(buf[0])
+}
+
+/// Busy-wait for `(factor − 1)` times `took`: a core `factor` times slower.
+fn slow_down(factor: f64, took: Duration) {
+    if factor > 1.0 {
+        let until = Instant::now() + took.mul_f64(factor - 1.0);
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+impl Run<'_> {
+    fn criterion(&self) -> StopCriterion {
+        self.cfg.criterion
+    }
+
+    fn measure(&self, res_sq: f64) -> f64 {
+        self.criterion().measure(res_sq, self.res0_sq)
+    }
+
+    /// One sweep (with the slow-rank delay), timed as compute; Σ r² of the iterate it
+    /// started from.
+    fn sweep(&mut self) -> f64 {
+        let t = Instant::now();
+        let r = self.field.sweep();
+        slow_down(self.slowdown, t.elapsed());
+        self.compute += t.elapsed();
+        self.it += 1;
+        r
+    }
+
+    fn progress(&mut self, value: f64) {
+        if self.cfg.progress
+            && self.rank == 0
+            && self.last_progress.elapsed() >= Duration::from_secs(1)
+        {
+            self.last_progress = Instant::now();
+            eprintln!("[aiac] iteration {:>8}   residual {value:.3e}", self.it);
+        }
+    }
+
+    fn specs(&self, tag_base: u32, r: usize) -> Result<Vec<ChannelSpec>, Error> {
+        let geom = self.field.geometry();
+        self.faces
+            .iter()
+            .map(|&f| {
+                let peer = geom.neighbours[f.index()].expect("faces have neighbours");
+                let cfg =
+                    ChannelConfig::new(self.field.face_len(f), r).map_err(CreateError::from)?;
+                ChannelSpec::new(peer, tag_base + f.axis.index() as u32, cfg)
+                    .map_err(|e| Error::Create(e.into()))
+            })
+            .collect()
+    }
+
+    /// A blocking halo swap over Sync channels: send every face, then receive every face.
+    /// Sends only wait for a slot, which the peer freed when it received the previous swap.
+    fn exchange<B: Backend>(&mut self, chans: &mut [Channel<B, Sync>]) -> Result<(), Error> {
+        let t = Instant::now();
+        for (ch, &face) in chans.iter_mut().zip(&self.faces) {
+            ch.set_iteration(self.it);
+            let field = &self.field;
+            ch.send_with(|buf| field.pack(face, buf))?;
+        }
+        for (ch, &face) in chans.iter_mut().zip(&self.faces) {
+            let m = ch.recv()?;
+            self.field.unpack(face, m.data());
+        }
+        self.comm += t.elapsed();
+        Ok(())
+    }
+
+    /// The true residual of the current global iterate: a synchronous halo swap, the residual
+    /// of every block, a blocking sum. Collective. Returns ‖b − A u‖².
+    fn true_residual_sq<C: Context>(
+        &mut self,
+        ctx: &mut C,
+        chans: &mut [Channel<C::Backend, Sync>],
+    ) -> Result<f64, Error> {
+        self.exchange(chans)?;
+        let t = Instant::now();
+        let local = self.field.residual_sq();
+        self.last_true_local = local;
+        self.compute += t.elapsed();
+        let t = Instant::now();
+        let g = sum_all(ctx, local)?;
+        self.comm += t.elapsed();
+        Ok(g)
+    }
+
+    /// Certify a convergence claim: the true residual, recorded. Collective.
+    fn certify<C: Context>(
+        &mut self,
+        ctx: &mut C,
+        chans: &mut [Channel<C::Backend, Sync>],
+    ) -> Result<f64, Error> {
+        let g = self.true_residual_sq(ctx, chans)?;
+        let true_value = self.measure(g);
+        self.certifications.push(Certification {
+            iteration: self.it,
+            reported: self.reported,
+            true_residual: true_value,
+            accepted: self.criterion().met(true_value),
+        });
+        Ok(true_value)
+    }
+
+    /// The sync variant (the paper's Figure 1): halo swap every `halo_every` iterations,
+    /// global residual every `check_every`.
+    fn sync<C: Context>(&mut self, ctx: &mut C) -> Result<Ending, Error> {
+        let specs = self.specs(0, 1)?;
+        let mut chans = ctx.open::<Sync>(&specs)?;
+        ctx.barrier()?;
+        let start = Instant::now();
+        self.res0_sq = self.true_residual_sq(ctx, &mut chans)?;
+        let initial = self.measure(self.res0_sq);
+        let mut last_true = Some(initial);
+        let mut fresh = true; // the halo holds the neighbours' current iterate
+                              // u_0 may already solve the system (a zero initial residual).
+        let stop = if self.criterion().met(initial) {
+            StopReason::Criterion
+        } else {
+            loop {
+                if !fresh && self.it % self.cfg.halo_every == 0 {
+                    self.exchange(&mut chans)?;
+                }
+                let r = self.sweep();
+                fresh = false;
+                last_true = None;
+                if self.it % self.cfg.check_every == 0 {
+                    let t = Instant::now();
+                    let g = sum_all(ctx, r)?;
+                    self.comm += t.elapsed();
+                    // The sweep's residual is that of the iterate it started from.
+                    let value = self.measure(g);
+                    self.reported = Some(value);
+                    self.history.push((self.it - 1, value));
+                    self.progress(value);
+                    if self.criterion().met(value) {
+                        if !self.cfg.confirm {
+                            break StopReason::Criterion;
+                        }
+                        let t = self.certify(ctx, &mut chans)?;
+                        fresh = true;
+                        last_true = Some(t);
+                        if self.criterion().met(t) {
+                            break StopReason::Criterion;
+                        }
+                    }
+                }
+                if self.it >= self.cfg.max_iters {
+                    break StopReason::MaxIters;
+                }
+            }
+        };
+        let true_value = match last_true {
+            Some(t) => t,
+            None => {
+                let g = self.true_residual_sq(ctx, &mut chans)?;
+                self.measure(g)
+            }
+        };
+        let time = start.elapsed();
+        let stats = close_all(chans)?;
+        Ok((stop, true_value, time, stats))
+    }
+
+    /// The async and racy variants: each iteration take whatever halo data is there, sweep,
+    /// offer the faces with `try_send` (skipped when all R slots are busy), test the
+    /// non-blocking reduction and restart it as soon as it returns.
+    ///
+    /// Termination: each round reduces `[Σ r², ranks at max_iters]`. When a round meets the
+    /// criterion and `confirm` is on, a synchronous swap over a second set of (Sync) channels
+    /// and a blocking reduction certify the true residual, and the run carries on if it is
+    /// above tolerance; the paper proposes this and does not build it. A round that counts
+    /// a rank at `max_iters` stops everyone. Every rank sees the same rounds, so all decide
+    /// alike.
+    fn asynchronous<C: Context, M>(&mut self, ctx: &mut C) -> Result<Ending, Error>
+    where
+        M: chan_core::Mode,
+        Channel<C::Backend, M>: HaloSource,
+    {
+        let specs = self.specs(0, self.cfg.max_in_flight)?;
+        let mut chans = ctx.open::<M>(&specs)?;
+        let cert_specs = self.specs(3, 1)?;
+        let mut cert = ctx.open::<Sync>(&cert_specs)?;
+        let mut red = ctx.reduction(2, ReduceOp::Sum)?;
+        ctx.barrier()?;
+        let start = Instant::now();
+        self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
+        let mut inbox = vec![Inbox::default(); self.faces.len()];
+        let mut local = [0.0, 0.0];
+        let initial = self.measure(self.res0_sq);
+        let mut last_true = Some(initial);
+        let stop = 'run: loop {
+            if self.it == 0 && self.criterion().met(initial) {
+                break StopReason::Criterion; // u_0 already solves the system
+            }
+            if self.it < self.cfg.max_iters {
+                // Take whatever new halo data is there.
+                let t = Instant::now();
+                for ((ch, &face), ib) in chans.iter_mut().zip(&self.faces).zip(&mut inbox) {
+                    ch.take(&mut self.field, face, ib)?;
+                }
+                self.comm += t.elapsed();
+                local[0] = self.sweep();
+                last_true = None;
+                // Offer the new faces.
+                if self.it % self.cfg.halo_every == 0 {
+                    let t = Instant::now();
+                    for (ch, &face) in chans.iter_mut().zip(&self.faces) {
+                        ch.set_iteration(self.it);
+                        let field = &self.field;
+                        match ch.try_send_with(|buf| field.pack(face, buf)) {
+                            Ok(()) | Err(TrySendError::Full(_)) => {}
+                            Err(TrySendError::Comm(e)) => return Err(e.into()),
+                        }
+                    }
+                    self.comm += t.elapsed();
+                }
+                local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
+            }
+            // Test the reduction; restart it as soon as it returns.
+            let t = Instant::now();
+            let round = if red.in_progress() {
+                red.test()?.map(|g| [g[0], g[1]])
+            } else {
+                red.start(&local)?;
+                None
+            };
+            self.comm += t.elapsed();
+            let Some(g) = round else {
+                if self.it >= self.cfg.max_iters {
+                    std::thread::yield_now(); // only waiting for the round to come back
+                }
+                continue;
+            };
+            self.reductions += 1;
+            let value = self.measure(g[0]);
+            self.reported = Some(value);
+            self.progress(value);
+            if self.criterion().met(value) {
+                if !self.cfg.confirm {
+                    break 'run StopReason::Criterion;
+                }
+                let t = self.certify(ctx, &mut cert)?;
+                last_true = Some(t);
+                // The certification swap gave the halo the neighbours' current iterate;
+                // messages sent before it carry older stamps.
+                for (ch, ib) in cert.iter().zip(&mut inbox) {
+                    ib.floor = ch.latest().map_or(ib.floor, |m| m.stamp());
+                }
+                if self.criterion().met(t) {
+                    break 'run StopReason::Criterion;
+                }
+                // The next round starts from the exact local residual, not the stale one
+                // that joined the wrong claim (which would claim again at once).
+                local[0] = self.last_true_local;
+            }
+            if g[1] > 0.0 {
+                break 'run StopReason::MaxIters;
+            }
+            let t = Instant::now();
+            red.start(&local)?;
+            self.comm += t.elapsed();
+        };
+        let true_value = match last_true {
+            Some(t) => t,
+            None => {
+                let g = self.true_residual_sq(ctx, &mut cert)?;
+                self.measure(g)
+            }
+        };
+        let time = start.elapsed();
+        drop(red);
+        let mut stats = close_all(chans)?;
+        stats.extend(close_all(cert)?);
+        Ok((stop, true_value, time, stats))
+    }
+
+    fn record(
+        &self,
+        backend: &str,
+        geom: &Geometry,
+        stop: StopReason,
+        true_value: f64,
+        time: Duration,
+        channels: &[ChannelStats],
+    ) -> RankRecord {
+        let mut messages = MessageTotals::default();
+        for s in channels {
+            messages.add(s);
+        }
+        RankRecord {
+            rank: self.rank,
+            backend: backend.to_string(),
+            coords: geom.coords,
+            local: geom.local,
+            iterations: self.it,
+            time_s: time.as_secs_f64(),
+            compute_s: self.compute.as_secs_f64(),
+            comm_s: self.comm.as_secs_f64(),
+            stop,
+            converged: self.criterion().met(true_value),
+            residual: Residuals {
+                reported: self.reported,
+                true_residual: true_value,
+                initial_norm: self.res0_sq.sqrt(),
+            },
+            reductions: self.reductions,
+            certifications: self.certifications.clone(),
+            history: self.history.clone(),
+            messages,
+            channels: channels
+                .iter()
+                .map(|s| serde_json::to_value(s).unwrap_or(serde_json::Value::Null))
+                .collect(),
+        }
+    }
+}
+
+/// How a run ended: the reason, the true final residual (relative), the solve time and the
+/// channels' statistics.
+type Ending = (StopReason, f64, Duration, Vec<ChannelStats>);

@@ -1,0 +1,154 @@
+//! Async and racy runs, oversubscribed (more ranks than the machine's cores): a run that
+//! reports converged has its true residual below tolerance, every time.
+
+mod common;
+use common::*;
+use jacobi::{Dims, SlowRank, StopReason, Variant};
+
+const REPEATS: usize = 5;
+
+fn certified(variant: Variant, n: usize, shared: bool) {
+    for rep in 0..REPEATS {
+        let mut c = cfg(Dims::new(12, 12, 12), variant);
+        c.max_in_flight = 1 + rep % 3;
+        let recs = if shared {
+            jacobi::shared::run(&c, n).unwrap()
+        } else {
+            run_threads(&c, n).0
+        };
+        let what = format!(
+            "{variant} on {} with {n} ranks, R = {}, repeat {rep}",
+            if shared { "shared" } else { "threads" },
+            c.max_in_flight
+        );
+        let tol = c.criterion.tol();
+        for r in &recs {
+            assert_eq!(r.stop, StopReason::Criterion, "{what}: rank {}", r.rank);
+            assert!(r.converged, "{what}");
+            assert!(
+                r.residual.true_residual < tol,
+                "{what}: true residual {:e}",
+                r.residual.true_residual
+            );
+            let last = r
+                .certifications
+                .last()
+                .expect("a converged async run certified");
+            assert!(last.accepted && last.true_residual == r.residual.true_residual);
+            assert!(r.certifications[..r.certifications.len() - 1]
+                .iter()
+                .all(|c| !c.accepted));
+        }
+    }
+}
+
+#[test]
+fn async_threads_converged_means_true_residual_below_tol() {
+    for n in 2..=4 {
+        certified(Variant::Async, n, false);
+    }
+}
+
+#[test]
+fn racy_threads_converged_means_true_residual_below_tol() {
+    for n in 2..=4 {
+        certified(Variant::Racy, n, false);
+    }
+}
+
+#[test]
+fn async_shared_converged_means_true_residual_below_tol() {
+    for n in 2..=4 {
+        certified(Variant::Async, n, true);
+    }
+}
+
+#[test]
+fn racy_shared_converged_means_true_residual_below_tol() {
+    for n in 2..=4 {
+        certified(Variant::Racy, n, true);
+    }
+}
+
+#[test]
+fn slow_rank_does_fewer_iterations() {
+    // Rank 1's sweeps take 4× as long: in an asynchronous run nobody waits for it, so it
+    // finishes with far fewer iterations than its neighbour (in sync, the same number).
+    for (v, shared) in [
+        (Variant::Async, false),
+        (Variant::Racy, false),
+        (Variant::Racy, true),
+        (Variant::Sync, false),
+    ] {
+        let mut c = cfg(Dims::new(12, 12, 12), v);
+        c.slow = Some(SlowRank {
+            rank: 1,
+            factor: 4.0,
+        });
+        let recs = if shared {
+            jacobi::shared::run(&c, 2).unwrap()
+        } else {
+            run_threads(&c, 2).0
+        };
+        let (fast, slow) = (recs[0].iterations as f64, recs[1].iterations as f64);
+        assert!(recs.iter().all(|r| r.converged), "{v}");
+        if v == Variant::Sync {
+            assert_eq!(fast, slow);
+            assert!(
+                recs[1].compute_s > 2.0 * recs[0].compute_s,
+                "{v}: the slow rank computes longer"
+            );
+        } else {
+            assert!(
+                slow < 0.75 * fast,
+                "{v} (shared: {shared}): slow rank {slow} vs {fast} iterations"
+            );
+        }
+    }
+}
+
+#[test]
+fn certification_catches_a_false_claim() {
+    // Faces offered only once in a blue moon: each block converges against a stale halo, the
+    // reduced local residuals fall below tol while the global iterate is far from converged.
+    for v in [Variant::Async, Variant::Racy] {
+        let mut c = cfg(Dims::new(12, 12, 12), v);
+        c.halo_every = 1 << 40;
+        c.confirm = false;
+        let (recs, _, _) = run_threads(&c, 2);
+        for r in &recs {
+            assert_eq!(
+                r.stop,
+                StopReason::Criterion,
+                "{v}: the paper's scheme stops"
+            );
+            assert!(r.residual.reported.unwrap() < c.criterion.tol());
+            assert!(!r.converged, "{v}: but the true residual says otherwise");
+            assert!(
+                r.residual.true_residual > 10.0 * c.criterion.tol(),
+                "{v}: {:e}",
+                r.residual.true_residual
+            );
+        }
+        c.confirm = true;
+        let (recs, _, _) = run_threads(&c, 2);
+        for r in &recs {
+            assert!(
+                r.converged && r.residual.true_residual < c.criterion.tol(),
+                "{v}"
+            );
+            assert!(
+                r.certifications.iter().filter(|c| !c.accepted).count() >= 1,
+                "{v}: the first claim was rejected"
+            );
+        }
+    }
+    // The same in sync: a halo swapped every 25 sweeps.
+    let mut c = cfg(Dims::new(12, 12, 12), Variant::Sync);
+    c.halo_every = 25;
+    c.check_every = 1;
+    let (recs, _, _) = run_threads(&c, 2);
+    assert!(recs
+        .iter()
+        .all(|r| r.converged && r.residual.true_residual < c.criterion.tol()));
+}
