@@ -47,6 +47,7 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Run(args) => match run::run(&args) {
             Ok(code) => code,
+            Err(run::RunError::ReportedByRank0) => ExitCode::from(1),
             Err(e) => {
                 eprintln!("aiac: error: {e}");
                 ExitCode::from(1)

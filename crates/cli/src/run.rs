@@ -23,6 +23,12 @@ pub enum RunError {
     /// The run failed.
     #[error(transparent)]
     Solver(#[from] jacobi::Error),
+    /// The MPI job cannot run as asked (launcher, size).
+    #[error("{0}")]
+    Launch(String),
+    /// The same error, already reported by rank 0: this rank only exits non-zero.
+    #[error("(reported by rank 0)")]
+    ReportedByRank0,
     /// The report could not be written.
     #[error("--json {path}: {why}")]
     Output {
@@ -39,6 +45,8 @@ enum BackendArg {
     Threads,
     /// Shared memory (rayon): threads read their neighbours' planes directly.
     Shared,
+    /// MPI processes started by mpirun, one rank each (needs the `mpi` feature).
+    Mpi,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -72,9 +80,10 @@ pub struct RunArgs {
     /// view of a buffer written at any time.
     #[arg(long, value_enum, default_value_t = VariantArg::Sync)]
     variant: VariantArg,
-    /// Number of ranks (threads backend) or threads (shared backend).
-    #[arg(short = 't', long = "threads", default_value_t = 1)]
-    threads: usize,
+    /// Number of ranks (threads backend) or threads (shared backend), default 1. With
+    /// `--backend mpi` the ranks are mpirun's processes; a value given here must match them.
+    #[arg(short = 't', long = "threads")]
+    threads: Option<usize>,
     /// The problem.
     #[arg(long, value_enum, default_value_t = ProblemArg::Laplace)]
     problem: ProblemArg,
@@ -190,15 +199,22 @@ pub fn run_on<C: Context>(
 /// `aiac run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
     let cfg = args.config();
-    if args.threads == 0 {
+    let threads = args.threads.unwrap_or(1);
+    if threads == 0 {
         return Err(ConfigError::NoRanks.into());
+    }
+    if args.backend == BackendArg::Mpi {
+        return run_mpi(args, &cfg);
     }
     check_output(args)?;
     match args.backend {
         BackendArg::Threads => {
             // Validate once before starting threads, so bad input gives one message.
-            cfg.plan(args.threads)?;
-            let world = World::new(args.threads).map_err(|_| ConfigError::NoRanks)?;
+            cfg.plan(threads)?;
+            // One rank per CPU when they fit (unpinned busy-polling ranks can share a core).
+            let world = World::new(threads)
+                .map_err(|_| ConfigError::NoRanks)?
+                .pinned();
             let outcomes = world.run(|ctx| run_on(ctx, "threads", &cfg, args));
             let mut first = None;
             for o in outcomes {
@@ -212,10 +228,72 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
             first.unwrap_or(Err(ConfigError::NoRanks.into()))
         }
         BackendArg::Shared => {
-            let plan = jacobi::shared::plan(&cfg, args.threads)?;
-            let records = jacobi::shared::run(&cfg, args.threads)?;
+            let plan = jacobi::shared::plan(&cfg, threads)?;
+            let records = jacobi::shared::run(&cfg, threads)?;
             finish(Report::new("shared", &cfg, &plan, records), args)
         }
+        BackendArg::Mpi => unreachable!("handled above"),
+    }
+}
+
+/// `--backend mpi`: one rank per process of the MPI job.
+///
+/// Input is checked on every rank before any collective call, identically, so a bad flag
+/// makes every rank stop; only rank 0 prints it, and MPI is finalized cleanly. An error during
+/// the run may leave other ranks waiting in a collective call for this one: that rank prints
+/// it and aborts the job (`MPI_Abort`), so nothing hangs.
+#[cfg(feature = "mpi")]
+fn run_mpi(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
+    let mut ctx = chan_mpi::MpiCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let checked = mpi_job_matches(args, size)
+        .and_then(|()| cfg.plan(size).map(drop).map_err(RunError::from))
+        .and_then(|()| check_output(args));
+    if let Err(e) = checked {
+        let finalized = ctx.finalize();
+        if rank != 0 {
+            return Err(RunError::ReportedByRank0);
+        }
+        if let Err(f) = finalized {
+            eprintln!("aiac: while stopping MPI: {f}");
+        }
+        return Err(e);
+    }
+    match run_on(&mut ctx, "mpi", cfg, args) {
+        Ok(code) => {
+            ctx.finalize()
+                .map_err(|e| RunError::Launch(format!("MPI finalize: {e}")))?;
+            Ok(code)
+        }
+        Err(e) => {
+            eprintln!("aiac: error on rank {rank}: {e}");
+            ctx.abort(1)
+        }
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(_: &RunArgs, _: &Config) -> Result<ExitCode, RunError> {
+    Err(RunError::Launch(
+        "--backend mpi: this aiac was built without MPI (cargo feature `mpi`)".into(),
+    ))
+}
+
+/// An MPI job's size must be what `-t` asks for; a job of one process that should be several
+/// was started without its launcher.
+#[cfg(feature = "mpi")]
+fn mpi_job_matches(args: &RunArgs, size: usize) -> Result<(), RunError> {
+    match args.threads {
+        Some(n) if n != size => Err(RunError::Launch(format!(
+            "-t/--threads {n} asks for {n} ranks but this MPI job has {size}{}: start it with \
+             `mpirun -np {n} aiac run --backend mpi …` (and without -t, mpirun's -np decides)",
+            if size == 1 && std::env::var_os("OMPI_COMM_WORLD_SIZE").is_none() {
+                " (it was not started by mpirun)"
+            } else {
+                ""
+            }
+        ))),
+        _ => Ok(()),
     }
 }
 
