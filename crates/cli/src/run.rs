@@ -8,7 +8,7 @@ use chan_core::threads::World;
 use chan_core::Context;
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Dims, Problem, ProcGrid, Report, SizeSpec, SlowRank, StopCriterion,
+    Config, ConfigError, Decomp, Dims, Exchange, Problem, ProcGrid, Report, SizeSpec, SlowRank,
     Variant,
 };
 use std::path::{Path, PathBuf};
@@ -58,8 +58,29 @@ enum VariantArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ProblemArg {
-    /// The paper's Laplace problem on the unit cube.
+    /// The paper's Laplace problem on the unit cube (stops on the relative residual).
     Laplace,
+    /// −Δu = f with the exact solution sin²(πx)sin²(πy)sin²(πz) (Wang & Gobbert; stops on
+    /// ‖u_k − u_{k−1}‖₂, reports the max error against the exact solution).
+    Poisson,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DecompArg {
+    /// The paper's 3-D process grid (x, then y, then z at each doubling).
+    Paper,
+    /// A 1-D split in z: 1 × 1 × ranks.
+    Z,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ExchangeArg {
+    /// Start every send, wait for every receive, then sweep.
+    Waitall,
+    /// Synchronous sends and receives one at a time, even/odd ordered.
+    Blocking,
+    /// Sweep the interior while the halos travel, then the boundary layer.
+    Overlap,
 }
 
 fn parse_dims(s: &str) -> Result<Dims, String> {
@@ -93,15 +114,23 @@ pub struct RunArgs {
     /// Interior points of the whole grid, N or NX,NY,NZ, split over the process grid.
     #[arg(long, value_parser = parse_dims)]
     global: Option<Dims>,
-    /// Process grid PXxPYxPZ (default: grow x, then y, then z at each doubling).
+    /// Process grid PXxPYxPZ (default: as --decomp says).
     #[arg(long, value_parser = parse_grid)]
     grid: Option<ProcGrid>,
-    /// Stop when ‖b − A u_k‖₂ / ‖b − A u_0‖₂ < TOL.
-    #[arg(long, default_value_t = 1e-4, allow_hyphen_values = true)]
-    tol: f64,
-    /// Sync: reduce the global residual every K iterations.
-    #[arg(long, default_value_t = 100)]
-    check_every: u64,
+    /// The shape of the process grid when --grid is not given.
+    #[arg(long, value_enum, default_value_t = DecompArg::Paper)]
+    decomp: DecompArg,
+    /// How the sync variant swaps its halos.
+    #[arg(long, value_enum, default_value_t = ExchangeArg::Waitall)]
+    exchange: ExchangeArg,
+    /// Laplace: stop when ‖b − A u_k‖₂ / ‖b − A u_0‖₂ < TOL (default 1e-4). Poisson: stop when
+    /// ‖u_k − u_{k−1}‖₂ ≤ TOL (default 1e-6).
+    #[arg(long, allow_hyphen_values = true)]
+    tol: Option<f64>,
+    /// Sync: test the criterion (a global reduction) every K iterations (default: 100 for
+    /// Laplace, as the paper; 1 for Poisson, as Wang & Gobbert).
+    #[arg(long)]
+    check_every: Option<u64>,
     /// Exchange halos every N iterations.
     #[arg(long, default_value_t = 1)]
     halo_every: u64,
@@ -142,12 +171,15 @@ impl RunArgs {
             (Some(l), None) => SizeSpec::Local(l),
             (None, None) => SizeSpec::Local(Dims::cube(50)),
         };
-        Config {
-            problem: match self.problem {
-                ProblemArg::Laplace => Problem::Laplace {
-                    offset: self.offset,
-                },
+        let problem = match self.problem {
+            ProblemArg::Laplace => Problem::Laplace {
+                offset: self.offset,
             },
+            ProblemArg::Poisson => Problem::Poisson,
+        };
+        let criterion = problem.default_criterion();
+        Config {
+            problem,
             variant: match self.variant {
                 VariantArg::Sync => Variant::Sync,
                 VariantArg::Async => Variant::Async,
@@ -155,8 +187,17 @@ impl RunArgs {
             },
             size,
             grid: self.grid,
-            criterion: StopCriterion::RelativeResidual { tol: self.tol },
-            check_every: self.check_every,
+            decomp: match self.decomp {
+                DecompArg::Paper => Decomp::Paper,
+                DecompArg::Z => Decomp::Z,
+            },
+            exchange: match self.exchange {
+                ExchangeArg::Waitall => Exchange::Waitall,
+                ExchangeArg::Blocking => Exchange::Blocking,
+                ExchangeArg::Overlap => Exchange::Overlap,
+            },
+            criterion: self.tol.map_or(criterion, |t| criterion.with_tol(t)),
+            check_every: self.check_every.unwrap_or(problem.default_check_every()),
             halo_every: self.halo_every,
             max_in_flight: self.max_in_flight,
             max_iters: self.max_iters,

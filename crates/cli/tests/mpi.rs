@@ -212,3 +212,55 @@ fn slow_rank_iterates_less_in_async() {
         it[0]
     );
 }
+
+/// The Poisson problem over MPI, split in z over 1, 2 and 4 ranks, with the blocking and the
+/// overlapped exchange: the iteration count and the max error against the exact solution are
+/// those of a one-rank threads run, bit for bit (every point's update is the same operation
+/// on the same values).
+#[test]
+fn poisson_over_mpi_is_the_same_for_every_split_and_exchange() {
+    let dir = scratch("poisson");
+    let base = [
+        "--problem",
+        "poisson",
+        "--global",
+        "16",
+        "--decomp",
+        "z",
+        "--quiet",
+    ];
+    let one = dir.join("one.json");
+    let want = report(&threads(1, &base, &one), &one, "threads 1");
+    let err = want["error_max"]
+        .as_f64()
+        .expect("Poisson reports error_max");
+    assert!(err > 0.0 && err < 0.02, "error {err}");
+    for exchange in ["blocking", "overlap"] {
+        for np in [1, 2, 4] {
+            let json = dir.join(format!("{exchange}{np}.json"));
+            let mut args = base.to_vec();
+            args.extend(["--exchange", exchange]);
+            let j = report(
+                &mpirun(np, &args, &json),
+                &json,
+                &format!("{exchange} np={np}"),
+            );
+            assert_eq!(j["config"]["process_grid"]["z"], np);
+            assert_eq!(j["config"]["exchange"], exchange);
+            assert_eq!(
+                j["iterations"]["max"], want["iterations"]["max"],
+                "{exchange} np={np}"
+            );
+            assert_eq!(
+                j["iterations"]["min"], want["iterations"]["min"],
+                "{exchange} np={np}"
+            );
+            let e = j["error_max"].as_f64().unwrap();
+            assert_eq!(
+                e.to_bits(),
+                err.to_bits(),
+                "{exchange} np={np}: error {e} vs {err}"
+            );
+        }
+    }
+}

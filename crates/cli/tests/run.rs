@@ -55,6 +55,13 @@ fn bad_input_names_the_flag_exits_1_and_writes_nothing() {
             "--halo-every",
         ),
         (&["--variant", "sometimes"], "--variant"),
+        (
+            &["--variant", "async", "--exchange", "overlap"],
+            "--exchange",
+        ),
+        (&["--problem", "poisson", "--global", "8,8,16"], "--problem"),
+        (&["--exchange", "sideways"], "--exchange"),
+        (&["--decomp", "w"], "--decomp"),
         (&["--backend", "carrier-pigeon"], "--backend"),
     ];
     for (args, flag) in cases {

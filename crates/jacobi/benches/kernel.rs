@@ -35,20 +35,20 @@ fn kernels(cr: &mut Criterion) {
     let (mut u, mut v) = (block(&sh), block(&sh));
     g.bench_function("fused (aiac, update + residual)", |b| {
         b.iter(|| {
-            let r = kernel::sweep(&sh, &u, &mut v);
+            let r = kernel::sweep(&sh, &u, None, &mut v);
             std::mem::swap(&mut u, &mut v);
             black_box(r)
         })
     });
     g.bench_function("reference sweep", |b| {
         b.iter(|| {
-            let r = kernel::sweep_reference(&sh, &u, &mut v);
+            let r = kernel::sweep_reference(&sh, &u, None, &mut v);
             std::mem::swap(&mut u, &mut v);
             black_box(r)
         })
     });
     g.bench_function("paper: sweep then copy", |b| {
-        b.iter(|| black_box(kernel::sweep_then_copy(&sh, &mut u, &mut v)))
+        b.iter(|| black_box(kernel::sweep_then_copy(&sh, &mut u, None, &mut v)))
     });
     #[cfg(jacobi_c_baseline)]
     {

@@ -38,7 +38,7 @@ fn main() {
             for _ in 0..reps {
                 match k {
                     0 => {
-                        std::hint::black_box(kernel::sweep(&sh, &u, &mut v));
+                        std::hint::black_box(kernel::sweep(&sh, &u, None, &mut v));
                         std::mem::swap(&mut u, &mut v);
                     }
                     #[cfg(jacobi_c_baseline)]

@@ -37,6 +37,45 @@ impl std::fmt::Display for Variant {
     }
 }
 
+/// How the process grid is shaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decomp {
+    /// The paper's 3-D grid: x first, then y, then z at each doubling ([`ProcGrid::paper`]).
+    #[default]
+    Paper,
+    /// A 1-D split in z, P = 1 × 1 × p (Wang & Gobbert: each process N × N × N/p).
+    Z,
+}
+
+/// How the sync variant swaps its halos (Wang & Gobbert compare the last two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exchange {
+    /// Start every send, then wait for every receive, then sweep (the paper's
+    /// `MPI_Issend` + `MPI_Irecv` + `MPI_Waitall`).
+    #[default]
+    Waitall,
+    /// Synchronous sends and receives one at a time, ordered so that no cycle can deadlock:
+    /// along each axis and direction, ranks at even coordinates send while those at odd ones
+    /// receive, then the other way round (the `MPI_Ssend`/`MPI_Recv` pattern).
+    Blocking,
+    /// Start every send, sweep the interior while the halos travel, wait for the halos,
+    /// then sweep the boundary layer (`MPI_Isend`/`MPI_Irecv` with computation overlapped).
+    Overlap,
+}
+
+impl Exchange {
+    /// `waitall`, `blocking`, `overlap`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Exchange::Waitall => "waitall",
+            Exchange::Blocking => "blocking",
+            Exchange::Overlap => "overlap",
+        }
+    }
+}
+
 /// How the problem size is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -86,8 +125,12 @@ pub struct Config {
     pub variant: Variant,
     /// The grid size.
     pub size: SizeSpec,
-    /// `--grid`: the process grid, instead of [`ProcGrid::paper`].
+    /// `--grid`: the process grid, instead of the one `decomp` gives.
     pub grid: Option<ProcGrid>,
+    /// `--decomp`: the shape of the process grid when `--grid` is not given.
+    pub decomp: Decomp,
+    /// `--exchange`: how the sync variant swaps halos.
+    pub exchange: Exchange,
     /// When to stop.
     pub criterion: StopCriterion,
     /// Sync: reduce the global residual every K iterations.
@@ -117,6 +160,8 @@ impl Default for Config {
             variant: Variant::Sync,
             size: SizeSpec::Local(Dims::cube(50)),
             grid: None,
+            decomp: Decomp::Paper,
+            exchange: Exchange::Waitall,
             criterion: StopCriterion::RelativeResidual { tol: 1e-4 },
             check_every: 100,
             halo_every: 1,
@@ -192,6 +237,19 @@ pub enum ConfigError {
     /// A world of no ranks.
     #[error("-t/--threads must be at least 1, got 0")]
     NoRanks,
+    /// `--exchange` other than the default, with async or racy.
+    #[error(
+        "--exchange {0} applies to --variant sync only (async and racy never wait for a halo)"
+    )]
+    ExchangeNeedsSync(&'static str),
+    /// A problem whose discretisation needs the same spacing along every axis.
+    #[error("--problem {problem} needs a cubic grid (N³ points, one spacing h), got {global}")]
+    NotCubic {
+        /// The problem.
+        problem: &'static str,
+        /// The global grid asked for.
+        global: Dims,
+    },
     /// A flag the chosen backend cannot honour.
     #[error("{flag} is not supported with {backend}: {why}")]
     Unsupported {
@@ -224,6 +282,9 @@ impl Config {
         if self.max_iters == 0 {
             return Err(ConfigError::MaxIters);
         }
+        if self.exchange != Exchange::Waitall && self.variant != Variant::Sync {
+            return Err(ConfigError::ExchangeNeedsSync(self.exchange.name()));
+        }
         self.problem.validate()?;
         let dims = match self.size {
             SizeSpec::Local(d) | SizeSpec::Global(d) => d,
@@ -248,17 +309,28 @@ impl Config {
         let procs = match self.grid {
             Some(g) if g.size() != size => return Err(ConfigError::GridSize { grid: g, size }),
             Some(g) => g,
-            None => ProcGrid::paper(size),
+            None => match self.decomp {
+                Decomp::Paper => ProcGrid::paper(size),
+                Decomp::Z => ProcGrid(Dims::new(1, 1, size)),
+            },
         };
         if let Some(s) = self.slow {
             if s.rank >= size {
                 return Err(ConfigError::SlowRank { rank: s.rank, size });
             }
         }
-        match self.size {
+        let plan = match self.size {
             SizeSpec::Local(d) => Plan::from_local(d, procs),
             SizeSpec::Global(d) => Plan::split(d, procs),
+        }?;
+        let g = plan.global;
+        if self.problem.source([0.5; 3], 1.0).is_some() && !(g.x == g.y && g.y == g.z) {
+            return Err(ConfigError::NotCubic {
+                problem: self.problem.name(),
+                global: g,
+            });
         }
+        Ok(plan)
     }
 
     /// The slowdown factor of `rank` (1 when it is not the slow rank).

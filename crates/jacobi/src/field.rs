@@ -6,27 +6,43 @@
 //! "take whatever halo data is there" mean when the arrays are double-buffered.
 
 use crate::geometry::{Axis, Dims, Face, Geometry, LocalIdx};
-use crate::kernel::{self, Grid, Shape};
+use crate::kernel::{self, Grid, Region, Shape};
 use crate::problem::Problem;
 use chan_core::AtomicF64Slice;
 
-/// A block's current iterate, the buffer for the next one, and its geometry.
+/// A block's current iterate, the buffer for the next one, the right-hand side of a problem
+/// with a source term, and its geometry.
 #[derive(Debug, Clone)]
 pub struct Field {
     geom: Geometry,
     shape: Shape,
     u: Grid,
     next: Grid,
+    /// `h² f` at the owned points (0 in the halo), for a problem with a source term.
+    rhs: Option<Grid>,
 }
 
 impl Field {
     /// The starting iterate of `problem` on `geom`'s block: owned points at the initial
     /// value, halo points on the domain boundary at the Dirichlet values, halo points facing
-    /// a neighbour at the neighbour's initial value (as if exchanged).
+    /// a neighbour at the neighbour's initial value (as if exchanged); and `h² f` at the owned
+    /// points when the problem has a source term (a cubic grid: one h).
     pub fn new(geom: &Geometry, problem: &Problem) -> Self {
         let shape = geom.shape();
         let mut u = Grid::new(shape.len, 0.0);
         let n = geom.local;
+        let mut rhs: Option<Grid> = None;
+        for z in 1..=n.z {
+            for y in 1..=n.y {
+                for x in 1..=n.x {
+                    let l = LocalIdx { x, y, z };
+                    let pos = geom.position(geom.to_global(l));
+                    if let Some(f) = problem.source(pos, geom.h[0]) {
+                        rhs.get_or_insert_with(|| Grid::new(shape.len, 0.0))[shape.at(l)] = f;
+                    }
+                }
+            }
+        }
         for z in 0..=n.z + 1 {
             for y in 0..=n.y + 1 {
                 for x in 0..=n.x + 1 {
@@ -46,6 +62,7 @@ impl Field {
             shape,
             next: u.clone(),
             u,
+            rhs,
         }
     }
 
@@ -64,16 +81,108 @@ impl Field {
         &self.u
     }
 
+    /// The right-hand side `h² f` (array of the block's shape), if the problem has one.
+    pub fn rhs(&self) -> Option<&[f64]> {
+        self.rhs.as_deref()
+    }
+
     /// One fused Jacobi sweep, then swap: returns Σ r² of the iterate it started from.
     pub fn sweep(&mut self) -> f64 {
-        let r = kernel::sweep(&self.shape, &self.u, &mut self.next);
+        let r = kernel::sweep(&self.shape, &self.u, self.rhs.as_deref(), &mut self.next);
         std::mem::swap(&mut self.u, &mut self.next);
         r
     }
 
+    /// Sweep one region of the block into the next iterate, without swapping: the overlapped
+    /// exchange sweeps the interior while the halos travel, then the boundary shell, then
+    /// calls [`Field::finish_sweep`]. Σ r² of the current iterate over the region.
+    pub fn sweep_region(&mut self, region: &Region) -> f64 {
+        kernel::sweep_region(
+            &self.shape,
+            &self.u,
+            self.rhs.as_deref(),
+            &mut self.next,
+            region,
+        )
+    }
+
+    /// End a sweep done region by region: the next iterate becomes the current one.
+    pub fn finish_sweep(&mut self) {
+        std::mem::swap(&mut self.u, &mut self.next);
+    }
+
+    /// The interior of the block and the shell around it, for the overlapped exchange: the
+    /// interior is every owned point that reads no halo value from a neighbour (the owned
+    /// layer next to each face with a neighbour is left out), the shell the rest, as disjoint
+    /// boxes. Together they cover every owned point once.
+    pub fn interior_and_shell(&self) -> (Region, Vec<Region>) {
+        let n = self.geom.local;
+        let has =
+            |axis: Axis, high: bool| self.geom.neighbours[Face::new(axis, high).index()].is_some();
+        let range = |axis: Axis| {
+            let len = n.get(axis);
+            let lo = 1 + usize::from(has(axis, false));
+            let hi = (len + 1 - usize::from(has(axis, true))).max(lo);
+            lo..hi
+        };
+        let (ix, iy, iz) = (range(Axis::X), range(Axis::Y), range(Axis::Z));
+        let inner = Region {
+            x: ix.clone(),
+            y: iy.clone(),
+            z: iz.clone(),
+        };
+        let mut shell = Vec::with_capacity(6);
+        let mut push = |r: Region| {
+            if !r.is_empty() {
+                shell.push(r);
+            }
+        };
+        // Whole z-slabs below and above the interior's z range, then y-slabs of the middle
+        // z range, then x-slabs of the middle y and z ranges.
+        push(Region::planes(n, 1..iz.start));
+        push(Region::planes(n, iz.end..n.z + 1));
+        push(Region {
+            x: 1..n.x + 1,
+            y: 1..iy.start,
+            z: iz.clone(),
+        });
+        push(Region {
+            x: 1..n.x + 1,
+            y: iy.end..n.y + 1,
+            z: iz.clone(),
+        });
+        push(Region {
+            x: 1..ix.start,
+            y: iy.clone(),
+            z: iz.clone(),
+        });
+        push(Region {
+            x: ix.end..n.x + 1,
+            y: iy,
+            z: iz,
+        });
+        (inner, shell)
+    }
+
     /// Σ r² of the current iterate with the current halo (no update).
     pub fn residual_sq(&self) -> f64 {
-        kernel::residual_sq(&self.shape, &self.u)
+        kernel::residual_sq(&self.shape, &self.u, self.rhs.as_deref())
+    }
+
+    /// The largest |u − exact| over the owned points, for a problem with a known solution.
+    pub fn error_max(&self, problem: &Problem) -> Option<f64> {
+        let n = self.geom.local;
+        let mut worst = 0.0f64;
+        for z in 1..=n.z {
+            for y in 1..=n.y {
+                for x in 1..=n.x {
+                    let l = LocalIdx { x, y, z };
+                    let exact = problem.exact(self.geom.position(self.geom.to_global(l)))?;
+                    worst = worst.max((self.u[self.shape.at(l)] - exact).abs());
+                }
+            }
+        }
+        Some(worst)
     }
 
     /// Number of values on `face`.
@@ -215,9 +324,10 @@ impl Field {
         }
     }
 
-    /// The two arrays (current iterate, next buffer), both with the halo.
-    pub fn into_arrays(self) -> (Grid, Grid) {
-        (self.u, self.next)
+    /// The two arrays (current iterate, next buffer), both with the halo, and the right-hand
+    /// side if the problem has one.
+    pub fn into_arrays(self) -> (Grid, Grid, Option<Grid>) {
+        (self.u, self.next, self.rhs)
     }
 
     /// The owned values of the current iterate, x fastest.

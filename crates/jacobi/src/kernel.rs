@@ -80,27 +80,6 @@ impl Shape {
     pub fn owned_planes(&self) -> Range<usize> {
         1..self.n.z + 1
     }
-
-    /// The preconditions every kernel relies on (its SAFETY arguments start here).
-    fn check(&self, src: &[f64], dst_len: Option<usize>, zs: &Range<usize>) {
-        assert_eq!(
-            src.len(),
-            self.len,
-            "source array does not have the block's shape"
-        );
-        assert!(
-            zs.start >= 1 && zs.start <= zs.end && zs.end <= self.n.z + 1,
-            "planes {zs:?} are not owned planes of a block with {} of them",
-            self.n.z
-        );
-        if let Some(d) = dst_len {
-            assert_eq!(
-                d,
-                (zs.end - zs.start) * self.plane,
-                "destination does not hold exactly the planes swept"
-            );
-        }
-    }
 }
 
 /// An array of a block's [`Shape`] whose rows start on 32-byte boundaries: the first owned
@@ -152,42 +131,152 @@ impl std::ops::DerefMut for Grid {
     }
 }
 
+/// A box of owned points to sweep: half-open ranges of local indices, each inside
+/// `1..n + 1` along its axis. The overlapped exchange sweeps the interior and the boundary
+/// shell of a block as separate regions; every point is computed as in a whole-block sweep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    /// x range.
+    pub x: Range<usize>,
+    /// y range.
+    pub y: Range<usize>,
+    /// z range.
+    pub z: Range<usize>,
+}
+
+impl Region {
+    /// Every owned point of a block of `n` points.
+    pub fn all(n: Dims) -> Self {
+        Region {
+            x: 1..n.x + 1,
+            y: 1..n.y + 1,
+            z: 1..n.z + 1,
+        }
+    }
+
+    /// The owned planes `zs`, whole.
+    pub fn planes(n: Dims, zs: Range<usize>) -> Self {
+        Region {
+            z: zs,
+            ..Region::all(n)
+        }
+    }
+
+    /// Number of points.
+    pub fn volume(&self) -> usize {
+        self.x.len() * self.y.len() * self.z.len()
+    }
+
+    /// True for a box of no points.
+    pub fn is_empty(&self) -> bool {
+        self.volume() == 0
+    }
+}
+
 /// Fused sweep of a whole block: `dst` ← one Jacobi step of `src` on every owned point;
-/// returns Σ r² of `src`. Halo and padding of `dst` are not written.
-pub fn sweep(shape: &Shape, src: &[f64], dst: &mut [f64]) -> f64 {
-    let zs = shape.owned_planes();
-    sweep_planes(shape, src, &mut dst[shape.planes(zs.clone())], zs)
+/// returns Σ r² of `src`. `rhs`, when the problem has a source term, holds `h² f` at every
+/// owned point (an array of the block's shape). Halo and padding of `dst` are not written.
+pub fn sweep(shape: &Shape, src: &[f64], rhs: Option<&[f64]>, dst: &mut [f64]) -> f64 {
+    fused::<true>(shape, src, rhs, dst, 0, &Region::all(shape.n))
 }
 
 /// Fused sweep of the owned planes `zs` of a block: `dst` holds exactly those planes
 /// (`dst = &mut whole[shape.planes(zs)]`), so threads can sweep disjoint planes of one array.
-pub fn sweep_planes(shape: &Shape, src: &[f64], dst: &mut [f64], zs: Range<usize>) -> f64 {
-    shape.check(src, Some(dst.len()), &zs);
-    #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the only precondition of a `#[target_feature(enable = "avx2")]` function is
-        // that the CPU supports AVX2, detected on the line above.
-        return unsafe { x86::planes::<true>(shape, src, dst, zs) };
-    }
-    portable::<true>(shape, src, dst, zs)
+pub fn sweep_planes(
+    shape: &Shape,
+    src: &[f64],
+    rhs: Option<&[f64]>,
+    dst: &mut [f64],
+    zs: Range<usize>,
+) -> f64 {
+    assert_eq!(
+        dst.len(),
+        zs.len() * shape.plane,
+        "destination does not hold exactly the planes swept"
+    );
+    let base = zs.start * shape.plane;
+    fused::<true>(shape, src, rhs, dst, base, &Region::planes(shape.n, zs))
+}
+
+/// Fused sweep of one region of a block into the whole array `dst`; Σ r² of `src` there.
+pub fn sweep_region(
+    shape: &Shape,
+    src: &[f64],
+    rhs: Option<&[f64]>,
+    dst: &mut [f64],
+    region: &Region,
+) -> f64 {
+    fused::<true>(shape, src, rhs, dst, 0, region)
 }
 
 /// Σ r² of `u` over every owned point (b − A u, the halo holding the boundary terms), without
 /// updating: the *true* residual of a block whose halo is current.
-pub fn residual_sq(shape: &Shape, u: &[f64]) -> f64 {
-    residual_sq_planes(shape, u, shape.owned_planes())
+pub fn residual_sq(shape: &Shape, u: &[f64], rhs: Option<&[f64]>) -> f64 {
+    fused::<false>(shape, u, rhs, &mut [], 0, &Region::all(shape.n))
 }
 
 /// Σ r² of `u` over the owned planes `zs`.
-pub fn residual_sq_planes(shape: &Shape, u: &[f64], zs: Range<usize>) -> f64 {
-    shape.check(u, None, &zs);
+pub fn residual_sq_planes(shape: &Shape, u: &[f64], rhs: Option<&[f64]>, zs: Range<usize>) -> f64 {
+    fused::<false>(shape, u, rhs, &mut [], 0, &Region::planes(shape.n, zs))
+}
+
+/// Check what every kernel relies on (its SAFETY arguments start here), then dispatch: the
+/// AVX2 build when the CPU has it, the portable one otherwise; with or without a source term.
+/// `dst[i − base]` receives point i (UPDATE only).
+fn fused<const UPDATE: bool>(
+    shape: &Shape,
+    src: &[f64],
+    rhs: Option<&[f64]>,
+    dst: &mut [f64],
+    base: usize,
+    r: &Region,
+) -> f64 {
+    let n = shape.n;
+    assert_eq!(
+        src.len(),
+        shape.len,
+        "source array does not have the block's shape"
+    );
+    if let Some(b) = rhs {
+        assert_eq!(
+            b.len(),
+            shape.len,
+            "right-hand side does not have the block's shape"
+        );
+    }
+    for (range, len, axis) in [(&r.x, n.x, "x"), (&r.y, n.y, "y"), (&r.z, n.z, "z")] {
+        assert!(
+            range.start >= 1 && range.start <= range.end && range.end <= len + 1,
+            "{axis} range {range:?} is not inside the owned points 1..={len}"
+        );
+    }
+    if r.is_empty() {
+        return 0.0;
+    }
+    if UPDATE {
+        let first = shape.index(r.x.start, r.y.start, r.z.start);
+        let last = shape.index(r.x.end - 1, r.y.end - 1, r.z.end - 1);
+        assert!(
+            first >= base && last - base < dst.len(),
+            "destination does not hold the region swept"
+        );
+    }
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, detected on the line above (the function's only
-        // precondition).
-        return unsafe { x86::planes::<false>(shape, u, &mut [], zs) };
+        // SAFETY: the only precondition of a `#[target_feature(enable = "avx2")]` function is
+        // that the CPU supports AVX2, detected on the line above; `region`'s own preconditions
+        // are the asserts above.
+        return unsafe {
+            match rhs {
+                Some(b) => x86::region::<UPDATE, true>(shape, src, b, dst, base, r),
+                None => x86::region::<UPDATE, false>(shape, src, &[], dst, base, r),
+            }
+        };
     }
-    portable::<false>(shape, u, &mut [], zs)
+    match rhs {
+        Some(b) => portable::<UPDATE, true>(shape, src, b, dst, base, r),
+        None => portable::<UPDATE, false>(shape, src, &[], dst, base, r),
+    }
 }
 
 /// Sum the four lanes and the four tail lanes, in the fixed order of every path.
@@ -196,35 +285,41 @@ fn total(acc: [f64; 4], tail: [f64; 4]) -> f64 {
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((tail[0] + tail[1]) + (tail[2] + tail[3]))
 }
 
-/// The fused sweep (`UPDATE`) or the residual alone (`!UPDATE`, `dst` empty), portable build.
-fn portable<const UPDATE: bool>(
+/// The fused sweep (`UPDATE`) or the residual alone (`!UPDATE`, `dst` empty), with a source
+/// term (`RHS`, `rhs` of the block's shape) or without, over region `r`: portable build.
+fn portable<const UPDATE: bool, const RHS: bool>(
     shape: &Shape,
     src: &[f64],
+    rhs: &[f64],
     dst: &mut [f64],
-    zs: Range<usize>,
+    base: usize,
+    r: &Region,
 ) -> f64 {
-    let Shape { n, sx, plane, .. } = *shape;
-    let nx = n.x;
-    let base = zs.start * plane;
-    let full = nx - nx % 4;
+    let Shape { sx, plane, .. } = *shape;
+    let m = r.x.len();
+    let full = m - m % 4;
     let (mut acc, mut tail) = ([0.0f64; 4], [0.0f64; 4]);
-    for z in zs {
-        for y in 1..=n.y {
-            let b = shape.index(1, y, z);
-            let xm = &src[b - 1..b - 1 + nx];
-            let xc = &src[b..b + nx];
-            let xp = &src[b + 1..b + 1 + nx];
-            let ym = &src[b - sx..b - sx + nx];
-            let yp = &src[b + sx..b + sx + nx];
-            let zm = &src[b - plane..b - plane + nx];
-            let zp = &src[b + plane..b + plane + nx];
+    for z in r.z.clone() {
+        for y in r.y.clone() {
+            let b = shape.index(r.x.start, y, z);
+            let xm = &src[b - 1..b - 1 + m];
+            let xc = &src[b..b + m];
+            let xp = &src[b + 1..b + 1 + m];
+            let ym = &src[b - sx..b - sx + m];
+            let yp = &src[b + sx..b + sx + m];
+            let zm = &src[b - plane..b - plane + m];
+            let zp = &src[b + plane..b + plane + m];
+            let f: &[f64] = if RHS { &rhs[b..b + m] } else { &[] };
             let out: &mut [f64] = if UPDATE {
-                &mut dst[b - base..b - base + nx]
+                &mut dst[b - base..b - base + m]
             } else {
                 &mut []
             };
-            for i in 0..nx {
-                let s = xm[i] + xp[i] + ym[i] + yp[i] + zm[i] + zp[i];
+            for i in 0..m {
+                let mut s = xm[i] + xp[i] + ym[i] + yp[i] + zm[i] + zp[i];
+                if RHS {
+                    s += f[i];
+                }
                 if UPDATE {
                     out[i] = s * SIXTH;
                 }
@@ -245,32 +340,43 @@ mod x86 {
     //! The fused sweep with AVX2 intrinsics: the portable build's operations, in its order.
     //!
     //! Tried and not kept (no gain on the Zen 3 of the benchmark machine, where this loop and
-    //! a plain C update-only sweep both run at about 4.5 cycles per four points): 2×2
-    //! register blocking of rows (20 loads per 16 points instead of 28), moving additions to
-    //! the FMA pipes as `fma(a, 1, b)`, y-slab cache blocking, in-place sweeps with a plane
-    //! buffer.
+    //! a plain C update-only sweep both run at about 6 cycles per four points, whether the
+    //! arrays sit in L1, L2 or L3): 2×2 register blocking of rows (20 loads per 16 points
+    //! instead of 28), moving additions to the FMA pipes as `fma(a, 1, b)`, y-slab cache
+    //! blocking, in-place sweeps with a plane buffer, rotating separately allocated planes
+    //! (no write-allocate traffic), forming the x ± 1 neighbours by shuffles of the centre
+    //! vectors (five aligned loads instead of seven), two accumulators, a tree-shaped sum.
 
-    use super::{total, Shape, SIXTH};
+    use super::{total, Region, Shape, SIXTH};
     use std::arch::x86_64::*;
-    use std::ops::Range;
 
-    /// The fused sweep (`UPDATE`) or the residual alone (`!UPDATE`, `dst` empty) over the
-    /// owned planes `zs`: each row four points at a time, its last partial chunk masked.
+    /// The fused sweep (`UPDATE`) or the residual alone (`!UPDATE`, `dst` empty), with a
+    /// source term (`RHS`) or without, over region `r`: each row segment four points at a
+    /// time, its last partial chunk masked.
     #[target_feature(enable = "avx2")]
-    pub(super) fn planes<const UPDATE: bool>(
+    pub(super) fn region<const UPDATE: bool, const RHS: bool>(
         shape: &Shape,
         src: &[f64],
+        rhs: &[f64],
         dst: &mut [f64],
-        zs: Range<usize>,
+        base: usize,
+        r: &Region,
     ) -> f64 {
         let Shape { n, sx, plane, len } = *shape;
-        // The preconditions the SAFETY arguments below rest on (checked by the callers too).
-        assert!(src.len() == len && zs.start >= 1 && zs.end <= n.z + 1 && zs.start <= zs.end);
-        assert!(!UPDATE || dst.len() == (zs.end - zs.start) * plane);
-        let base = zs.start * plane;
-        let (u, o) = (src.as_ptr(), dst.as_mut_ptr());
-        let full = n.x - n.x % 4;
-        let rem = n.x - full;
+        // The preconditions the SAFETY arguments below rest on (checked by the caller too).
+        assert!(src.len() == len && (!RHS || rhs.len() == len));
+        assert!(r.x.start >= 1 && r.x.end <= n.x + 1 && r.x.start < r.x.end);
+        assert!(r.y.start >= 1 && r.y.end <= n.y + 1 && r.y.start < r.y.end);
+        assert!(r.z.start >= 1 && r.z.end <= n.z + 1 && r.z.start < r.z.end);
+        if UPDATE {
+            let first = shape.index(r.x.start, r.y.start, r.z.start);
+            let last = shape.index(r.x.end - 1, r.y.end - 1, r.z.end - 1);
+            assert!(first >= base && last - base < dst.len());
+        }
+        let (u, f, o) = (src.as_ptr(), rhs.as_ptr(), dst.as_mut_ptr());
+        let m = r.x.len();
+        let full = m - m % 4;
+        let rem = m - full;
         // Lanes 0..rem of the row's last, partial chunk.
         let mask = _mm256_setr_epi64x(
             if rem > 0 { -1 } else { 0 },
@@ -280,22 +386,23 @@ mod x86 {
         );
         let (sixth, six) = (_mm256_set1_pd(SIXTH), _mm256_set1_pd(6.0));
         let (mut acc, mut tail) = (_mm256_setzero_pd(), _mm256_setzero_pd());
-        for z in zs {
-            for y in 1..=n.y {
-                // Index of the row's first owned point (x = 1).
-                let b = 1 + sx * y + plane * z;
+        for z in r.z.clone() {
+            for y in r.y.clone() {
+                // Index of the row segment's first point.
+                let b = r.x.start + sx * y + plane * z;
                 let mut j = 0;
                 while j < full {
                     let i = b + j;
                     // SAFETY: (1) loads: z ∈ [1, n.z] and y ∈ [1, n.y], so z ± 1 and y ± 1 are
-                    // planes and rows of the array; x runs over [1 + j, 4 + j] ⊆ [1, n.x] and
-                    // x ± 1 ⊆ [0, n.x + 1] < sx: every index i − 1 .. i + 4 ± sx, ± plane
-                    // lies in [0, len) = src (asserted above). (2) store, when UPDATE:
-                    // z ∈ zs, so i − base + 3 < (zs.end − zs.start)·plane = dst.len(); `dst`
-                    // is a unique borrow, no source value aliases it. (3) unaligned loads and
-                    // stores have no alignment requirement.
+                    // planes and rows of the array; x runs over r.x ⊆ [1, n.x], so x ± 1 ⊆
+                    // [0, n.x + 1] < sx: every index i − 1 .. i + 4 ± sx, ± plane lies in
+                    // [0, len) = src (asserted above), and i .. i + 3 in rhs (same length).
+                    // (2) store, when UPDATE: i − base .. i − base + 3 lies between the first
+                    // and last point of the region minus base, inside dst (asserted above);
+                    // `dst` is a unique borrow, no source value aliases it. (3) unaligned loads
+                    // and stores have no alignment requirement.
                     unsafe {
-                        let s = sum6(
+                        let mut s = sum6(
                             _mm256_loadu_pd(u.add(i - 1)),
                             _mm256_loadu_pd(u.add(i + 1)),
                             _mm256_loadu_pd(u.add(i - sx)),
@@ -303,6 +410,9 @@ mod x86 {
                             _mm256_loadu_pd(u.add(i - plane)),
                             _mm256_loadu_pd(u.add(i + plane)),
                         );
+                        if RHS {
+                            s = _mm256_add_pd(s, _mm256_loadu_pd(f.add(i)));
+                        }
                         if UPDATE {
                             _mm256_storeu_pd(o.add(i - base), _mm256_mul_pd(s, sixth));
                         }
@@ -313,11 +423,12 @@ mod x86 {
                 }
                 if rem > 0 {
                     let i = b + full;
-                    // SAFETY: as above for the lanes k < rem, whose points x = 1 + full + k
-                    // ≤ n.x are owned; masked loads and stores touch no memory of the other
-                    // lanes and read zeros there, so those lanes add 0 to `tail`.
+                    // SAFETY: as above for the lanes k < rem, whose points x = r.x.start +
+                    // full + k < r.x.end are in the region; masked loads and stores touch no
+                    // memory of the other lanes and read zeros there, so those lanes add 0 to
+                    // `tail`.
                     unsafe {
-                        let s = sum6(
+                        let mut s = sum6(
                             _mm256_maskload_pd(u.add(i - 1), mask),
                             _mm256_maskload_pd(u.add(i + 1), mask),
                             _mm256_maskload_pd(u.add(i - sx), mask),
@@ -325,6 +436,9 @@ mod x86 {
                             _mm256_maskload_pd(u.add(i - plane), mask),
                             _mm256_maskload_pd(u.add(i + plane), mask),
                         );
+                        if RHS {
+                            s = _mm256_add_pd(s, _mm256_maskload_pd(f.add(i), mask));
+                        }
                         if UPDATE {
                             _mm256_maskstore_pd(o.add(i - base), mask, _mm256_mul_pd(s, sixth));
                         }
@@ -368,7 +482,7 @@ mod x86 {
 /// The reference sweep: the obvious triple loop, one point at a time, residual summed in
 /// point order. Same update bits as [`sweep`]; the residual sum differs only in the order of
 /// the additions.
-pub fn sweep_reference(shape: &Shape, src: &[f64], dst: &mut [f64]) -> f64 {
+pub fn sweep_reference(shape: &Shape, src: &[f64], rhs: Option<&[f64]>, dst: &mut [f64]) -> f64 {
     assert_eq!(src.len(), shape.len);
     assert_eq!(dst.len(), shape.len);
     let Shape { n, sx, plane, .. } = *shape;
@@ -377,12 +491,15 @@ pub fn sweep_reference(shape: &Shape, src: &[f64], dst: &mut [f64]) -> f64 {
         for y in 1..=n.y {
             for x in 1..=n.x {
                 let i = shape.index(x, y, z);
-                let s = src[i - 1]
+                let mut s = src[i - 1]
                     + src[i + 1]
                     + src[i - sx]
                     + src[i + sx]
                     + src[i - plane]
                     + src[i + plane];
+                if let Some(f) = rhs {
+                    s += f[i];
+                }
                 dst[i] = s * SIXTH;
                 let r = s - 6.0 * src[i];
                 res += r * r;
@@ -393,7 +510,7 @@ pub fn sweep_reference(shape: &Shape, src: &[f64], dst: &mut [f64]) -> f64 {
 }
 
 /// The reference residual: Σ r² of `u` in point order.
-pub fn residual_sq_reference(shape: &Shape, u: &[f64]) -> f64 {
+pub fn residual_sq_reference(shape: &Shape, u: &[f64], rhs: Option<&[f64]>) -> f64 {
     assert_eq!(u.len(), shape.len);
     let Shape { n, sx, plane, .. } = *shape;
     let mut res = 0.0;
@@ -401,7 +518,11 @@ pub fn residual_sq_reference(shape: &Shape, u: &[f64]) -> f64 {
         for y in 1..=n.y {
             for x in 1..=n.x {
                 let i = shape.index(x, y, z);
-                let s = u[i - 1] + u[i + 1] + u[i - sx] + u[i + sx] + u[i - plane] + u[i + plane];
+                let mut s =
+                    u[i - 1] + u[i + 1] + u[i - sx] + u[i + sx] + u[i - plane] + u[i + plane];
+                if let Some(f) = rhs {
+                    s += f[i];
+                }
                 let r = s - 6.0 * u[i];
                 res += r * r;
             }
@@ -412,8 +533,8 @@ pub fn residual_sq_reference(shape: &Shape, u: &[f64]) -> f64 {
 
 /// The paper's structure: sweep `u` into `unew` (reference loop), then copy `unew` back into
 /// `u` point by point. Returns Σ r² of the old `u`; afterwards both hold the new iterate.
-pub fn sweep_then_copy(shape: &Shape, u: &mut [f64], unew: &mut [f64]) -> f64 {
-    let res = sweep_reference(shape, u, unew);
+pub fn sweep_then_copy(shape: &Shape, u: &mut [f64], rhs: Option<&[f64]>, unew: &mut [f64]) -> f64 {
+    let res = sweep_reference(shape, u, rhs, unew);
     let n = shape.n;
     for z in 1..=n.z {
         for y in 1..=n.y {
@@ -470,8 +591,8 @@ mod tests {
             let src = noise(sh.len, k as u64 + 1);
             let mut a = noise(sh.len, 99);
             let mut b = a.clone();
-            let ra = sweep(&sh, &src, &mut a);
-            let rb = sweep_reference(&sh, &src, &mut b);
+            let ra = sweep(&sh, &src, None, &mut a);
+            let rb = sweep_reference(&sh, &src, None, &mut b);
             // Same operations in the same order per point: the updates are bit-identical,
             // and points the sweep does not own are untouched.
             assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
@@ -480,10 +601,105 @@ mod tests {
                 (ra - rb).abs() <= sum_bound(n) * rb,
                 "{sh:?}: fused {ra} vs reference {rb}"
             );
-            let rr = residual_sq(&sh, &src);
+            let rr = residual_sq(&sh, &src, None);
             assert!((rr - ra).abs() <= sum_bound(n) * rb, "residual alone {rr}");
-            let rref = residual_sq_reference(&sh, &src);
+            let rref = residual_sq_reference(&sh, &src, None);
             assert_eq!(rref.to_bits(), rb.to_bits());
+        }
+    }
+
+    #[test]
+    fn fused_equals_reference_with_a_source_term() {
+        for (k, sh) in shapes().into_iter().enumerate() {
+            let src = noise(sh.len, k as u64 + 11);
+            let f: Vec<f64> = noise(sh.len, k as u64 + 12)
+                .iter()
+                .map(|v| v - 0.5)
+                .collect();
+            let mut a = vec![0.0; sh.len];
+            let mut b = a.clone();
+            let ra = sweep(&sh, &src, Some(&f), &mut a);
+            let rb = sweep_reference(&sh, &src, Some(&f), &mut b);
+            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+            assert!((ra - rb).abs() <= sum_bound(sh.n.volume()) * rb);
+            // The source term changes the update: it is not silently ignored.
+            let mut c = vec![0.0; sh.len];
+            sweep(&sh, &src, None, &mut c);
+            assert_ne!(a, c);
+            let rr = residual_sq(&sh, &src, Some(&f));
+            assert_eq!(
+                residual_sq_reference(&sh, &src, Some(&f)).to_bits(),
+                rb.to_bits()
+            );
+            assert!((rr - rb).abs() <= sum_bound(sh.n.volume()) * rb);
+        }
+    }
+
+    /// The interior and the boundary shell of a block (the overlapped exchange's two sweeps)
+    /// give the whole-block update bit for bit, and a residual within the summation bound.
+    #[test]
+    fn regions_partition_the_sweep() {
+        for (k, sh) in shapes().into_iter().enumerate() {
+            let n = sh.n;
+            let src = noise(sh.len, k as u64 + 21);
+            let f = noise(sh.len, k as u64 + 22);
+            let mut whole = vec![0.0; sh.len];
+            let rw = sweep(&sh, &src, Some(&f), &mut whole);
+            // Shell of width 1 on the low x, high y and both z sides, as for a block with
+            // neighbours there; the rest is the interior.
+            let inner = Region {
+                x: 2.min(n.x + 1)..n.x + 1,
+                y: 1..n.y.max(1),
+                z: 2.min(n.z + 1)..n.z.max(2),
+            };
+            let mut parts = vec![0.0; sh.len];
+            let mut sum = 0.0;
+            let mut covered = 0;
+            let zs = [
+                1..inner.z.start,
+                inner.z.clone(),
+                inner.z.end.max(inner.z.start)..n.z + 1,
+            ];
+            for (zi, z) in zs.into_iter().enumerate() {
+                let boxes = if zi == 1 {
+                    vec![
+                        Region {
+                            x: 1..inner.x.start,
+                            y: 1..n.y + 1,
+                            z: z.clone(),
+                        },
+                        Region {
+                            x: inner.x.clone(),
+                            y: inner.y.end..n.y + 1,
+                            z: z.clone(),
+                        },
+                        Region {
+                            x: inner.x.clone(),
+                            y: inner.y.clone(),
+                            z: z.clone(),
+                        },
+                    ]
+                } else {
+                    vec![Region::planes(n, z)]
+                };
+                for b in boxes {
+                    covered += b.volume();
+                    sum += sweep_region(&sh, &src, Some(&f), &mut parts, &b);
+                }
+            }
+            assert_eq!(
+                covered,
+                n.volume(),
+                "{n:?}: the regions cover the block once"
+            );
+            assert!(
+                whole
+                    .iter()
+                    .zip(&parts)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{n:?}"
+            );
+            assert!((sum - rw).abs() <= sum_bound(n.volume()) * rw);
         }
     }
 
@@ -496,13 +712,26 @@ mod tests {
             let mut a = vec![0.0; sh.len];
             let mut b = vec![0.0; sh.len];
             let zs = sh.owned_planes();
-            let ra = sweep(&sh, &src, &mut a);
-            let rb = portable::<true>(&sh, &src, &mut b[sh.planes(zs.clone())], zs.clone());
+            let all = Region::all(sh.n);
+            let ra = sweep(&sh, &src, None, &mut a);
+            let rb = portable::<true, false>(&sh, &src, &[], &mut b, 0, &all);
             assert_eq!(a, b);
             assert_eq!(ra.to_bits(), rb.to_bits());
-            let rc = portable::<false>(&sh, &src, &mut [], zs);
+            let rc = portable::<false, false>(&sh, &src, &[], &mut [], 0, &all);
             assert_eq!(rb.to_bits(), rc.to_bits());
-            assert_eq!(residual_sq(&sh, &src).to_bits(), rc.to_bits());
+            assert_eq!(residual_sq(&sh, &src, None).to_bits(), rc.to_bits());
+            // With a source term, on a region that is not row-aligned.
+            let f = noise(sh.len, k as u64 + 8);
+            let reg = Region {
+                x: 1.min(sh.n.x)..sh.n.x + 1,
+                y: 1..sh.n.y + 1,
+                z: zs,
+            };
+            let (mut c, mut d) = (vec![0.0; sh.len], vec![0.0; sh.len]);
+            let rc = sweep_region(&sh, &src, Some(&f), &mut c, &reg);
+            let rd = portable::<true, true>(&sh, &src, &f, &mut d, 0, &reg);
+            assert_eq!(c, d);
+            assert_eq!(rc.to_bits(), rd.to_bits());
         }
     }
 
@@ -511,16 +740,16 @@ mod tests {
         let sh = Shape::new(Dims::new(9, 6, 7));
         let src = noise(sh.len, 3);
         let mut whole = vec![0.0; sh.len];
-        let r = sweep(&sh, &src, &mut whole);
+        let r = sweep(&sh, &src, None, &mut whole);
         let mut parts = vec![0.0; sh.len];
         let mut sum = 0.0;
         for zs in [1..3, 3..4, 4..8] {
             let range = sh.planes(zs.clone());
-            sum += sweep_planes(&sh, &src, &mut parts[range], zs);
+            sum += sweep_planes(&sh, &src, None, &mut parts[range], zs);
         }
         assert_eq!(whole, parts);
         assert!((sum - r).abs() <= sum_bound(sh.n.volume()) * r);
-        assert_eq!(sweep_planes(&sh, &src, &mut [], 3..3), 0.0);
+        assert_eq!(sweep_planes(&sh, &src, None, &mut [], 3..3), 0.0);
     }
 
     #[test]
@@ -529,8 +758,8 @@ mod tests {
         let mut u = noise(sh.len, 5);
         let mut unew = u.clone();
         let mut fused = vec![0.0; sh.len];
-        let rf = sweep(&sh, &u, &mut fused);
-        let rp = sweep_then_copy(&sh, &mut u, &mut unew);
+        let rf = sweep(&sh, &u, None, &mut fused);
+        let rp = sweep_then_copy(&sh, &mut u, None, &mut unew);
         assert!((rf - rp).abs() <= sum_bound(sh.n.volume()) * rp);
         for z in 1..=4 {
             for y in 1..=5 {
@@ -554,9 +783,9 @@ mod tests {
             u[c + d] = 1.0;
         }
         let s = 0.0 + 1.0 + 1.0 + 1.0 + 2.0 + 1.0;
-        assert_eq!(residual_sq(&sh, &u), (s - 12.0) * (s - 12.0));
+        assert_eq!(residual_sq(&sh, &u, None), (s - 12.0) * (s - 12.0));
         let mut out = vec![0.0; sh.len];
-        sweep(&sh, &u, &mut out);
+        sweep(&sh, &u, None, &mut out);
         assert_eq!(out[c], s * SIXTH);
     }
 
@@ -586,6 +815,6 @@ mod tests {
     fn wrong_destination_is_refused() {
         let sh = Shape::new(Dims::cube(3));
         let src = vec![0.0; sh.len];
-        sweep_planes(&sh, &src, &mut [0.0; 4], 1..2);
+        sweep_planes(&sh, &src, None, &mut [0.0; 4], 1..2);
     }
 }

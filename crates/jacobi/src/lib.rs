@@ -42,10 +42,10 @@ pub mod serial;
 pub mod shared;
 pub mod solver;
 
-pub use config::{Config, ConfigError, SizeSpec, SlowRank, Variant};
+pub use config::{Config, ConfigError, Decomp, Exchange, SizeSpec, SlowRank, Variant};
 pub use geometry::{Dims, Face, Geometry, GlobalIdx, LocalIdx, Plan, ProcGrid};
 pub use problem::{Problem, StopCriterion};
-pub use record::{gather_records, run_and_gather, RankRecord, Report, StopReason};
+pub use record::{gather_records, run_and_gather, ExchangeStep, RankRecord, Report, StopReason};
 pub use solver::{run_rank, solve_rank, RankOutcome};
 
 use chan_core::{CommError, CreateError, RecvError, ReduceError, SendError};

@@ -1,6 +1,9 @@
-//! The equations and the stopping criteria, as named choices. Adding a problem (the Poisson
-//! problem of Wang & Gobbert, issue 7) or a criterion (‖u_k − u_{k−1}‖₂ ≤ tol) is a new variant
-//! here; the solvers only ask these types.
+//! The equations and the stopping criteria, as named choices; the solvers only ask these
+//! types. Two problems: the paper's Laplace problem and the Poisson problem of Wang & Gobbert
+//! with its exact solution; two criteria: the paper's relative residual and the absolute
+//! update norm Wang & Gobbert stop on.
+
+use std::f64::consts::PI;
 
 use crate::config::ConfigError;
 use crate::geometry::GlobalIdx;
@@ -22,13 +25,69 @@ pub enum Problem {
         /// C.
         offset: f64,
     },
+    /// Wang & Gobbert ("Performance comparison between blocking and non-blocking
+    /// communications for a three-dimensional Poisson problem"): −Δu = f on the unit cube,
+    /// u = 0 on the boundary, with
+    /// `f = −2π²[cos(2πx)sin²(πy)sin²(πz) + sin²(πx)cos(2πy)sin²(πz) + sin²(πx)sin²(πy)cos(2πz)]`
+    /// so that the exact solution is `u = sin²(πx)sin²(πy)sin²(πz)` (∂²/∂x² sin²(πx) =
+    /// 2π² cos(2πx), so −Δu is exactly f). The 7-point discretisation with h = 1/(N+1) is
+    /// `6u − Σ neighbours = h² f`; one Jacobi sweep is `u_new = (h² f + Σ neighbours)/6`.
+    Poisson,
 }
 
 impl Problem {
-    /// `laplace`.
+    /// `laplace` or `poisson`.
     pub fn name(&self) -> &'static str {
         match self {
             Problem::Laplace { .. } => "laplace",
+            Problem::Poisson => "poisson",
+        }
+    }
+
+    /// The stopping criterion the problem's literature uses, with its default tolerance:
+    /// relative residual < 1e-4 (Bethune et al.), update norm ≤ 1e-6 (Wang & Gobbert).
+    pub fn default_criterion(&self) -> StopCriterion {
+        match self {
+            Problem::Laplace { .. } => StopCriterion::RelativeResidual { tol: 1e-4 },
+            Problem::Poisson => StopCriterion::UpdateNorm { tol: 1e-6 },
+        }
+    }
+
+    /// How often the sync variant tests the criterion by default: every 100 iterations (the
+    /// paper's setting), every iteration for Wang & Gobbert's update norm.
+    pub fn default_check_every(&self) -> u64 {
+        match self {
+            Problem::Laplace { .. } => 100,
+            Problem::Poisson => 1,
+        }
+    }
+
+    /// `h² f` at a point (the right-hand side the sweep adds), or `None` for a problem whose
+    /// interior equations have no source term (the kernels then skip it altogether).
+    pub fn source(&self, pos: [f64; 3], h: f64) -> Option<f64> {
+        match self {
+            Problem::Laplace { .. } => None,
+            Problem::Poisson => {
+                let [x, y, z] = pos;
+                let s2 = |t: f64| (PI * t).sin().powi(2);
+                let c2 = |t: f64| (2.0 * PI * t).cos();
+                let f = -2.0
+                    * PI
+                    * PI
+                    * (c2(x) * s2(y) * s2(z) + s2(x) * c2(y) * s2(z) + s2(x) * s2(y) * c2(z));
+                Some(h * h * f)
+            }
+        }
+    }
+
+    /// The exact solution of the continuous problem at a point, where one is known.
+    pub fn exact(&self, pos: [f64; 3]) -> Option<f64> {
+        match self {
+            Problem::Laplace { .. } => None,
+            Problem::Poisson => {
+                let [x, y, z] = pos;
+                Some((PI * x).sin().powi(2) * (PI * y).sin().powi(2) * (PI * z).sin().powi(2))
+            }
         }
     }
 
@@ -36,7 +95,7 @@ impl Problem {
     pub fn validate(&self) -> Result<(), ConfigError> {
         match *self {
             Problem::Laplace { offset } if !offset.is_finite() => Err(ConfigError::Offset(offset)),
-            Problem::Laplace { .. } => Ok(()),
+            Problem::Laplace { .. } | Problem::Poisson => Ok(()),
         }
     }
 
@@ -51,6 +110,7 @@ impl Problem {
                     offset
                 }
             }
+            Problem::Poisson => 0.0,
         }
     }
 
@@ -58,6 +118,7 @@ impl Problem {
     pub fn initial(&self, _g: GlobalIdx, _pos: [f64; 3]) -> f64 {
         match *self {
             Problem::Laplace { offset } => offset,
+            Problem::Poisson => 0.0,
         }
     }
 }
@@ -71,20 +132,46 @@ pub enum StopCriterion {
         /// The tolerance (default 1e-4).
         tol: f64,
     },
+    /// Wang & Gobbert's: the update of the last sweep, ‖u_k − u_{k−1}‖₂ over every interior
+    /// point (absolute, not scaled by h), is at most `tol`. A Jacobi sweep changes each point
+    /// by exactly its residual / 6 (`u_new − u = (b − A u)/6`), so the norm is the sweep's
+    /// residual norm over 6: the fused kernel already has it, no second pass is needed.
+    UpdateNorm {
+        /// The tolerance (default 1e-6).
+        tol: f64,
+    },
 }
 
 impl StopCriterion {
     /// The tolerance.
     pub fn tol(&self) -> f64 {
         match *self {
-            StopCriterion::RelativeResidual { tol } => tol,
+            StopCriterion::RelativeResidual { tol } | StopCriterion::UpdateNorm { tol } => tol,
         }
     }
 
-    /// The value compared with the tolerance, from the squared global residual norm and the
-    /// squared initial one. A zero initial residual means `u_0` solves the system: 0.
+    /// The same criterion with another tolerance.
+    pub fn with_tol(self, tol: f64) -> Self {
+        match self {
+            StopCriterion::RelativeResidual { .. } => StopCriterion::RelativeResidual { tol },
+            StopCriterion::UpdateNorm { .. } => StopCriterion::UpdateNorm { tol },
+        }
+    }
+
+    /// Short name: `relative_residual` or `update_norm`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StopCriterion::RelativeResidual { .. } => "relative_residual",
+            StopCriterion::UpdateNorm { .. } => "update_norm",
+        }
+    }
+
+    /// The value compared with the tolerance, from the squared global residual norm of an
+    /// iterate and the squared initial one. Relative residual: a zero initial residual means
+    /// `u_0` solves the system (0). Update norm: the norm of the sweep from that iterate.
     pub fn measure(&self, res_sq: f64, res0_sq: f64) -> f64 {
         match self {
+            StopCriterion::UpdateNorm { .. } => res_sq.max(0.0).sqrt() / 6.0,
             StopCriterion::RelativeResidual { .. } => {
                 if res0_sq == 0.0 {
                     if res_sq == 0.0 {
@@ -103,6 +190,7 @@ impl StopCriterion {
     pub fn met(&self, value: f64) -> bool {
         match *self {
             StopCriterion::RelativeResidual { tol } => value < tol,
+            StopCriterion::UpdateNorm { tol } => value <= tol,
         }
     }
 }
@@ -132,5 +220,49 @@ mod tests {
         assert!(c.met(0.5e-4));
         assert!(!c.met(1e-4));
         assert!(!c.met(f64::NAN));
+        let u = StopCriterion::UpdateNorm { tol: 1e-6 };
+        assert_eq!(u.measure(36e-12, 99.0), 1e-6);
+        assert!(u.met(1e-6) && !u.met(1.1e-6) && !u.met(f64::NAN));
+    }
+
+    /// −Δu = f for the Poisson problem's exact solution, checked with a fourth-order central
+    /// difference of the exact solution at a few points (truncation O(δ⁴) ≈ 1e-8 relative,
+    /// rounding ≈ ε/δ² ≈ 1e-10: the bound 1e-6 leaves room for both).
+    #[test]
+    fn poisson_source_is_minus_laplacian_of_its_exact_solution() {
+        let p = Problem::Poisson;
+        let u = |q: [f64; 3]| p.exact(q).unwrap();
+        let d = 1e-2;
+        for q in [
+            [0.3, 0.6, 0.45],
+            [0.1, 0.2, 0.9],
+            [0.5, 0.5, 0.5],
+            [0.77, 0.13, 0.31],
+        ] {
+            let mut lap = 0.0;
+            for a in 0..3 {
+                let at = |k: f64| {
+                    let mut r = q;
+                    r[a] += k * d;
+                    u(r)
+                };
+                lap += (-at(2.0) + 16.0 * at(1.0) - 30.0 * at(0.0) + 16.0 * at(-1.0) - at(-2.0))
+                    / (12.0 * d * d);
+            }
+            let f = p.source(q, 1.0).unwrap();
+            assert!(
+                (-lap - f).abs() <= 1e-6 * f.abs().max(1.0),
+                "at {q:?}: −Δu = {} vs f = {f}",
+                -lap
+            );
+        }
+        assert_eq!(
+            p.boundary(GlobalIdx { x: 0, y: 1, z: 1 }, [0.0, 0.3, 0.3]),
+            0.0
+        );
+        assert!(p.exact([0.0, 0.4, 0.4]).unwrap().abs() < 1e-30);
+        assert!(Problem::Laplace { offset: 0.0 }
+            .source([0.5; 3], 0.1)
+            .is_none());
     }
 }

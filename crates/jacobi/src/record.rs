@@ -101,6 +101,27 @@ pub struct RankRecord {
     pub messages: MessageTotals,
     /// chan-core's statistics of each channel (halo channels, then certification channels).
     pub channels: Vec<serde_json::Value>,
+    /// The largest |u − exact| over this rank's points at the end, where the problem has an
+    /// exact solution.
+    #[serde(default)]
+    pub error_max: Option<f64>,
+    /// The steps of the first overlapped halo exchange, in the order they happened (sync
+    /// `--exchange overlap`): this rank's own diagnostic, not gathered.
+    #[serde(skip)]
+    pub exchange_trace: Vec<ExchangeStep>,
+}
+
+/// A step of an overlapped halo exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExchangeStep {
+    /// Every face's send started.
+    Posted,
+    /// The interior swept (no halo value read).
+    InteriorSwept,
+    /// Every face's message received and unpacked.
+    HalosArrived,
+    /// The boundary shell swept.
+    ShellSwept,
 }
 
 /// f64s hold 6 bytes each when gathering: integers below 2⁴⁸, exact.
@@ -238,6 +259,9 @@ pub struct Report {
     pub certifications: Vec<Certification>,
     /// Sync: rank 0's residual at each check.
     pub history: Vec<(u64, f64)>,
+    /// The largest |u − exact| over the whole grid at the end, where the problem has an exact
+    /// solution (Poisson).
+    pub error_max: Option<f64>,
     /// The run's configuration.
     pub config: RunConfig,
     /// One record per rank.
@@ -292,6 +316,10 @@ impl Report {
             messages,
             certifications: r0.certifications.clone(),
             history: r0.history.clone(),
+            error_max: ranks
+                .iter()
+                .map(|r| r.error_max)
+                .try_fold(0.0f64, |m, e| e.map(|e| m.max(e))),
             config: RunConfig {
                 backend: backend.to_string(),
                 ranks: ranks.len(),
@@ -311,13 +339,21 @@ impl Report {
         let fmt_opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3e}"));
         let mut s = String::new();
         s.push_str(&format!(
-            "aiac run: {} {} on {} rank(s), grid {}, {} points ({} per rank), tol {:.1e}\n",
+            "aiac run: {} {}{} on {} rank(s), grid {}, {} points ({} per rank), {} {:.1e}\n",
             c.config.problem.name(),
             c.config.variant,
+            match c.config.exchange {
+                crate::config::Exchange::Waitall => String::new(),
+                e => format!(" ({} exchange)", e.name()),
+            },
             c.ranks,
             c.process_grid,
             c.global,
             c.local,
+            match c.config.criterion {
+                crate::problem::StopCriterion::RelativeResidual { .. } => "relative residual <",
+                crate::problem::StopCriterion::UpdateNorm { .. } => "‖u_k − u_k−1‖ ≤",
+            },
             self.tol
         ));
         s.push_str(&format!("  backend          {}\n", c.backend));
@@ -338,10 +374,19 @@ impl Report {
             self.messages.superseded
         ));
         s.push_str(&format!(
-            "  residual         reported {}   true {:.3e}\n",
+            "  {:<16} reported {}   true {:.3e}\n",
+            match c.config.criterion {
+                crate::problem::StopCriterion::RelativeResidual { .. } => "residual",
+                crate::problem::StopCriterion::UpdateNorm { .. } => "update norm",
+            },
             fmt_opt(self.residual.reported),
             self.residual.true_residual
         ));
+        if let Some(e) = self.error_max {
+            s.push_str(&format!(
+                "  error (max)      {e:.3e}   against the exact solution\n"
+            ));
+        }
         if !self.certifications.is_empty() {
             let rejected = self.certifications.iter().filter(|c| !c.accepted).count();
             s.push_str(&format!(

@@ -108,6 +108,7 @@ fn record(
     residual: Residuals,
     certifications: Vec<Certification>,
     history: Vec<(u64, f64)>,
+    error_max: Option<f64>,
 ) -> RankRecord {
     RankRecord {
         rank: t,
@@ -126,6 +127,8 @@ fn record(
         history,
         messages: MessageTotals::default(),
         channels: Vec::new(),
+        error_max,
+        exchange_trace: Vec::new(),
     }
 }
 
@@ -136,7 +139,8 @@ fn sync(cfg: &Config, plan: &Plan) -> SharedOutcome {
         procs: ProcGrid(Dims::new(1, 1, 1)),
         local: plan.global,
     };
-    let (mut u, mut next) = Field::new(&whole.geometry(0), &cfg.problem).into_arrays();
+    let (mut u, mut next, rhs) = Field::new(&whole.geometry(0), &cfg.problem).into_arrays();
+    let rhs = rhs.as_deref();
     let sh = Shape::new(plan.global);
     let threads = plan.procs.size();
     let nz = plan.local.z;
@@ -148,7 +152,7 @@ fn sync(cfg: &Config, plan: &Plan) -> SharedOutcome {
     let residual_all = |u: &[f64]| -> f64 {
         let parts: Vec<f64> = ranges
             .par_iter()
-            .map(|zs| kernel::residual_sq_planes(&sh, u, zs.clone()))
+            .map(|zs| kernel::residual_sq_planes(&sh, u, rhs, zs.clone()))
             .collect();
         parts.iter().sum()
     };
@@ -170,7 +174,7 @@ fn sync(cfg: &Config, plan: &Plan) -> SharedOutcome {
                 .enumerate()
                 .map(|(t, (dst, zs))| {
                     let t0 = Instant::now();
-                    let r = kernel::sweep_planes(&sh, &u, dst, zs.clone());
+                    let r = kernel::sweep_planes(&sh, &u, rhs, dst, zs.clone());
                     slow_down(cfg.slowdown_of(t), t0.elapsed());
                     (r, t0.elapsed())
                 })
@@ -216,6 +220,23 @@ fn sync(cfg: &Config, plan: &Plan) -> SharedOutcome {
         true_residual: true_value,
         initial_norm: res0.sqrt(),
     };
+    // Each thread's largest error over its own planes, on the one global array.
+    let global_geom = whole.geometry(0);
+    let slab_error = |zs: &std::ops::Range<usize>| -> Option<f64> {
+        let mut worst = 0.0f64;
+        for z in zs.clone() {
+            for y in 1..=plan.global.y {
+                for x in 1..=plan.global.x {
+                    let l = crate::geometry::LocalIdx { x, y, z };
+                    let exact = cfg
+                        .problem
+                        .exact(global_geom.position(global_geom.to_global(l)))?;
+                    worst = worst.max((u[sh.at(l)] - exact).abs());
+                }
+            }
+        }
+        Some(worst)
+    };
     let records = (0..threads)
         .map(|t| {
             let comm = time.saturating_sub(compute[t]);
@@ -231,6 +252,7 @@ fn sync(cfg: &Config, plan: &Plan) -> SharedOutcome {
                 residual,
                 certs.clone(),
                 history.clone(),
+                slab_error(&ranges[t]),
             )
         })
         .collect();
@@ -517,6 +539,7 @@ fn asynchronous<P: BoundaryPlanes>(
             residual,
             certs,
             Vec::new(),
+            field.error_max(&cfg.problem),
         );
         let vals = field.owned_values();
         (rec, geom, vals)

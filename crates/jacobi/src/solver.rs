@@ -6,11 +6,14 @@
 //! non-blocking reduction (async, racy). So all ranks make the same sequence of collective
 //! calls and no rank waits for another that went a different way.
 
-use crate::config::{Config, Variant};
+use crate::config::{Config, Exchange, Variant};
 use crate::field::Field;
-use crate::geometry::{Face, Geometry};
+use crate::geometry::{Axis, Face, Geometry};
+use crate::kernel::Region;
 use crate::problem::StopCriterion;
-use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
+use crate::record::{
+    Certification, ExchangeStep, MessageTotals, RankRecord, Residuals, StopReason,
+};
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{
@@ -43,9 +46,13 @@ pub fn solve_rank<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankOutcome, 
         .into_iter()
         .filter(|f| geom.neighbours[f.index()].is_some())
         .collect();
+    let (interior, shell) = field.interior_and_shell();
     let mut run = Run {
         cfg,
         rank: ctx.rank(),
+        interior,
+        shell,
+        trace: Vec::with_capacity(4),
         slowdown: cfg.slowdown_of(ctx.rank()),
         faces,
         field,
@@ -76,6 +83,12 @@ pub fn solve_rank<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankOutcome, 
 struct Run<'a> {
     cfg: &'a Config,
     rank: usize,
+    /// The block's points that read no neighbour's halo, and the shell around them (the
+    /// overlapped exchange sweeps them apart; computed once, not per iteration).
+    interior: Region,
+    shell: Vec<Region>,
+    /// The steps of the first overlapped exchange.
+    trace: Vec<ExchangeStep>,
     slowdown: f64,
     /// Faces with a neighbour, in [`Face::ALL`] order; channel k serves `faces[k]`.
     faces: Vec<Face>,
@@ -172,6 +185,106 @@ impl Run<'_> {
         r
     }
 
+    /// Record a step of the first overlapped exchange (no allocation: capacity 4).
+    fn step(&mut self, s: ExchangeStep) {
+        if self.trace.len() < self.trace.capacity() {
+            self.trace.push(s);
+        }
+    }
+
+    /// Sweep some regions into the next iterate (with the slow-rank delay), timed as compute;
+    /// Σ r² of the current iterate over them.
+    fn sweep_regions(&mut self, interior: bool) -> f64 {
+        let t = Instant::now();
+        let r = if interior {
+            self.field.sweep_region(&self.interior)
+        } else {
+            self.shell
+                .iter()
+                .map(|reg| self.field.sweep_region(reg))
+                .sum()
+        };
+        slow_down(self.slowdown, t.elapsed());
+        self.compute += t.elapsed();
+        r
+    }
+
+    /// One sweep with the halo swapped around it, as `--exchange overlap` does: start every
+    /// face's send, sweep the interior (which reads no neighbour's halo) while the messages
+    /// travel, receive and unpack every face, sweep the boundary shell. The iterate is the
+    /// one a swap followed by a whole sweep computes, bit for bit. Σ r² of the start iterate.
+    fn overlapped_sweep<B: Backend>(
+        &mut self,
+        chans: &mut [Channel<B, Sync>],
+    ) -> Result<f64, Error> {
+        let t = Instant::now();
+        for (ch, &face) in chans.iter_mut().zip(&self.faces) {
+            ch.set_iteration(self.it);
+            let field = &self.field;
+            ch.send_with(|buf| field.pack(face, buf))?;
+        }
+        self.comm += t.elapsed();
+        self.step(ExchangeStep::Posted);
+        let inner = self.sweep_regions(true);
+        self.step(ExchangeStep::InteriorSwept);
+        let t = Instant::now();
+        for (ch, &face) in chans.iter_mut().zip(&self.faces) {
+            let m = ch.recv()?;
+            self.field.unpack(face, m.data());
+        }
+        self.comm += t.elapsed();
+        self.step(ExchangeStep::HalosArrived);
+        let outer = self.sweep_regions(false);
+        self.step(ExchangeStep::ShellSwept);
+        self.field.finish_sweep();
+        self.it += 1;
+        Ok(inner + outer)
+    }
+
+    /// A halo swap with synchronous sends and receives one at a time (`--exchange
+    /// blocking`): along each axis, for each direction, ranks at even coordinates send while
+    /// ranks at odd ones receive, then the other way round, so every send meets a receive in
+    /// the same step and no cycle of waiting ranks can form. A send returns once its message
+    /// was taken by the receiving channel (`MPI_Ssend` semantics).
+    fn exchange_blocking<B: Backend>(
+        &mut self,
+        chans: &mut [Channel<B, Sync>],
+    ) -> Result<(), Error> {
+        let t = Instant::now();
+        let coords = self.field.geometry().coords;
+        let channel_of = |faces: &[Face], f: Face| faces.iter().position(|&g| g == f);
+        for axis in [Axis::X, Axis::Y, Axis::Z] {
+            let even = coords[axis.index()] % 2 == 0;
+            for high in [true, false] {
+                let out = Face::new(axis, high);
+                for sending_phase in [true, false] {
+                    // Even ranks send in the first phase, odd ranks in the second.
+                    if even == sending_phase {
+                        if let Some(k) = channel_of(&self.faces, out) {
+                            let ch = &mut chans[k];
+                            ch.set_iteration(self.it);
+                            let field = &self.field;
+                            ch.send_with(|buf| field.pack(out, buf))?;
+                            let mut spins = 0u32;
+                            while ch.in_flight()? > 0 {
+                                ch.check_world()?;
+                                spins = spins.saturating_add(1);
+                                if spins > 4096 {
+                                    std::thread::yield_now();
+                                }
+                            }
+                        }
+                    } else if let Some(k) = channel_of(&self.faces, out.opposite()) {
+                        let m = chans[k].recv()?;
+                        self.field.unpack(out.opposite(), m.data());
+                    }
+                }
+            }
+        }
+        self.comm += t.elapsed();
+        Ok(())
+    }
+
     fn progress(&mut self, value: f64) {
         if self.cfg.progress
             && self.rank == 0
@@ -264,10 +377,19 @@ impl Run<'_> {
             StopReason::Criterion
         } else {
             loop {
-                if !fresh && self.it % self.cfg.halo_every == 0 {
-                    self.exchange(&mut chans)?;
-                }
-                let r = self.sweep();
+                let swap = !fresh && self.it % self.cfg.halo_every == 0;
+                let r = match (swap, self.cfg.exchange) {
+                    (true, Exchange::Overlap) => self.overlapped_sweep(&mut chans)?,
+                    (true, Exchange::Blocking) => {
+                        self.exchange_blocking(&mut chans)?;
+                        self.sweep()
+                    }
+                    (true, Exchange::Waitall) => {
+                        self.exchange(&mut chans)?;
+                        self.sweep()
+                    }
+                    (false, _) => self.sweep(),
+                };
                 fresh = false;
                 last_true = None;
                 if self.it % self.cfg.check_every == 0 {
@@ -453,6 +575,8 @@ impl Run<'_> {
             reductions: self.reductions,
             certifications: self.certifications.clone(),
             history: self.history.clone(),
+            error_max: self.field.error_max(&self.cfg.problem),
+            exchange_trace: self.trace.clone(),
             messages,
             channels: channels
                 .iter()
