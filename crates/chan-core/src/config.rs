@@ -1,6 +1,6 @@
 //! Validated channel parameters.
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, CreateError};
 use serde::Serialize;
 
 /// Tags with this bit set are reserved for aiac's own channels (the tree reduction).
@@ -82,6 +82,45 @@ impl ChannelSpec {
         Ok(ChannelSpec { peer, tag, config })
     }
 
+    /// Check one rank's specs for a collective creation in a world of `size` ranks: every peer
+    /// in `0..size` and not `rank` itself, no (peer, tag) twice. Returns which specs are valid
+    /// and the first error; a backend still joins the collective with the valid ones, so that
+    /// the creation fails on every rank instead of leaving the others waiting.
+    pub fn check_set(
+        rank: usize,
+        size: usize,
+        specs: &[ChannelSpec],
+    ) -> (Vec<bool>, Option<CreateError>) {
+        let mut first = None;
+        let mut seen = std::collections::HashSet::with_capacity(specs.len());
+        let valid = specs
+            .iter()
+            .map(|s| {
+                let bad = if s.peer >= size || s.peer == rank {
+                    Some(CreateError::BadPeer {
+                        rank,
+                        peer: s.peer,
+                        size,
+                    })
+                } else if !seen.insert((s.peer, s.tag)) {
+                    Some(CreateError::Duplicate {
+                        rank,
+                        peer: s.peer,
+                        tag: s.tag,
+                    })
+                } else {
+                    None
+                };
+                let ok = bad.is_none();
+                if let Some(e) = bad {
+                    first.get_or_insert(e);
+                }
+                ok
+            })
+            .collect();
+        (valid, first)
+    }
+
     pub(crate) fn reserved(peer: usize, tag: u32, config: ChannelConfig) -> Self {
         ChannelSpec {
             peer,
@@ -103,6 +142,38 @@ mod tests {
         assert!(ChannelConfig::new(usize::MAX / 2, 4).is_err());
         let c = ChannelConfig::new(2500, 512).unwrap();
         assert_eq!((c.len(), c.max_in_flight()), (2500, 512));
+    }
+
+    #[test]
+    fn set_checks_peers_and_duplicates() {
+        let c = ChannelConfig::new(1, 1).unwrap();
+        let specs = [
+            ChannelSpec::new(1, 0, c).unwrap(),
+            ChannelSpec::new(2, 0, c).unwrap(),
+            ChannelSpec::new(1, 0, c).unwrap(),
+            ChannelSpec::new(0, 5, c).unwrap(),
+            ChannelSpec::new(1, 1, c).unwrap(),
+        ];
+        let (valid, err) = ChannelSpec::check_set(0, 2, &specs);
+        assert_eq!(valid, [true, false, false, false, true]);
+        assert_eq!(
+            err,
+            Some(CreateError::BadPeer {
+                rank: 0,
+                peer: 2,
+                size: 2
+            })
+        );
+        let (valid, err) = ChannelSpec::check_set(0, 3, &specs[..3]);
+        assert_eq!(valid, [true, true, false]);
+        assert_eq!(
+            err,
+            Some(CreateError::Duplicate {
+                rank: 0,
+                peer: 1,
+                tag: 0
+            })
+        );
     }
 
     #[test]

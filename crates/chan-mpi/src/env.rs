@@ -5,7 +5,7 @@ use crate::raw::{self, check, Requests};
 use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
 use crate::transport::{Core, MpiMailbox, MpiRacy, Wire};
 use crate::Mpi;
-use chan_core::transport::{CloseReport, Transport};
+use chan_core::transport::CloseReport;
 use chan_core::{ChannelSpec, CommError, Context, CreateError, ModeKind, ReduceOp, TreeReduction};
 use mpi::ffi;
 use mpi::traits::AsRaw;
@@ -324,6 +324,31 @@ impl MpiCtx {
         unsafe { ffi::MPI_Wtime() }
     }
 
+    /// Collectively create the cores of one set of channel ends, in spec order.
+    fn open_cores(
+        &mut self,
+        mode: ModeKind,
+        specs: &[ChannelSpec],
+    ) -> Result<Vec<Core>, CreateError> {
+        let (set, wires) = self.handshake(mode, specs)?;
+        let racy = mode == ModeKind::Racy;
+        wires
+            .into_iter()
+            .zip(specs)
+            .map(|(w, s)| {
+                let (len, r) = (s.config.len(), s.config.max_in_flight());
+                Ok(Core::new(
+                    w,
+                    Rc::clone(&set),
+                    len,
+                    r,
+                    racy,
+                    &self.sh.requests,
+                )?)
+            })
+            .collect()
+    }
+
     /// The collective creation handshake of one set of channel ends (DESIGN §2): every rank
     /// tells every peer which channels it opens to it (tag, mode, length, R); each end compares
     /// with its peer's list, and a vote makes the creation fail everywhere if it failed
@@ -337,30 +362,7 @@ impl MpiCtx {
         specs: &[ChannelSpec],
     ) -> Result<(Rc<SetComm>, Vec<Wire>), CreateError> {
         let (rank, size, comm) = (self.sh.rank, self.sh.size, self.sh.comm);
-        let mut local_err: Option<CreateError> = None;
-        let mut valid = vec![true; specs.len()];
-        let mut seen = std::collections::HashSet::new();
-        for (i, s) in specs.iter().enumerate() {
-            let bad = if s.peer >= size || s.peer == rank {
-                Some(CreateError::BadPeer {
-                    rank,
-                    peer: s.peer,
-                    size,
-                })
-            } else if !seen.insert((s.peer, s.tag)) {
-                Some(CreateError::Duplicate {
-                    rank,
-                    peer: s.peer,
-                    tag: s.tag,
-                })
-            } else {
-                None
-            };
-            if let Some(e) = bad {
-                valid[i] = false;
-                local_err.get_or_insert(e);
-            }
-        }
+        let (valid, mut local_err) = ChannelSpec::check_set(rank, size, specs);
         // This rank's channels to each peer, sorted by tag: 4 u64 each.
         let mut order: Vec<usize> = (0..specs.len()).filter(|&i| valid[i]).collect();
         order.sort_by_key(|&i| (specs[i].peer, specs[i].tag));
@@ -541,38 +543,19 @@ impl Context for MpiCtx {
         mode: ModeKind,
         specs: &[ChannelSpec],
     ) -> Result<Vec<MpiMailbox>, CreateError> {
-        let (set, wires) = self.handshake(mode, specs)?;
-        let mut out = Vec::with_capacity(specs.len());
-        for (w, s) in wires.into_iter().zip(specs) {
-            let core = Core::new(
-                w,
-                Rc::clone(&set),
-                s.config.len(),
-                s.config.max_in_flight(),
-                false,
-                &self.sh.requests,
-            )?;
-            out.push(MpiMailbox::new(Rc::clone(&self.sh), core));
-        }
-        Ok(out)
+        let cores = self.open_cores(mode, specs)?;
+        Ok(cores
+            .into_iter()
+            .map(|c| MpiMailbox::new(Rc::clone(&self.sh), c))
+            .collect())
     }
 
     fn open_racy(&mut self, specs: &[ChannelSpec]) -> Result<Vec<MpiRacy>, CreateError> {
-        let (set, wires) = self.handshake(ModeKind::Racy, specs)?;
-        let mut out = Vec::with_capacity(specs.len());
-        for (w, s) in wires.into_iter().zip(specs) {
-            let core = Core::new(
-                w,
-                Rc::clone(&set),
-                s.config.len(),
-                s.config.max_in_flight(),
-                true,
-                &self.sh.requests,
-            )?;
-            out.push(MpiRacy::new(Rc::clone(&self.sh), core));
-        }
-        debug_assert!(out.iter().zip(specs).all(|(t, s)| t.peer() == s.peer));
-        Ok(out)
+        let cores = self.open_cores(ModeKind::Racy, specs)?;
+        Ok(cores
+            .into_iter()
+            .map(|c| MpiRacy::new(Rc::clone(&self.sh), c))
+            .collect())
     }
 
     fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<MpiReduction, CreateError> {

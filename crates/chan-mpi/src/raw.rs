@@ -226,13 +226,27 @@ pub(crate) fn cancel_recv(
     Ok(flag != 0)
 }
 
-/// Start a receive of `count` bytes at `buf`.
+/// The point-to-point requests aiac starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// `MPI_Irecv` into the buffer.
+    Recv,
+    /// `MPI_Issend` from the buffer: completes once a receive matched it at the peer.
+    SyncSend,
+    /// `MPI_Isend` from the buffer (standard mode).
+    Send,
+}
+
+/// Start a point-to-point request of `count` bytes at `buf` with `peer`, on `tag` of `comm`,
+/// and count it in `counter`.
 ///
 /// # Safety
-/// `buf` is valid for writes of `count` bytes, and neither moves nor is freed nor read as
-/// plain memory until the request completes or is cancelled (reading it through atomics is
-/// allowed: the racy transport does).
-pub(crate) unsafe fn irecv(
+/// `buf` is valid for `count` bytes (for writes when receiving, reads when sending) and is
+/// neither moved nor freed until the request completes or is cancelled. A receive buffer is
+/// not read as plain memory until then (reading it through atomics is allowed: the racy
+/// transport does); a send buffer is not written until then.
+pub(crate) unsafe fn start(
+    kind: Start,
     buf: *mut c_void,
     count: c_int,
     peer: c_int,
@@ -241,51 +255,26 @@ pub(crate) unsafe fn irecv(
     req: &mut ffi::MPI_Request,
     counter: &Requests,
 ) -> Result<(), CommError> {
-    // SAFETY: the caller keeps buf valid and untouched until completion (this fn's contract).
-    let rc = unsafe { ffi::MPI_Irecv(buf, count, bytes_type(), peer, tag, comm, req) };
-    check(rc, "MPI_Irecv")?;
-    counter.started();
-    Ok(())
-}
-
-/// Start a synchronous-mode send of `count` bytes at `buf` (completes once a receive matched
-/// it at the peer).
-///
-/// # Safety
-/// `buf` is valid for reads of `count` bytes and is neither written, moved nor freed until
-/// the request completes.
-pub(crate) unsafe fn issend(
-    buf: *const c_void,
-    count: c_int,
-    peer: c_int,
-    tag: c_int,
-    comm: ffi::MPI_Comm,
-    req: &mut ffi::MPI_Request,
-    counter: &Requests,
-) -> Result<(), CommError> {
-    // SAFETY: the caller keeps buf valid and unchanged until completion (this fn's contract).
-    let rc = unsafe { ffi::MPI_Issend(buf, count, bytes_type(), peer, tag, comm, req) };
-    check(rc, "MPI_Issend")?;
-    counter.started();
-    Ok(())
-}
-
-/// Start a standard-mode send of `count` bytes at `buf`.
-///
-/// # Safety
-/// As [`issend`].
-pub(crate) unsafe fn isend(
-    buf: *const c_void,
-    count: c_int,
-    peer: c_int,
-    tag: c_int,
-    comm: ffi::MPI_Comm,
-    req: &mut ffi::MPI_Request,
-    counter: &Requests,
-) -> Result<(), CommError> {
-    // SAFETY: the caller keeps buf valid and unchanged until completion (this fn's contract).
-    let rc = unsafe { ffi::MPI_Isend(buf, count, bytes_type(), peer, tag, comm, req) };
-    check(rc, "MPI_Isend")?;
+    let ty = bytes_type();
+    // SAFETY: the caller keeps buf valid and untouched as MPI requires until completion (this
+    // fn's contract); req is a handle MPI writes the new request into.
+    let (rc, call) = unsafe {
+        match kind {
+            Start::Recv => (
+                ffi::MPI_Irecv(buf, count, ty, peer, tag, comm, req),
+                "MPI_Irecv",
+            ),
+            Start::SyncSend => (
+                ffi::MPI_Issend(buf.cast_const(), count, ty, peer, tag, comm, req),
+                "MPI_Issend",
+            ),
+            Start::Send => (
+                ffi::MPI_Isend(buf.cast_const(), count, ty, peer, tag, comm, req),
+                "MPI_Isend",
+            ),
+        }
+    };
+    check(rc, call)?;
     counter.started();
     Ok(())
 }

@@ -135,7 +135,8 @@ impl Core {
         // not read until the request completes (test_ctrl), and is freed only when no request
         // is active (Drop leaks the buffers otherwise).
         unsafe {
-            raw::irecv(
+            raw::start(
+                raw::Start::Recv,
                 ctrl.cast(),
                 8,
                 wire.peer as c_int,
@@ -177,7 +178,8 @@ impl Core {
         // back by `release`), so nothing reads it as plain memory until the receive completes
         // and `poll` reports it; (3) the racy buffer is only ever read through atomics.
         unsafe {
-            raw::irecv(
+            raw::start(
+                raw::Start::Recv,
                 ptr,
                 self.bytes,
                 w.peer as c_int,
@@ -227,8 +229,9 @@ impl Core {
         // owned by the core and is not written again until this send completes and
         // `test_sends` returns it to the free list.
         let started = unsafe {
-            raw::issend(
-                buf.as_ptr().cast(),
+            raw::start(
+                raw::Start::SyncSend,
+                buf.as_mut_ptr().cast(),
                 self.bytes,
                 w.peer as c_int,
                 w.data_tag,
@@ -337,11 +340,12 @@ impl Core {
         self.closing = true;
         *self.ctrl_out = self.sent;
         let w = self.wire;
-        let ctrl: *const u64 = &*self.ctrl_out;
+        let ctrl: *mut u64 = &mut *self.ctrl_out;
         // SAFETY: ctrl_out is a boxed u64 owned by the core, written above and never again;
         // it lives until the request completes (Drop leaks the buffers otherwise).
         unsafe {
-            raw::isend(
+            raw::start(
+                raw::Start::Send,
                 ctrl.cast(),
                 8,
                 w.peer as c_int,
@@ -458,6 +462,18 @@ impl Drop for Core {
 macro_rules! transport_common {
     ($t:ty) => {
         impl $t {
+            pub(crate) fn new(sh: Rc<Shared>, core: Core) -> Self {
+                let (peer, len, r) = (core.peer(), core.len(), core.r());
+                Self {
+                    sh,
+                    core: Some(core),
+                    closing: None,
+                    peer,
+                    len,
+                    r,
+                }
+            }
+
             /// The world's shared state and this end's core, borrowed apart. Only before
             /// `begin_close`, after which the channel calls nothing but `finish_close`.
             fn parts(&mut self) -> (&Shared, &mut Core) {
@@ -579,34 +595,6 @@ pub struct MpiRacy {
 
 transport_common!(MpiMailbox);
 transport_common!(MpiRacy);
-
-impl MpiMailbox {
-    pub(crate) fn new(sh: Rc<Shared>, core: Core) -> Self {
-        let (peer, len, r) = (core.peer(), core.len(), core.r());
-        MpiMailbox {
-            sh,
-            core: Some(core),
-            closing: None,
-            peer,
-            len,
-            r,
-        }
-    }
-}
-
-impl MpiRacy {
-    pub(crate) fn new(sh: Rc<Shared>, core: Core) -> Self {
-        let (peer, len, r) = (core.peer(), core.len(), core.r());
-        MpiRacy {
-            sh,
-            core: Some(core),
-            closing: None,
-            peer,
-            len,
-            r,
-        }
-    }
-}
 
 impl std::fmt::Debug for MpiMailbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -214,12 +214,10 @@ impl Field {
         match face.axis {
             Axis::X => {
                 let mut k = 0;
-                for z in 1..=n.z {
-                    for y in 1..=n.y {
-                        buf[k] = u[sh.index(own, y, z)];
-                        k += 1;
-                    }
-                }
+                on_layer(sh, n, face, own, |i| {
+                    buf[k] = u[i];
+                    k += 1;
+                });
             }
             Axis::Y => {
                 for (z, row) in (1..=n.z).zip(buf.chunks_exact_mut(n.x)) {
@@ -255,37 +253,14 @@ impl Field {
 
     fn unpack_with(&mut self, face: Face, value: impl Fn(usize) -> f64) {
         let (_, halo) = self.layers(face);
-        let (sh, n) = (self.shape, self.geom.local);
+        let (u, next) = (&mut self.u, &mut self.next);
         let mut k = 0;
-        let mut put = |i: usize| {
+        on_layer(&self.shape, self.geom.local, face, halo, |i| {
             let v = value(k);
-            self.u[i] = v;
-            self.next[i] = v;
+            u[i] = v;
+            next[i] = v;
             k += 1;
-        };
-        match face.axis {
-            Axis::X => {
-                for z in 1..=n.z {
-                    for y in 1..=n.y {
-                        put(sh.index(halo, y, z));
-                    }
-                }
-            }
-            Axis::Y => {
-                for z in 1..=n.z {
-                    for x in 1..=n.x {
-                        put(sh.index(x, halo, z));
-                    }
-                }
-            }
-            Axis::Z => {
-                for y in 1..=n.y {
-                    for x in 1..=n.x {
-                        put(sh.index(x, y, halo));
-                    }
-                }
-            }
-        }
+        });
     }
 
     /// Store the owned layer next to `face` into a racy plane (relaxed atomic stores), in the
@@ -293,35 +268,11 @@ impl Field {
     pub fn pack_atomic(&self, face: Face, out: &AtomicF64Slice) {
         assert_eq!(out.len(), self.face_len(face), "pack: wrong view length");
         let (own, _) = self.layers(face);
-        let (sh, n) = (&self.shape, self.geom.local);
         let mut k = 0;
-        let mut put = |i: usize| {
+        on_layer(&self.shape, self.geom.local, face, own, |i| {
             out.store(k, self.u[i]);
             k += 1;
-        };
-        match face.axis {
-            Axis::X => {
-                for z in 1..=n.z {
-                    for y in 1..=n.y {
-                        put(sh.index(own, y, z));
-                    }
-                }
-            }
-            Axis::Y => {
-                for z in 1..=n.z {
-                    for x in 1..=n.x {
-                        put(sh.index(x, own, z));
-                    }
-                }
-            }
-            Axis::Z => {
-                for y in 1..=n.y {
-                    for x in 1..=n.x {
-                        put(sh.index(x, y, own));
-                    }
-                }
-            }
-        }
+        });
     }
 
     /// The two arrays (current iterate, next buffer), both with the halo, and the right-hand
@@ -341,6 +292,35 @@ impl Field {
             }
         }
         out
+    }
+}
+
+/// Call `f` with the array index of every point of the plane `layer` across `face`'s axis,
+/// within the owned range of the two other axes, in message order (those two axes, lower
+/// axis fastest): what [`Field::pack`] sends and the neighbour unpacks.
+fn on_layer(sh: &Shape, n: Dims, face: Face, layer: usize, mut f: impl FnMut(usize)) {
+    match face.axis {
+        Axis::X => {
+            for z in 1..=n.z {
+                for y in 1..=n.y {
+                    f(sh.index(layer, y, z));
+                }
+            }
+        }
+        Axis::Y => {
+            for z in 1..=n.z {
+                for x in 1..=n.x {
+                    f(sh.index(x, layer, z));
+                }
+            }
+        }
+        Axis::Z => {
+            for y in 1..=n.y {
+                for x in 1..=n.x {
+                    f(sh.index(x, y, layer));
+                }
+            }
+        }
     }
 }
 

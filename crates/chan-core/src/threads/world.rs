@@ -9,7 +9,7 @@ use crate::context::Context;
 use crate::error::{CommError, CreateError};
 use crate::mode::ModeKind;
 use crate::reduce::{ReduceOp, TreeReduction};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -295,30 +295,7 @@ impl Shared {
         mode: ModeKind,
         specs: &[ChannelSpec],
     ) -> Result<Vec<PairKind>, CreateError> {
-        let mut local_err: Option<CreateError> = None;
-        let mut seen = HashSet::new();
-        let mut valid = vec![true; specs.len()];
-        for (i, s) in specs.iter().enumerate() {
-            let bad = if s.peer >= self.size || s.peer == rank {
-                Some(CreateError::BadPeer {
-                    rank,
-                    peer: s.peer,
-                    size: self.size,
-                })
-            } else if !seen.insert((s.peer, s.tag)) {
-                Some(CreateError::Duplicate {
-                    rank,
-                    peer: s.peer,
-                    tag: s.tag,
-                })
-            } else {
-                None
-            };
-            if let Some(e) = bad {
-                valid[i] = false;
-                local_err.get_or_insert(e);
-            }
-        }
+        let (valid, mut local_err) = ChannelSpec::check_set(rank, self.size, specs);
 
         // Post every valid end, completing those whose peer is already there.
         let mut outcomes: Vec<Option<Result<PairKind, CreateError>>> = vec![None; specs.len()];
