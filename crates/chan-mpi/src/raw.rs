@@ -237,8 +237,16 @@ pub(crate) enum Start {
     Send,
 }
 
-/// Start a point-to-point request of `count` bytes at `buf` with `peer`, on `tag` of `comm`,
-/// and count it in `counter`.
+/// Where a point-to-point message goes or comes from: a peer, a tag, a communicator.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Route {
+    pub(crate) comm: ffi::MPI_Comm,
+    pub(crate) peer: c_int,
+    pub(crate) tag: c_int,
+}
+
+/// Start a point-to-point request of `count` bytes at `buf` on `route`, and count it in
+/// `counter`.
 ///
 /// # Safety
 /// `buf` is valid for `count` bytes (for writes when receiving, reads when sending) and is
@@ -249,13 +257,11 @@ pub(crate) unsafe fn start(
     kind: Start,
     buf: *mut c_void,
     count: c_int,
-    peer: c_int,
-    tag: c_int,
-    comm: ffi::MPI_Comm,
+    route: Route,
     req: &mut ffi::MPI_Request,
     counter: &Requests,
 ) -> Result<(), CommError> {
-    let ty = bytes_type();
+    let (ty, Route { comm, peer, tag }) = (bytes_type(), route);
     // SAFETY: the caller keeps buf valid and untouched as MPI requires until completion (this
     // fn's contract); req is a handle MPI writes the new request into.
     let (rc, call) = unsafe {

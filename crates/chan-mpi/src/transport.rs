@@ -27,7 +27,7 @@
 //! active (only after an MPI error) leaks its buffers rather than free memory MPI may write.
 
 use crate::env::{SetComm, Shared};
-use crate::raw::{self, Requests};
+use crate::raw::{self, Requests, Route};
 use chan_core::transport::{
     Arrival, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport, Transport,
 };
@@ -54,6 +54,25 @@ pub(crate) struct Wire {
     pub(crate) peer: usize,
     pub(crate) data_tag: c_int,
     pub(crate) ctrl_tag: c_int,
+}
+
+impl Wire {
+    /// Where the channel's messages travel.
+    fn data(&self) -> Route {
+        Route {
+            comm: self.comm,
+            peer: self.peer as c_int,
+            tag: self.data_tag,
+        }
+    }
+
+    /// Where the close announcements travel.
+    fn ctrl(&self) -> Route {
+        Route {
+            tag: self.ctrl_tag,
+            ..self.data()
+        }
+    }
 }
 
 /// Every buffer and request of one channel end, and the close protocol. Methods take the
@@ -139,9 +158,7 @@ impl Core {
                 raw::Start::Recv,
                 ctrl.cast(),
                 8,
-                wire.peer as c_int,
-                wire.ctrl_tag,
-                wire.comm,
+                wire.ctrl(),
                 &mut core.ctrl_in_req,
                 reqs,
             )?;
@@ -182,9 +199,7 @@ impl Core {
                 raw::Start::Recv,
                 ptr,
                 self.bytes,
-                w.peer as c_int,
-                w.data_tag,
-                w.comm,
+                w.data(),
                 &mut self.recv_reqs[slot],
                 reqs,
             )
@@ -233,9 +248,7 @@ impl Core {
                 raw::Start::SyncSend,
                 buf.as_mut_ptr().cast(),
                 self.bytes,
-                w.peer as c_int,
-                w.data_tag,
-                w.comm,
+                w.data(),
                 &mut self.send_reqs[slot],
                 reqs,
             )
@@ -348,9 +361,7 @@ impl Core {
                 raw::Start::Send,
                 ctrl.cast(),
                 8,
-                w.peer as c_int,
-                w.ctrl_tag,
-                w.comm,
+                w.ctrl(),
                 &mut self.ctrl_out_req,
                 reqs,
             )?;
