@@ -1,0 +1,71 @@
+//! # chan-shmem: aiac's channel model over OpenSHMEM
+//!
+//! chan-core's channels, reductions and [`Context`](chan_core::Context) over OpenSHMEM 1.4
+//! (bindings: `openshmem-sys`). Tested against Open MPI 4.1's OSHMEM under `oshrun`.
+//!
+//! ```no_run
+//! use chan_core::traits::*;
+//! use chan_core::{close_all, Async, ChannelConfig, ChannelSpec};
+//! use chan_shmem::ShmemCtx;
+//!
+//! let mut ctx = ShmemCtx::init().expect("SHMEM starts");
+//! let (pe, n) = (ctx.rank(), ctx.size());
+//! let spec = |peer| ChannelSpec::new(peer, 0, ChannelConfig::new(2500, 2).unwrap()).unwrap();
+//! let specs: Vec<_> = [pe.checked_sub(1), Some(pe + 1).filter(|&p| p < n)]
+//!     .into_iter().flatten().map(spec).collect();
+//! // Collective: symmetric memory for the whole set is allocated here, on every PE.
+//! let mut chans = ctx.open::<Async>(&specs).expect("both ends agree");
+//! for ch in &mut chans {
+//!     let _ = ch.try_send(&vec![pe as f64; 2500]); // Full: no free slot at the peer; carry on
+//! }
+//! close_all(chans).expect("closed with the peers");
+//! ctx.finalize().expect("every channel closed");
+//! ```
+//!
+//! ## How the model maps onto OpenSHMEM
+//! Everything remote lives on the **symmetric heap** (puts into static variables were seen
+//! not to arrive until the target called SHMEM; heap puts arrive at once). Symmetric
+//! allocation is collective, so channels are created **as a set**:
+//! [`Context::open`](chan_core::Context::open) exchanges every PE's declarations (`shmem_collect64`), checks
+//! both ends of every channel on every PE, and allocates one region for the set.
+//!
+//! | | SHMEM |
+//! |---|---|
+//! | Sync / Async | R + 1 slots with flags per direction in the receiver's memory: put `[stamp, data]`, `shmem_fence`, put the sequence number as the slot's flag; the receiver polls the next flag and acknowledges each released slot with one put; the sender refills only released slots, so a send never waits once started (nothing is in flight: flow control is the R + 1 slots) |
+//! | Racy | put `[stamp, data]` into the peer's one buffer, `shmem_fence`, put the send count; no flag to wait for; the view reads through atomics |
+//! | close | `begin_close`: fence, put the send total; `finish_close`: wait for the peer's total, count what landed unreported, `shmem_quiet` |
+//! | reduction | chan-core's [`TreeReduction`](chan_core::TreeReduction) over Sync channels (OpenSHMEM 1.4 has no non-blocking reduction) |
+//! | all_reduce / barrier | `shmem_double_{sum,max,min}_to_all` / `shmem_barrier_all` |
+//!
+//! The protocol and its memory ordering are in [`ShmemMailbox`]'s module docs
+//! (`src/transport.rs`).
+//!
+//! ## When memory is freed
+//! A close never calls a collective, so a closed set's memory stays allocated (the peer may
+//! still put into it until it closes too) until [`ShmemCtx::reclaim`], which every
+//! [`Context::open`](chan_core::Context::open) calls first, or [`ShmemCtx::finalize`]. Both
+//! are collective.
+//!
+//! ## Open MPI 4.1
+//! OSHMEM crashes in `shmem_finalize` unless `OMPI_MCA_osc=ucx`; [`ShmemCtx::init`] sets it when
+//! it is unset. As root, `oshrun` needs `OMPI_ALLOW_RUN_AS_ROOT=1
+//! OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1`; more PEs than cores need `--oversubscribe`.
+
+#![warn(missing_docs)]
+
+mod env;
+mod sym;
+mod transport;
+
+pub use env::{FinalizeError, InitError, ShmemCtx};
+pub use transport::{ShmemMailbox, ShmemRacy};
+
+/// The OpenSHMEM backend's marker type.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Shmem;
+
+impl chan_core::transport::Backend for Shmem {
+    const NAME: &'static str = "shmem";
+    type Mailbox = ShmemMailbox;
+    type Racy = ShmemRacy;
+}

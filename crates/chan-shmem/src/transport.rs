@@ -1,0 +1,660 @@
+//! The SHMEM transports: [`ShmemMailbox`] (Sync and Async channels) and [`ShmemRacy`], over
+//! one [`Core`] per channel end.
+//!
+//! ## Memory of a channel end
+//! Each end owns an *inbound region* in its channel set's symmetric allocation, written only by
+//! the peer's puts (and read only by this PE):
+//!
+//! ```text
+//! ctrl   8 words   [CLOSE] peer's total sent + 1 (0 while open)
+//!                  [ACK]   how many of THIS end's messages the peer released, in order
+//!                  [COUNT] racy: sends of the peer that landed in the view
+//! flags  S words   mailbox: flag[k] = sequence number of the message in slot k
+//! slots  S × W     mailbox: S = R + 1 slots of [stamp, payload…], W = 1 + len rounded up to 8
+//!   or   W         racy: one buffer [stamp, payload…]
+//! ```
+//!
+//! The peer knows this region's offset from the creation handshake; since the heap is
+//! symmetric, `base + offset` on this PE is the put target on the peer.
+//!
+//! ## Protocol (the paper's put / fence / flag idiom)
+//! * **Mailbox send** of message `s` (1, 2, …) goes to slot `(s − 1) mod S`: put
+//!   `[stamp, payload]` into the peer's slot, `shmem_fence`, put `s` into the peer's
+//!   `flag[slot]`. The fence orders the data before the flag (OpenSHMEM 1.4, 9.8.1).
+//! * **Mailbox receive**: `poll` reads `flag[(r) mod S]` for the next expected `r + 1`; a match
+//!   means the whole message landed (the fence), and it is reported. Flags carry sequence
+//!   numbers, so they never need clearing: a slot's flag only changes when the sender refills
+//!   it, which it does only after the receiver released it.
+//! * **Acknowledgement**: when the channel releases a slot, the receiver puts into the sender's
+//!   `ACK` how many slots, in sequence order, it released. The sender refills slot
+//!   `(s − 1) mod S` only once message `s − S` was released, so a slot is never written while
+//!   the channel lends it or before a poll reported it. S = R + 1, one more than R, so R can be
+//!   outstanding while the channel holds the message it lent last (chan-core's contract).
+//! * **In flight**: a send is a blocking put into a slot the receiver released, so the message
+//!   is "received into the channel" on arrival, as an MPI `Issend` matched by a posted receive
+//!   is (chan-core allows acknowledgement on arrival): nothing stays in flight, and the flow
+//!   control is the R + 1 slots. A poll therefore finds at most R + 1 new messages. No
+//!   acknowledgement is put when a poll reports a message: the only ack is the release's, and
+//!   Sync's release happens at the start of the next receive, off the critical path.
+//! * **Racy**: put `[stamp, payload]` into the peer's one buffer with no flag to wait for,
+//!   `shmem_fence`, put the running send count into the peer's `COUNT`. The view reads the
+//!   buffer through atomics. A send lands straight in the view, so nothing is ever in flight.
+//! * **Close**: `begin_close` puts a fence and then `sent + 1` into the peer's `CLOSE`: every
+//!   earlier put of this end (data, flags, acks) is delivered before the peer sees it.
+//!   `finish_close` waits for the peer's `CLOSE`; by the fence, everything the peer sent has
+//!   then landed, so the messages no poll reported are counted (and their flags checked) as
+//!   drained; then `shmem_quiet` completes this end's own puts. Neither half calls a
+//!   collective. `Drop` without a close runs `begin_close` and never waits.
+//!
+//! ## Memory ordering
+//! Words the peer writes (`ctrl`, `flags`, the racy buffer) are read only through atomics.
+//! A flag is loaded with `Acquire`, so the reads of the slot that follow are not hoisted above
+//! it; the sender's `shmem_fence` is the other half (the data is delivered before the flag).
+//! The same holds for `COUNT` and `CLOSE`. `ACK` is loaded `Relaxed`: the sender reads no
+//! memory the ack publishes, it only learns that it may put again.
+//!
+//! Control words are written with `shmem_uint64_p`, not atomics: an aligned 8-byte put lands
+//! whole with Open MPI's UCX transports (copies into mapped memory, RDMA), which is what the
+//! readers rely on; OpenSHMEM 1.4 promises it only for its atomic operations, which UCX may
+//! emulate with messages that need the target's progress, so they are avoided. Racy payload
+//! elements likewise land as whole aligned words (chan-core's `AtomicF64Slice::from_raw`
+//! condition), which `tests/shmem_checks.rs`'s `racy_stress` checks for 32 KB messages.
+//!
+//! A peer's puts can target this region until the peer has closed its end, so the region is
+//! freed only collectively, once every PE has closed every end of the set (see
+//! [`crate::ShmemCtx::reclaim`]).
+
+use crate::env::{SetMem, Shared};
+use crate::sym::{atomic_at, fence, put, put_word, quiet, shmem_err};
+use chan_core::transport::{
+    Arrival, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport, Transport,
+};
+use chan_core::{AtomicF64Slice, CommError};
+use std::os::raw::c_int;
+use std::rc::Rc;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+/// Words of the control block.
+pub(crate) const CTRL_WORDS: usize = 8;
+const CLOSE: usize = 0;
+const ACK: usize = 1;
+const COUNT: usize = 2;
+
+/// Messages up to this many elements are copied into the staging slot and put at once; longer
+/// ones are put straight from the caller's slice, and the stamp by a second small put.
+const STAGE_MAX: usize = 256;
+
+fn round8(w: usize) -> usize {
+    w.div_ceil(8) * 8
+}
+
+/// The shape of one end's inbound region, in 8-byte words.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    pub(crate) len: usize,
+    pub(crate) r: usize,
+    pub(crate) racy: bool,
+}
+
+impl Shape {
+    /// Receive slots: R + 1 (mailbox) or one buffer (racy).
+    pub(crate) fn slots(&self) -> usize {
+        if self.racy {
+            1
+        } else {
+            self.r + 1
+        }
+    }
+    /// Words per slot: stamp and payload, rounded up to a cache line.
+    pub(crate) fn stride(&self) -> usize {
+        round8(1 + self.len)
+    }
+    fn flags_words(&self) -> usize {
+        if self.racy {
+            0
+        } else {
+            round8(self.slots())
+        }
+    }
+    /// Words of the whole region (a multiple of 8, so regions stay cache-line aligned).
+    pub(crate) fn words(&self) -> Option<usize> {
+        self.slots()
+            .checked_mul(self.stride())?
+            .checked_add(CTRL_WORDS + self.flags_words())
+    }
+}
+
+/// Addresses of one inbound region: local on this PE, or (same numbers) the put targets on the
+/// peer for the peer's region.
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    ctrl: *mut u64,
+    flags: *mut u64,
+    slots: *mut u64,
+}
+
+impl Region {
+    /// # Safety
+    /// `base + offset` starts a region of `shape` inside a live symmetric allocation.
+    unsafe fn at(base: *mut u64, offset: usize, shape: &Shape) -> Self {
+        // SAFETY: (caller) every offset below stays inside the region.
+        unsafe {
+            let ctrl = base.add(offset);
+            let flags = ctrl.add(CTRL_WORDS);
+            Region {
+                ctrl,
+                flags,
+                slots: flags.add(shape.flags_words()),
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    /// `begin_close` ran: this end puts nothing more.
+    Closing,
+    /// `finish_close` ran.
+    Closed,
+}
+
+/// One channel end: its inbound region, the peer's, and the counts of both protocols.
+pub(crate) struct Core {
+    /// Keeps SHMEM initialised, and the set's memory allocated, while this end exists.
+    _sh: Rc<Shared>,
+    /// Keeps this end counted as open in its set until dropped.
+    set: Rc<SetMem>,
+    peer: usize,
+    pe: c_int,
+    shape: Shape,
+    slots: usize,
+    stride: usize,
+    local: Region,
+    remote: Region,
+    /// `[stamp, payload]` of the next send; allocated once.
+    staging: Box<[f64]>,
+    // Sending side.
+    sent: u64,
+    // Receiving side.
+    reported: u64,
+    released: u64,
+    /// Slots released out of sequence order, waiting for the ones before them.
+    release_mark: Box<[bool]>,
+    last_ack: u64,
+    /// Racy: sends counted by polls so far.
+    racy_seen: u64,
+    state: State,
+}
+
+impl Core {
+    /// An end over `set`: this PE's inbound region at `mine`, the peer's at `theirs` (word
+    /// offsets from the handshake).
+    pub(crate) fn new(
+        sh: Rc<Shared>,
+        set: Rc<SetMem>,
+        peer: usize,
+        shape: Shape,
+        mine: usize,
+        theirs: usize,
+    ) -> Self {
+        let base = set.base();
+        debug_assert!(mine + shape.words().unwrap_or(0) <= set.words());
+        debug_assert!(theirs + shape.words().unwrap_or(0) <= set.words());
+        // SAFETY: the handshake placed both regions of `shape` inside the set's allocation,
+        // whose size is the largest any PE needs (the same on every PE).
+        let (local, remote) = unsafe {
+            (
+                Region::at(base, mine, &shape),
+                Region::at(base, theirs, &shape),
+            )
+        };
+        set.opened();
+        Core {
+            _sh: sh,
+            set,
+            peer,
+            pe: peer as c_int,
+            slots: shape.slots(),
+            stride: shape.stride(),
+            shape,
+            local,
+            remote,
+            staging: vec![0.0; 1 + shape.len].into_boxed_slice(),
+            sent: 0,
+            reported: 0,
+            released: 0,
+            release_mark: vec![false; shape.slots()].into_boxed_slice(),
+            last_ack: 0,
+            racy_seen: 0,
+            state: State::Open,
+        }
+    }
+
+    fn ctrl(&self, i: usize) -> &std::sync::atomic::AtomicU64 {
+        debug_assert!(i < CTRL_WORDS);
+        // SAFETY: ctrl words lie in this end's region of a live set (the Rc keeps it); Rust
+        // reads them only through atomics; the peer writes whole aligned words.
+        unsafe { atomic_at(self.local.ctrl.add(i)) }
+    }
+
+    fn flag(&self, slot: usize) -> &std::sync::atomic::AtomicU64 {
+        debug_assert!(slot < self.slots && !self.shape.racy);
+        // SAFETY: as ctrl: flags of this end's region, atomics only.
+        unsafe { atomic_at(self.local.flags.add(slot)) }
+    }
+
+    /// The word offset of slot `k` from the start of the slots.
+    fn slot_off(&self, k: usize) -> usize {
+        debug_assert!(k < self.slots);
+        k * self.stride
+    }
+
+    fn check_open(&self, call: &'static str) -> Result<(), CommError> {
+        if self.state == State::Open {
+            Ok(())
+        } else {
+            Err(shmem_err(call, "the channel end is closing"))
+        }
+    }
+
+    /// Messages this end sent whose slots the peer has not released: at most S.
+    fn unreleased(&self) -> u64 {
+        // Relaxed: the ack only permits further puts; it publishes no data this PE reads (the
+        // peer finished reading the slot before it put the ack).
+        let released = self.ctrl(ACK).load(Relaxed);
+        self.sent.saturating_sub(released)
+    }
+
+    /// Always 0: a send lands in a released slot of the peer as it returns (see the module
+    /// docs), so nothing is ever in flight.
+    pub(crate) fn in_flight(&mut self) -> usize {
+        0
+    }
+
+    /// True when the slot of the next message is released (mailbox); always (racy).
+    pub(crate) fn can_send(&mut self) -> bool {
+        self.shape.racy || self.unreleased() < self.slots as u64
+    }
+
+    /// The peer's address of the slot message `seq` goes to.
+    fn remote_slot(&self, seq: u64) -> *mut u64 {
+        let k = if self.shape.racy {
+            0
+        } else {
+            ((seq - 1) % self.slots as u64) as usize
+        };
+        // SAFETY: slot k of the peer's region, inside the set (see Core::new).
+        unsafe { self.remote.slots.add(self.slot_off(k)) }
+    }
+
+    /// After the message's words are put: order them before its flag or count, and publish.
+    fn publish(&mut self, seq: u64) {
+        fence();
+        let target = if self.shape.racy {
+            // SAFETY: the peer's COUNT word, read there through atomics only.
+            unsafe { self.remote.ctrl.add(COUNT) }
+        } else {
+            let k = ((seq - 1) % self.slots as u64) as usize;
+            // SAFETY: flag k of the peer's region, read there through atomics only.
+            unsafe { self.remote.flags.add(k) }
+        };
+        // SAFETY: see the two cases above.
+        unsafe { put_word(target, seq, self.pe) };
+        self.sent = seq;
+    }
+
+    pub(crate) fn send_with<F: FnOnce(&mut [f64])>(
+        &mut self,
+        header: Header,
+        fill: F,
+    ) -> Result<(), CommError> {
+        self.check_open("send")?;
+        let seq = self.sent + 1;
+        debug_assert_eq!(header.seq, seq, "the channel and its transport count alike");
+        debug_assert!(self.can_send(), "send only after can_send");
+        self.staging[0] = f64::from_bits(header.stamp);
+        fill(&mut self.staging[1..]);
+        let dst = self.remote_slot(seq);
+        // SAFETY: the slot on the peer is free (can_send: its previous message was released,
+        // or racy, where the view is read through atomics only) and holds 1 + len words; the
+        // staging buffer holds 1 + len f64.
+        unsafe {
+            put(
+                dst.cast(),
+                self.staging.as_ptr().cast(),
+                self.staging.len() * 8,
+                self.pe,
+            )
+        };
+        self.publish(seq);
+        Ok(())
+    }
+
+    pub(crate) fn send_from(&mut self, header: Header, data: &[f64]) -> Result<(), CommError> {
+        if data.len() <= STAGE_MAX {
+            return self.send_with(header, |b| b.copy_from_slice(data));
+        }
+        self.check_open("send")?;
+        let seq = self.sent + 1;
+        debug_assert_eq!(header.seq, seq, "the channel and its transport count alike");
+        debug_assert_eq!(data.len(), self.shape.len);
+        debug_assert!(self.can_send(), "send only after can_send");
+        let dst = self.remote_slot(seq);
+        // SAFETY: as in send_with: a free slot of 1 + len words on the peer; the payload goes
+        // to words 1.., the stamp to word 0; `data` holds len f64.
+        unsafe {
+            put(
+                dst.add(1).cast(),
+                data.as_ptr().cast(),
+                data.len() * 8,
+                self.pe,
+            );
+            put_word(dst, header.stamp, self.pe);
+        }
+        self.publish(seq);
+        Ok(())
+    }
+
+    /// Tell the sender how many of its messages' slots this end released, if that changed.
+    fn send_ack(&mut self) {
+        if self.released != self.last_ack && self.state == State::Open {
+            // SAFETY: the peer's ACK word, read there through atomics only.
+            unsafe { put_word(self.remote.ctrl.add(ACK), self.released, self.pe) };
+            self.last_ack = self.released;
+        }
+    }
+
+    /// Mailbox: report every message that landed since the last poll.
+    pub(crate) fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
+        self.check_open("poll")?;
+        let before = self.reported;
+        loop {
+            let seq = self.reported + 1;
+            let k = ((seq - 1) % self.slots as u64) as usize;
+            // Acquire: pairs with the sender's fence between its data put and this flag put;
+            // the slot reads below happen after the flag was seen.
+            if self.flag(k).load(Acquire) != seq {
+                break;
+            }
+            // SAFETY: slot k's stamp word; the message is complete (flag seen) and the sender
+            // writes the slot again only after this end releases it.
+            let stamp = unsafe { *self.local.slots.add(self.slot_off(k)) };
+            out.push(Arrival {
+                slot: k,
+                header: Header { seq, stamp },
+            });
+            self.reported = seq;
+            if self.reported - before == self.slots as u64 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Mailbox: the payload of a reported, unreleased slot.
+    pub(crate) fn data(&self, slot: usize) -> &[f64] {
+        debug_assert!(slot < self.slots);
+        // SAFETY: the slot's payload, len f64 inside this end's region; it was reported by
+        // poll and is not released while the returned borrow of self lives (release takes
+        // &mut self), so the sender does not write it meanwhile.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.local.slots.add(self.slot_off(slot) + 1).cast::<f64>(),
+                self.shape.len,
+            )
+        }
+    }
+
+    /// Mailbox: the channel gives a slot back.
+    pub(crate) fn release(&mut self, slot: usize) -> Result<(), CommError> {
+        if self.state != State::Open {
+            // After begin_close the sender puts no more; nothing to acknowledge.
+            return Ok(());
+        }
+        if slot >= self.slots || self.release_mark[slot] {
+            return Err(shmem_err("release", format!("slot {slot} is not held")));
+        }
+        self.release_mark[slot] = true;
+        // Advance over every slot released, in sequence order.
+        while self.released < self.reported {
+            let k = (self.released % self.slots as u64) as usize;
+            if !self.release_mark[k] {
+                break;
+            }
+            self.release_mark[k] = false;
+            self.released += 1;
+        }
+        self.send_ack();
+        Ok(())
+    }
+
+    /// Racy: sends that landed since the last poll, and the stamp in the buffer now.
+    pub(crate) fn poll_racy(&mut self) -> RacyPoll {
+        // Acquire: pairs with the sender's fence before its COUNT put.
+        let count = self.ctrl(COUNT).load(Acquire);
+        let arrived = count.saturating_sub(self.racy_seen);
+        if arrived == 0 {
+            return RacyPoll::default();
+        }
+        self.racy_seen = count;
+        // SAFETY: the racy buffer's stamp word, written by the peer's puts; atomics only.
+        let stamp = unsafe { atomic_at(self.local.slots) }.load(Relaxed);
+        RacyPoll { arrived, stamp }
+    }
+
+    /// Racy: the buffer's payload through atomics.
+    pub(crate) fn view(&self) -> &AtomicF64Slice {
+        // SAFETY: (1) len f64 after the stamp word, aligned, inside this end's region for as
+        // long as self (the Rc keeps the set alive); (2) Rust reads and writes this memory
+        // only through atomics (this view and the stamp load); the peer's puts are 8-byte
+        // aligned whole-word stores.
+        unsafe { AtomicF64Slice::from_raw(self.local.slots.add(1).cast::<f64>(), self.shape.len) }
+    }
+
+    /// The peer's announced total, once its close arrived.
+    pub(crate) fn peer_total(&self) -> Option<u64> {
+        // Acquire: pairs with the peer's fence before its CLOSE put, so every message it sent
+        // is visible once this is.
+        let v = self.ctrl(CLOSE).load(Acquire);
+        v.checked_sub(1)
+    }
+
+    /// Announce this end's total and put nothing more. Never waits.
+    pub(crate) fn begin_close(&mut self) {
+        if self.state != State::Open {
+            return;
+        }
+        self.state = State::Closing;
+        fence();
+        // SAFETY: the peer's CLOSE word, read there through atomics only.
+        unsafe { put_word(self.remote.ctrl.add(CLOSE), self.sent + 1, self.pe) };
+    }
+
+    /// Wait for the peer's announcement, count what it sent that no poll reported, complete
+    /// this end's puts.
+    pub(crate) fn finish_close(&mut self) -> Result<CloseReport, CommError> {
+        if self.state != State::Closing {
+            return Err(shmem_err("close", "finish_close without begin_close"));
+        }
+        let total = loop {
+            if let Some(t) = self.peer_total() {
+                break t;
+            }
+            std::hint::spin_loop();
+        };
+        self.state = State::Closed;
+        let seen = if self.shape.racy {
+            self.racy_seen
+        } else {
+            self.reported
+        };
+        let drained = total.checked_sub(seen).ok_or_else(|| {
+            shmem_err(
+                "close",
+                format!(
+                    "peer PE {} announced {total} messages but {seen} arrived",
+                    self.peer
+                ),
+            )
+        })?;
+        // Every message the peer sent landed before its CLOSE (its fence): check it. Acquire:
+        // pairs with the peer's fence before each flag / COUNT put, as in poll.
+        let landed = if self.shape.racy {
+            self.ctrl(COUNT).load(Acquire) == total
+        } else {
+            drained <= self.slots as u64
+                && (seen + 1..=total).all(|s| {
+                    self.flag(((s - 1) % self.slots as u64) as usize)
+                        .load(Acquire)
+                        == s
+                })
+        };
+        if !landed {
+            return Err(shmem_err(
+                "close",
+                format!(
+                    "peer PE {} announced {total} messages, not all of them landed",
+                    self.peer
+                ),
+            ));
+        }
+        quiet();
+        Ok(CloseReport {
+            peer_sent: total,
+            drained,
+        })
+    }
+
+    pub(crate) fn peer(&self) -> usize {
+        self.peer
+    }
+    pub(crate) fn shape(&self) -> Shape {
+        self.shape
+    }
+    pub(crate) fn sent(&self) -> u64 {
+        self.sent
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        // Dropped without a close: announce it so the peer's close completes. The region stays
+        // allocated (the peer may still put into it) until a collective reclaim or finalize.
+        self.begin_close();
+        self.set.closed();
+    }
+}
+
+macro_rules! transport_common {
+    ($t:ty) => {
+        impl Transport for $t {
+            fn peer(&self) -> usize {
+                self.core.peer()
+            }
+            fn msg_len(&self) -> usize {
+                self.core.shape().len
+            }
+            fn max_in_flight(&self) -> usize {
+                self.core.shape().r
+            }
+            fn in_flight(&mut self) -> Result<usize, CommError> {
+                Ok(self.core.in_flight())
+            }
+            fn can_send(&mut self) -> Result<bool, CommError> {
+                Ok(self.core.can_send())
+            }
+            fn send_with<F: FnOnce(&mut [f64])>(
+                &mut self,
+                header: Header,
+                fill: F,
+            ) -> Result<(), CommError> {
+                self.core.send_with(header, fill)
+            }
+            fn send_from(&mut self, header: Header, data: &[f64]) -> Result<(), CommError> {
+                self.core.send_from(header, data)
+            }
+            fn peer_closed(&mut self) -> bool {
+                self.core.peer_total().is_some()
+            }
+            /// Busy-poll: the wait is for a word a peer's put changes in local memory; a
+            /// `sched_yield` between loads only delays seeing it.
+            fn relax(&mut self, _spins: u32) {
+                std::hint::spin_loop();
+            }
+            fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
+                debug_assert_eq!(
+                    sent,
+                    self.core.sent(),
+                    "the channel and its transport count alike"
+                );
+                self.core.begin_close();
+                Ok(())
+            }
+            fn finish_close(&mut self) -> Result<CloseReport, CommError> {
+                self.core.finish_close()
+            }
+        }
+
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($t))
+                    .field("peer", &self.core.peer())
+                    .field("len", &self.core.shape().len)
+                    .field("max_in_flight", &self.core.shape().r)
+                    .finish()
+            }
+        }
+    };
+}
+
+/// One end of a Sync or Async channel over OpenSHMEM.
+pub struct ShmemMailbox {
+    core: Core,
+}
+
+/// One end of a Racy channel over OpenSHMEM.
+pub struct ShmemRacy {
+    core: Core,
+}
+
+transport_common!(ShmemMailbox);
+transport_common!(ShmemRacy);
+
+impl ShmemMailbox {
+    pub(crate) fn new(core: Core) -> Self {
+        debug_assert!(!core.shape().racy);
+        ShmemMailbox { core }
+    }
+}
+
+impl ShmemRacy {
+    pub(crate) fn new(core: Core) -> Self {
+        debug_assert!(core.shape().racy);
+        ShmemRacy { core }
+    }
+}
+
+impl MailboxTransport for ShmemMailbox {
+    fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
+        self.core.poll(out)
+    }
+    fn data(&self, slot: usize) -> &[f64] {
+        self.core.data(slot)
+    }
+    fn release(&mut self, slot: usize) -> Result<(), CommError> {
+        self.core.release(slot)
+    }
+    fn peer_sent_total(&mut self) -> Option<u64> {
+        self.core.peer_total()
+    }
+}
+
+impl RacyTransport for ShmemRacy {
+    fn poll(&mut self) -> Result<RacyPoll, CommError> {
+        Ok(self.core.poll_racy())
+    }
+    fn view(&self) -> &AtomicF64Slice {
+        self.core.view()
+    }
+}

@@ -1,0 +1,621 @@
+//! chan-core's backend-generic semantic checks, and the SHMEM backend's own, under real
+//! `oshrun` with 1 to 4 PEs.
+//!
+//! `cargo test` runs this binary without a launcher; it then starts itself again under
+//! `timeout … oshrun --oversubscribe -np N` once per case and judges each run by its exit
+//! status (a hang is killed by the timeout and reported). Under oshrun it runs the case named
+//! on its command line on every PE; a PE whose check fails prints why and calls
+//! `shmem_global_exit`, so no PE waits forever for a dead peer. Every case ends with
+//! `ShmemCtx::finalize`, which fails if a channel is still open.
+//!
+//! `cargo test -p chan-shmem --all-features --test shmem_checks [-- FILTER]`
+
+use chan_core::testkit::{self, decode, encode, Check};
+use chan_core::traits::*;
+use chan_core::{
+    close_all, Async, ChannelConfig, ChannelSpec, CreateError, Racy, ReduceOp, Sync, TrySendError,
+};
+use chan_shmem::ShmemCtx;
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+/// Each case, the PE counts it runs with, and its time limit in seconds.
+const CASES: &[(&str, &[usize], u64)] = &[
+    ("async_semantics", &[2, 3, 4], 60),
+    ("sync_semantics", &[2, 3, 4], 60),
+    ("racy_semantics", &[2, 3, 4], 60),
+    ("mismatched_ends", &[2, 3, 4], 30),
+    ("send_before_recv_8B_20KB_4MB", &[2, 3, 4], 30),
+    ("reductions_match_serial", &[1, 2, 3, 4], 30),
+    ("close_with_traffic", &[2, 3, 4], 60),
+    ("racy_stress", &[2, 3, 4], 60),
+    ("async_held_message_intact", &[2, 3], 60),
+    ("creation_errors", &[2, 3], 30),
+    ("reclaim_after_close", &[2, 3], 30),
+    ("drop_without_close", &[2, 3, 4], 30),
+    ("jacobi_sync_matches_serial", &[2, 4], 60),
+];
+
+/// Messages in flight both ways, `close`, then `shmem_finalize`: this many separate jobs.
+const CLOSE_FINALIZE_JOBS: usize = 20;
+
+fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
+    match case {
+        "async_semantics" => {
+            for (len, r) in [(1, 1), (7, 2), (2500, 3), (64, 8)] {
+                testkit::async_semantics(ctx, 1000, len, r)?;
+            }
+            Ok(())
+        }
+        "sync_semantics" => {
+            for (len, r) in [(1, 1), (13, 3), (2500, 2)] {
+                testkit::sync_semantics(ctx, 150, len, r)?;
+            }
+            Ok(())
+        }
+        "racy_semantics" => {
+            for len in [1, 33, 2500] {
+                testkit::racy_semantics(ctx, 1000, len)?;
+            }
+            Ok(())
+        }
+        "mismatched_ends" => testkit::mismatched_ends(ctx),
+        "send_before_recv_8B_20KB_4MB" => testkit::send_before_recv(ctx, &[1, 2500, 524_288]),
+        "reductions_match_serial" => {
+            testkit::reductions_match_serial(ctx, 30, 5)?;
+            // Longer than one chunk of the blocking all-reduce's symmetric scratch.
+            testkit::reductions_match_serial(ctx, 3, 1500)
+        }
+        "close_with_traffic" => testkit::close_with_traffic(ctx, 40, 16),
+        "racy_stress" => racy_stress(ctx),
+        "async_held_message_intact" => async_held_message_intact(ctx),
+        "creation_errors" => creation_errors(ctx),
+        "reclaim_after_close" => reclaim_after_close(ctx),
+        "close_then_finalize" => close_then_finalize(ctx),
+        "drop_without_close" => drop_without_close(ctx),
+        "jacobi_sync_matches_serial" => jacobi_sync_matches_serial(ctx),
+        other => Err(format!("unknown case {other}")),
+    }
+}
+
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)*) => {
+        let holds: bool = $cond;
+        if !holds {
+            return Err(format!($($fmt)*));
+        }
+    };
+}
+
+fn ring_specs(ctx: &ShmemCtx, len: usize, r: usize) -> Vec<ChannelSpec> {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let cfg = ChannelConfig::new(len, r).expect("valid");
+    let next = (rank + 1) % size;
+    let prev = (rank + size - 1) % size;
+    vec![
+        ChannelSpec::new(next, rank as u32, cfg).expect("valid"),
+        ChannelSpec::new(prev, prev as u32, cfg).expect("valid"),
+    ]
+}
+
+/// PEs in pairs (0,1), (2,3): both ends of each pair put into each other's racy view as fast
+/// as they can (32 KB messages, so reads overlap puts) while reading it. Every element read is
+/// a value some put wrote to that element (or the initial 0); per element the sends only go
+/// forward (puts to one PE are ordered by the fence between them); no element comes from a
+/// send more than two ahead of the count the view has published (data of send k + 2 is
+/// ordered after the count of send k). After a barrier, the view is exactly the last send.
+fn racy_stress(ctx: &mut ShmemCtx) -> Check {
+    const LEN: usize = 4096;
+    const SENDS: u64 = 2000;
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let peer = rank ^ 1;
+    let cfg = ChannelConfig::new(LEN, 1).expect("valid");
+    // Creation is collective: a PE without a partner opens an empty set.
+    let specs: Vec<_> = (peer < size)
+        .then(|| ChannelSpec::new(peer, 9, cfg).expect("valid"))
+        .into_iter()
+        .collect();
+    let mut chans = ctx.open::<Racy>(&specs).map_err(|e| e.to_string())?;
+    if chans.is_empty() {
+        ctx.barrier().map_err(|e| e.to_string())?;
+        return Ok(());
+    }
+    let ch = &mut chans[0];
+    let mut last = vec![0u64; LEN];
+    let mut reads = 0u64;
+    let mut nonzero = 0u64;
+    let mut seq = 0u64;
+    while seq < SENDS {
+        seq += 1;
+        ch.set_iteration(seq);
+        match ch.try_send_with(|b| {
+            for (j, v) in b.iter_mut().enumerate() {
+                *v = encode(seq, j);
+            }
+        }) {
+            Ok(()) => {}
+            Err(e) => return Err(format!("racy send {seq}: {e}")),
+        }
+        for _ in 0..2 {
+            let view = ch.recv().map_err(|e| e.to_string())?;
+            let mut seen = [0u64; LEN];
+            for (j, s) in seen.iter_mut().enumerate() {
+                let v = view.load(j);
+                if v == 0.0 {
+                    ensure!(
+                        last[j] == 0,
+                        "element {j} went back to 0 after send {}",
+                        last[j]
+                    );
+                    continue;
+                }
+                *s = decode(v, j)
+                    .ok_or_else(|| format!("element {j} holds {v}: no put wrote that"))?;
+            }
+            // Order the element loads before the COUNT load in can_recv (an Acquire fence keeps
+            // earlier loads before later ones); the sender's fence orders send k + 2's data
+            // after send k's COUNT, which this pairs with.
+            fence(Ordering::Acquire);
+            ch.can_recv().map_err(|e| e.to_string())?;
+            let counted = ch.stats().received;
+            for (j, &s) in seen.iter().enumerate() {
+                if s == 0 {
+                    continue;
+                }
+                ensure!(
+                    s >= last[j],
+                    "element {j} went back from send {} to {s}",
+                    last[j]
+                );
+                ensure!(
+                    s <= counted + 2 && s <= SENDS,
+                    "element {j} from send {s}, but only {counted} sends were published"
+                );
+                last[j] = s;
+                nonzero += 1;
+            }
+            reads += 1;
+        }
+    }
+    // Every put of both ends is complete after the barrier: the view is the last send, whole.
+    ctx.barrier().map_err(|e| e.to_string())?;
+    let view = chans[0].recv().map_err(|e| e.to_string())?;
+    for j in 0..LEN {
+        let v = view.load(j);
+        ensure!(
+            decode(v, j) == Some(SENDS),
+            "after the barrier, element {j} is {v}, not from the last send {SENDS}"
+        );
+    }
+    ensure!(nonzero > 0 && reads > 0, "the reader never saw data");
+    let s = close_all(chans).map_err(|e| e.to_string())?;
+    ensure!(
+        s[0].received == s[0].peer_sent && s[0].peer_sent == SENDS,
+        "racy counts: {:?}",
+        s[0]
+    );
+    Ok(())
+}
+
+/// The message an Async receive lends stays whole and unchanged while the channel keeps
+/// polling (`can_recv`) and the peer keeps sending: the sender only refills slots the receiver
+/// released, never the one it holds. Pairs (0,1), (2,3); R = 1 and 2, both directions at once.
+fn async_held_message_intact(ctx: &mut ShmemCtx) -> Check {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let peer = rank ^ 1;
+    for r in [1, 2] {
+        let cfg = ChannelConfig::new(300, r).expect("valid");
+        // Creation is collective: a PE without a partner opens an empty set.
+        let specs: Vec<_> = (peer < size)
+            .then(|| ChannelSpec::new(peer, 4, cfg).expect("valid"))
+            .into_iter()
+            .collect();
+        let mut chans = ctx.open::<Async>(&specs).map_err(|e| e.to_string())?;
+        if chans.is_empty() {
+            ctx.barrier().map_err(|e| e.to_string())?;
+            continue;
+        }
+        let ch = &mut chans[0];
+        let mut seq = 0u64;
+        let mut held = 0u64;
+        let mut holds = 0u64;
+        // At least 3000 rounds, and until something arrived (an oversubscribed peer may
+        // start late; everything it sent stays receivable after it begins closing).
+        let mut round = 0u64;
+        while round < 3000 || holds == 0 {
+            round += 1;
+            if ch.can_send().map_err(|e| e.to_string())? {
+                seq += 1;
+                ch.try_send_with(|b| {
+                    for (j, v) in b.iter_mut().enumerate() {
+                        *v = encode(seq, j);
+                    }
+                })
+                .map_err(|e| e.to_string())?;
+            }
+            if round % 3 == 0 {
+                if let Some(m) = ch.recv().map_err(|e| e.to_string())? {
+                    held = m.seq();
+                }
+            } else {
+                // Poll without releasing what is held; the peer may see its other slots free.
+                ch.can_recv().map_err(|e| e.to_string())?;
+            }
+            if let Some(m) = ch.latest() {
+                ensure!(
+                    m.seq() == held,
+                    "latest() changed from {held} to {}",
+                    m.seq()
+                );
+                for (j, &v) in m.data().iter().enumerate() {
+                    ensure!(
+                        decode(v, j) == Some(held),
+                        "R = {r}: held message {held} overwritten: element {j} is {v}"
+                    );
+                }
+                holds += 1;
+            }
+        }
+        ensure!(holds > 0 && seq > 0, "nothing was exchanged");
+        let s = close_all(chans).map_err(|e| e.to_string())?;
+        ensure!(s[0].received == s[0].peer_sent, "counts: {:?}", s[0]);
+        ctx.barrier().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Collective creation with bad parameters fails on every PE: the PE at fault with its own
+/// error, every other PE with `FailedElsewhere` naming it. Nothing is allocated, and a good
+/// set opens afterwards.
+fn creation_errors(ctx: &mut ShmemCtx) -> Check {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let cfg = ChannelConfig::new(4, 1).expect("valid");
+    let spec = |peer, tag| ChannelSpec::new(peer, tag, cfg).expect("valid");
+    let sets_before = ctx.live_sets();
+    let judge = |name: &str,
+                 faulty: usize,
+                 e: Option<CreateError>,
+                 ok: &dyn Fn(&CreateError) -> bool|
+     -> Check {
+        match e {
+            Some(e) if rank == faulty => {
+                ensure!(ok(&e), "{name}: PE {rank}: wrong error: {e}");
+                eprintln!("  PE {rank} {name}: {e}");
+                Ok(())
+            }
+            Some(CreateError::FailedElsewhere { failed_rank }) if failed_rank == faulty => Ok(()),
+            other => Err(format!("{name}: PE {rank}: got {other:?}")),
+        }
+    };
+    // PE 1 names a peer outside the world.
+    let specs = if rank == 1 {
+        vec![spec(size, 0)]
+    } else {
+        vec![]
+    };
+    let e = ctx.open::<Sync>(&specs).err();
+    judge(
+        "bad peer",
+        1,
+        e,
+        &|e| matches!(e, CreateError::BadPeer { rank: 1, peer, size: s } if *peer == size && *s == size),
+    )?;
+    // PE 0 opens a channel to PE 1 that PE 1 does not open.
+    let specs = if rank == 0 { vec![spec(1, 5)] } else { vec![] };
+    let e = ctx.open::<Async>(&specs).err();
+    judge("unmatched", 0, e, &|e| {
+        matches!(
+            e,
+            CreateError::Unmatched {
+                rank: 0,
+                peer: 1,
+                tag: 5
+            }
+        )
+    })?;
+    // PE 0 names (1, 3) twice.
+    let specs = match rank {
+        0 => vec![spec(1, 3), spec(1, 3)],
+        1 => vec![spec(0, 3)],
+        _ => vec![],
+    };
+    let e = ctx.open::<Racy>(&specs).err();
+    judge("duplicate", 0, e, &|e| {
+        matches!(
+            e,
+            CreateError::Duplicate {
+                rank: 0,
+                peer: 1,
+                tag: 3
+            }
+        )
+    })?;
+    ensure!(
+        ctx.live_sets() == sets_before,
+        "failed creations allocated: {} sets, {sets_before} before",
+        ctx.live_sets()
+    );
+    // The world is still usable.
+    let mut chans = ctx
+        .open::<Sync>(&ring_specs(ctx, 4, 1))
+        .map_err(|e| e.to_string())?;
+    for ch in &mut chans {
+        ch.send(&[rank as f64; 4]).map_err(|e| e.to_string())?;
+    }
+    for ch in &mut chans {
+        let p = ch.peer() as f64;
+        let m = ch.recv().map_err(|e| e.to_string())?;
+        ensure!(m.data() == [p; 4], "after the errors: got {:?}", m.data());
+    }
+    close_all(chans).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// A set's memory is freed by a collective reclaim once every end on every PE is closed or
+/// dropped, and not before.
+fn reclaim_after_close(ctx: &mut ShmemCtx) -> Check {
+    let rank = ctx.rank();
+    ctx.reclaim().map_err(|e| e.to_string())?;
+    ensure!(ctx.live_sets() == 0, "sets left before the test");
+    let mut chans = ctx
+        .open::<Async>(&ring_specs(ctx, 100, 2))
+        .map_err(|e| e.to_string())?;
+    for ch in &mut chans {
+        let _ = ch.try_send(&[1.0; 100]);
+    }
+    // PE 0 drops its ends; the others keep theirs open: nothing may be freed.
+    let kept = if rank == 0 {
+        drop(chans);
+        None
+    } else {
+        Some(chans)
+    };
+    let freed = ctx.reclaim().map_err(|e| e.to_string())?;
+    ensure!(
+        freed == 0 && ctx.live_sets() == 1,
+        "freed {freed} sets with ends open"
+    );
+    if let Some(chans) = kept {
+        close_all(chans).map_err(|e| e.to_string())?;
+    }
+    let freed = ctx.reclaim().map_err(|e| e.to_string())?;
+    ensure!(
+        freed == 1 && ctx.live_sets() == 0,
+        "freed {freed} sets after every end closed"
+    );
+    // Opening reclaims too: many open/close rounds do not pile up sets.
+    for _ in 0..20 {
+        let chans = ctx
+            .open::<Sync>(&ring_specs(ctx, 1000, 1))
+            .map_err(|e| e.to_string())?;
+        close_all(chans).map_err(|e| e.to_string())?;
+    }
+    ensure!(
+        ctx.live_sets() <= 1,
+        "{} sets alive after 20 rounds",
+        ctx.live_sets()
+    );
+    Ok(())
+}
+
+/// Messages in flight in both directions on every channel (20 KB and 8 B), nothing received,
+/// then close: every message must be accounted for at its receiver.
+fn close_then_finalize(ctx: &mut ShmemCtx) -> Check {
+    for len in [2500, 1] {
+        let mut chans = ctx
+            .open::<Async>(&ring_specs(ctx, len, 3))
+            .map_err(|e| e.to_string())?;
+        for ch in &mut chans {
+            for k in 0..3 {
+                match ch.try_send(&vec![k as f64; len]) {
+                    Ok(()) | Err(TrySendError::Full(_)) => {}
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        }
+        for s in close_all(chans).map_err(|e| e.to_string())? {
+            ensure!(
+                s.received == s.peer_sent && s.unread_at_close == s.received && s.peer_sent == 3,
+                "close lost track of messages: {s:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Channels of every mode and a reduction in progress, dropped without a close while messages
+/// are in flight: nothing hangs, and finalize (collective) completes.
+fn drop_without_close(ctx: &mut ShmemCtx) -> Check {
+    let specs = ring_specs(ctx, 2500, 2);
+    let mut a = ctx.open::<Async>(&specs).map_err(|e| e.to_string())?;
+    let mut s = ctx.open::<Sync>(&specs).map_err(|e| e.to_string())?;
+    let mut r = ctx.open::<Racy>(&specs).map_err(|e| e.to_string())?;
+    let data = vec![1.0; 2500];
+    for ch in &mut a {
+        let _ = ch.try_send(&data);
+        let _ = ch.try_send(&data);
+    }
+    for ch in &mut s {
+        let _ = ch.try_send(&data);
+    }
+    for ch in &mut r {
+        let _ = ch.try_send(&data);
+    }
+    let mut red = ctx.reduction(3, ReduceOp::Sum).map_err(|e| e.to_string())?;
+    red.start(&[1.0, 2.0, 3.0]).map_err(|e| e.to_string())?;
+    if ctx.rank() == 0 {
+        drop((a, s, r, red));
+        ctx.barrier().map_err(|e| e.to_string())?;
+    } else {
+        ctx.barrier().map_err(|e| e.to_string())?;
+        drop((r, red, s, a));
+    }
+    Ok(())
+}
+
+/// The sync Jacobi solver over SHMEM does the same iterations, with the same residual
+/// history, as the serial solver on the whole grid.
+fn jacobi_sync_matches_serial(ctx: &mut ShmemCtx) -> Check {
+    use jacobi::{serial, Config, Dims, SizeSpec, Variant};
+    let global = Dims::new(12, 12, 12);
+    let cfg = Config {
+        variant: Variant::Sync,
+        size: SizeSpec::Global(global),
+        check_every: 10,
+        ..Config::default()
+    };
+    let rec = jacobi::run_rank(ctx, &cfg).map_err(|e| e.to_string())?;
+    let s = serial::solve(
+        &cfg.problem,
+        global,
+        cfg.criterion,
+        cfg.check_every,
+        cfg.max_iters,
+    );
+    let rel = |a: f64, b: f64| {
+        if a == b {
+            0.0
+        } else {
+            (a - b).abs() / a.abs().max(b.abs())
+        }
+    };
+    ensure!(
+        rec.converged && s.iterations > 10,
+        "did not converge: {rec:?}"
+    );
+    ensure!(
+        rec.iterations == s.iterations,
+        "{} iterations over SHMEM, {} serial",
+        rec.iterations,
+        s.iterations
+    );
+    ensure!(
+        rec.history.len() == s.history.len(),
+        "history lengths differ"
+    );
+    for (a, b) in rec.history.iter().zip(&s.history) {
+        ensure!(
+            a.0 == b.0 && rel(a.1, b.1) <= 1e-12,
+            "history {a:?} vs serial {b:?}"
+        );
+    }
+    ensure!(
+        rel(rec.residual.true_residual, s.true_residual) <= 1e-12,
+        "true residual {} vs serial {}",
+        rec.residual.true_residual,
+        s.true_residual
+    );
+    Ok(())
+}
+
+fn child(case: &str) -> ExitCode {
+    let mut ctx = match ShmemCtx::init() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("SHMEM init failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rank = ctx.rank();
+    if let Err(e) = run_case(&mut ctx, case) {
+        eprintln!("PE {rank}: {case}: {e}");
+        ctx.abort(1);
+    }
+    if let Err(e) = ctx.finalize() {
+        eprintln!("PE {rank}: {case}: finalize: {e}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// Launch one case under oshrun; Err with the job's output when it fails or hangs.
+fn launch(case: &str, pes: usize, limit: u64) -> Result<Duration, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let out = Command::new("timeout")
+        .args([
+            "-k",
+            "5",
+            &limit.to_string(),
+            "oshrun",
+            "--oversubscribe",
+            "-np",
+        ])
+        .arg(pes.to_string())
+        .arg(&exe)
+        .args(["--child", case])
+        .output()
+        .map_err(|e| format!("cannot start timeout/oshrun: {e}"))?;
+    let elapsed = t.elapsed();
+    if out.status.success() {
+        return Ok(elapsed);
+    }
+    let why = match out.status.code() {
+        Some(124) | Some(137) => format!("HUNG: killed after {limit} s"),
+        Some(c) => format!("exit status {c}"),
+        None => "killed by a signal".into(),
+    };
+    Err(format!(
+        "{case} with {pes} PEs: {why}\n--- stdout\n{}--- stderr\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        return child(args.get(i + 1).map_or("", String::as_str));
+    }
+    // Parent: cargo passes test-harness flags; a plain word is a filter.
+    let filter: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f));
+    let mut jobs: Vec<(String, &str, usize, u64)> = Vec::new();
+    for &(case, pes, limit) in CASES {
+        for &n in pes {
+            jobs.push((format!("{case} np={n}"), case, n, limit));
+        }
+    }
+    for k in 0..CLOSE_FINALIZE_JOBS {
+        let n = 2 + k % 2;
+        jobs.push((
+            format!("close_then_finalize #{k} np={n}"),
+            "close_then_finalize",
+            n,
+            30,
+        ));
+    }
+    jobs.retain(|j| wanted(&j.0));
+    println!("\nrunning {} SHMEM jobs", jobs.len());
+    let t = Instant::now();
+    let mut failures = Vec::new();
+    for (name, case, n, limit) in &jobs {
+        match launch(case, *n, *limit) {
+            Ok(t) => println!("test {name} ... ok ({:.1} s)", t.as_secs_f64()),
+            Err(e) => {
+                println!("test {name} ... FAILED");
+                failures.push(e);
+            }
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    if failures.is_empty() {
+        println!("\nSHMEM checks: {} passed in {secs:.0} s", jobs.len());
+        ExitCode::SUCCESS
+    } else {
+        for f in &failures {
+            eprintln!("\n{f}");
+        }
+        println!(
+            "\nSHMEM checks: {} of {} FAILED",
+            failures.len(),
+            jobs.len()
+        );
+        ExitCode::FAILURE
+    }
+}
