@@ -1,11 +1,25 @@
-//! `aiac`: run aiac's solvers from the command line.
+//! `aiac`: run aiac's solvers from the command line, and the paper's experiments.
 //!
-//! `aiac run --backend threads -t 8 --variant racy` runs the paper's Jacobi on 8 threads;
-//! rank 0 prints the paper's table and, with `--json FILE`, writes the report atomically.
+//! * `aiac run` runs the paper's Jacobi once on one backend: rank 0 shows a progress line,
+//!   prints the paper's table and writes `--json`, `--csv` and `--history` files atomically.
+//! * `aiac sweep` runs a grid of configurations (every `run` flag takes a comma-separated
+//!   list), each as a child process under a timeout (`mpirun` for MPI), and writes every
+//!   run's JSON, one CSV, the summary tables (speedup and efficiency when the process count
+//!   varies) and the plots.
+//! * `aiac report` prints the tables and draws the plots again from saved JSON.
+//!
 //! Exit code: 0 converged, 2 not converged (within `--max-iters`, or an unconfirmed claim that
 //! the true residual refutes), 1 error (bad input included: one message naming the flag).
+//! `RUST_LOG=debug aiac …` logs what the tool does (off by default).
 
+mod output;
+mod plots;
+mod progress;
+mod report;
 mod run;
+mod saved;
+mod summary;
+mod sweep;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -14,7 +28,17 @@ use std::process::ExitCode;
 #[command(
     name = "aiac",
     version,
-    about = "Asynchronous iterations, asynchronous communications: safe typed channels for HPC and the solvers built on them"
+    about = "Asynchronous iterations, asynchronous communications: the paper's Jacobi solver \
+             over threads, shared memory and MPI, and its experiments",
+    long_about = "Asynchronous iterations, asynchronous communications: the paper's Jacobi \
+                  solver over threads, shared memory and MPI, and its experiments.\n\n\
+                  Exit code: 0 converged, 2 not converged, 1 error. Set RUST_LOG=debug to \
+                  see what aiac does.",
+    after_help = "Examples:\n  \
+        aiac run --backend threads -t 4 --variant racy --global 64\n  \
+        mpirun -np 4 aiac run --backend mpi --variant async --json run.json\n  \
+        aiac sweep --variant sync,async,racy --max-in-flight 1,2,8 -t 2 --out sweep\n  \
+        aiac report sweep --out plots"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -23,8 +47,24 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Run a solver (the paper's 3-D Jacobi) on one backend and report.
+    /// Run the paper's 3-D Jacobi once on one backend: progress line, table, files.
     Run(Box<run::RunArgs>),
+    /// Run a grid of configurations (every run flag takes a list) and tabulate and plot them.
+    Sweep(Box<sweep::SweepArgs>),
+    /// Print the tables and draw the plots again from saved JSON reports.
+    Report(report::ReportArgs),
+}
+
+/// `RUST_LOG`-style logging to stderr, off unless `RUST_LOG` is set.
+fn init_logging() {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_target(false)
+            .try_init();
+    }
 }
 
 fn main() -> ExitCode {
@@ -44,14 +84,35 @@ fn main() -> ExitCode {
             };
         }
     };
+    init_logging();
+    let result = match cli.cmd {
+        Cmd::Run(args) => run::run(&args),
+        Cmd::Sweep(args) => sweep::sweep(&args),
+        Cmd::Report(args) => report::report(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(run::RunError::ReportedByRank0) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("aiac: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Parse `aiac run …` arguments (the sweep checks every run it will start with this).
+pub(crate) fn parse_run_args<I, S>(argv: I) -> Result<run::RunArgs, clap::Error>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(
+        std::iter::once(std::ffi::OsString::from("aiac"))
+            .chain(std::iter::once(std::ffi::OsString::from("run")))
+            .chain(argv.into_iter().map(Into::into)),
+    )?;
     match cli.cmd {
-        Cmd::Run(args) => match run::run(&args) {
-            Ok(code) => code,
-            Err(run::RunError::ReportedByRank0) => ExitCode::from(1),
-            Err(e) => {
-                eprintln!("aiac: error: {e}");
-                ExitCode::from(1)
-            }
-        },
+        Cmd::Run(a) => Ok(*a),
+        _ => unreachable!("parsed as `aiac run`"),
     }
 }

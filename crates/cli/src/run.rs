@@ -4,12 +4,15 @@
 //! [`Context`]: the threads backend calls it on each of its rank threads; the MPI and SHMEM
 //! backends call it once per process.
 
+use crate::output::{check_distinct, check_file, write_atomically, Csv};
+use crate::progress::RunProgress;
+use crate::saved::{self, SavedRun};
 use chan_core::threads::World;
 use chan_core::Context;
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Decomp, Dims, Exchange, Problem, ProcGrid, Report, SizeSpec, SlowRank,
-    Variant,
+    Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, Report, SizeSpec,
+    SlowRank, Variant,
 };
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -29,18 +32,23 @@ pub enum RunError {
     /// The same error, already reported by rank 0: this rank only exits non-zero.
     #[error("(reported by rank 0)")]
     ReportedByRank0,
-    /// The report could not be written.
-    #[error("--json {path}: {why}")]
+    /// An output file or directory cannot be written.
+    #[error("{flag} {}: {why}", path.display())]
     Output {
+        /// The flag that named it.
+        flag: &'static str,
         /// The file.
         path: PathBuf,
         /// What went wrong.
         why: String,
     },
+    /// Other bad input (the message names the flag).
+    #[error("{0}")]
+    Invalid(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum BackendArg {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum BackendArg {
     /// Ranks are threads of this process, talking over chan-core's channels.
     Threads,
     /// Shared memory (rayon): threads read their neighbours' planes directly.
@@ -49,15 +57,18 @@ enum BackendArg {
     Mpi,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum VariantArg {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum VariantArg {
+    /// Halo swap and global residual in lock-step.
     Sync,
+    /// The newest whole halo message, non-blocking reduction.
     Async,
+    /// An atomic view of a halo buffer written at any time.
     Racy,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum ProblemArg {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum ProblemArg {
     /// The paper's Laplace problem on the unit cube (stops on the relative residual).
     Laplace,
     /// −Δu = f with the exact solution sin²(πx)sin²(πy)sin²(πz) (Wang & Gobbert; stops on
@@ -65,16 +76,16 @@ enum ProblemArg {
     Poisson,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum DecompArg {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum DecompArg {
     /// The paper's 3-D process grid (x, then y, then z at each doubling).
     Paper,
     /// A 1-D split in z: 1 × 1 × ranks.
     Z,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum ExchangeArg {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum ExchangeArg {
     /// Start every send, wait for every receive, then sweep.
     Waitall,
     /// Synchronous sends and receives one at a time, even/odd ordered.
@@ -83,11 +94,11 @@ enum ExchangeArg {
     Overlap,
 }
 
-fn parse_dims(s: &str) -> Result<Dims, String> {
+pub(crate) fn parse_dims(s: &str) -> Result<Dims, String> {
     SizeSpec::parse_dims(s)
 }
 
-fn parse_grid(s: &str) -> Result<ProcGrid, String> {
+pub(crate) fn parse_grid(s: &str) -> Result<ProcGrid, String> {
     ProcGrid::parse(s)
 }
 
@@ -96,7 +107,7 @@ fn parse_grid(s: &str) -> Result<ProcGrid, String> {
 pub struct RunArgs {
     /// Where the ranks run.
     #[arg(long, value_enum, default_value_t = BackendArg::Threads)]
-    backend: BackendArg,
+    pub(crate) backend: BackendArg,
     /// sync: halo swap and reduction in lock-step; async: newest whole message; racy: atomic
     /// view of a buffer written at any time.
     #[arg(long, value_enum, default_value_t = VariantArg::Sync)]
@@ -104,7 +115,7 @@ pub struct RunArgs {
     /// Number of ranks (threads backend) or threads (shared backend), default 1. With
     /// `--backend mpi` the ranks are mpirun's processes; a value given here must match them.
     #[arg(short = 't', long = "threads")]
-    threads: Option<usize>,
+    pub(crate) threads: Option<usize>,
     /// The problem.
     #[arg(long, value_enum, default_value_t = ProblemArg::Laplace)]
     problem: ProblemArg,
@@ -155,17 +166,24 @@ pub struct RunArgs {
     /// How many times slower (default 2).
     #[arg(long, requires = "slow_rank", allow_hyphen_values = true)]
     slowdown: Option<f64>,
-    /// Write the report as JSON to FILE (atomically).
-    #[arg(long, value_name = "FILE")]
+    /// Write the whole report as JSON to FILE (schema aiac.run/1, docs/json-schema.md).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     json: Option<PathBuf>,
+    /// Write one CSV row per rank to FILE (iterations, times, messages, residuals).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    csv: Option<PathBuf>,
+    /// Write the convergence profile to FILE as CSV: rank, iteration, residual, time_s at
+    /// every check (sync) or reduction round (async, racy), per rank.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    history: Option<PathBuf>,
     /// No table, no progress line.
-    #[arg(short, long)]
+    #[arg(short, long, help_heading = "Output")]
     quiet: bool,
 }
 
 impl RunArgs {
     /// The solver configuration the flags describe.
-    fn config(&self) -> Config {
+    pub(crate) fn config(&self) -> Config {
         let size = match (self.local, self.global) {
             (_, Some(g)) => SizeSpec::Global(g),
             (Some(l), None) => SizeSpec::Local(l),
@@ -206,8 +224,61 @@ impl RunArgs {
                 rank,
                 factor: self.slowdown.unwrap_or(2.0),
             }),
-            progress: !self.quiet,
         }
+    }
+}
+
+impl RunArgs {
+    /// The backend's name in reports.
+    pub(crate) fn backend_name(&self) -> &'static str {
+        match self.backend {
+            BackendArg::Threads => "threads",
+            BackendArg::Shared => "shared",
+            BackendArg::Mpi => "mpi",
+        }
+    }
+
+    /// Every check that needs no launcher and no world: the configuration against `-t` ranks
+    /// (the process count an MPI job will have), the backend's own limits and the output
+    /// files. Returns the decomposition. `aiac run` calls it for the threads and shared
+    /// backends.
+    pub(crate) fn check(&self) -> Result<Plan, RunError> {
+        let plan = self.check_config()?;
+        check_output(self)?;
+        Ok(plan)
+    }
+
+    /// [`RunArgs::check`] without the output files: what `aiac sweep` checks for every run
+    /// before it starts any (it checks its own output directory).
+    pub(crate) fn check_config(&self) -> Result<Plan, RunError> {
+        let cfg = self.config();
+        let n = self.threads.unwrap_or(1);
+        if n == 0 {
+            return Err(ConfigError::NoRanks.into());
+        }
+        let plan = match self.backend {
+            BackendArg::Threads | BackendArg::Mpi => cfg.plan(n)?,
+            BackendArg::Shared => jacobi::shared::plan(&cfg, n)?,
+        };
+        if self.backend == BackendArg::Mpi && !cfg!(feature = "mpi") {
+            return Err(no_mpi());
+        }
+        Ok(plan)
+    }
+
+    /// The `config` object this run's report will have (what `aiac sweep` records for a run
+    /// that fails).
+    pub(crate) fn report_config(&self, plan: &Plan) -> serde_json::Value {
+        let n = self.threads.unwrap_or(1);
+        serde_json::to_value(jacobi::record::RunConfig {
+            backend: self.backend_name().to_string(),
+            ranks: n,
+            global: plan.global,
+            local: plan.local,
+            process_grid: plan.procs.0,
+            config: self.config(),
+        })
+        .unwrap_or(serde_json::Value::Null)
     }
 }
 
@@ -221,7 +292,8 @@ fn exit_code(converged: bool) -> ExitCode {
 }
 
 /// Run on one rank of any backend (collective) and report from rank 0. The MPI and SHMEM
-/// backends call this once per process with their context.
+/// backends call this once per process with their context. Rank 0 shows the progress line
+/// (unless `--quiet`); the library itself prints nothing.
 pub fn run_on<C: Context>(
     ctx: &mut C,
     backend: &str,
@@ -229,7 +301,10 @@ pub fn run_on<C: Context>(
     args: &RunArgs,
 ) -> Result<ExitCode, RunError> {
     let plan = cfg.plan(ctx.size())?;
-    let rec = jacobi::run_rank(ctx, cfg)?;
+    let progress = (ctx.rank() == 0 && !args.quiet).then(|| RunProgress::start(cfg));
+    let rec = jacobi::run_rank_with(ctx, cfg, progress.as_ref().map(RunProgress::hook));
+    drop(progress); // the line is cleared before anything else is printed
+    let rec = rec?;
     let converged = rec.converged;
     match jacobi::gather_records(ctx, &rec)? {
         Some(records) => finish(Report::new(backend, cfg, &plan, records), args),
@@ -239,19 +314,16 @@ pub fn run_on<C: Context>(
 
 /// `aiac run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
+    tracing::debug!(?args, "aiac run");
+    if args.backend == BackendArg::Mpi {
+        return run_mpi(args, &args.config());
+    }
+    // Validate once before starting threads, so bad input gives one message.
+    args.check()?;
     let cfg = args.config();
     let threads = args.threads.unwrap_or(1);
-    if threads == 0 {
-        return Err(ConfigError::NoRanks.into());
-    }
-    if args.backend == BackendArg::Mpi {
-        return run_mpi(args, &cfg);
-    }
-    check_output(args)?;
     match args.backend {
         BackendArg::Threads => {
-            // Validate once before starting threads, so bad input gives one message.
-            cfg.plan(threads)?;
             // One rank per CPU when they fit (unpinned busy-polling ranks can share a core).
             let world = World::new(threads)
                 .map_err(|_| ConfigError::NoRanks)?
@@ -270,11 +342,18 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
         }
         BackendArg::Shared => {
             let plan = jacobi::shared::plan(&cfg, threads)?;
-            let records = jacobi::shared::run(&cfg, threads)?;
-            finish(Report::new("shared", &cfg, &plan, records), args)
+            let progress = (!args.quiet).then(|| RunProgress::start(&cfg));
+            let records =
+                jacobi::shared::run_with(&cfg, threads, progress.as_ref().map(RunProgress::hook));
+            drop(progress);
+            finish(Report::new("shared", &cfg, &plan, records?), args)
         }
         BackendArg::Mpi => unreachable!("handled above"),
     }
+}
+
+fn no_mpi() -> RunError {
+    RunError::Launch("--backend mpi: this aiac was built without MPI (cargo feature `mpi`)".into())
 }
 
 /// `--backend mpi`: one rank per process of the MPI job.
@@ -283,6 +362,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
 /// makes every rank stop; only rank 0 prints it, and MPI is finalized cleanly. An error during
 /// the run may leave other ranks waiting in a collective call for this one: that rank prints
 /// it and aborts the job (`MPI_Abort`), so nothing hangs.
+///
+/// (A SHMEM backend follows the same pattern, with `oshrun` as its launcher: Open MPI's
+/// `oshrun` sets `OMPI_COMM_WORLD_SIZE` as `mpirun` does, so [`launcher_hint`] serves both.)
 #[cfg(feature = "mpi")]
 fn run_mpi(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
     let mut ctx = chan_mpi::MpiCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
@@ -315,9 +397,17 @@ fn run_mpi(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
 
 #[cfg(not(feature = "mpi"))]
 fn run_mpi(_: &RunArgs, _: &Config) -> Result<ExitCode, RunError> {
-    Err(RunError::Launch(
-        "--backend mpi: this aiac was built without MPI (cargo feature `mpi`)".into(),
-    ))
+    Err(no_mpi())
+}
+
+/// " (it was not started by mpirun)" when this process has no launcher's environment.
+#[cfg(feature = "mpi")]
+fn launcher_hint(size: usize, launcher: &str) -> String {
+    if size == 1 && std::env::var_os("OMPI_COMM_WORLD_SIZE").is_none() {
+        format!(" (it was not started by {launcher})")
+    } else {
+        String::new()
+    }
 }
 
 /// An MPI job's size must be what `-t` asks for; a job of one process that should be several
@@ -328,53 +418,61 @@ fn mpi_job_matches(args: &RunArgs, size: usize) -> Result<(), RunError> {
         Some(n) if n != size => Err(RunError::Launch(format!(
             "-t/--threads {n} asks for {n} ranks but this MPI job has {size}{}: start it with \
              `mpirun -np {n} aiac run --backend mpi …` (and without -t, mpirun's -np decides)",
-            if size == 1 && std::env::var_os("OMPI_COMM_WORLD_SIZE").is_none() {
-                " (it was not started by mpirun)"
-            } else {
-                ""
-            }
+            launcher_hint(size, "mpirun")
         ))),
         _ => Ok(()),
     }
 }
 
-/// Fail before running if the report could not be written where asked.
+/// The output files, named by their flags.
+fn outputs(args: &RunArgs) -> Vec<(&'static str, &Path)> {
+    [
+        ("--json", &args.json),
+        ("--csv", &args.csv),
+        ("--history", &args.history),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+    .collect()
+}
+
+/// Fail before running if an output file could not be written where asked.
 fn check_output(args: &RunArgs) -> Result<(), RunError> {
-    let Some(path) = &args.json else {
-        return Ok(());
-    };
-    let bad = |why: &str| RunError::Output {
-        path: path.clone(),
-        why: why.to_string(),
-    };
-    if path.is_dir() {
-        return Err(bad("is a directory"));
+    let files = outputs(args);
+    for (flag, path) in &files {
+        check_file(flag, path)?;
     }
-    let dir = parent_dir(path);
-    if !dir.is_dir() {
-        return Err(bad(&format!("directory {} does not exist", dir.display())));
-    }
-    Ok(())
+    check_distinct(&files)
 }
 
-fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
-}
-
-/// Rank 0: the table, the JSON, the exit code.
+/// Rank 0: the files, the table, the exit code. Every file is made from the JSON document
+/// (as `aiac report` reads it back), each written atomically; the table is printed last.
 fn finish(report: Report, args: &RunArgs) -> Result<ExitCode, RunError> {
-    if let Some(path) = &args.json {
-        let text = serde_json::to_vec_pretty(&report).map_err(|e| RunError::Output {
-            path: path.clone(),
-            why: e.to_string(),
-        })?;
-        write_atomically(path, &text).map_err(|e| RunError::Output {
-            path: path.clone(),
-            why: e.to_string(),
-        })?;
+    let out_err = |flag: &'static str, path: &Path, e: &dyn std::fmt::Display| RunError::Output {
+        flag,
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    };
+    if args.json.is_some() || args.csv.is_some() || args.history.is_some() {
+        let mut text = serde_json::to_vec_pretty(&report)
+            .map_err(|e| RunError::Invalid(format!("encoding the report: {e}")))?;
+        text.push(b'\n');
+        if let Some(path) = &args.json {
+            write_atomically(path, &text).map_err(|e| out_err("--json", path, &e))?;
+        }
+        let saved: SavedRun = match saved::parse(&text) {
+            Ok(saved::Outcome::Ok(r)) => *r,
+            Ok(saved::Outcome::Failed(_)) => unreachable!("a run's report"),
+            Err(e) => return Err(RunError::Invalid(format!("reading the report back: {e}"))),
+        };
+        if let Some(path) = &args.csv {
+            write_atomically(path, rank_csv(&saved).as_bytes())
+                .map_err(|e| out_err("--csv", path, &e))?;
+        }
+        if let Some(path) = &args.history {
+            write_atomically(path, history_csv(&saved).as_bytes())
+                .map_err(|e| out_err("--history", path, &e))?;
+        }
     }
     if !args.quiet {
         print!("{}", report.table());
@@ -382,27 +480,144 @@ fn finish(report: Report, args: &RunArgs) -> Result<ExitCode, RunError> {
     Ok(exit_code(report.converged))
 }
 
-/// Write to a temporary file beside `path`, flush it to disk, rename it over `path`: readers
-/// see the old file or the whole new one, never a half-written one.
-fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("no file name"))?;
-    let tmp = parent_dir(path).join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(data)?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+/// `--csv`: one row per rank.
+pub(crate) fn rank_csv(run: &SavedRun) -> Csv {
+    let mut csv = Csv::new(&[
+        "rank",
+        "backend",
+        "variant",
+        "ranks",
+        "coord_x",
+        "coord_y",
+        "coord_z",
+        "local_x",
+        "local_y",
+        "local_z",
+        "iterations",
+        "time_s",
+        "compute_s",
+        "comm_s",
+        "stop",
+        "converged",
+        "residual_reported",
+        "residual_true",
+        "reductions",
+        "certifications",
+        "sent",
+        "skipped",
+        "received",
+        "superseded",
+        "batch_mean",
+        "error_max",
+    ]);
+    let variant = &run.config.variant;
+    for r in &run.ranks {
+        let batches = saved::channel_buckets(r, variant, "batches");
+        let (n, sum) = batches
+            .iter()
+            .fold((0u64, 0u64), |(n, s), &(v, c)| (n + c, s + v * c));
+        let stop = serde_json::to_value(r.stop)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        csv.row([
+            r.rank.to_string(),
+            r.backend.clone(),
+            variant.clone(),
+            run.config.ranks.to_string(),
+            r.coords[0].to_string(),
+            r.coords[1].to_string(),
+            r.coords[2].to_string(),
+            r.local.x.to_string(),
+            r.local.y.to_string(),
+            r.local.z.to_string(),
+            r.iterations.to_string(),
+            r.time_s.to_string(),
+            r.compute_s.to_string(),
+            r.comm_s.to_string(),
+            stop,
+            r.converged.to_string(),
+            crate::output::opt(r.residual.reported),
+            r.residual.true_residual.to_string(),
+            r.reductions.to_string(),
+            r.certifications.len().to_string(),
+            r.messages.sent.to_string(),
+            r.messages.skipped.to_string(),
+            r.messages.received.to_string(),
+            r.messages.superseded.to_string(),
+            crate::output::opt((n > 0).then(|| sum as f64 / n as f64)),
+            crate::output::opt(r.error_max),
+        ]);
     }
-    result
+    csv
+}
+
+/// `--history`: the convergence profile, one row per rank and check.
+pub(crate) fn history_csv(run: &SavedRun) -> Csv {
+    let mut csv = Csv::new(&["rank", "iteration", "residual", "time_s"]);
+    for r in &run.ranks {
+        for p in r.history.iter() {
+            csv.row([
+                r.rank.to_string(),
+                p.iteration().to_string(),
+                p.residual().to_string(),
+                p.time_s().to_string(),
+            ]);
+        }
+    }
+    csv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `aiac sweep` records for a failed run is the `config` object the run's report
+    /// would have had, exactly (so a failed repeat groups with its configuration).
+    #[test]
+    fn report_config_is_what_the_report_says() {
+        for argv in [
+            &[
+                "--variant",
+                "async",
+                "-t",
+                "2",
+                "--global",
+                "8",
+                "--max-in-flight",
+                "3",
+            ][..],
+            &[
+                "--problem",
+                "poisson",
+                "--global",
+                "8",
+                "-t",
+                "2",
+                "--decomp",
+                "z",
+            ],
+            &[
+                "--local",
+                "4",
+                "--tol",
+                "1e-3",
+                "--slow-rank",
+                "0",
+                "--offset",
+                "2.5",
+            ],
+        ] {
+            let args = crate::parse_run_args(argv).unwrap();
+            let plan = args.check_config().unwrap();
+            let cfg = args.config();
+            let n = args.threads.unwrap_or(1);
+            let records = World::new(n)
+                .unwrap()
+                .run(|ctx| jacobi::run_rank(ctx, &cfg).unwrap());
+            let report = Report::new("threads", &cfg, &plan, records);
+            let v = serde_json::to_value(&report).unwrap();
+            assert_eq!(v["config"], args.report_config(&plan), "{argv:?}");
+        }
+    }
 }

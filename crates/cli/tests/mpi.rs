@@ -56,8 +56,11 @@ fn report(out: &Output, json: &Path, what: &str) -> Value {
     serde_json::from_slice(&std::fs::read(json).expect("report written")).expect("valid JSON")
 }
 
+/// (iteration, residual) of each point of the report's history ([iteration, residual, time_s]).
 fn history(j: &Value) -> Vec<(u64, f64)> {
-    serde_json::from_value(j["history"].clone()).expect("history is [(iteration, value)]")
+    let h: Vec<(u64, f64, f64)> = serde_json::from_value(j["history"].clone())
+        .expect("history is [[iteration, residual, time_s]]");
+    h.into_iter().map(|(i, r, _)| (i, r)).collect()
 }
 
 /// Sync over MPI on 1, 2 and 4 ranks (2 and 4 decompose the grid differently) equals the
@@ -263,4 +266,129 @@ fn poisson_over_mpi_is_the_same_for_every_split_and_exchange() {
             );
         }
     }
+}
+
+/// `mpirun -np 2` with every output file: rank 0 alone prints the progress line and the
+/// table and writes the files, each atomically.
+#[test]
+fn rank_0_writes_csv_and_history_alone() {
+    let dir = scratch("files");
+    let (json, csv, hist) = (dir.join("r.json"), dir.join("r.csv"), dir.join("h.csv"));
+    let out = Command::new("timeout")
+        .args([
+            "-k",
+            "5",
+            "120",
+            "mpirun",
+            "-np",
+            "2",
+            AIAC,
+            "run",
+            "--backend",
+            "mpi",
+        ])
+        .args(["--variant", "racy", "--global", "12"])
+        .args(["--json", json.to_str().unwrap()])
+        .args(["--csv", csv.to_str().unwrap()])
+        .args(["--history", hist.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let j = report(&out, &json, "racy np=2 with files");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.matches("aiac run:").count(), 1, "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let progress = stderr.lines().filter(|l| l.starts_with("[aiac]")).count();
+    assert!(progress >= 1, "a progress line: {stderr}");
+    if j["time_s"].as_f64().unwrap() < 0.5 {
+        assert_eq!(progress, 1, "rank 0 alone shows progress: {stderr}");
+    }
+    let c = std::fs::read_to_string(&csv).unwrap();
+    let ranks: Vec<&str> = c
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert_eq!(ranks, ["0", "1"], "{c}");
+    assert!(c
+        .lines()
+        .skip(1)
+        .all(|l| l.split(',').nth(1) == Some("mpi")));
+    let h = std::fs::read_to_string(&hist).unwrap();
+    for r in ["0", "1"] {
+        assert!(
+            h.lines().skip(1).any(|l| l.split(',').next() == Some(r)),
+            "history of rank {r}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 3, "no temporary file left: {left:?}");
+}
+
+/// `aiac sweep --backend mpi` starts `mpirun` itself (with the environment Open MPI needs here,
+/// even when the caller's lacks it) over 1 and 2 processes and prints the speedup and
+/// efficiency table of both exchanges; `aiac report` prints the same from the saved runs.
+#[test]
+fn sweep_over_mpi_prints_speedup_for_both_exchanges() {
+    let dir = scratch("sweep");
+    let out = dir.join("sw");
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-k", "5", "300", AIAC, "sweep", "--backend", "mpi"])
+        .args(["--problem", "poisson", "--global", "8", "--decomp", "z"])
+        .args(["--variant", "sync", "--exchange", "blocking,overlap"])
+        .args(["--ranks", "1,2", "--max-iters", "20", "--timeout", "120"])
+        .args(["--out", out.to_str().unwrap()]);
+    for k in [
+        "OMPI_ALLOW_RUN_AS_ROOT",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
+        "OMPI_MCA_rmaps_base_oversubscribe",
+        "OMPI_MCA_osc",
+    ] {
+        cmd.env_remove(k);
+    }
+    let o = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for exchange in ["blocking", "overlap"] {
+        let head = format!("speedup S_p = T_1/T_p and efficiency E_p = S_p/p: sync {exchange}");
+        let at = stdout
+            .find(&head)
+            .unwrap_or_else(|| panic!("no speedup table for {exchange}: {stdout}"));
+        let rows: Vec<Vec<&str>> = stdout[at..]
+            .lines()
+            .skip(2)
+            .take(2)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows[0][0], "1");
+        assert_eq!((rows[0][2], rows[0][3]), ("1.00", "1.00"), "{stdout}");
+        assert_eq!(rows[1][0], "2");
+        let (s, e): (f64, f64) = (rows[1][2].parse().unwrap(), rows[1][3].parse().unwrap());
+        assert!(
+            s > 0.0 && (e - s / 2.0).abs() < 0.01,
+            "E_p = S_p/p: {stdout}"
+        );
+        assert_eq!(rows[1][5], "max-iters", "fixed --max-iters: {stdout}");
+    }
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(
+        csv.lines().skip(1).all(|l| l.contains(",max_iters,2,mpi,")),
+        "{csv}"
+    );
+    assert!(out.join("plots/vs_p.png").exists());
+    let rep = Command::new(AIAC)
+        .args(["report", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let rep = String::from_utf8_lossy(&rep.stdout);
+    let table = |s: &str| s.split("\nreports ").next().unwrap().trim_end().to_string();
+    assert_eq!(table(&rep), table(&stdout));
 }

@@ -87,10 +87,15 @@ pub enum SizeSpec {
 }
 
 impl SizeSpec {
-    /// Parse `N` or `NX,NY,NZ`.
+    /// Parse `N`, `NX,NY,NZ` or `NXxNYxNZ`.
     pub fn parse_dims(s: &str) -> Result<Dims, String> {
-        let parts: Vec<&str> = s.split(',').collect();
-        let bad = || format!("expected N or NX,NY,NZ with every value at least 1, got '{s}'");
+        let parts: Vec<&str> = if s.contains(',') {
+            s.split(',').collect()
+        } else {
+            s.split(['x', 'X']).collect()
+        };
+        let bad =
+            || format!("expected N, NX,NY,NZ or NXxNYxNZ with every value at least 1, got '{s}'");
         let nums: Vec<usize> = parts
             .iter()
             .map(|p| p.trim().parse::<usize>().map_err(|_| bad()))
@@ -146,9 +151,6 @@ pub struct Config {
     pub confirm: bool,
     /// `--slow-rank K --slowdown F`.
     pub slow: Option<SlowRank>,
-    /// Rank 0 prints a progress line to stderr while it runs.
-    #[serde(skip)]
-    pub progress: bool,
 }
 
 impl Default for Config {
@@ -169,7 +171,6 @@ impl Default for Config {
             max_iters: 1_000_000,
             confirm: true,
             slow: None,
-            progress: false,
         }
     }
 }
@@ -429,7 +430,10 @@ mod tests {
     fn parse_dims() {
         assert_eq!(SizeSpec::parse_dims("7").unwrap(), Dims::cube(7));
         assert_eq!(SizeSpec::parse_dims("4,5,6").unwrap(), Dims::new(4, 5, 6));
-        for bad in ["", "0", "1,2", "a", "1,2,3,4", "-3", "2,0,2"] {
+        assert_eq!(SizeSpec::parse_dims("4x5x6").unwrap(), Dims::new(4, 5, 6));
+        for bad in [
+            "", "0", "1,2", "a", "1,2,3,4", "-3", "2,0,2", "4x5", "4x5,6", "x", "4x0x4",
+        ] {
             assert!(SizeSpec::parse_dims(bad).is_err(), "{bad}");
         }
     }

@@ -37,6 +37,7 @@ pub mod field;
 pub mod geometry;
 pub mod kernel;
 pub mod problem;
+pub mod progress;
 pub mod record;
 pub mod serial;
 pub mod shared;
@@ -45,8 +46,11 @@ pub mod solver;
 pub use config::{Config, ConfigError, Decomp, Exchange, SizeSpec, SlowRank, Variant};
 pub use geometry::{Dims, Face, Geometry, GlobalIdx, LocalIdx, Plan, ProcGrid};
 pub use problem::{Problem, StopCriterion};
-pub use record::{gather_records, run_and_gather, ExchangeStep, RankRecord, Report, StopReason};
-pub use solver::{run_rank, solve_rank, RankOutcome};
+pub use progress::{History, HistoryPoint, Progress, ProgressSample};
+pub use record::{
+    gather_records, run_and_gather, ExchangeStep, RankRecord, Report, StopReason, REPORT_SCHEMA,
+};
+pub use solver::{run_rank, run_rank_with, solve_rank, solve_rank_with, RankOutcome};
 
 use chan_core::{CommError, CreateError, RecvError, ReduceError, SendError};
 

@@ -3,6 +3,7 @@
 
 use crate::config::Config;
 use crate::geometry::{Dims, Plan};
+use crate::progress::History;
 use crate::Error;
 use chan_core::{ChannelStats, Context, ReduceOp};
 use serde::{Deserialize, Serialize};
@@ -95,8 +96,10 @@ pub struct RankRecord {
     pub reductions: u64,
     /// Every certification, in order.
     pub certifications: Vec<Certification>,
-    /// Sync: (iteration k, relative residual of u_k) at every check.
-    pub history: Vec<(u64, f64)>,
+    /// The convergence profile: `(iteration, residual, time_s)` at every check (sync), every
+    /// completed reduction round (async, racy), every `check_every` iterations (shared-memory
+    /// async, racy); thinned evenly beyond [`History::CAP`] points.
+    pub history: History,
     /// Message counts over all channels.
     pub messages: MessageTotals,
     /// chan-core's statistics of each channel (halo channels, then certification channels).
@@ -232,9 +235,16 @@ pub struct RunConfig {
     pub config: Config,
 }
 
-/// The report of one run: what rank 0 prints and writes.
+/// The `schema` of [`Report`]'s JSON document (`aiac run --json`): bumped whenever a field
+/// changes meaning or goes away (adding fields keeps it).
+pub const REPORT_SCHEMA: &str = "aiac.run/1";
+
+/// The report of one run: what rank 0 prints and writes. Its JSON form is documented field
+/// by field in `docs/json-schema.md`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// [`REPORT_SCHEMA`].
+    pub schema: &'static str,
     /// The true final residual meets the criterion (on every rank: it is one global value).
     pub converged: bool,
     /// Why the run stopped.
@@ -257,8 +267,8 @@ pub struct Report {
     pub messages: MessageTotals,
     /// Certifications done (rank 0's list; every rank certifies together).
     pub certifications: Vec<Certification>,
-    /// Sync: rank 0's residual at each check.
-    pub history: Vec<(u64, f64)>,
+    /// Rank 0's convergence profile (see [`RankRecord::history`]).
+    pub history: History,
     /// The largest |u − exact| over the whole grid at the end, where the problem has an exact
     /// solution (Poisson).
     pub error_max: Option<f64>,
@@ -301,6 +311,7 @@ impl Report {
             StopReason::MaxIters
         };
         Report {
+            schema: REPORT_SCHEMA,
             converged: ranks.iter().all(|r| r.converged),
             stop,
             iterations: Spread::of(ranks.iter().map(|r| r.iterations as f64)),

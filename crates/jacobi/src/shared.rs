@@ -20,6 +20,7 @@ use crate::config::{Config, ConfigError, Variant};
 use crate::field::{assemble, Field};
 use crate::geometry::{Axis, Dims, Face, Plan, ProcGrid};
 use crate::kernel::{self, Shape};
+use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
 use crate::Error;
 use chan_core::{AtomicF64, AtomicF64Slice};
@@ -66,11 +67,31 @@ pub fn plan(cfg: &Config, threads: usize) -> Result<Plan, ConfigError> {
 
 /// Run on `threads` threads; one record per thread.
 pub fn run(cfg: &Config, threads: usize) -> Result<Vec<RankRecord>, Error> {
-    solve(cfg, threads).map(|o| o.records)
+    solve_with(cfg, threads, None).map(|o| o.records)
+}
+
+/// As [`run`], calling `progress` (when given) from thread 0 as the run goes, at most 10
+/// times a second.
+pub fn run_with(
+    cfg: &Config,
+    threads: usize,
+    progress: Option<&dyn Progress>,
+) -> Result<Vec<RankRecord>, Error> {
+    solve_with(cfg, threads, progress).map(|o| o.records)
 }
 
 /// As [`run`], also returning the final solution.
 pub fn solve(cfg: &Config, threads: usize) -> Result<SharedOutcome, Error> {
+    solve_with(cfg, threads, None)
+}
+
+/// As [`run_with`], also returning the final solution.
+pub fn solve_with(
+    cfg: &Config,
+    threads: usize,
+    progress: Option<&dyn Progress>,
+) -> Result<SharedOutcome, Error> {
+    let gate = ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters);
     let plan = plan(cfg, threads)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -78,9 +99,9 @@ pub fn solve(cfg: &Config, threads: usize) -> Result<SharedOutcome, Error> {
         .build()
         .map_err(|e| Error::Pool(e.to_string()))?;
     match cfg.variant {
-        Variant::Sync => Ok(pool.install(|| sync(cfg, &plan))),
-        Variant::Async => Ok(asynchronous::<LockedPlanes>(cfg, &plan, &pool)),
-        Variant::Racy => Ok(asynchronous::<AtomicPlanes>(cfg, &plan, &pool)),
+        Variant::Sync => Ok(pool.install(|| sync(cfg, &plan, gate))),
+        Variant::Async => Ok(asynchronous::<LockedPlanes>(cfg, &plan, &pool, gate)),
+        Variant::Racy => Ok(asynchronous::<AtomicPlanes>(cfg, &plan, &pool, gate)),
     }
 }
 
@@ -107,7 +128,7 @@ fn record(
     stop: StopReason,
     residual: Residuals,
     certifications: Vec<Certification>,
-    history: Vec<(u64, f64)>,
+    history: History,
     error_max: Option<f64>,
 ) -> RankRecord {
     RankRecord {
@@ -133,7 +154,7 @@ fn record(
 }
 
 /// The sync variant: parallel sweeps of disjoint plane ranges of one global array.
-fn sync(cfg: &Config, plan: &Plan) -> SharedOutcome {
+fn sync(cfg: &Config, plan: &Plan, mut gate: ProgressGate<'_>) -> SharedOutcome {
     let whole = Plan {
         global: plan.global,
         procs: ProcGrid(Dims::new(1, 1, 1)),
@@ -158,7 +179,7 @@ fn sync(cfg: &Config, plan: &Plan) -> SharedOutcome {
     };
     let res0 = residual_all(&u);
     let mut it = 0u64;
-    let mut history = Vec::new();
+    let mut history = History::new();
     let mut certs = Vec::new();
     let mut reported = None;
     let mut true_value = crit.measure(res0, res0);
@@ -188,7 +209,9 @@ fn sync(cfg: &Config, plan: &Plan) -> SharedOutcome {
             if it % cfg.check_every == 0 {
                 let v = crit.measure(parts.iter().map(|p| p.0).sum(), res0);
                 reported = Some(v);
-                history.push((it - 1, v));
+                let elapsed = start.elapsed();
+                history.record(HistoryPoint(it - 1, v, elapsed.as_secs_f64()));
+                gate.offer(it, v, elapsed);
                 if crit.met(v) {
                     if !cfg.confirm {
                         break StopReason::Criterion;
@@ -215,6 +238,7 @@ fn sync(cfg: &Config, plan: &Plan) -> SharedOutcome {
         true_value = crit.measure(residual_all(&u), res0);
     }
     let time = start.elapsed();
+    history.finish();
     let residual = Residuals {
         reported,
         true_residual: true_value,
@@ -434,6 +458,7 @@ fn asynchronous<P: BoundaryPlanes>(
     cfg: &Config,
     plan: &Plan,
     pool: &rayon::ThreadPool,
+    gate: ProgressGate<'_>,
 ) -> SharedOutcome {
     let threads = plan.procs.size();
     let plane_len = plan.local.x * plan.local.y;
@@ -470,6 +495,13 @@ fn asynchronous<P: BoundaryPlanes>(
         let mut certs = Vec::new();
         let mut reported = None;
         let mut true_value = crit.measure(res0, res0);
+        let mut history = History::new();
+        // Thread 0 alone reports progress.
+        let mut gate = if t == 0 {
+            gate
+        } else {
+            ProgressGate::new(None, 0.0, 0)
+        };
         // Every way out of the loop is a rendezvous, which leaves `true_value` current.
         let stop = if crit.met(true_value) {
             StopReason::Criterion
@@ -512,7 +544,13 @@ fn asynchronous<P: BoundaryPlanes>(
                     team.request.fetch_or(AT_MAX_ITERS, Relaxed);
                 }
                 let s = team.sum.load();
-                if crit.met(crit.measure(s, res0)) {
+                let value = crit.measure(s, res0);
+                if it % cfg.check_every == 0 {
+                    let elapsed = start.elapsed();
+                    history.record(HistoryPoint(it, value, elapsed.as_secs_f64()));
+                    gate.offer(it, value, elapsed);
+                }
+                if crit.met(value) {
                     let before = team.request.fetch_or(CONVERGED, Relaxed);
                     if before & CONVERGED == 0 {
                         team.trigger.store(s);
@@ -522,6 +560,7 @@ fn asynchronous<P: BoundaryPlanes>(
             }
         };
         let time = start.elapsed();
+        history.finish();
         let residual = Residuals {
             reported,
             true_residual: true_value,
@@ -538,7 +577,7 @@ fn asynchronous<P: BoundaryPlanes>(
             stop,
             residual,
             certs,
-            Vec::new(),
+            history,
             field.error_max(&cfg.problem),
         );
         let vals = field.owned_values();

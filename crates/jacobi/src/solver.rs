@@ -11,6 +11,7 @@ use crate::field::Field;
 use crate::geometry::{Axis, Face, Geometry};
 use crate::kernel::Region;
 use crate::problem::StopCriterion;
+use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
     Certification, ExchangeStep, MessageTotals, RankRecord, Residuals, StopReason,
 };
@@ -34,11 +35,30 @@ pub struct RankOutcome {
 /// Run the configured solver on this rank (collective: every rank of `ctx` calls it with the
 /// same configuration). Returns this rank's record.
 pub fn run_rank<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankRecord, Error> {
-    solve_rank(ctx, cfg).map(|o| o.record)
+    solve_rank_with(ctx, cfg, None).map(|o| o.record)
+}
+
+/// As [`run_rank`], calling `progress` (when given) as the run goes: at checks (sync) or
+/// completed reduction rounds (async, racy), at most 10 times a second. Give it to one rank.
+pub fn run_rank_with<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+    progress: Option<&dyn Progress>,
+) -> Result<RankRecord, Error> {
+    solve_rank_with(ctx, cfg, progress).map(|o| o.record)
 }
 
 /// As [`run_rank`], also returning the final iterate.
 pub fn solve_rank<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankOutcome, Error> {
+    solve_rank_with(ctx, cfg, None)
+}
+
+/// As [`run_rank_with`], also returning the final iterate.
+pub fn solve_rank_with<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+    progress: Option<&dyn Progress>,
+) -> Result<RankOutcome, Error> {
     let plan = cfg.plan(ctx.size())?;
     let geom = plan.geometry(ctx.rank());
     let field = Field::new(&geom, &cfg.problem);
@@ -61,11 +81,12 @@ pub fn solve_rank<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankOutcome, 
         compute: Duration::ZERO,
         comm: Duration::ZERO,
         reported: None,
-        history: Vec::new(),
+        history: History::new(),
         certifications: Vec::new(),
         reductions: 0,
         last_true_local: 0.0,
-        last_progress: Instant::now(),
+        start: Instant::now(),
+        progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
     };
     let (stop, true_res, time, channels) = match cfg.variant {
         Variant::Sync => run.sync(ctx)?,
@@ -101,14 +122,16 @@ struct Run<'a> {
     comm: Duration,
     /// The last value the solver's own test saw (none before the first check).
     reported: Option<f64>,
-    /// (iteration, value) at each sync check.
-    history: Vec<(u64, f64)>,
+    /// The convergence profile.
+    history: History,
     certifications: Vec<Certification>,
     /// Rounds of the non-blocking reduction completed.
     reductions: u64,
     /// This block's Σ r² at the last true-residual computation.
     last_true_local: f64,
-    last_progress: Instant,
+    /// When the solve started (after the channels were opened and a barrier).
+    start: Instant,
+    progress: ProgressGate<'a>,
 }
 
 /// One face's receive state in async and racy runs.
@@ -285,14 +308,14 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn progress(&mut self, value: f64) {
-        if self.cfg.progress
-            && self.rank == 0
-            && self.last_progress.elapsed() >= Duration::from_secs(1)
-        {
-            self.last_progress = Instant::now();
-            eprintln!("[aiac] iteration {:>8}   residual {value:.3e}", self.it);
-        }
+    /// A value of the criterion at iteration `it`: into the history, and to the progress hook
+    /// (rate-limited). No allocation: the history's room was reserved at the start.
+    #[inline]
+    fn observe(&mut self, it: u64, value: f64) {
+        let elapsed = self.start.elapsed();
+        self.history
+            .record(HistoryPoint(it, value, elapsed.as_secs_f64()));
+        self.progress.offer(self.it, value, elapsed);
     }
 
     fn specs(&self, tag_base: u32, r: usize) -> Result<Vec<ChannelSpec>, Error> {
@@ -368,6 +391,7 @@ impl Run<'_> {
         let mut chans = ctx.open::<Sync>(&specs)?;
         ctx.barrier()?;
         let start = Instant::now();
+        self.start = start;
         self.res0_sq = self.true_residual_sq(ctx, &mut chans)?;
         let initial = self.measure(self.res0_sq);
         let mut last_true = Some(initial);
@@ -399,8 +423,7 @@ impl Run<'_> {
                     // The sweep's residual is that of the iterate it started from.
                     let value = self.measure(g);
                     self.reported = Some(value);
-                    self.history.push((self.it - 1, value));
-                    self.progress(value);
+                    self.observe(self.it - 1, value);
                     if self.criterion().met(value) {
                         if !self.cfg.confirm {
                             break StopReason::Criterion;
@@ -452,6 +475,7 @@ impl Run<'_> {
         let mut red = ctx.reduction(2, ReduceOp::Sum)?;
         ctx.barrier()?;
         let start = Instant::now();
+        self.start = start;
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
         let mut inbox = vec![Inbox::default(); self.faces.len()];
         let mut local = [0.0, 0.0];
@@ -503,7 +527,7 @@ impl Run<'_> {
             self.reductions += 1;
             let value = self.measure(g[0]);
             self.reported = Some(value);
-            self.progress(value);
+            self.observe(self.it, value);
             if self.criterion().met(value) {
                 if !self.cfg.confirm {
                     break 'run StopReason::Criterion;
@@ -544,7 +568,7 @@ impl Run<'_> {
     }
 
     fn record(
-        &self,
+        &mut self,
         backend: &str,
         geom: &Geometry,
         stop: StopReason,
@@ -556,6 +580,7 @@ impl Run<'_> {
         for s in channels {
             messages.add(s);
         }
+        self.history.finish();
         RankRecord {
             rank: self.rank,
             backend: backend.to_string(),

@@ -1,0 +1,712 @@
+//! `aiac sweep`: the paper's parameter studies as one command.
+//!
+//! Every `aiac run` flag takes a comma-separated list; the sweep runs every combination
+//! (variants × backends × process counts × R × N × exchanges × … × repeats), one after the
+//! other, each as a child process of this same binary (`aiac run … --json FILE --quiet`), MPI
+//! runs under `mpirun -np P`. A child that fails or outlives `--timeout` is recorded as
+//! failed and the sweep goes on. Then it writes one CSV, the plots, and prints the summary
+//! table (and speedup and efficiency when p varies).
+//!
+//! Combinations a flag does not apply to are run once, not once per value: `--exchange` and
+//! `--check-every` apply to the sync variant only, `--max-in-flight` to async and racy over
+//! channels (not `--backend shared`), `--offset` to the Laplace problem.
+
+use crate::output::{check_dir, write_atomically};
+use crate::progress::SweepProgress;
+use crate::run::{
+    parse_dims, parse_grid, BackendArg, DecompArg, ExchangeArg, ProblemArg, RunError, VariantArg,
+};
+use crate::saved::{self, FailedRun, Outcome, SavedConfig};
+use crate::{plots, summary};
+use clap::{Args, ValueEnum};
+use jacobi::{Dims, ProcGrid};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How a backend's runs are started. Every backend is one arm: a new one (SHMEM under
+/// `oshrun`) is one more.
+fn launcher(b: BackendArg) -> Option<&'static str> {
+    match b {
+        BackendArg::Threads | BackendArg::Shared => None,
+        BackendArg::Mpi => Some("mpirun"),
+    }
+}
+
+/// The environment Open MPI's launchers need here (as `scripts/mpi-env.sh` sets it), given to
+/// a launcher when the user's environment does not set it: running as root (containers, CI),
+/// more ranks than cores, and the one-sided component OpenSHMEM's finalize survives.
+const LAUNCH_ENV: [(&str, &str); 4] = [
+    ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+    ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
+    ("OMPI_MCA_osc", "ucx"),
+];
+
+/// `aiac sweep`'s flags: `aiac run`'s, each a list, and the sweep's own.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Every list is comma-separated (or give the flag again). Write a \
+    non-cubic size as NXxNYxNZ. Examples:\n  \
+    aiac sweep --variant sync,async,racy -t 2 --max-in-flight 1,2,4 --repeats 3 --out fig10\n  \
+    aiac sweep --problem poisson --global 64 --decomp z --exchange blocking,overlap \\\n    \
+    --ranks 1,2,4,8 --max-iters 200 --backend mpi --out scaling"
+)]
+pub struct SweepArgs {
+    /// Backends; mpi runs are started with `mpirun -np P`.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "threads")]
+    backend: Vec<BackendArg>,
+    /// Variants.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "sync")]
+    variant: Vec<VariantArg>,
+    /// Process counts: ranks (threads, mpi) or threads (shared).
+    #[arg(
+        short = 't',
+        long = "ranks",
+        visible_alias = "threads",
+        value_delimiter = ',',
+        default_value = "1"
+    )]
+    ranks: Vec<usize>,
+    /// Problems.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "laplace")]
+    problem: Vec<ProblemArg>,
+    /// Interior points per rank: N or NXxNYxNZ each (default 50, weak scaling).
+    #[arg(long, value_parser = parse_dims, value_delimiter = ',', conflicts_with = "global")]
+    local: Vec<Dims>,
+    /// Interior points of the whole grid: N or NXxNYxNZ each (strong scaling).
+    #[arg(long, value_parser = parse_dims, value_delimiter = ',')]
+    global: Vec<Dims>,
+    /// Process grids PXxPYxPZ (each must have as many ranks as the run).
+    #[arg(long, value_parser = parse_grid, value_delimiter = ',')]
+    grid: Vec<ProcGrid>,
+    /// Shapes of the process grid.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "paper")]
+    decomp: Vec<DecompArg>,
+    /// Halo exchanges of the sync variant.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "waitall")]
+    exchange: Vec<ExchangeArg>,
+    /// Tolerances (default: the problem's).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    tol: Vec<f64>,
+    /// Sync: iterations between convergence checks K (default: the problem's).
+    #[arg(long, value_delimiter = ',')]
+    check_every: Vec<u64>,
+    /// Halo exchange periods N.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    halo_every: Vec<u64>,
+    /// R: messages in flight per channel direction (async, racy).
+    #[arg(long, value_delimiter = ',', default_value = "2")]
+    max_in_flight: Vec<usize>,
+    /// Iteration limits (fix one for scaling runs: a run that stops unconverged at the limit
+    /// still times its iterations).
+    #[arg(long, value_delimiter = ',', default_value = "1000000")]
+    max_iters: Vec<u64>,
+    /// Offsets C of the Laplace problem's boundary values and start.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        default_value = "0"
+    )]
+    offset: Vec<f64>,
+    /// Certify convergence claims (default).
+    #[arg(long, overrides_with = "no_confirm")]
+    confirm: bool,
+    /// Stop at the first convergence claim, as the paper does.
+    #[arg(long, overrides_with = "confirm")]
+    no_confirm: bool,
+    /// Make this rank's sweeps slower.
+    #[arg(long)]
+    slow_rank: Option<usize>,
+    /// How many times slower (default 2).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        requires = "slow_rank",
+        allow_hyphen_values = true
+    )]
+    slowdown: Vec<f64>,
+    /// Runs of each configuration; the tables show medians.
+    #[arg(long, default_value_t = 1, help_heading = "Sweep")]
+    repeats: u32,
+    /// Directory for everything: runs/*.json (one report per run; runs/ and logs/ are
+    /// replaced), logs/, sweep.csv, plots/*.png|svg. Created if missing.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "aiac-sweep",
+        help_heading = "Sweep"
+    )]
+    out: PathBuf,
+    /// Seconds a run may take before it is stopped and recorded as failed.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 600.0,
+        help_heading = "Sweep"
+    )]
+    timeout: f64,
+    /// No progress, no table (the files only).
+    #[arg(short, long, help_heading = "Sweep")]
+    quiet: bool,
+}
+
+fn name_of<T: ValueEnum>(v: &T) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
+}
+
+/// One axis of the grid: a flag and its values (empty: the flag is not given).
+struct Axis {
+    flag: &'static str,
+    /// Short name in labels (`R`), empty for values that name themselves (`sync`).
+    short: &'static str,
+    values: Vec<String>,
+}
+
+/// One run of the sweep.
+#[derive(Debug, Clone)]
+struct Point {
+    /// `aiac run` arguments, without `--json` and `--quiet`.
+    argv: Vec<String>,
+    /// What differs from the other runs, for people.
+    label: String,
+    backend: BackendArg,
+    ranks: usize,
+    repeat: u32,
+}
+
+impl SweepArgs {
+    fn axes(&self) -> Vec<Axis> {
+        let s = |v: &[f64]| v.iter().map(f64::to_string).collect::<Vec<_>>();
+        vec![
+            Axis {
+                flag: "--variant",
+                short: "",
+                values: self.variant.iter().map(name_of).collect(),
+            },
+            Axis {
+                flag: "--backend",
+                short: "",
+                values: self.backend.iter().map(name_of).collect(),
+            },
+            Axis {
+                flag: "-t",
+                short: "p",
+                values: self.ranks.iter().map(usize::to_string).collect(),
+            },
+            Axis {
+                flag: "--problem",
+                short: "",
+                values: self.problem.iter().map(name_of).collect(),
+            },
+            Axis {
+                flag: "--local",
+                short: "local",
+                values: self.local.iter().map(Dims::to_string).collect(),
+            },
+            Axis {
+                flag: "--global",
+                short: "global",
+                values: self.global.iter().map(Dims::to_string).collect(),
+            },
+            Axis {
+                flag: "--grid",
+                short: "grid",
+                values: self.grid.iter().map(ProcGrid::to_string).collect(),
+            },
+            Axis {
+                flag: "--decomp",
+                short: "decomp",
+                values: self.decomp.iter().map(name_of).collect(),
+            },
+            Axis {
+                flag: "--exchange",
+                short: "",
+                values: self.exchange.iter().map(name_of).collect(),
+            },
+            Axis {
+                flag: "--tol",
+                short: "tol",
+                values: s(&self.tol),
+            },
+            Axis {
+                flag: "--check-every",
+                short: "K",
+                values: self.check_every.iter().map(u64::to_string).collect(),
+            },
+            Axis {
+                flag: "--halo-every",
+                short: "N",
+                values: self.halo_every.iter().map(u64::to_string).collect(),
+            },
+            Axis {
+                flag: "--max-in-flight",
+                short: "R",
+                values: self.max_in_flight.iter().map(usize::to_string).collect(),
+            },
+            Axis {
+                flag: "--max-iters",
+                short: "max-iters",
+                values: self.max_iters.iter().map(u64::to_string).collect(),
+            },
+            Axis {
+                flag: "--offset",
+                short: "offset",
+                values: s(&self.offset),
+            },
+            Axis {
+                flag: "--slowdown",
+                short: "slowdown",
+                values: s(&self.slowdown),
+            },
+        ]
+    }
+
+    /// Every run, in order: each configuration's repeats one after the other.
+    fn points(&self) -> Vec<Point> {
+        let axes = self.axes();
+        let mut seen: Vec<Vec<String>> = Vec::new();
+        let mut out = Vec::new();
+        let dims: Vec<usize> = axes.iter().map(|a| a.values.len().max(1)).collect();
+        let total: usize = dims.iter().product();
+        for mut n in 0..total {
+            // The odometer: the first axis varies slowest.
+            let mut idx = vec![0; axes.len()];
+            for (i, d) in dims.iter().enumerate().rev() {
+                idx[i] = n % d;
+                n /= d;
+            }
+            let val = |flag: &str| -> Option<&str> {
+                let i = axes.iter().position(|a| a.flag == flag)?;
+                axes[i].values.get(idx[i]).map(String::as_str)
+            };
+            let variant = val("--variant").unwrap_or("sync");
+            let backend = val("--backend").unwrap_or("threads");
+            let problem = val("--problem").unwrap_or("laplace");
+            let applies = |flag: &str| match flag {
+                "--exchange" | "--check-every" => variant == "sync",
+                "--max-in-flight" => variant != "sync" && backend != "shared",
+                "--offset" => problem == "laplace",
+                _ => true,
+            };
+            let mut argv = Vec::new();
+            let mut label = Vec::new();
+            for (a, &i) in axes.iter().zip(&idx) {
+                let Some(v) = a.values.get(i) else { continue };
+                if !applies(a.flag) {
+                    continue;
+                }
+                if a.flag == "--slowdown" {
+                    if let Some(k) = self.slow_rank {
+                        argv.extend(["--slow-rank".to_string(), k.to_string()]);
+                    }
+                }
+                argv.extend([a.flag.to_string(), v.clone()]);
+                if a.values.len() > 1 {
+                    label.push(if a.short.is_empty() {
+                        v.clone()
+                    } else {
+                        format!("{}={v}", a.short)
+                    });
+                }
+            }
+            if self.slowdown.is_empty() {
+                if let Some(k) = self.slow_rank {
+                    argv.extend(["--slow-rank".to_string(), k.to_string()]);
+                }
+            }
+            if self.no_confirm {
+                argv.push("--no-confirm".into());
+            }
+            if seen.contains(&argv) {
+                continue;
+            }
+            seen.push(argv.clone());
+            let backend = BackendArg::from_str(backend, false).unwrap_or(BackendArg::Threads);
+            let ranks = val("-t").and_then(|v| v.parse().ok()).unwrap_or(1);
+            let label = if label.is_empty() {
+                variant.to_string()
+            } else {
+                label.join(" ")
+            };
+            for repeat in 0..self.repeats {
+                out.push(Point {
+                    argv: argv.clone(),
+                    label: label.clone(),
+                    backend,
+                    ranks,
+                    repeat,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// The file name of run `i` of `n`: `007_sync_p=2_r1`.
+fn file_stem(i: usize, n: usize, p: &Point, repeats: u32) -> String {
+    let width = n.to_string().len().max(3);
+    let mut s = format!("{i:0width$}_");
+    for c in p.label.chars() {
+        s.push(match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '-' | '=' => c,
+            _ => '_',
+        });
+    }
+    if repeats > 1 {
+        s.push_str(&format!("_r{}", p.repeat + 1));
+    }
+    s
+}
+
+/// `name` on `PATH`.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// What became of one child.
+enum Ended {
+    Exited(ExitStatus),
+    TimedOut,
+}
+
+/// Wait for `child` at most `timeout`; past it, stop it: SIGTERM (a launcher passes it on
+/// to the ranks it started and cleans up), then SIGKILL five seconds later. Children stay in
+/// the sweep's process group, so Ctrl-C on a terminal stops the run along with the sweep.
+fn wait_bounded(child: &mut Child, timeout: Duration) -> std::io::Result<Ended> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok(Ended::Exited(st));
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    tracing::debug!(pid = child.id(), "timed out: SIGTERM");
+    let _ = kill(pid, Signal::SIGTERM);
+    let grace = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < grace {
+        if child.try_wait()?.is_some() {
+            return Ok(Ended::TimedOut);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::debug!(pid = child.id(), "still running: SIGKILL");
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(Ended::TimedOut)
+}
+
+/// The last `n` lines of a file.
+fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// `aiac sweep`.
+pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
+    tracing::debug!(?args, "aiac sweep");
+    // Every check first: nothing runs and nothing is written unless all of it is right.
+    if args.repeats == 0 {
+        return Err(RunError::Invalid(
+            "--repeats must be at least 1, got 0".into(),
+        ));
+    }
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        return Err(RunError::Invalid(format!(
+            "--timeout must be a positive number of seconds, got {}",
+            args.timeout
+        )));
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| RunError::Launch(format!("cannot find the aiac binary to run: {e}")))?;
+    for b in &args.backend {
+        if let Some(l) = launcher(*b) {
+            if on_path(l).is_none() {
+                return Err(RunError::Launch(format!(
+                    "--backend {}: its launcher `{l}` is not on PATH (install Open MPI: \
+                     scripts/setup.sh)",
+                    name_of(b)
+                )));
+            }
+        }
+    }
+    let runs_dir = args.out.join("runs");
+    let logs_dir = args.out.join("logs");
+    let plots_dir = args.out.join("plots");
+    let points = args.points();
+    let n = points.len();
+    let mut planned = Vec::with_capacity(n);
+    for (i, p) in points.iter().enumerate() {
+        let stem = file_stem(i + 1, n, p, args.repeats);
+        let json = runs_dir.join(format!("{stem}.json"));
+        let mut argv = p.argv.clone();
+        argv.extend([
+            "--json".into(),
+            json.display().to_string(),
+            "--quiet".into(),
+        ]);
+        let run_args = crate::parse_run_args(&argv).map_err(|e| {
+            let msg = e.to_string();
+            let first = msg
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ");
+            RunError::Invalid(format!("{first} (in the run {})", p.label))
+        })?;
+        let plan = run_args
+            .check_config()
+            .map_err(|e| RunError::Invalid(format!("{e} (in the run {})", p.label)))?;
+        let config: SavedConfig = serde_json::from_value(run_args.report_config(&plan))
+            .map_err(|e| RunError::Invalid(format!("run {}: {e}", p.label)))?;
+        planned.push((p, stem, json, argv, config));
+    }
+    // Last, the output directory (created when missing): nothing exists before all is right.
+    for d in [&args.out, &runs_dir, &logs_dir, &plots_dir] {
+        check_dir("--out", d)?;
+    }
+    // Replace the previous sweep's runs and logs (only the files a sweep writes).
+    for d in [&runs_dir, &logs_dir] {
+        if let Ok(rd) = std::fs::read_dir(d) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".json") || name.ends_with(".log") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+
+    let progress = SweepProgress::new(n, args.quiet);
+    let timeout = Duration::from_secs_f64(args.timeout);
+    let mut outcomes: Vec<(String, Outcome)> = Vec::with_capacity(n);
+    for (i, (p, stem, json, argv, config)) in planned.into_iter().enumerate() {
+        let what = if args.repeats > 1 {
+            format!("{} (repeat {})", p.label, p.repeat + 1)
+        } else {
+            p.label.clone()
+        };
+        progress.starting(i, &what);
+        let log_path = logs_dir.join(format!("{stem}.log"));
+        let mut cmd = match launcher(p.backend) {
+            Some(l) => {
+                let mut c = Command::new(l);
+                c.args(["-np", &p.ranks.to_string()]).arg(&exe);
+                for (k, v) in LAUNCH_ENV {
+                    if std::env::var_os(k).is_none() {
+                        c.env(k, v);
+                    }
+                }
+                c
+            }
+            None => Command::new(&exe),
+        };
+        cmd.arg("run").args(&argv);
+        let command: Vec<String> = std::iter::once(cmd.get_program())
+            .chain(cmd.get_args())
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        tracing::debug!(?command, "starting");
+        let ended = std::fs::File::create(&log_path)
+            .and_then(|log| {
+                let err = log.try_clone()?;
+                cmd.stdin(Stdio::null())
+                    .stdout(Stdio::from(log))
+                    .stderr(Stdio::from(err))
+                    .spawn()
+            })
+            .and_then(|mut child| wait_bounded(&mut child, timeout));
+        let (status, code) = match &ended {
+            Ok(Ended::Exited(st)) => (None, st.code()),
+            Ok(Ended::TimedOut) => (Some("timeout"), None),
+            Err(_) => (Some("failed"), None),
+        };
+        let report = match (status, code) {
+            (None, Some(0 | 2)) => saved::load(&json).ok(),
+            _ => None,
+        };
+        let (outcome, result) = match report {
+            Some(o @ Outcome::Ok(_)) => {
+                let r = o.run().expect("a report");
+                let result = format!(
+                    "{:.4} s, {:.0} iterations (mean over ranks), {}",
+                    r.time_s,
+                    r.iterations.mean,
+                    if r.converged {
+                        "converged"
+                    } else {
+                        "not converged (max-iters)"
+                    }
+                );
+                (o, result)
+            }
+            _ => {
+                let status = status.unwrap_or("failed");
+                let why = match (&ended, code) {
+                    (Err(e), _) => format!("could not start: {e}"),
+                    (Ok(Ended::TimedOut), _) => format!("timed out after {} s", args.timeout),
+                    (_, Some(c)) if c != 0 && c != 2 => format!("exit code {c}"),
+                    (_, Some(_)) => "no readable report".into(),
+                    (_, None) => "killed by a signal".into(),
+                };
+                let failed = FailedRun {
+                    schema: saved::FAILED_SCHEMA.into(),
+                    status: status.into(),
+                    exit_code: code,
+                    command,
+                    log: format!("../logs/{stem}.log"),
+                    repeat: p.repeat,
+                    config,
+                };
+                let path = runs_dir.join(format!("{stem}.failed.json"));
+                let _ = std::fs::remove_file(&json);
+                let text = serde_json::to_vec_pretty(&failed).unwrap_or_default();
+                if let Err(e) = write_atomically(&path, &text) {
+                    progress.warn(&format!("aiac sweep: {}: {e}", path.display()));
+                }
+                let last = tail(&log_path, 3);
+                progress.warn(&format!(
+                    "aiac sweep: run {}/{n} ({what}) FAILED: {why}; log {}{}",
+                    i + 1,
+                    log_path.display(),
+                    if last.is_empty() {
+                        String::new()
+                    } else {
+                        format!(":\n{last}")
+                    }
+                ));
+                (Outcome::Failed(Box::new(failed)), format!("FAILED: {why}"))
+            }
+        };
+        progress.finished(i, &what, &result);
+        outcomes.push((stem, outcome));
+    }
+    drop(progress);
+
+    let runs: Vec<Outcome> = outcomes.iter().map(|(_, o)| o.clone()).collect();
+    let named: Vec<(String, &Outcome)> = outcomes.iter().map(|(s, o)| (s.clone(), o)).collect();
+    let csv_path = args.out.join("sweep.csv");
+    write_atomically(&csv_path, summary::runs_csv(&named).as_bytes()).map_err(|e| {
+        RunError::Output {
+            flag: "--out",
+            path: csv_path.clone(),
+            why: e.to_string(),
+        }
+    })?;
+    let files = plots::draw_all(&runs, &plots_dir).map_err(|e| RunError::Output {
+        flag: "--out",
+        path: plots_dir.clone(),
+        why: e,
+    })?;
+    let failed = runs.iter().filter(|o| o.run().is_none()).count();
+    if !args.quiet {
+        print!("{}", summary::summary(&runs));
+        println!();
+        println!("reports  {}", runs_dir.display());
+        println!("table    {}", csv_path.display());
+        if files.is_empty() {
+            println!("plots    none (no run has a report)");
+        } else {
+            println!("plots    {}/", plots_dir.display());
+            for f in &files {
+                if let Some(name) = f.file_name() {
+                    println!("           {}", name.to_string_lossy());
+                }
+            }
+        }
+        if failed > 0 {
+            println!(
+                "{failed} run(s) FAILED: see their logs in {}",
+                logs_dir.display()
+            );
+        }
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        s: SweepArgs,
+    }
+
+    fn points(argv: &[&str]) -> Vec<Point> {
+        T::try_parse_from(std::iter::once("x").chain(argv.iter().copied()))
+            .unwrap()
+            .s
+            .points()
+    }
+
+    #[test]
+    fn the_grid_is_the_product_of_the_lists() {
+        let p = points(&[
+            "--variant",
+            "async,racy",
+            "--max-in-flight",
+            "1,2,8",
+            "-t",
+            "2",
+        ]);
+        assert_eq!(p.len(), 6);
+        assert_eq!(p[0].label, "async R=1");
+        assert!(p[5].argv.windows(2).any(|w| w == ["--max-in-flight", "8"]));
+    }
+
+    #[test]
+    fn flags_that_do_not_apply_collapse() {
+        // R does not apply to sync, the exchange not to racy: 1 + 3 runs, not 2 × 2 × 3.
+        let p = points(&[
+            "--variant",
+            "sync,racy",
+            "--exchange",
+            "blocking,overlap",
+            "--max-in-flight",
+            "1,2,8",
+        ]);
+        let labels: Vec<&str> = p.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "sync blocking",
+                "sync overlap",
+                "racy R=1",
+                "racy R=2",
+                "racy R=8"
+            ]
+        );
+        assert!(!p[0].argv.contains(&"--max-in-flight".to_string()));
+        assert!(!p[2].argv.contains(&"--exchange".to_string()));
+    }
+
+    #[test]
+    fn repeats_follow_each_other() {
+        let p = points(&["--variant", "sync,async", "--repeats", "2"]);
+        let r: Vec<(String, u32)> = p.iter().map(|p| (p.label.clone(), p.repeat)).collect();
+        assert_eq!(r[0], ("sync".to_string(), 0));
+        assert_eq!(r[1], ("sync".to_string(), 1));
+        assert_eq!(r[2], ("async".to_string(), 0));
+        assert_eq!(file_stem(3, 4, &p[2], 2), "003_async_r1");
+    }
+}
