@@ -146,6 +146,12 @@ impl<B: Backend, M: Mode> Channel<B, M> {
         self.t.check_world()
     }
 
+    /// Wait a little between polls, as this channel's transport does (spin, yield, or
+    /// progress the library): for loops that wait on the channel from outside it.
+    pub(crate) fn relax(&mut self, spins: u32) {
+        self.t.relax(spins);
+    }
+
     /// Progress, then the number of this end's messages in flight (at most R).
     pub fn in_flight(&mut self) -> Result<usize, CommError> {
         self.t.in_flight()

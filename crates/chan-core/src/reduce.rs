@@ -291,10 +291,10 @@ impl<B: Backend> Reduction for TreeReduction<B> {
                     c.check_world()?;
                 }
             }
-            if spins > 64 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
+            // Wait as the backend's transport does (MPI and SHMEM busy-poll, threads yield
+            // after a while); a tree of one rank completes at its first step.
+            if let Some(c) = self.parent.as_mut().or(self.children.first_mut()) {
+                c.relax(spins);
             }
         }
         Ok(self.result())

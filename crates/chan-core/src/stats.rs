@@ -4,11 +4,13 @@ use crate::mode::ModeKind;
 use serde::ser::{SerializeStruct, Serializer};
 use serde::Serialize;
 
-/// Exact counts for values `0..BUCKETS-1`, one overflow bucket above; count, sum, min and max
-/// over every value. Allocated once, at channel creation: recording never allocates.
+/// Exact counts for values `0..BUCKETS-1`, one overflow bucket above, and a count of negative
+/// values (staleness is negative when the sender is ahead of the receiver); count, sum, min
+/// and max over every value. Allocated once, at channel creation: recording never allocates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Histogram {
     counts: Box<[u64]>,
+    negative: u64,
     count: u64,
     sum: i128,
     min: i64,
@@ -23,6 +25,7 @@ impl Histogram {
     pub fn new() -> Self {
         Histogram {
             counts: vec![0; Self::BUCKETS].into_boxed_slice(),
+            negative: 0,
             count: 0,
             sum: 0,
             min: i64::MAX,
@@ -30,15 +33,24 @@ impl Histogram {
         }
     }
 
-    /// Record one value. Negative values count in sum/min/max and bucket 0.
+    /// Record one value. A negative value is counted apart (and in sum/min/max), in no bucket.
     #[inline]
     pub fn record(&mut self, v: i64) {
-        let b = (v.max(0) as u64).min(Self::BUCKETS as u64 - 1) as usize;
-        self.counts[b] += 1;
+        if v < 0 {
+            self.negative += 1;
+        } else {
+            let b = (v as u64).min(Self::BUCKETS as u64 - 1) as usize;
+            self.counts[b] += 1;
+        }
         self.count += 1;
         self.sum += v as i128;
         self.min = self.min.min(v);
         self.max = self.max.max(v);
+    }
+
+    /// Number of negative values recorded.
+    pub fn negative(&self) -> u64 {
+        self.negative
     }
 
     /// Number of values recorded.
@@ -85,6 +97,7 @@ impl Histogram {
         for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
             *a += b;
         }
+        self.negative += other.negative;
         self.count += other.count;
         self.sum += other.sum;
         self.min = self.min.min(other.min);
@@ -100,8 +113,9 @@ impl Default for Histogram {
 
 impl Serialize for Histogram {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Histogram", 5)?;
+        let mut st = s.serialize_struct("Histogram", 6)?;
         st.serialize_field("count", &self.count)?;
+        st.serialize_field("negative", &self.negative)?;
         st.serialize_field("mean", &self.mean())?;
         st.serialize_field("min", &self.min())?;
         st.serialize_field("max", &self.max())?;
@@ -179,7 +193,8 @@ mod tests {
         assert_eq!(h.bucket(1), 2);
         assert_eq!(h.bucket(5), 1);
         assert_eq!(h.bucket(Histogram::BUCKETS - 1), 1);
-        assert_eq!(h.bucket(0), 1);
+        assert_eq!(h.bucket(0), 0);
+        assert_eq!(h.negative(), 1);
         assert_eq!((h.min(), h.max()), (Some(-3), Some(1000)));
         assert_eq!(h.mean(), Some(1004.0 / 5.0));
         let mut g = Histogram::new();

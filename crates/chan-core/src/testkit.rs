@@ -144,6 +144,20 @@ pub fn async_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize, r: usiz
                 batch as usize <= r + 1,
                 "one receive found {batch} new messages, R = {r}"
             );
+            // The lent message stays whole and unchanged while the channel keeps polling and
+            // the peer keeps sending: a transport must not refill a held slot.
+            if last[k].0 > 0 {
+                for _ in 0..3 {
+                    ch.can_recv().map_err(|e| e.to_string())?;
+                }
+                let held = ch.latest().ok_or("latest() lost the lent message")?;
+                ensure!(
+                    held.seq() == last[k].0,
+                    "the lent message changed to {}",
+                    held.seq()
+                );
+                check_whole(held.data(), held.seq(), "lent message after more polls")?;
+            }
             // Random work so the interleavings vary.
             rng ^= rng << 13;
             rng ^= rng >> 7;

@@ -55,6 +55,9 @@ pub enum BackendArg {
     Shared,
     /// MPI processes started by mpirun, one rank each (needs the `mpi` feature).
     Mpi,
+    /// OpenSHMEM processing elements started by oshrun, one rank each (needs the `shmem`
+    /// feature).
+    Shmem,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
@@ -235,6 +238,7 @@ impl RunArgs {
             BackendArg::Threads => "threads",
             BackendArg::Shared => "shared",
             BackendArg::Mpi => "mpi",
+            BackendArg::Shmem => "shmem",
         }
     }
 
@@ -257,11 +261,14 @@ impl RunArgs {
             return Err(ConfigError::NoRanks.into());
         }
         let plan = match self.backend {
-            BackendArg::Threads | BackendArg::Mpi => cfg.plan(n)?,
+            BackendArg::Threads | BackendArg::Mpi | BackendArg::Shmem => cfg.plan(n)?,
             BackendArg::Shared => jacobi::shared::plan(&cfg, n)?,
         };
         if self.backend == BackendArg::Mpi && !cfg!(feature = "mpi") {
-            return Err(no_mpi());
+            return Err(not_built("mpi"));
+        }
+        if self.backend == BackendArg::Shmem && !cfg!(feature = "shmem") {
+            return Err(not_built("shmem"));
         }
         Ok(plan)
     }
@@ -315,8 +322,10 @@ pub fn run_on<C: Context>(
 /// `aiac run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
     tracing::debug!(?args, "aiac run");
-    if args.backend == BackendArg::Mpi {
-        return run_mpi(args, &args.config());
+    match args.backend {
+        BackendArg::Mpi => return run_mpi(args, &args.config()),
+        BackendArg::Shmem => return run_shmem(args, &args.config()),
+        BackendArg::Threads | BackendArg::Shared => {}
     }
     // Validate once before starting threads, so bad input gives one message.
     args.check()?;
@@ -348,28 +357,67 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
             drop(progress);
             finish(Report::new("shared", &cfg, &plan, records?), args)
         }
-        BackendArg::Mpi => unreachable!("handled above"),
+        BackendArg::Mpi | BackendArg::Shmem => unreachable!("handled above"),
     }
 }
 
-fn no_mpi() -> RunError {
-    RunError::Launch("--backend mpi: this aiac was built without MPI (cargo feature `mpi`)".into())
+fn not_built(backend: &str) -> RunError {
+    RunError::Launch(format!(
+        "--backend {backend}: this aiac was built without it (cargo feature `{backend}`)"
+    ))
 }
 
-/// `--backend mpi`: one rank per process of the MPI job.
+/// A backend of one rank per process, started by a launcher (`mpirun`, `oshrun`).
+#[cfg(any(feature = "mpi", feature = "shmem"))]
+trait Launched: Context + Sized {
+    /// The backend's name, as `--backend` spells it.
+    const NAME: &'static str;
+    /// Its launcher.
+    const LAUNCHER: &'static str;
+    /// Finalize the library (every rank).
+    fn finalize(self) -> Result<(), String>;
+    /// Stop every rank of the job, now.
+    fn abort(&self, code: i32) -> !;
+}
+
+#[cfg(feature = "mpi")]
+impl Launched for chan_mpi::MpiCtx {
+    const NAME: &'static str = "mpi";
+    const LAUNCHER: &'static str = "mpirun";
+    fn finalize(self) -> Result<(), String> {
+        chan_mpi::MpiCtx::finalize(self).map_err(|e| e.to_string())
+    }
+    fn abort(&self, code: i32) -> ! {
+        chan_mpi::MpiCtx::abort(self, code)
+    }
+}
+
+#[cfg(feature = "shmem")]
+impl Launched for chan_shmem::ShmemCtx {
+    const NAME: &'static str = "shmem";
+    const LAUNCHER: &'static str = "oshrun";
+    fn finalize(self) -> Result<(), String> {
+        chan_shmem::ShmemCtx::finalize(self).map_err(|e| e.to_string())
+    }
+    fn abort(&self, code: i32) -> ! {
+        chan_shmem::ShmemCtx::abort(self, code)
+    }
+}
+
+/// `--backend mpi|shmem`: one rank per process of the job the launcher started.
 ///
 /// Input is checked on every rank before any collective call, identically, so a bad flag
-/// makes every rank stop; only rank 0 prints it, and MPI is finalized cleanly. An error during
-/// the run may leave other ranks waiting in a collective call for this one: that rank prints
-/// it and aborts the job (`MPI_Abort`), so nothing hangs.
-///
-/// (A SHMEM backend follows the same pattern, with `oshrun` as its launcher: Open MPI's
-/// `oshrun` sets `OMPI_COMM_WORLD_SIZE` as `mpirun` does, so [`launcher_hint`] serves both.)
-#[cfg(feature = "mpi")]
-fn run_mpi(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
-    let mut ctx = chan_mpi::MpiCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
+/// makes every rank stop; only rank 0 prints it, and the library is finalized cleanly. An
+/// error during the run may leave other ranks waiting in a collective call for this one: that
+/// rank prints it and aborts the job (`MPI_Abort`, `shmem_global_exit`), so nothing hangs.
+#[cfg(any(feature = "mpi", feature = "shmem"))]
+fn run_launched<C: Launched>(
+    mut ctx: C,
+    args: &RunArgs,
+    cfg: &Config,
+) -> Result<ExitCode, RunError> {
     let (rank, size) = (ctx.rank(), ctx.size());
-    let checked = mpi_job_matches(args, size)
+    let checked = job_matches::<C>(args, size)
         .and_then(|()| cfg.plan(size).map(drop).map_err(RunError::from))
         .and_then(|()| check_output(args));
     if let Err(e) = checked {
@@ -378,14 +426,14 @@ fn run_mpi(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
             return Err(RunError::ReportedByRank0);
         }
         if let Err(f) = finalized {
-            eprintln!("aiac: while stopping MPI: {f}");
+            eprintln!("aiac: while stopping {}: {f}", C::NAME);
         }
         return Err(e);
     }
-    match run_on(&mut ctx, "mpi", cfg, args) {
+    match run_on(&mut ctx, C::NAME, cfg, args) {
         Ok(code) => {
             ctx.finalize()
-                .map_err(|e| RunError::Launch(format!("MPI finalize: {e}")))?;
+                .map_err(|e| RunError::Launch(format!("{} finalize: {e}", C::NAME)))?;
             Ok(code)
         }
         Err(e) => {
@@ -395,30 +443,44 @@ fn run_mpi(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
     }
 }
 
+#[cfg(feature = "mpi")]
+fn run_mpi(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
+    let ctx = chan_mpi::MpiCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
+    run_launched(ctx, args, cfg)
+}
+
 #[cfg(not(feature = "mpi"))]
 fn run_mpi(_: &RunArgs, _: &Config) -> Result<ExitCode, RunError> {
-    Err(no_mpi())
+    Err(not_built("mpi"))
 }
 
-/// " (it was not started by mpirun)" when this process has no launcher's environment.
-#[cfg(feature = "mpi")]
-fn launcher_hint(size: usize, launcher: &str) -> String {
-    if size == 1 && std::env::var_os("OMPI_COMM_WORLD_SIZE").is_none() {
-        format!(" (it was not started by {launcher})")
-    } else {
-        String::new()
-    }
+#[cfg(feature = "shmem")]
+fn run_shmem(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
+    let ctx = chan_shmem::ShmemCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
+    run_launched(ctx, args, cfg)
 }
 
-/// An MPI job's size must be what `-t` asks for; a job of one process that should be several
-/// was started without its launcher.
-#[cfg(feature = "mpi")]
-fn mpi_job_matches(args: &RunArgs, size: usize) -> Result<(), RunError> {
+#[cfg(not(feature = "shmem"))]
+fn run_shmem(_: &RunArgs, _: &Config) -> Result<ExitCode, RunError> {
+    Err(not_built("shmem"))
+}
+
+/// A launched job's size must be what `-t` asks for; a job of one process that should be
+/// several was started without its launcher (Open MPI's `mpirun` and `oshrun` both set
+/// `OMPI_COMM_WORLD_SIZE` in the processes they start).
+#[cfg(any(feature = "mpi", feature = "shmem"))]
+fn job_matches<C: Launched>(args: &RunArgs, size: usize) -> Result<(), RunError> {
+    let (launcher, name) = (C::LAUNCHER, C::NAME);
     match args.threads {
         Some(n) if n != size => Err(RunError::Launch(format!(
-            "-t/--threads {n} asks for {n} ranks but this MPI job has {size}{}: start it with \
-             `mpirun -np {n} aiac run --backend mpi …` (and without -t, mpirun's -np decides)",
-            launcher_hint(size, "mpirun")
+            "-t/--threads {n} asks for {n} ranks but this {name} job has {size}{}: start it with \
+             `{launcher} -np {n} aiac run --backend {name} …` (and without -t, {launcher}'s -np \
+             decides)",
+            if size == 1 && std::env::var_os("OMPI_COMM_WORLD_SIZE").is_none() {
+                format!(" (it was not started by {launcher})")
+            } else {
+                String::new()
+            }
         ))),
         _ => Ok(()),
     }

@@ -24,12 +24,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// How a backend's runs are started. Every backend is one arm: a new one (SHMEM under
-/// `oshrun`) is one more.
+/// How a backend's runs are started. Every backend is one arm.
 fn launcher(b: BackendArg) -> Option<&'static str> {
     match b {
         BackendArg::Threads | BackendArg::Shared => None,
         BackendArg::Mpi => Some("mpirun"),
+        BackendArg::Shmem => Some("oshrun"),
     }
 }
 
@@ -53,7 +53,7 @@ const LAUNCH_ENV: [(&str, &str); 4] = [
     --ranks 1,2,4,8 --max-iters 200 --backend mpi --out scaling"
 )]
 pub struct SweepArgs {
-    /// Backends; mpi runs are started with `mpirun -np P`.
+    /// Backends; mpi runs are started with `mpirun -np P`, shmem runs with `oshrun -np P`.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "threads")]
     backend: Vec<BackendArg>,
     /// Variants.

@@ -1,0 +1,423 @@
+//! `aiac run --backend mpi` under real `mpirun` and `aiac run --backend shmem` under real
+//! `oshrun`, against the threads backend and a serial run: the same solver over a different
+//! transport must give the same answers. Every test runs once per launched backend, and every
+//! job under `timeout`, so a hang fails the test instead of stalling the suite.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const AIAC: &str = env!("CARGO_BIN_EXE_aiac");
+
+/// A backend whose ranks are processes started by a launcher.
+struct Launcher {
+    /// `mpirun`, `oshrun`.
+    cmd: &'static str,
+    /// `--backend` value.
+    backend: &'static str,
+}
+
+const LAUNCHERS: [Launcher; 2] = [
+    Launcher {
+        cmd: "mpirun",
+        backend: "mpi",
+    },
+    Launcher {
+        cmd: "oshrun",
+        backend: "shmem",
+    },
+];
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("aiac-mpi-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `LAUNCHER -np N aiac run --backend B ARGS --json FILE`, killed after two minutes.
+fn launch(l: &Launcher, np: usize, args: &[&str], json: &Path) -> Output {
+    Command::new("timeout")
+        .args(["-k", "5", "120", l.cmd, "-np", &np.to_string(), AIAC, "run"])
+        .args(["--backend", l.backend])
+        .args(args)
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .expect("timeout and the launcher start (scripts/setup.sh installs Open MPI)")
+}
+
+fn threads(t: usize, args: &[&str], json: &Path) -> Output {
+    Command::new(AIAC)
+        .args(["run", "--backend", "threads", "-t", &t.to_string()])
+        .args(args)
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .expect("aiac runs")
+}
+
+fn report(out: &Output, json: &Path, what: &str) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(json).expect("report written")).expect("valid JSON")
+}
+
+/// (iteration, residual) of each point of the report's history ([iteration, residual, time_s]).
+fn history(j: &Value) -> Vec<(u64, f64)> {
+    let h: Vec<(u64, f64, f64)> = serde_json::from_value(j["history"].clone())
+        .expect("history is [[iteration, residual, time_s]]");
+    h.into_iter().map(|(i, r, _)| (i, r)).collect()
+}
+
+/// Sync over MPI on 1, 2 and 4 ranks (2 and 4 decompose the grid differently) equals the
+/// threads backend on 1 rank (a serial run): the same iteration count and a residual history
+/// equal to 1e-12 relative (the blocks' sums are added in a different order, nothing else
+/// differs: every block performs the same floating-point operations on the same values).
+#[test]
+fn sync_over_a_launcher_matches_a_serial_run() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("sync-{}", l.backend));
+        let args = [
+            "--variant",
+            "sync",
+            "--global",
+            "16",
+            "--check-every",
+            "10",
+            "--quiet",
+        ];
+        let serial_json = dir.join("serial.json");
+        let serial = report(&threads(1, &args, &serial_json), &serial_json, "serial");
+        let want = history(&serial);
+        assert!(want.len() > 5, "a history to compare: {want:?}");
+        for np in [1, 2, 4] {
+            let json = dir.join(format!("{np}.json"));
+            let what = format!("{} np={np}", l.backend);
+            let j = report(&launch(l, np, &args, &json), &json, &what);
+            assert_eq!(j["config"]["backend"], l.backend);
+            assert_eq!(j["config"]["ranks"], np);
+            assert_eq!(
+                j["iterations"]["min"], serial["iterations"]["min"],
+                "np={np}"
+            );
+            assert_eq!(
+                j["iterations"]["max"], serial["iterations"]["max"],
+                "np={np}"
+            );
+            let got = history(&j);
+            assert_eq!(got.len(), want.len(), "np={np}");
+            for ((i, a), (k, b)) in got.iter().zip(&want) {
+                assert_eq!(i, k);
+                assert!(
+                    (a - b).abs() <= 1e-12 * b.abs(),
+                    "np={np} iteration {i}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
+
+/// Async and racy over MPI, oversubscribed (3 ranks on this 2-core machine) and not: every
+/// converged run has a true residual below tol, every time.
+#[test]
+fn async_and_racy_over_a_launcher_converge_only_below_tol() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("async-{}", l.backend));
+        for variant in ["async", "racy"] {
+            for np in [2, 3] {
+                for rep in 0..3 {
+                    let json = dir.join(format!("{variant}{np}-{rep}.json"));
+                    let args = ["--variant", variant, "--local", "8", "--quiet"];
+                    let j = report(
+                        &launch(l, np, &args, &json),
+                        &json,
+                        &format!("{variant} np={np}"),
+                    );
+                    let t = j["residual"]["true"].as_f64().unwrap();
+                    assert_eq!(j["converged"], true, "{variant} np={np}");
+                    assert!(
+                        t < 1e-4,
+                        "{variant} np={np} rep {rep}: true residual {t} ≥ tol"
+                    );
+                    for r in j["ranks"].as_array().unwrap() {
+                        assert_eq!(r["backend"], l.backend);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Rank 0 alone prints the table and writes the report, atomically; a bad flag stops every
+/// rank with one message.
+#[test]
+fn rank_0_reports_alone() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("rank0-{}", l.backend));
+        let json = dir.join("r.json");
+        std::fs::write(&json, "old").unwrap();
+        let out = launch(l, 2, &["--variant", "racy", "--global", "12"], &json);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        report(&out, &json, "racy np=2");
+        assert_eq!(
+            stdout.matches("aiac run:").count(),
+            1,
+            "one table: {stdout}"
+        );
+        assert_eq!(stdout.matches("result").count(), 1, "one table: {stdout}");
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
+
+        let bad = dir.join("bad.json");
+        let out = launch(l, 2, &["--tol", "0"], &bad);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0));
+        assert_eq!(
+            err.matches("--tol must be").count(),
+            1,
+            "one message: {err}"
+        );
+        assert!(!bad.exists(), "no report on bad input");
+    }
+}
+
+/// `-t N` without the launcher: one clear message naming it, exit 1.
+#[test]
+fn missing_launcher_is_named() {
+    for l in &LAUNCHERS {
+        let out = Command::new(AIAC)
+            .args(["run", "--backend", l.backend, "-t", "4", "--local", "4"])
+            .env_remove("OMPI_COMM_WORLD_SIZE")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("{} -np 4", l.cmd)), "{err}");
+    }
+}
+
+/// A rank whose sweeps are slowed does fewer iterations than the others in async (they do
+/// not wait for it), over MPI as over threads.
+#[test]
+fn slow_rank_iterates_less_in_async() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("slow-{}", l.backend));
+        let json = dir.join("r.json");
+        let args = [
+            "--variant",
+            "async",
+            "--global",
+            "16",
+            "--slow-rank",
+            "1",
+            "--slowdown",
+            "4",
+            "--quiet",
+        ];
+        let j = report(&launch(l, 2, &args, &json), &json, "slow rank");
+        let it: Vec<f64> = j["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["iterations"].as_f64().unwrap())
+            .collect();
+        assert!(
+            it[1] < 0.75 * it[0],
+            "slow rank 1 did {} iterations, rank 0 {}",
+            it[1],
+            it[0]
+        );
+    }
+}
+
+/// The Poisson problem over MPI, split in z over 1, 2 and 4 ranks, with the blocking and the
+/// overlapped exchange: the iteration count and the max error against the exact solution are
+/// those of a one-rank threads run, bit for bit (every point's update is the same operation
+/// on the same values).
+#[test]
+fn poisson_over_a_launcher_is_the_same_for_every_split_and_exchange() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("poisson-{}", l.backend));
+        let base = [
+            "--problem",
+            "poisson",
+            "--global",
+            "16",
+            "--decomp",
+            "z",
+            "--quiet",
+        ];
+        let one = dir.join("one.json");
+        let want = report(&threads(1, &base, &one), &one, "threads 1");
+        let err = want["error_max"]
+            .as_f64()
+            .expect("Poisson reports error_max");
+        assert!(err > 0.0 && err < 0.02, "error {err}");
+        for exchange in ["blocking", "overlap"] {
+            for np in [1, 2, 4] {
+                let json = dir.join(format!("{exchange}{np}.json"));
+                let mut args = base.to_vec();
+                args.extend(["--exchange", exchange]);
+                let j = report(
+                    &launch(l, np, &args, &json),
+                    &json,
+                    &format!("{exchange} np={np}"),
+                );
+                assert_eq!(j["config"]["process_grid"]["z"], np);
+                assert_eq!(j["config"]["exchange"], exchange);
+                assert_eq!(
+                    j["iterations"]["max"], want["iterations"]["max"],
+                    "{exchange} np={np}"
+                );
+                assert_eq!(
+                    j["iterations"]["min"], want["iterations"]["min"],
+                    "{exchange} np={np}"
+                );
+                let e = j["error_max"].as_f64().unwrap();
+                assert_eq!(
+                    e.to_bits(),
+                    err.to_bits(),
+                    "{exchange} np={np}: error {e} vs {err}"
+                );
+            }
+        }
+    }
+}
+
+/// `LAUNCHER -np 2` with every output file: rank 0 alone prints the progress line and the
+/// table and writes the files, each atomically.
+#[test]
+fn rank_0_writes_csv_and_history_alone() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("files-{}", l.backend));
+        let (json, csv, hist) = (dir.join("r.json"), dir.join("r.csv"), dir.join("h.csv"));
+        let out = Command::new("timeout")
+            .args([
+                "-k",
+                "5",
+                "120",
+                l.cmd,
+                "-np",
+                "2",
+                AIAC,
+                "run",
+                "--backend",
+                l.backend,
+            ])
+            .args(["--variant", "racy", "--global", "12"])
+            .args(["--json", json.to_str().unwrap()])
+            .args(["--csv", csv.to_str().unwrap()])
+            .args(["--history", hist.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let j = report(&out, &json, "racy np=2 with files");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.matches("aiac run:").count(), 1, "{stdout}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let progress = stderr.lines().filter(|l| l.starts_with("[aiac]")).count();
+        assert!(progress >= 1, "a progress line: {stderr}");
+        if j["time_s"].as_f64().unwrap() < 0.5 {
+            assert_eq!(progress, 1, "rank 0 alone shows progress: {stderr}");
+        }
+        let c = std::fs::read_to_string(&csv).unwrap();
+        let ranks: Vec<&str> = c
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').next().unwrap())
+            .collect();
+        assert_eq!(ranks, ["0", "1"], "{c}");
+        assert!(c
+            .lines()
+            .skip(1)
+            .all(|line| line.split(',').nth(1) == Some(l.backend)));
+        let h = std::fs::read_to_string(&hist).unwrap();
+        for r in ["0", "1"] {
+            assert!(
+                h.lines().skip(1).any(|l| l.split(',').next() == Some(r)),
+                "history of rank {r}"
+            );
+        }
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 3, "no temporary file left: {left:?}");
+    }
+}
+
+/// `aiac sweep --backend mpi|shmem` starts `mpirun` or `oshrun` itself (with the environment Open MPI needs here,
+/// even when the caller's lacks it) over 1 and 2 processes and prints the speedup and
+/// efficiency table of both exchanges; `aiac report` prints the same from the saved runs.
+#[test]
+fn sweep_over_a_launcher_prints_speedup_for_both_exchanges() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("sweep-{}", l.backend));
+        let out = dir.join("sw");
+        let mut cmd = Command::new("timeout");
+        cmd.args(["-k", "5", "300", AIAC, "sweep", "--backend", l.backend])
+            .args(["--problem", "poisson", "--global", "8", "--decomp", "z"])
+            .args(["--variant", "sync", "--exchange", "blocking,overlap"])
+            .args(["--ranks", "1,2", "--max-iters", "20", "--timeout", "120"])
+            .args(["--out", out.to_str().unwrap()]);
+        for k in [
+            "OMPI_ALLOW_RUN_AS_ROOT",
+            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM",
+            "OMPI_MCA_rmaps_base_oversubscribe",
+            "OMPI_MCA_osc",
+        ] {
+            cmd.env_remove(k);
+        }
+        let o = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        for exchange in ["blocking", "overlap"] {
+            let head = format!("speedup S_p = T_1/T_p and efficiency E_p = S_p/p: sync {exchange}");
+            let at = stdout
+                .find(&head)
+                .unwrap_or_else(|| panic!("no speedup table for {exchange}: {stdout}"));
+            let rows: Vec<Vec<&str>> = stdout[at..]
+                .lines()
+                .skip(2)
+                .take(2)
+                .map(|l| l.split_whitespace().collect())
+                .collect();
+            assert_eq!(rows[0][0], "1");
+            assert_eq!((rows[0][2], rows[0][3]), ("1.00", "1.00"), "{stdout}");
+            assert_eq!(rows[1][0], "2");
+            let (s, e): (f64, f64) = (rows[1][2].parse().unwrap(), rows[1][3].parse().unwrap());
+            assert!(
+                s > 0.0 && (e - s / 2.0).abs() < 0.01,
+                "E_p = S_p/p: {stdout}"
+            );
+            assert_eq!(rows[1][5], "max-iters", "fixed --max-iters: {stdout}");
+        }
+        let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 5, "{csv}");
+        assert!(
+            csv.lines()
+                .skip(1)
+                .all(|line| line.contains(&format!(",max_iters,2,{},", l.backend))),
+            "{csv}"
+        );
+        assert!(out.join("plots/vs_p.png").exists());
+        let rep = Command::new(AIAC)
+            .args(["report", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let rep = String::from_utf8_lossy(&rep.stdout);
+        let table = |s: &str| s.split("\nreports ").next().unwrap().trim_end().to_string();
+        assert_eq!(table(&rep), table(&stdout));
+    }
+}
