@@ -5,6 +5,8 @@
 //!   each rank posts its `MPI_Irecv`, then `MPI_Isend`s and waits, as a C halo swap would.
 //! - **stream**: rank 0 sends a stream to rank 1 with R = 4 in flight (bandwidth). Raw: a ring
 //!   of 4 `MPI_Isend` requests at the sender, 4 `MPI_Irecv` kept posted at the receiver.
+//! - **exchange**: both ranks send at once and then receive, the halo swap of a synchronous
+//!   Jacobi step. Raw: pack, `MPI_Irecv`, `MPI_Isend`, `MPI_Waitall`, unpack on both ranks.
 //!
 //! `cargo bench -p chan-mpi --bench mpi_channel` starts itself under `mpirun -np 2`. Criterion
 //! runs on rank 0; before each sample rank 0 broadcasts (case, iterations) and rank 1 runs the
@@ -26,6 +28,7 @@ mod interleaved;
 const LENS: [usize; 3] = [1, 2500, 131_072];
 const STREAM_R: usize = 4;
 const IMPLS: [&str; 4] = ["raw-mpi", "aiac-sync", "aiac-async", "aiac-racy"];
+const PATTERNS: [&str; 3] = ["pingpong", "stream", "exchange"];
 const QUIT: u64 = u64::MAX;
 
 /// Every channel both ranks open once, before timing.
@@ -39,24 +42,29 @@ struct Chans {
 }
 
 fn open_all(ctx: &mut MpiCtx) -> Chans {
-    let peer = 1 - ctx.rank();
-    let specs = |r: usize, tag0: u32| -> Vec<ChannelSpec> {
-        LENS.iter()
-            .enumerate()
-            .map(|(i, &len)| {
-                ChannelSpec::new(peer, tag0 + i as u32, ChannelConfig::new(len, r).unwrap())
-                    .unwrap()
-            })
-            .collect()
-    };
     Chans {
-        pp_sync: ctx.open(&specs(1, 0)).unwrap(),
-        pp_async: ctx.open(&specs(1, 10)).unwrap(),
-        pp_racy: ctx.open(&specs(1, 20)).unwrap(),
-        st_sync: ctx.open(&specs(STREAM_R, 30)).unwrap(),
-        st_async: ctx.open(&specs(STREAM_R, 40)).unwrap(),
-        st_racy: ctx.open(&specs(STREAM_R, 50)).unwrap(),
+        pp_sync: open_each(ctx, 1, 0),
+        pp_async: open_each(ctx, 1, 10),
+        pp_racy: open_each(ctx, 1, 20),
+        st_sync: open_each(ctx, STREAM_R, 30),
+        st_async: open_each(ctx, STREAM_R, 40),
+        st_racy: open_each(ctx, STREAM_R, 50),
     }
+}
+
+/// One channel per message length, each opened as a set of its own: a set shares one
+/// communicator, and a benchmark channel should not sit behind idle set-mates in MPI's
+/// matching queues (a halo exchange opens its faces together because it uses them together).
+fn open_each<M: Mode>(ctx: &mut MpiCtx, r: usize, tag0: u32) -> Vec<Channel<Mpi, M>> {
+    let peer = 1 - ctx.rank();
+    LENS.iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let spec = ChannelSpec::new(peer, tag0 + i as u32, ChannelConfig::new(len, r).unwrap())
+                .unwrap();
+            ctx.open(&[spec]).unwrap().pop().unwrap()
+        })
+        .collect()
 }
 
 /// Raw MPI baseline state: buffers and requests on MPI_COMM_WORLD.
@@ -99,6 +107,26 @@ fn raw_pingpong(raw: &mut Raw, rank: usize, face: &[f64], grid: &mut [f64], iter
                 ffi::MPI_Wait(&mut q[0], ffi::RSMPI_STATUS_IGNORE);
             }
             ffi::MPI_Isend(s.cast(), n, mpi_bytes(), peer, 7, world(), &mut q[1]);
+            ffi::MPI_Waitall(2, q.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE);
+        }
+        grid.copy_from_slice(&raw.recv[0][..len]);
+    }
+}
+
+/// Raw exchange: both ranks pack, post the receive, send, wait for both, unpack.
+fn raw_exchange(raw: &mut Raw, rank: usize, face: &[f64], grid: &mut [f64], iters: u64) {
+    let peer = (1 - rank) as c_int;
+    let len = face.len();
+    let n = (len * 8) as c_int;
+    for _ in 0..iters {
+        raw.send[0][..len].copy_from_slice(face);
+        let (s, r) = (raw.send[0].as_ptr(), raw.recv[0].as_mut_ptr());
+        let mut q = [null_req(), null_req()];
+        // SAFETY: buffers hold len f64 and outlive the requests, which are completed by
+        // MPI_Waitall before anything touches the buffers again.
+        unsafe {
+            ffi::MPI_Irecv(r.cast(), n, mpi_bytes(), peer, 9, world(), &mut q[0]);
+            ffi::MPI_Isend(s.cast(), n, mpi_bytes(), peer, 9, world(), &mut q[1]);
             ffi::MPI_Waitall(2, q.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE);
         }
         grid.copy_from_slice(&raw.recv[0][..len]);
@@ -152,28 +180,34 @@ fn null_req() -> ffi::MPI_Request {
     unsafe { ffi::RSMPI_REQUEST_NULL }
 }
 
-fn pingpong_chan<M: chan_core::Mode>(
+/// Ping-pong over a channel. Rank 1 replies as soon as the message has arrived and takes it
+/// (unpacks) after starting the reply, so the unpack overlaps the transfer, as the raw loop's
+/// pack-before-wait does; rank 0 sends, waits and takes.
+fn pingpong_chan<M: Mode>(
     ch: &mut Channel<Mpi, M>,
     rank: usize,
     data: &[f64],
     iters: u64,
-    mut wait: impl FnMut(&mut Channel<Mpi, M>),
+    mut arrived: impl FnMut(&mut Channel<Mpi, M>) -> bool,
+    mut take: impl FnMut(&mut Channel<Mpi, M>),
 ) {
     for _ in 0..iters {
         if rank == 0 {
             ch.send(data).unwrap();
-            wait(ch);
+            while !arrived(ch) {}
+            take(ch);
         } else {
-            wait(ch);
+            while !arrived(ch) {}
             ch.send(data).unwrap();
+            take(ch);
         }
     }
 }
 
 /// Run case `id` for `iters` iterations as rank `rank`; both ranks call it in step.
 fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> Duration {
-    let (stream, li, which) = (
-        id / (LENS.len() * IMPLS.len()) == 1,
+    let (pattern, li, which) = (
+        id / (LENS.len() * IMPLS.len()),
         (id / IMPLS.len()) % LENS.len(),
         id % IMPLS.len(),
     );
@@ -182,23 +216,36 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
     let mut sink = vec![0.0; len];
     barrier();
     let t = Instant::now();
-    match (stream, which) {
-        (false, 0) => raw_pingpong(raw, rank, &data, &mut sink, iters),
-        (false, 1) => pingpong_chan(&mut chans.pp_sync[li], rank, &data, iters, |c| {
-            c.recv_into(&mut sink).unwrap();
-        }),
-        (false, 2) => pingpong_chan(&mut chans.pp_async[li], rank, &data, iters, |c| loop {
-            if let Some(m) = c.recv().unwrap() {
-                sink.copy_from_slice(&m);
-                break;
-            }
-        }),
-        (false, _) => pingpong_chan(&mut chans.pp_racy[li], rank, &data, iters, |c| {
-            while !c.can_recv().unwrap() {}
-            c.recv().unwrap().load_into(&mut sink);
-        }),
-        (true, 0) => raw_stream(raw, rank, &data, &mut sink, iters),
-        (true, 1) => {
+    match (pattern, which) {
+        (0, 0) => raw_pingpong(raw, rank, &data, &mut sink, iters),
+        (0, 1) => pingpong_chan(
+            &mut chans.pp_sync[li],
+            rank,
+            &data,
+            iters,
+            |c| c.can_recv().unwrap(),
+            |c| {
+                c.recv_into(&mut sink).unwrap();
+            },
+        ),
+        (0, 2) => pingpong_chan(
+            &mut chans.pp_async[li],
+            rank,
+            &data,
+            iters,
+            |c| c.can_recv().unwrap(),
+            |c| sink.copy_from_slice(&c.recv().unwrap().expect("arrived")),
+        ),
+        (0, _) => pingpong_chan(
+            &mut chans.pp_racy[li],
+            rank,
+            &data,
+            iters,
+            |c| c.can_recv().unwrap(),
+            |c| c.recv().unwrap().load_into(&mut sink),
+        ),
+        (1, 0) => raw_stream(raw, rank, &data, &mut sink, iters),
+        (1, 1) => {
             let c = &mut chans.st_sync[li];
             for _ in 0..iters {
                 if rank == 0 {
@@ -208,7 +255,7 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
                 }
             }
         }
-        (true, 2) => {
+        (1, 2) => {
             let c = &mut chans.st_async[li];
             if rank == 0 {
                 for _ in 0..iters {
@@ -223,7 +270,7 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
                 }
             }
         }
-        (true, _) => {
+        (1, _) => {
             let c = &mut chans.st_racy[li];
             if rank == 0 {
                 for _ in 0..iters {
@@ -234,6 +281,42 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
                 while c.stats().received < target {
                     c.recv().unwrap().load_into(&mut sink);
                 }
+            }
+        }
+        (_, 0) => raw_exchange(raw, rank, &data, &mut sink, iters),
+        (_, 1) => {
+            let c = &mut chans.pp_sync[li];
+            for _ in 0..iters {
+                c.send(&data).unwrap();
+                c.recv_into(&mut sink).unwrap();
+            }
+        }
+        (_, 2) => {
+            // Newest wins: when two of the peer's messages landed in one poll, the older is
+            // superseded, so count arrivals rather than receives.
+            let c = &mut chans.pp_async[li];
+            let mut target = c.stats().received;
+            for _ in 0..iters {
+                c.send(&data).unwrap();
+                target += 1;
+                while c.stats().received < target {
+                    c.can_recv().unwrap();
+                }
+                if let Some(m) = c.recv().unwrap() {
+                    sink.copy_from_slice(&m);
+                }
+            }
+        }
+        (_, _) => {
+            let c = &mut chans.pp_racy[li];
+            let mut target = c.stats().received;
+            for _ in 0..iters {
+                c.send(&data).unwrap();
+                target += 1;
+                while c.stats().received < target {
+                    c.can_recv().unwrap();
+                }
+                c.recv().unwrap().load_into(&mut sink);
             }
         }
     }
@@ -286,10 +369,10 @@ fn main() -> std::process::ExitCode {
                 .measurement_time(Duration::from_secs(2))
                 .sample_size(20)
                 .configure_from_args();
-            for (s, group) in ["mpi-pingpong", "mpi-stream"].into_iter().enumerate() {
-                let mut g = c.benchmark_group(group);
+            for (s, pattern) in PATTERNS.into_iter().enumerate() {
+                let mut g = c.benchmark_group(format!("mpi-{pattern}"));
                 for (li, &len) in LENS.iter().enumerate() {
-                    let per_iter = if s == 0 { 2 * len * 8 } else { len * 8 };
+                    let per_iter = if s == 1 { len * 8 } else { 2 * len * 8 };
                     g.throughput(Throughput::Bytes(per_iter as u64));
                     for (w, name) in IMPLS.iter().enumerate() {
                         let id = (s * LENS.len() + li) * IMPLS.len() + w;
@@ -303,7 +386,7 @@ fn main() -> std::process::ExitCode {
             c.final_summary();
         }
         interleaved::print_header("aiac MPI channel / raw MPI Isend+Irecv", "raw-mpi");
-        for (s, group) in ["pingpong", "stream"].into_iter().enumerate() {
+        for (s, group) in PATTERNS.into_iter().enumerate() {
             for (li, &len) in LENS.iter().enumerate() {
                 let first = (s * LENS.len() + li) * IMPLS.len();
                 let m = interleaved::medians(
