@@ -4,6 +4,8 @@
 //! is an `Err` naming it; the caller turns it into a test failure (a panic, or an abort of the
 //! MPI job).
 
+pub mod jobs;
+
 use crate::config::{ChannelConfig, ChannelSpec};
 use crate::context::Context;
 use crate::error::{CreateError, Field, TrySendError};

@@ -89,9 +89,10 @@ fn barrier() {
     unsafe { ffi::MPI_Barrier(world()) };
 }
 
-/// Raw ping-pong: what a C programmer writes for a halo swap (pack, Irecv, Isend, wait,
-/// unpack).
-fn raw_pingpong(raw: &mut Raw, rank: usize, face: &[f64], grid: &mut [f64], iters: u64) {
+/// Raw ping-pong and exchange: what a C programmer writes for a halo swap (pack, Irecv,
+/// Isend, wait, unpack). With `reply`, rank 1 waits for the message before sending its own
+/// (ping-pong); without, both send at once (exchange).
+fn raw_swap(raw: &mut Raw, rank: usize, face: &[f64], grid: &mut [f64], iters: u64, reply: bool) {
     let peer = (1 - rank) as c_int;
     let len = face.len();
     let n = (len * 8) as c_int;
@@ -103,30 +104,10 @@ fn raw_pingpong(raw: &mut Raw, rank: usize, face: &[f64], grid: &mut [f64], iter
         // MPI_Waitall before anything touches the buffers again.
         unsafe {
             ffi::MPI_Irecv(r.cast(), n, mpi_bytes(), peer, 7, world(), &mut q[0]);
-            if rank == 1 {
+            if reply && rank == 1 {
                 ffi::MPI_Wait(&mut q[0], ffi::RSMPI_STATUS_IGNORE);
             }
             ffi::MPI_Isend(s.cast(), n, mpi_bytes(), peer, 7, world(), &mut q[1]);
-            ffi::MPI_Waitall(2, q.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE);
-        }
-        grid.copy_from_slice(&raw.recv[0][..len]);
-    }
-}
-
-/// Raw exchange: both ranks pack, post the receive, send, wait for both, unpack.
-fn raw_exchange(raw: &mut Raw, rank: usize, face: &[f64], grid: &mut [f64], iters: u64) {
-    let peer = (1 - rank) as c_int;
-    let len = face.len();
-    let n = (len * 8) as c_int;
-    for _ in 0..iters {
-        raw.send[0][..len].copy_from_slice(face);
-        let (s, r) = (raw.send[0].as_ptr(), raw.recv[0].as_mut_ptr());
-        let mut q = [null_req(), null_req()];
-        // SAFETY: buffers hold len f64 and outlive the requests, which are completed by
-        // MPI_Waitall before anything touches the buffers again.
-        unsafe {
-            ffi::MPI_Irecv(r.cast(), n, mpi_bytes(), peer, 9, world(), &mut q[0]);
-            ffi::MPI_Isend(s.cast(), n, mpi_bytes(), peer, 9, world(), &mut q[1]);
             ffi::MPI_Waitall(2, q.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE);
         }
         grid.copy_from_slice(&raw.recv[0][..len]);
@@ -217,7 +198,7 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
     barrier();
     let t = Instant::now();
     match (pattern, which) {
-        (0, 0) => raw_pingpong(raw, rank, &data, &mut sink, iters),
+        (0, 0) => raw_swap(raw, rank, &data, &mut sink, iters, true),
         (0, 1) => pingpong_chan(
             &mut chans.pp_sync[li],
             rank,
@@ -283,7 +264,7 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
                 }
             }
         }
-        (_, 0) => raw_exchange(raw, rank, &data, &mut sink, iters),
+        (_, 0) => raw_swap(raw, rank, &data, &mut sink, iters, false),
         (_, 1) => {
             let c = &mut chans.pp_sync[li];
             for _ in 0..iters {

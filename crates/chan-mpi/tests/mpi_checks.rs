@@ -10,12 +10,12 @@
 //!
 //! `cargo test -p chan-mpi --all-features --test mpi_checks [-- FILTER]`
 
+use chan_core::testkit::jobs::{self, Job, Launcher};
 use chan_core::testkit::{self, Check};
 use chan_core::traits::*;
 use chan_core::{close_all, Async, ChannelConfig, ChannelSpec, Racy, Sync, TrySendError};
 use chan_mpi::{MpiCtx, ReductionKind};
-use std::process::{Command, ExitCode};
-use std::time::{Duration, Instant};
+use std::process::ExitCode;
 
 /// Each case, the rank counts it runs with, and its time limit.
 const CASES: &[(&str, &[usize], u64)] = &[
@@ -159,86 +159,28 @@ fn child(case: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Launch one case under mpirun; Err with the job's output when it fails or hangs.
-fn launch(case: &str, ranks: usize, limit: u64) -> Result<Duration, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let t = Instant::now();
-    let out = Command::new("timeout")
-        .args([
-            "-k",
-            "5",
-            &limit.to_string(),
-            "mpirun",
-            "--oversubscribe",
-            "-np",
-        ])
-        .arg(ranks.to_string())
-        .arg(&exe)
-        .args(["--child", case])
-        .output()
-        .map_err(|e| format!("cannot start timeout/mpirun: {e}"))?;
-    let elapsed = t.elapsed();
-    if out.status.success() {
-        return Ok(elapsed);
-    }
-    let why = match out.status.code() {
-        Some(124) | Some(137) => format!("HUNG: killed after {limit} s"),
-        Some(c) => format!("exit status {c}"),
-        None => "killed by a signal".into(),
-    };
-    Err(format!(
-        "{case} with {ranks} ranks: {why}\n--- stdout\n{}--- stderr\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    ))
-}
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if let Some(i) = args.iter().position(|a| a == "--child") {
-        return child(args.get(i + 1).map_or("", String::as_str));
+    if let Some(case) = jobs::child_case(&args) {
+        return child(case);
     }
-    // Parent: cargo passes test-harness flags; a plain word is a filter.
-    let filter: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f));
-    let mut jobs: Vec<(String, &str, usize, u64)> = Vec::new();
-    for &(case, ranks, limit) in CASES {
-        for &n in ranks {
-            jobs.push((format!("{case} np={n}"), case, n, limit));
-        }
+    let mut all = Vec::new();
+    for &(case, procs, limit) in CASES {
+        all.extend(procs.iter().map(|&n| Job::new(case, n, limit)));
     }
     for k in 0..CLOSE_FINALIZE_JOBS {
-        jobs.push((
-            format!("close_then_finalize #{k} np=2"),
-            "close_then_finalize",
-            2,
-            60,
-        ));
+        all.push(Job {
+            name: format!("close_then_finalize #{k} np=2"),
+            ..Job::new("close_then_finalize", 2, 60)
+        });
     }
-    jobs.retain(|j| wanted(&j.0));
-    println!("\nrunning {} MPI jobs", jobs.len());
-    let mut failures = Vec::new();
-    for (name, case, n, limit) in &jobs {
-        match launch(case, *n, *limit) {
-            Ok(t) => println!("test {name} ... ok ({:.1} s)", t.as_secs_f64()),
-            Err(e) => {
-                println!("test {name} ... FAILED");
-                failures.push(e);
-            }
-        }
-    }
-    if failures.is_empty() {
-        println!("\nMPI checks: {} passed", jobs.len());
-        ExitCode::SUCCESS
-    } else {
-        for f in &failures {
-            eprintln!("\n{f}");
-        }
-        println!("\nMPI checks: {} of {} FAILED", failures.len(), jobs.len());
-        ExitCode::FAILURE
-    }
+    jobs::run_all(
+        &Launcher {
+            program: "mpirun",
+            what: "MPI",
+            unit: "ranks",
+        },
+        &args,
+        all,
+    )
 }

@@ -10,15 +10,15 @@
 //!
 //! `cargo test -p chan-shmem --all-features --test shmem_checks [-- FILTER]`
 
+use chan_core::testkit::jobs::{self, Job, Launcher};
 use chan_core::testkit::{self, decode, encode, Check};
 use chan_core::traits::*;
 use chan_core::{
     close_all, Async, ChannelConfig, ChannelSpec, CreateError, Racy, ReduceOp, Sync, TrySendError,
 };
 use chan_shmem::ShmemCtx;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::atomic::{fence, Ordering};
-use std::time::{Duration, Instant};
 
 /// Each case, the PE counts it runs with, and its time limit in seconds.
 const CASES: &[(&str, &[usize], u64)] = &[
@@ -529,93 +529,29 @@ fn child(case: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Launch one case under oshrun; Err with the job's output when it fails or hangs.
-fn launch(case: &str, pes: usize, limit: u64) -> Result<Duration, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let t = Instant::now();
-    let out = Command::new("timeout")
-        .args([
-            "-k",
-            "5",
-            &limit.to_string(),
-            "oshrun",
-            "--oversubscribe",
-            "-np",
-        ])
-        .arg(pes.to_string())
-        .arg(&exe)
-        .args(["--child", case])
-        .output()
-        .map_err(|e| format!("cannot start timeout/oshrun: {e}"))?;
-    let elapsed = t.elapsed();
-    if out.status.success() {
-        return Ok(elapsed);
-    }
-    let why = match out.status.code() {
-        Some(124) | Some(137) => format!("HUNG: killed after {limit} s"),
-        Some(c) => format!("exit status {c}"),
-        None => "killed by a signal".into(),
-    };
-    Err(format!(
-        "{case} with {pes} PEs: {why}\n--- stdout\n{}--- stderr\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    ))
-}
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if let Some(i) = args.iter().position(|a| a == "--child") {
-        return child(args.get(i + 1).map_or("", String::as_str));
+    if let Some(case) = jobs::child_case(&args) {
+        return child(case);
     }
-    // Parent: cargo passes test-harness flags; a plain word is a filter.
-    let filter: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f));
-    let mut jobs: Vec<(String, &str, usize, u64)> = Vec::new();
-    for &(case, pes, limit) in CASES {
-        for &n in pes {
-            jobs.push((format!("{case} np={n}"), case, n, limit));
-        }
+    let mut all = Vec::new();
+    for &(case, procs, limit) in CASES {
+        all.extend(procs.iter().map(|&n| Job::new(case, n, limit)));
     }
     for k in 0..CLOSE_FINALIZE_JOBS {
         let n = 2 + k % 2;
-        jobs.push((
-            format!("close_then_finalize #{k} np={n}"),
-            "close_then_finalize",
-            n,
-            30,
-        ));
+        all.push(Job {
+            name: format!("close_then_finalize #{k} np={n}"),
+            ..Job::new("close_then_finalize", n, 30)
+        });
     }
-    jobs.retain(|j| wanted(&j.0));
-    println!("\nrunning {} SHMEM jobs", jobs.len());
-    let t = Instant::now();
-    let mut failures = Vec::new();
-    for (name, case, n, limit) in &jobs {
-        match launch(case, *n, *limit) {
-            Ok(t) => println!("test {name} ... ok ({:.1} s)", t.as_secs_f64()),
-            Err(e) => {
-                println!("test {name} ... FAILED");
-                failures.push(e);
-            }
-        }
-    }
-    let secs = t.elapsed().as_secs_f64();
-    if failures.is_empty() {
-        println!("\nSHMEM checks: {} passed in {secs:.0} s", jobs.len());
-        ExitCode::SUCCESS
-    } else {
-        for f in &failures {
-            eprintln!("\n{f}");
-        }
-        println!(
-            "\nSHMEM checks: {} of {} FAILED",
-            failures.len(),
-            jobs.len()
-        );
-        ExitCode::FAILURE
-    }
+    jobs::run_all(
+        &Launcher {
+            program: "oshrun",
+            what: "SHMEM",
+            unit: "PEs",
+        },
+        &args,
+        all,
+    )
 }

@@ -1,0 +1,122 @@
+//! The parent side of a test binary whose cases run as launched jobs: the binary starts itself
+//! under a launcher (`mpirun`, `oshrun`) with `--child CASE`, once per case and process count,
+//! each under `timeout`, so a hang is a failure with the job's output rather than a stuck test
+//! run. A backend's checks supply the cases and the child side; this module launches, filters
+//! and reports, the same way for every backend.
+
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+/// How jobs start, and what the report calls them.
+pub struct Launcher {
+    /// The launcher program (`mpirun`, `oshrun`).
+    pub program: &'static str,
+    /// The backend, in the summary line ("MPI").
+    pub what: &'static str,
+    /// The processes, in failure messages ("ranks", "PEs").
+    pub unit: &'static str,
+}
+
+/// One launched job.
+pub struct Job {
+    /// What the report and the filter see.
+    pub name: String,
+    /// The case the child runs.
+    pub case: &'static str,
+    /// How many processes.
+    pub procs: usize,
+    /// Seconds before the job counts as hung and is killed.
+    pub limit_s: u64,
+}
+
+impl Job {
+    /// A job named after its case and process count.
+    pub fn new(case: &'static str, procs: usize, limit_s: u64) -> Self {
+        Job {
+            name: format!("{case} np={procs}"),
+            case,
+            procs,
+            limit_s,
+        }
+    }
+}
+
+/// The case to run when this process is a launched child (`--child CASE` among the
+/// arguments), or None in the parent.
+pub fn child_case(args: &[String]) -> Option<&str> {
+    let i = args.iter().position(|a| a == "--child")?;
+    Some(args.get(i + 1).map_or("", String::as_str))
+}
+
+/// Run every job whose name contains one of the plain words among `args` (all when there is
+/// none; cargo's harness flags start with `-` and are ignored), one after the other, and report
+/// each as a test line. Failure when any job failed or hung, with its output.
+pub fn run_all(launcher: &Launcher, args: &[String], mut jobs: Vec<Job>) -> ExitCode {
+    let filter: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    jobs.retain(|j| filter.is_empty() || filter.iter().any(|f| j.name.contains(f)));
+    println!("\nrunning {} {} jobs", jobs.len(), launcher.what);
+    let t = Instant::now();
+    let mut failures = Vec::new();
+    for job in &jobs {
+        match launch(launcher, job) {
+            Ok(t) => println!("test {} ... ok ({:.1} s)", job.name, t.as_secs_f64()),
+            Err(e) => {
+                println!("test {} ... FAILED", job.name);
+                failures.push(e);
+            }
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    if failures.is_empty() {
+        println!(
+            "\n{} checks: {} passed in {secs:.0} s",
+            launcher.what,
+            jobs.len()
+        );
+        return ExitCode::SUCCESS;
+    }
+    for f in &failures {
+        eprintln!("\n{f}");
+    }
+    println!(
+        "\n{} checks: {} of {} FAILED",
+        launcher.what,
+        failures.len(),
+        jobs.len()
+    );
+    ExitCode::FAILURE
+}
+
+/// Launch one job; Err with its output when it fails or hangs.
+fn launch(l: &Launcher, job: &Job) -> Result<Duration, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let out = Command::new("timeout")
+        .args(["-k", "5", &job.limit_s.to_string(), l.program])
+        .args(["--oversubscribe", "-np", &job.procs.to_string()])
+        .arg(&exe)
+        .args(["--child", job.case])
+        .output()
+        .map_err(|e| format!("cannot start timeout/{}: {e}", l.program))?;
+    let elapsed = t.elapsed();
+    if out.status.success() {
+        return Ok(elapsed);
+    }
+    let why = match out.status.code() {
+        Some(124) | Some(137) => format!("HUNG: killed after {} s", job.limit_s),
+        Some(c) => format!("exit status {c}"),
+        None => "killed by a signal".into(),
+    };
+    Err(format!(
+        "{} with {} {}: {why}\n--- stdout\n{}--- stderr\n{}",
+        job.case,
+        job.procs,
+        l.unit,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
