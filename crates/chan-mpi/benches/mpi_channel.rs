@@ -185,6 +185,27 @@ fn pingpong_chan<M: Mode>(
     }
 }
 
+/// Exchange over an async or racy channel: send, wait until the peer's message of this round
+/// arrived, take the newest. Newest wins, so two of the peer's messages landing in one poll
+/// supersede one another: the wait counts arrivals, not receives.
+fn exchange_counted<M: Mode>(
+    ch: &mut Channel<Mpi, M>,
+    data: &[f64],
+    iters: u64,
+    mut poll: impl FnMut(&mut Channel<Mpi, M>),
+    mut take: impl FnMut(&mut Channel<Mpi, M>),
+) {
+    let mut target = ch.stats().received;
+    for _ in 0..iters {
+        ch.send(data).unwrap();
+        target += 1;
+        while ch.stats().received < target {
+            poll(ch);
+        }
+        take(ch);
+    }
+}
+
 /// Run case `id` for `iters` iterations as rank `rank`; both ranks call it in step.
 fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> Duration {
     let (pattern, li, which) = (
@@ -272,34 +293,28 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
                 c.recv_into(&mut sink).unwrap();
             }
         }
-        (_, 2) => {
-            // Newest wins: when two of the peer's messages landed in one poll, the older is
-            // superseded, so count arrivals rather than receives.
-            let c = &mut chans.pp_async[li];
-            let mut target = c.stats().received;
-            for _ in 0..iters {
-                c.send(&data).unwrap();
-                target += 1;
-                while c.stats().received < target {
-                    c.can_recv().unwrap();
-                }
+        (_, 2) => exchange_counted(
+            &mut chans.pp_async[li],
+            &data,
+            iters,
+            |c| {
+                c.can_recv().unwrap();
+            },
+            |c| {
                 if let Some(m) = c.recv().unwrap() {
                     sink.copy_from_slice(&m);
                 }
-            }
-        }
-        (_, _) => {
-            let c = &mut chans.pp_racy[li];
-            let mut target = c.stats().received;
-            for _ in 0..iters {
-                c.send(&data).unwrap();
-                target += 1;
-                while c.stats().received < target {
-                    c.can_recv().unwrap();
-                }
-                c.recv().unwrap().load_into(&mut sink);
-            }
-        }
+            },
+        ),
+        (_, _) => exchange_counted(
+            &mut chans.pp_racy[li],
+            &data,
+            iters,
+            |c| {
+                c.can_recv().unwrap();
+            },
+            |c| c.recv().unwrap().load_into(&mut sink),
+        ),
     }
     barrier();
     t.elapsed()
