@@ -331,6 +331,40 @@ pub fn racy_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize) -> Check
     Ok(())
 }
 
+/// The semantic case named `case` ("async_semantics", "sync_semantics", "racy_semantics")
+/// over the message lengths and R every launched backend checks: Async and Racy over `rounds`
+/// messages, Sync over `sync_rounds` (each Sync message waits for its match, so fewer make as
+/// strong a test). None when `case` is not one of the three.
+pub fn mode_case<C: Context>(
+    ctx: &mut C,
+    case: &str,
+    rounds: u64,
+    sync_rounds: u64,
+) -> Option<Check> {
+    let check = match case {
+        "async_semantics" => (|| -> Check {
+            for (len, r) in [(1, 1), (7, 2), (2500, 3), (64, 8)] {
+                async_semantics(ctx, rounds, len, r)?;
+            }
+            Ok(())
+        })(),
+        "sync_semantics" => (|| -> Check {
+            for (len, r) in [(1, 1), (13, 3), (2500, 2)] {
+                sync_semantics(ctx, sync_rounds, len, r)?;
+            }
+            Ok(())
+        })(),
+        "racy_semantics" => (|| -> Check {
+            for len in [1, 33, 2500] {
+                racy_semantics(ctx, rounds, len)?;
+            }
+            Ok(())
+        })(),
+        _ => return None,
+    };
+    Some(check)
+}
+
 /// Two ends that disagree on length, R, or mode: ranks 0 and 1 both get
 /// [`CreateError::Mismatch`] naming the field and both values; every other rank gets
 /// [`CreateError::FailedElsewhere`]. Needs at least 2 ranks.

@@ -34,25 +34,10 @@ const CASES: &[(&str, &[usize], u64)] = &[
 const CLOSE_FINALIZE_JOBS: usize = 50;
 
 fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
+    if let Some(check) = testkit::mode_case(ctx, case, 1500, 200) {
+        return check;
+    }
     match case {
-        "async_semantics" => {
-            for (len, r) in [(1, 1), (7, 2), (2500, 3), (64, 8)] {
-                testkit::async_semantics(ctx, 1500, len, r)?;
-            }
-            Ok(())
-        }
-        "sync_semantics" => {
-            for (len, r) in [(1, 1), (13, 3), (2500, 2)] {
-                testkit::sync_semantics(ctx, 200, len, r)?;
-            }
-            Ok(())
-        }
-        "racy_semantics" => {
-            for len in [1, 33, 2500] {
-                testkit::racy_semantics(ctx, 1500, len)?;
-            }
-            Ok(())
-        }
         "mismatched_ends" => testkit::mismatched_ends(ctx),
         "send_before_recv_8B_20KB_4MB" => testkit::send_before_recv(ctx, &[1, 2500, 524_288]),
         "reductions_iallreduce" => {
