@@ -7,7 +7,6 @@
 //! counter, a stamp) is published separately by the transport with Release/Acquire.
 
 // Always std atomics: the view is cast from plain f64 memory, so its layout must be the real one.
-// Always std atomics: the view is cast from plain f64 memory, so its layout must be the real one.
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// An `f64` stored as its bits in an [`AtomicU64`]; loads and stores are `Relaxed`.

@@ -32,7 +32,7 @@
 //! | | SHMEM |
 //! |---|---|
 //! | Sync / Async | R + 1 slots with flags per direction in the receiver's memory: put `[stamp, data]`, `shmem_fence`, put the sequence number as the slot's flag; the receiver polls the next flag and acknowledges each released slot with one put; the sender refills only released slots, so a send never waits once started (nothing is in flight: flow control is the R + 1 slots) |
-//! | Racy | put `[stamp, data]` into the peer's one buffer, `shmem_fence`, put the send count; no flag to wait for; the view reads through atomics |
+//! | Racy | `[stamp, data]` into the peer's one buffer, then the send count; no flag to wait for; the view reads through atomics. On one node the sender writes the peer's buffer (mapped by `shmem_ptr`) with 8-byte atomic stores and the count with a release store, since a bulk put was seen to land half done; between nodes: put, `shmem_fence`, put |
 //! | close | `begin_close`: fence, put the send total; `finish_close`: wait for the peer's total, count what landed unreported, `shmem_quiet` |
 //! | reduction | chan-core's [`TreeReduction`](chan_core::TreeReduction) over Sync channels (OpenSHMEM 1.4 has no non-blocking reduction) |
 //! | all_reduce / barrier | `shmem_double_{sum,max,min}_to_all` / `shmem_barrier_all` |

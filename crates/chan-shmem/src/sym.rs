@@ -97,6 +97,17 @@ pub(crate) unsafe fn atomic_at<'a>(p: *mut u64) -> &'a AtomicU64 {
     unsafe { AtomicU64::from_ptr(p) }
 }
 
+/// `shmem_ptr`: the address in this process of symmetric `p` on `pe`, when `pe`'s memory is
+/// mapped here for plain loads and stores (a PE on the same node, OpenSHMEM 1.4, 9.2.3), else
+/// None.
+///
+/// # Safety
+/// `p` lies inside a live symmetric allocation.
+pub(crate) unsafe fn peer_ptr(p: *mut u64, pe: c_int) -> Option<NonNull<u64>> {
+    // SAFETY: the caller's condition; shmem_ptr only translates the address.
+    NonNull::new(unsafe { sys::shmem_ptr(p.cast::<c_void>().cast_const(), pe) }.cast::<u64>())
+}
+
 /// `shmem_putmem`: `bytes` bytes from local `src` to symmetric `dst` on `pe`. Returns once
 /// `src` may be reused (OpenSHMEM 1.4, 9.5.1); ordering with later puts needs a fence.
 ///
@@ -122,9 +133,11 @@ pub(crate) unsafe fn put_word(dst: *mut u64, v: u64, pe: c_int) {
 }
 
 /// `shmem_fence`: every put to a PE issued before it is delivered before any issued after it
-/// to the same PE (OpenSHMEM 1.4, 9.8.1).
+/// to the same PE (OpenSHMEM 1.4, 9.8.1). It starts with a release fence, so this thread's
+/// atomic stores into a peer's mapped memory (racy sends) are ordered before later puts too.
 #[inline(always)]
 pub(crate) fn fence() {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
     // SAFETY: no arguments; SHMEM is initialised while any channel or context exists.
     unsafe { sys::shmem_fence() }
 }
