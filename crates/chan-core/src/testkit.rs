@@ -60,20 +60,27 @@ fn check_whole(data: &[f64], seq: u64, what: &str) -> Check {
 /// so with 2 ranks the pair has two channels. Returns (to next, to previous); none with 1 rank.
 type Ring<B, M> = (Channel<B, M>, Channel<B, M>);
 
+/// The two ring channels of this rank, in that order: edge r (to r + 1, tag r) and edge r − 1
+/// (to r − 1, tag r − 1), for messages of `len` and `r` in flight. Needs at least 2 ranks.
+pub fn ring_specs<C: Context>(ctx: &C, len: usize, r: usize) -> Result<Vec<ChannelSpec>, String> {
+    let cfg = ChannelConfig::new(len, r).map_err(|e| e.to_string())?;
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let next = (rank + 1) % size;
+    let prev = (rank + size - 1) % size;
+    Ok(vec![
+        ChannelSpec::new(next, rank as u32, cfg).map_err(|e| e.to_string())?,
+        ChannelSpec::new(prev, prev as u32, cfg).map_err(|e| e.to_string())?,
+    ])
+}
+
 fn ring<C: Context, M: Mode>(
     ctx: &mut C,
     cfg: ChannelConfig,
 ) -> Result<Option<Ring<C::Backend, M>>, String> {
-    let (rank, size) = (ctx.rank(), ctx.size());
-    if size < 2 {
+    if ctx.size() < 2 {
         return Ok(None);
     }
-    let next = (rank + 1) % size;
-    let prev = (rank + size - 1) % size;
-    let specs = [
-        ChannelSpec::new(next, rank as u32, cfg).map_err(|e| e.to_string())?,
-        ChannelSpec::new(prev, prev as u32, cfg).map_err(|e| e.to_string())?,
-    ];
+    let specs = ring_specs(ctx, cfg.len(), cfg.max_in_flight())?;
     let mut chans = ctx.open::<M>(&specs).map_err(|e| format!("open: {e}"))?;
     let to_prev = chans.pop().expect("two channels");
     let to_next = chans.pop().expect("two channels");
@@ -363,6 +370,64 @@ pub fn mode_case<C: Context>(
         _ => return None,
     };
     Some(check)
+}
+
+/// Async messages in flight in both directions on every ring channel (20 KB and 8 B), nothing
+/// received, then close: every message is accounted for at its receiver. Launched tests run
+/// this just before finalize, which must then find nothing outstanding. Needs at least 2 ranks.
+pub fn close_unread<C: Context>(ctx: &mut C) -> Check {
+    for len in [2500, 1] {
+        let mut chans = ctx
+            .open::<Async>(&ring_specs(ctx, len, 3)?)
+            .map_err(|e| e.to_string())?;
+        for ch in &mut chans {
+            for k in 0..3 {
+                match ch.try_send(&vec![k as f64; len]) {
+                    Ok(()) | Err(TrySendError::Full(_)) => {}
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        }
+        for s in close_all(chans).map_err(|e| e.to_string())? {
+            ensure!(
+                s.received == s.peer_sent && s.unread_at_close == s.received && s.peer_sent == 3,
+                "close lost track of messages: {s:?}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Channels of every mode and a reduction in progress, dropped without a close while messages
+/// are in flight (rank 0 first, the others after a barrier, in another order): nothing hangs.
+/// Launched tests finalize right after, which must complete with nothing outstanding. Needs at
+/// least 2 ranks.
+pub fn drop_without_close<C: Context>(ctx: &mut C) -> Check {
+    let specs = ring_specs(ctx, 2500, 2)?;
+    let mut a = ctx.open::<Async>(&specs).map_err(|e| e.to_string())?;
+    let mut s = ctx.open::<Sync>(&specs).map_err(|e| e.to_string())?;
+    let mut r = ctx.open::<Racy>(&specs).map_err(|e| e.to_string())?;
+    let data = vec![1.0; 2500];
+    for ch in &mut a {
+        let _ = ch.try_send(&data);
+        let _ = ch.try_send(&data);
+    }
+    for ch in &mut s {
+        let _ = ch.try_send(&data);
+    }
+    for ch in &mut r {
+        let _ = ch.try_send(&data);
+    }
+    let mut red = ctx.reduction(3, ReduceOp::Sum).map_err(|e| e.to_string())?;
+    red.start(&[1.0, 2.0, 3.0]).map_err(|e| e.to_string())?;
+    if ctx.rank() == 0 {
+        drop((a, s, r, red));
+        ctx.barrier().map_err(|e| e.to_string())?;
+    } else {
+        ctx.barrier().map_err(|e| e.to_string())?;
+        drop((r, red, s, a));
+    }
+    Ok(())
 }
 
 /// Two ends that disagree on length, R, or mode: ranks 0 and 1 both get

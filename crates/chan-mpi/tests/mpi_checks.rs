@@ -13,7 +13,6 @@
 use chan_core::testkit::jobs::{self, Job, Launcher};
 use chan_core::testkit::{self, Check};
 use chan_core::traits::*;
-use chan_core::{close_all, Async, ChannelConfig, ChannelSpec, Racy, Sync, TrySendError};
 use chan_mpi::{MpiCtx, ReductionKind};
 use std::process::ExitCode;
 
@@ -49,78 +48,10 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
             testkit::reductions_match_serial(ctx, 30, 5)
         }
         "close_with_traffic" => testkit::close_with_traffic(ctx, 50, 16),
-        "close_then_finalize" => close_then_finalize(ctx),
-        "drop_without_close" => drop_without_close(ctx),
+        "close_then_finalize" => testkit::close_unread(ctx),
+        "drop_without_close" => testkit::drop_without_close(ctx),
         other => Err(format!("unknown case {other}")),
     }
-}
-
-fn ring_specs(ctx: &MpiCtx, len: usize, r: usize) -> Vec<ChannelSpec> {
-    let (rank, size) = (ctx.rank(), ctx.size());
-    let cfg = ChannelConfig::new(len, r).expect("valid");
-    let next = (rank + 1) % size;
-    let prev = (rank + size - 1) % size;
-    vec![
-        ChannelSpec::new(next, rank as u32, cfg).expect("valid"),
-        ChannelSpec::new(prev, prev as u32, cfg).expect("valid"),
-    ]
-}
-
-/// Messages in flight in both directions on every channel (20 KB, past the eager limit, and
-/// 8 B), nothing received, then close: every message must be accounted for at its receiver.
-fn close_then_finalize(ctx: &mut MpiCtx) -> Check {
-    for len in [2500, 1] {
-        let mut chans = ctx
-            .open::<Async>(&ring_specs(ctx, len, 3))
-            .map_err(|e| e.to_string())?;
-        for ch in &mut chans {
-            for k in 0..3 {
-                match ch.try_send(&vec![k as f64; len]) {
-                    Ok(()) | Err(TrySendError::Full(_)) => {}
-                    Err(e) => return Err(e.to_string()),
-                }
-            }
-        }
-        for s in close_all(chans).map_err(|e| e.to_string())? {
-            if s.received != s.peer_sent || s.unread_at_close != s.received {
-                return Err(format!("close lost track of messages: {s:?}"));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Channels of every mode and a reduction in progress, dropped without a close while messages
-/// are in flight: nothing hangs, and finalize finds no request outstanding.
-fn drop_without_close(ctx: &mut MpiCtx) -> Check {
-    let specs = ring_specs(ctx, 2500, 2);
-    let mut a = ctx.open::<Async>(&specs).map_err(|e| e.to_string())?;
-    let mut s = ctx.open::<Sync>(&specs).map_err(|e| e.to_string())?;
-    let mut r = ctx.open::<Racy>(&specs).map_err(|e| e.to_string())?;
-    let data = vec![1.0; 2500];
-    for ch in &mut a {
-        let _ = ch.try_send(&data);
-        let _ = ch.try_send(&data);
-    }
-    for ch in &mut s {
-        let _ = ch.try_send(&data);
-    }
-    for ch in &mut r {
-        let _ = ch.try_send(&data);
-    }
-    let mut red = ctx
-        .reduction(3, chan_core::ReduceOp::Sum)
-        .map_err(|e| e.to_string())?;
-    red.start(&[1.0, 2.0, 3.0]).map_err(|e| e.to_string())?;
-    // Rank 0 drops its ends before the others do anything more; the rest drop later.
-    if ctx.rank() == 0 {
-        drop((a, s, r, red));
-        ctx.barrier().map_err(|e| e.to_string())?;
-    } else {
-        ctx.barrier().map_err(|e| e.to_string())?;
-        drop((r, red, s, a));
-    }
-    Ok(())
 }
 
 fn child(case: &str) -> ExitCode {

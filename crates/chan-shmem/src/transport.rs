@@ -54,8 +54,10 @@
 //! Words the peer writes (`ctrl`, `flags`, the racy buffer) are read only through atomics.
 //! A flag is loaded with `Acquire`, so the reads of the slot that follow are not hoisted above
 //! it; the sender's `shmem_fence` is the other half (the data is delivered before the flag).
-//! The same holds for `COUNT` and `CLOSE`. `ACK` is loaded `Relaxed`: the sender reads no
-//! memory the ack publishes, it only learns that it may put again.
+//! The same holds for `COUNT` and `CLOSE`; a racy `COUNT` written through the peer's mapping
+//! is a `Release` store instead of fence and put, and pairs with the same `Acquire` loads.
+//! `ACK` is loaded `Relaxed`: the sender reads no memory the ack publishes, it only learns that
+//! it may put again.
 //!
 //! ## Whole words
 //! A racy view is read while the peer writes it, so each element must change from one whole

@@ -13,9 +13,7 @@
 use chan_core::testkit::jobs::{self, Job, Launcher};
 use chan_core::testkit::{self, decode, encode, Check};
 use chan_core::traits::*;
-use chan_core::{
-    close_all, Async, ChannelConfig, ChannelSpec, CreateError, Racy, ReduceOp, Sync, TrySendError,
-};
+use chan_core::{close_all, Async, ChannelConfig, ChannelSpec, CreateError, Racy, Sync};
 use chan_shmem::ShmemCtx;
 use std::process::ExitCode;
 use std::sync::atomic::{fence, Ordering};
@@ -57,8 +55,8 @@ fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
         "async_held_message_intact" => async_held_message_intact(ctx),
         "creation_errors" => creation_errors(ctx),
         "reclaim_after_close" => reclaim_after_close(ctx),
-        "close_then_finalize" => close_then_finalize(ctx),
-        "drop_without_close" => drop_without_close(ctx),
+        "close_then_finalize" => testkit::close_unread(ctx),
+        "drop_without_close" => testkit::drop_without_close(ctx),
         "jacobi_sync_matches_serial" => jacobi_sync_matches_serial(ctx),
         other => Err(format!("unknown case {other}")),
     }
@@ -71,17 +69,6 @@ macro_rules! ensure {
             return Err(format!($($fmt)*));
         }
     };
-}
-
-fn ring_specs(ctx: &ShmemCtx, len: usize, r: usize) -> Vec<ChannelSpec> {
-    let (rank, size) = (ctx.rank(), ctx.size());
-    let cfg = ChannelConfig::new(len, r).expect("valid");
-    let next = (rank + 1) % size;
-    let prev = (rank + size - 1) % size;
-    vec![
-        ChannelSpec::new(next, rank as u32, cfg).expect("valid"),
-        ChannelSpec::new(prev, prev as u32, cfg).expect("valid"),
-    ]
 }
 
 /// PEs in pairs (0,1), (2,3): both ends of each pair put into each other's racy view as fast
@@ -323,7 +310,7 @@ fn creation_errors(ctx: &mut ShmemCtx) -> Check {
     );
     // The world is still usable.
     let mut chans = ctx
-        .open::<Sync>(&ring_specs(ctx, 4, 1))
+        .open::<Sync>(&testkit::ring_specs(ctx, 4, 1)?)
         .map_err(|e| e.to_string())?;
     for ch in &mut chans {
         ch.send(&[rank as f64; 4]).map_err(|e| e.to_string())?;
@@ -344,7 +331,7 @@ fn reclaim_after_close(ctx: &mut ShmemCtx) -> Check {
     ctx.reclaim().map_err(|e| e.to_string())?;
     ensure!(ctx.live_sets() == 0, "sets left before the test");
     let mut chans = ctx
-        .open::<Async>(&ring_specs(ctx, 100, 2))
+        .open::<Async>(&testkit::ring_specs(ctx, 100, 2)?)
         .map_err(|e| e.to_string())?;
     for ch in &mut chans {
         let _ = ch.try_send(&[1.0; 100]);
@@ -372,7 +359,7 @@ fn reclaim_after_close(ctx: &mut ShmemCtx) -> Check {
     // Opening reclaims too: many open/close rounds do not pile up sets.
     for _ in 0..20 {
         let chans = ctx
-            .open::<Sync>(&ring_specs(ctx, 1000, 1))
+            .open::<Sync>(&testkit::ring_specs(ctx, 1000, 1)?)
             .map_err(|e| e.to_string())?;
         close_all(chans).map_err(|e| e.to_string())?;
     }
@@ -381,61 +368,6 @@ fn reclaim_after_close(ctx: &mut ShmemCtx) -> Check {
         "{} sets alive after 20 rounds",
         ctx.live_sets()
     );
-    Ok(())
-}
-
-/// Messages in flight in both directions on every channel (20 KB and 8 B), nothing received,
-/// then close: every message must be accounted for at its receiver.
-fn close_then_finalize(ctx: &mut ShmemCtx) -> Check {
-    for len in [2500, 1] {
-        let mut chans = ctx
-            .open::<Async>(&ring_specs(ctx, len, 3))
-            .map_err(|e| e.to_string())?;
-        for ch in &mut chans {
-            for k in 0..3 {
-                match ch.try_send(&vec![k as f64; len]) {
-                    Ok(()) | Err(TrySendError::Full(_)) => {}
-                    Err(e) => return Err(e.to_string()),
-                }
-            }
-        }
-        for s in close_all(chans).map_err(|e| e.to_string())? {
-            ensure!(
-                s.received == s.peer_sent && s.unread_at_close == s.received && s.peer_sent == 3,
-                "close lost track of messages: {s:?}"
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Channels of every mode and a reduction in progress, dropped without a close while messages
-/// are in flight: nothing hangs, and finalize (collective) completes.
-fn drop_without_close(ctx: &mut ShmemCtx) -> Check {
-    let specs = ring_specs(ctx, 2500, 2);
-    let mut a = ctx.open::<Async>(&specs).map_err(|e| e.to_string())?;
-    let mut s = ctx.open::<Sync>(&specs).map_err(|e| e.to_string())?;
-    let mut r = ctx.open::<Racy>(&specs).map_err(|e| e.to_string())?;
-    let data = vec![1.0; 2500];
-    for ch in &mut a {
-        let _ = ch.try_send(&data);
-        let _ = ch.try_send(&data);
-    }
-    for ch in &mut s {
-        let _ = ch.try_send(&data);
-    }
-    for ch in &mut r {
-        let _ = ch.try_send(&data);
-    }
-    let mut red = ctx.reduction(3, ReduceOp::Sum).map_err(|e| e.to_string())?;
-    red.start(&[1.0, 2.0, 3.0]).map_err(|e| e.to_string())?;
-    if ctx.rank() == 0 {
-        drop((a, s, r, red));
-        ctx.barrier().map_err(|e| e.to_string())?;
-    } else {
-        ctx.barrier().map_err(|e| e.to_string())?;
-        drop((r, red, s, a));
-    }
     Ok(())
 }
 
