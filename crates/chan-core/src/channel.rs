@@ -52,7 +52,8 @@ impl std::ops::Deref for Message<'_> {
 /// [`crate::Context::open`]; closed with [`Channel::close`], which returns its statistics.
 ///
 /// Sending is the same in every mode ([`Channel::try_send`], [`Channel::send`],
-/// [`Channel::try_send_with`], [`Channel::send_with`]); receiving depends on the mode.
+/// [`Channel::try_send_with`], [`Channel::send_with`], and the two-step [`Channel::stage`] then
+/// [`Channel::send_staged`]); receiving depends on the mode.
 /// Every call progresses the transport's outstanding operations.
 pub struct Channel<B: Backend, M: Mode> {
     t: M::Transport<B>,
@@ -61,6 +62,8 @@ pub struct Channel<B: Backend, M: Mode> {
     iteration: u64,
     /// Sequence number of the next outgoing message.
     next_seq: u64,
+    /// A message is staged (filled, not started).
+    staged: bool,
     /// Mailbox: arrivals reported by the transport and not yet delivered or discarded.
     pending: Vec<Arrival>,
     /// Mailbox: the slot lent to the caller by the last receive.
@@ -97,6 +100,7 @@ impl<B: Backend, M: Mode> Channel<B, M> {
             stats: ChannelStats::new(M::KIND, spec.peer, spec.tag, spec.config.len(), r),
             iteration: 0,
             next_seq: 1,
+            staged: false,
             pending: Vec::with_capacity(r + 1),
             held: None,
             next_expected: 1,
@@ -159,7 +163,14 @@ impl<B: Backend, M: Mode> Channel<B, M> {
 
     /// Progress, then true when a send would start now.
     pub fn can_send(&mut self) -> Result<bool, CommError> {
-        self.t.can_send()
+        self.room()
+    }
+
+    /// Progress; true when a new message has a slot. A staged message holds one of the R
+    /// slots, so with R = 1 there is none beside it, whatever the transport's flow control
+    /// would allow.
+    fn room(&mut self) -> Result<bool, CommError> {
+        Ok(!(self.staged && self.stats.max_in_flight == 1) && self.t.can_send()?)
     }
 
     fn next_header(&mut self) -> Header {
@@ -187,7 +198,7 @@ impl<B: Backend, M: Mode> Channel<B, M> {
     /// [`TrySendError::Full`]. Never waits for the peer.
     pub fn try_send(&mut self, data: &[f64]) -> Result<(), TrySendError> {
         self.check_len(data.len())?;
-        if !self.t.can_send()? {
+        if !self.room()? {
             self.stats.skipped += 1;
             return Err(TrySendError::Full(self.stats.max_in_flight));
         }
@@ -199,7 +210,7 @@ impl<B: Backend, M: Mode> Channel<B, M> {
     /// Zero-copy send: if a slot is free, `fill` writes the message straight into it.
     /// Otherwise a skipped send, [`TrySendError::Full`], and `fill` is not called.
     pub fn try_send_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), TrySendError> {
-        if !self.t.can_send()? {
+        if !self.room()? {
             self.stats.skipped += 1;
             return Err(TrySendError::Full(self.stats.max_in_flight));
         }
@@ -227,12 +238,20 @@ impl<B: Backend, M: Mode> Channel<B, M> {
         Ok(())
     }
 
+    /// Wait for a slot for a new message. With R = 1 and a message staged, none will free.
+    fn wait_to_send(&mut self) -> Result<(), SendError> {
+        if self.staged && self.stats.max_in_flight == 1 {
+            return Err(SendError::SlotStaged);
+        }
+        Ok(self.wait_for_slot()?)
+    }
+
     /// Send `data`, waiting (and progressing) until a slot is free. Fails with
     /// [`CommError::Disconnected`] when every slot is busy and the peer has begun closing (no
     /// slot will free).
     pub fn send(&mut self, data: &[f64]) -> Result<(), SendError> {
         self.check_len(data.len())?;
-        self.wait_for_slot()?;
+        self.wait_to_send()?;
         let h = self.next_header();
         self.t.send_from(h, data)?;
         Ok(())
@@ -240,10 +259,52 @@ impl<B: Backend, M: Mode> Channel<B, M> {
 
     /// Zero-copy send, waiting until a slot is free.
     pub fn send_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), SendError> {
-        self.wait_for_slot()?;
+        self.wait_to_send()?;
         let h = self.next_header();
         self.t.send_with(h, fill)?;
         Ok(())
+    }
+
+    /// First step of a two-step send: copy `data` into the next message now, and start it
+    /// later with [`Channel::send_staged`], which then does no copy. A ping-pong's answer or a
+    /// halo face can so be packed while the caller waits for something else, as a C halo swap
+    /// packs its buffer before `MPI_Wait`. Waits for a slot as [`Channel::send`] does.
+    ///
+    /// Staging again before the start replaces the staged message. Until it starts, a staged
+    /// message holds one of the R slots: other sends go on in the others (with R = 1 a
+    /// blocking send fails with [`SendError::SlotStaged`], and `try_send` reports `Full`).
+    /// It is not sent, and not counted, until [`Channel::send_staged`]; a close discards it.
+    /// The stamp is the iteration set when it starts.
+    pub fn stage(&mut self, data: &[f64]) -> Result<(), SendError> {
+        self.check_len(data.len())?;
+        self.stage_with(|buf| buf.copy_from_slice(data))
+    }
+
+    /// As [`Channel::stage`], with `fill` writing the message in place (zero copy).
+    pub fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), SendError> {
+        if !self.staged {
+            self.wait_for_slot()?;
+        }
+        self.t.stage_with(fill)?;
+        self.staged = true;
+        Ok(())
+    }
+
+    /// Start the message [`Channel::stage`] filled. Never waits: the stage took its slot.
+    /// Fails with [`SendError::NothingStaged`] when no message is staged.
+    pub fn send_staged(&mut self) -> Result<(), SendError> {
+        if !self.staged {
+            return Err(SendError::NothingStaged);
+        }
+        self.staged = false;
+        let h = self.next_header();
+        self.t.start_staged(h)?;
+        Ok(())
+    }
+
+    /// True while a staged message waits for [`Channel::send_staged`].
+    pub fn is_staged(&self) -> bool {
+        self.staged
     }
 
     fn record_staleness(&mut self, stamp: u64) {

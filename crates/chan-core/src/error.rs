@@ -217,7 +217,8 @@ impl CreateError {
 /// caller's data was not touched and stays the caller's.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TrySendError {
-    /// All R slots are in flight; nothing was sent (counted as a skipped send).
+    /// No slot is free: all R are in flight, or one holds a staged message. Nothing was sent
+    /// (counted as a skipped send).
     #[error("all {0} send slots are in flight")]
     Full(usize),
     /// The transport failed.
@@ -225,9 +226,16 @@ pub enum TrySendError {
     Comm(#[from] CommError),
 }
 
-/// A blocking `send` failed.
+/// A blocking `send`, a `stage` or a `send_staged` failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SendError {
+    /// `send_staged` with no message staged.
+    #[error("send_staged: no message is staged (stage one first)")]
+    NothingStaged,
+    /// A blocking send on a channel with R = 1 while its one slot holds a staged message: the
+    /// send would wait forever.
+    #[error("the channel's only send slot (R = 1) holds a staged message; start it with send_staged first")]
+    SlotStaged,
     /// The transport failed.
     #[error(transparent)]
     Comm(#[from] CommError),

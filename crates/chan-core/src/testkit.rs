@@ -8,7 +8,7 @@ pub mod jobs;
 
 use crate::config::{ChannelConfig, ChannelSpec};
 use crate::context::Context;
-use crate::error::{CreateError, Field, TrySendError};
+use crate::error::{CreateError, Field, SendError, TrySendError};
 use crate::mode::{Async, Mode, Racy, Sync};
 use crate::reduce::{ReduceOp, Reduction};
 use crate::{close_all, Channel};
@@ -338,10 +338,197 @@ pub fn racy_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize) -> Check
     Ok(())
 }
 
-/// The semantic case named `case` ("async_semantics", "sync_semantics", "racy_semantics")
-/// over the message lengths and R every launched backend checks: Async and Racy over `rounds`
-/// messages, Sync over `sync_rounds` (each Sync message waits for its match, so fewer make as
-/// strong a test). None when `case` is not one of the three.
+/// Two-step sends over a ring, in each mode: a staged message is sent whole with the
+/// sequence number and stamp of its start, restaging replaces it, other sends go on beside it
+/// in the R − 1 other slots (with R = 1 a blocking send fails and `try_send` reports `Full`,
+/// with no hang), `send_staged` with nothing staged fails, and a close discards a message
+/// still staged: the peer is told only of the `rounds` messages started on each channel.
+pub fn staged_sends<C: Context>(ctx: &mut C, rounds: u64, len: usize) -> Check {
+    for r in [1, 3] {
+        staged_sync(ctx, rounds, len, r)?;
+    }
+    staged_async(ctx, rounds, len)?;
+    staged_racy(ctx, rounds, len)
+}
+
+/// Stage a bogus message, then the one that will start as sequence number `seq`, stamped
+/// with another iteration than the one it starts in.
+fn stage_twice<B: crate::transport::Backend, M: Mode>(ch: &mut Channel<B, M>, seq: u64) -> Check {
+    let e = ch.send_staged().err();
+    ensure!(
+        ch.is_staged() || e == Some(SendError::NothingStaged),
+        "send_staged with nothing staged gave {e:?}"
+    );
+    ch.set_iteration(u64::MAX);
+    ch.stage_with(|b| fill(b, 777_777))
+        .map_err(|e| format!("stage: {e}"))?;
+    ch.stage_with(|b| fill(b, seq))
+        .map_err(|e| format!("restage: {e}"))?;
+    ensure!(ch.is_staged(), "is_staged() false after a stage");
+    Ok(())
+}
+
+/// Close a ring with a message staged on both channels: each peer must have been told of
+/// exactly `started` messages, and received or drained them all.
+fn close_staged<B: crate::transport::Backend, M: Mode>(
+    mut next: Channel<B, M>,
+    mut prev: Channel<B, M>,
+    started: u64,
+) -> Check {
+    for ch in [&mut next, &mut prev] {
+        let seq = ch.stats().sent + 1;
+        ch.stage_with(|b| fill(b, seq))
+            .map_err(|e| format!("stage before close: {e}"))?;
+    }
+    for s in close_ring(next, prev)? {
+        ensure!(
+            s.sent == started && s.peer_sent == started,
+            "a staged message counted or sent at close: {started} started, {s:?}"
+        );
+    }
+    Ok(())
+}
+
+fn staged_sync<C: Context>(ctx: &mut C, rounds: u64, len: usize, r: usize) -> Check {
+    let cfg = ChannelConfig::new(len, r).map_err(|e| e.to_string())?;
+    let Some((mut next, mut prev)) = ring::<C, Sync>(ctx, cfg)? else {
+        return Ok(());
+    };
+    let mut expected = [1u64; 2];
+    for round in 0..rounds {
+        // Odd rounds send one more message beside the staged one (R = 3), or check that the
+        // staged message holds the only slot (R = 1).
+        let beside = round % 2 == 1;
+        for ch in [&mut next, &mut prev] {
+            let sent = ch.stats().sent;
+            let staged_seq = sent + 1 + u64::from(beside && r > 1);
+            stage_twice(ch, staged_seq)?;
+            ch.set_iteration(round);
+            if beside && r > 1 {
+                let inf = ch.in_flight().map_err(|e| e.to_string())?;
+                ensure!(inf < r, "{inf} in flight beside a staged message, R = {r}");
+                ch.send_with(|b| fill(b, sent + 1))
+                    .map_err(|e| format!("send beside a staged message: {e}"))?;
+            } else if beside {
+                let e = ch.send(&vec![0.0; len]).err();
+                ensure!(
+                    e == Some(SendError::SlotStaged),
+                    "send with R = 1 and a message staged gave {e:?}"
+                );
+                let skipped = ch.stats().skipped;
+                let e = ch.try_send(&vec![0.0; len]).err();
+                ensure!(
+                    matches!(e, Some(TrySendError::Full(1))) && ch.stats().skipped == skipped + 1,
+                    "try_send with R = 1 and a message staged gave {e:?}"
+                );
+            }
+            ch.send_staged().map_err(|e| format!("send_staged: {e}"))?;
+            ensure!(!ch.is_staged(), "still staged after send_staged");
+        }
+        let burst = 1 + u64::from(beside && r > 1);
+        for (k, ch) in [&mut next, &mut prev].into_iter().enumerate() {
+            for _ in 0..burst {
+                let m = ch.recv().map_err(|e| format!("sync recv: {e}"))?;
+                ensure!(
+                    m.seq() == expected[k],
+                    "staged sync: got seq {}, want {}",
+                    m.seq(),
+                    expected[k]
+                );
+                ensure!(m.stamp() == round, "stamp {} in round {round}", m.stamp());
+                check_whole(m.data(), m.seq(), "staged sync recv")?;
+                expected[k] += 1;
+            }
+        }
+    }
+    let started = next.stats().sent;
+    ensure!(
+        prev.stats().sent == started,
+        "the ring's channels sent {started} and {}",
+        prev.stats().sent
+    );
+    close_staged(next, prev, started)
+}
+
+fn staged_async<C: Context>(ctx: &mut C, rounds: u64, len: usize) -> Check {
+    let cfg = ChannelConfig::new(len, 2).map_err(|e| e.to_string())?;
+    let Some((mut next, mut prev)) = ring::<C, Async>(ctx, cfg)? else {
+        return Ok(());
+    };
+    let mut last = [0u64; 2];
+    for round in 0..rounds {
+        for ch in [&mut next, &mut prev] {
+            stage_twice(ch, ch.stats().sent + 1)?;
+            ch.set_iteration(round);
+            ch.send_staged().map_err(|e| format!("send_staged: {e}"))?;
+        }
+        // One message per round and direction: wait for this round's (every rank sent before
+        // waiting). A peer one round ahead may have superseded it with the next one.
+        for (k, ch) in [&mut next, &mut prev].into_iter().enumerate() {
+            while last[k] < round + 1 {
+                let Some(m) = ch.recv().map_err(|e| e.to_string())? else {
+                    ch.check_world().map_err(|e| e.to_string())?;
+                    std::hint::spin_loop();
+                    continue;
+                };
+                ensure!(
+                    m.seq() > last[k] && m.seq() <= round + 2 && m.stamp() + 1 == m.seq(),
+                    "staged async: got seq {} stamp {} in round {round} after seq {}",
+                    m.seq(),
+                    m.stamp(),
+                    last[k]
+                );
+                check_whole(m.data(), m.seq(), "staged async recv")?;
+                last[k] = m.seq();
+            }
+        }
+    }
+    close_staged(next, prev, rounds)
+}
+
+fn staged_racy<C: Context>(ctx: &mut C, rounds: u64, len: usize) -> Check {
+    let cfg = ChannelConfig::new(len, 2).map_err(|e| e.to_string())?;
+    let Some((mut next, mut prev)) = ring::<C, Racy>(ctx, cfg)? else {
+        return Ok(());
+    };
+    for round in 0..rounds {
+        for ch in [&mut next, &mut prev] {
+            stage_twice(ch, ch.stats().sent + 1)?;
+            ch.set_iteration(round);
+            ch.send_staged().map_err(|e| format!("send_staged: {e}"))?;
+        }
+        // Wait until this round's send landed; the view then holds sends of this round or the
+        // next (a fast peer), never the bogus staged message.
+        for ch in [&mut next, &mut prev] {
+            while ch.stats().received < round + 1 {
+                ch.can_recv().map_err(|e| e.to_string())?;
+                ch.check_world().map_err(|e| e.to_string())?;
+                std::hint::spin_loop();
+            }
+            ch.recv().map_err(|e| e.to_string())?;
+            let view = ch.view();
+            ensure!(
+                ch.last_stamp() >= round,
+                "staged racy: stamp {} in round {round}",
+                ch.last_stamp()
+            );
+            for j in 0..view.len() {
+                let v = view.load(j);
+                let seq = decode(v, j);
+                ensure!(
+                    seq.is_some_and(|s| s > round && s <= round + 2),
+                    "staged racy: element {j} holds {v} in round {round}"
+                );
+            }
+        }
+    }
+    close_staged(next, prev, rounds)
+}
+
+/// The semantic case named `case` ("async_semantics", "sync_semantics", "racy_semantics",
+/// "staged_sends") over the message lengths and R every launched backend checks: Async and
+/// Racy over `rounds` messages, Sync and two-step sends over `sync_rounds` (each waits for its
+/// match, so fewer make as strong a test). None when `case` is not one of these.
 pub fn mode_case<C: Context>(
     ctx: &mut C,
     case: &str,
@@ -364,6 +551,12 @@ pub fn mode_case<C: Context>(
         "racy_semantics" => (|| -> Check {
             for len in [1, 33, 2500] {
                 racy_semantics(ctx, rounds, len)?;
+            }
+            Ok(())
+        })(),
+        "staged_sends" => (|| -> Check {
+            for len in [1, 2500] {
+                staged_sends(ctx, sync_rounds, len)?;
             }
             Ok(())
         })(),

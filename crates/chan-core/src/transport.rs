@@ -73,6 +73,17 @@ pub trait Transport {
         self.send_with(header, |buf| buf.copy_from_slice(data))
     }
 
+    /// Fill a message now and start it later with [`Transport::start_staged`]: `fill` writes
+    /// its `len()` elements where the send will go from (a send slot, or a staging buffer).
+    /// Called only after [`Transport::can_send`] returned true, or while a message is staged,
+    /// which it then replaces. Until it starts, a staged message holds one of the R places:
+    /// `can_send` is true only when another message fits beside it, so starting it never
+    /// waits. It is not in flight. `begin_close` discards a message still staged.
+    fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError>;
+
+    /// Start the staged message with `header`. Only while a message is staged; never waits.
+    fn start_staged(&mut self, header: Header) -> Result<(), CommError>;
+
     /// True once the peer has begun closing (or dropped) its end: it receives nothing more.
     /// Messages this end sent before its own close are still accounted for by the peer's close
     /// (received or drained), so sending stays legal; only waiting for a slot becomes futile.

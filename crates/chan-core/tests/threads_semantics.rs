@@ -6,19 +6,16 @@ use chan_core::testkit;
 use chan_core::threads::World;
 use std::time::{Duration, Instant};
 
-/// Run a check on every rank of a world of `n`; every rank must pass.
+/// Run a check on every rank of a world of `n`; every rank must pass. A failing rank panics,
+/// so the others' blocking calls fail instead of waiting for it, and the first panic fails the
+/// test.
 fn on_world(n: usize, check: impl Fn(&mut chan_core::threads::ThreadCtx) -> testkit::Check + Sync) {
-    let results = World::new(n).unwrap().run(|ctx| check(ctx));
-    let failures: Vec<String> = results
-        .into_iter()
-        .enumerate()
-        .filter_map(|(rank, r)| r.err().map(|e| format!("rank {rank}: {e}")))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "world of {n}:\n{}",
-        failures.join("\n")
-    );
+    World::new(n).unwrap().run(|ctx| {
+        let rank = chan_core::traits::Context::rank(ctx);
+        if let Err(e) = check(ctx) {
+            panic!("world of {n}, rank {rank}: {e}");
+        }
+    });
 }
 
 #[test]
@@ -44,6 +41,15 @@ fn racy_reads_only_values_some_send_wrote() {
     for n in 2..=4 {
         for len in [1, 33, 2500] {
             on_world(n, |ctx| testkit::racy_semantics(ctx, 3000, len));
+        }
+    }
+}
+
+#[test]
+fn staged_sends_start_whole_and_close_discards_them() {
+    for n in 2..=4 {
+        for len in [1, 2500] {
+            on_world(n, |ctx| testkit::staged_sends(ctx, 200, len));
         }
     }
 }

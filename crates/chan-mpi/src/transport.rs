@@ -88,6 +88,8 @@ pub(crate) struct Core {
     send_bufs: Box<[Box<[f64]>]>,
     send_reqs: Vec<ffi::MPI_Request>,
     send_free: Vec<usize>,
+    /// A send slot taken off `send_free` and filled, not yet started.
+    staged: Option<usize>,
     recv: RecvMem,
     recv_reqs: Vec<ffi::MPI_Request>,
     /// Scratch for `MPI_Testsome`.
@@ -134,6 +136,7 @@ impl Core {
             send_bufs: (0..r).map(|_| slot()).collect(),
             send_reqs: vec![raw::request_null(); r],
             send_free: (0..r).rev().collect(),
+            staged: None,
             recv,
             recv_reqs: vec![raw::request_null(); n_recv],
             done: Vec::with_capacity(n_recv.max(r)),
@@ -206,13 +209,15 @@ impl Core {
         }
     }
 
-    /// Collect completed sends into the free list; the number in flight.
+    /// Collect completed sends into the free list; the number in flight (a staged slot is
+    /// not).
     fn test_sends(&mut self, reqs: &Requests) -> Result<usize, CommError> {
-        if self.send_free.len() < self.r {
+        let staged = usize::from(self.staged.is_some());
+        if self.send_free.len() + staged < self.r {
             raw::test_some(&mut self.send_reqs, &mut self.done, &mut self.indices, reqs)?;
             self.send_free.extend_from_slice(&self.done);
         }
-        Ok(self.r - self.send_free.len())
+        Ok(self.r - self.send_free.len() - staged)
     }
 
     pub(crate) fn in_flight(&mut self, reqs: &Requests) -> Result<usize, CommError> {
@@ -224,6 +229,13 @@ impl Core {
         Ok(!self.send_free.is_empty())
     }
 
+    /// Take a free send slot. Only after `can_send` returned true.
+    fn take_free(&mut self, call: &'static str) -> Result<usize, CommError> {
+        self.send_free
+            .pop()
+            .ok_or_else(|| raw::misuse(call, "no free send slot (call can_send first)"))
+    }
+
     /// Fill a free send slot and start it. Only after `can_send` returned true.
     pub(crate) fn send_with<F: FnOnce(&mut [f64])>(
         &mut self,
@@ -231,14 +243,43 @@ impl Core {
         fill: F,
         reqs: &Requests,
     ) -> Result<(), CommError> {
+        let slot = self.take_free("send")?;
+        fill(&mut self.send_bufs[slot][HDR..]);
+        self.start(slot, header, reqs)
+    }
+
+    /// Fill a free send slot (or refill the staged one) to start later. Only after `can_send`
+    /// returned true, or while a slot is staged.
+    pub(crate) fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
+        let slot = match self.staged {
+            Some(s) => s,
+            None => self.take_free("stage")?,
+        };
+        self.staged = Some(slot);
+        // The slot is not free and not started: no request uses its buffer.
+        fill(&mut self.send_bufs[slot][HDR..]);
+        Ok(())
+    }
+
+    /// Start the staged slot.
+    pub(crate) fn start_staged(
+        &mut self,
+        header: Header,
+        reqs: &Requests,
+    ) -> Result<(), CommError> {
         let slot = self
-            .send_free
-            .pop()
-            .ok_or_else(|| raw::misuse("send", "no free send slot (call can_send first)"))?;
+            .staged
+            .take()
+            .ok_or_else(|| raw::misuse("send_staged", "no message is staged"))?;
+        self.start(slot, header, reqs)
+    }
+
+    /// Write the header into filled send slot `slot` (taken off the free list) and start it;
+    /// the slot goes back to the free list if MPI refuses the send.
+    fn start(&mut self, slot: usize, header: Header, reqs: &Requests) -> Result<(), CommError> {
         let buf = &mut self.send_bufs[slot];
         buf[0] = f64::from_bits(header.seq);
         buf[1] = f64::from_bits(header.stamp);
-        fill(&mut buf[HDR..]);
         let w = self.wire;
         // SAFETY: the slot was free (its previous send completed), the buffer is boxed and
         // owned by the core and is not written again until this send completes and
@@ -351,6 +392,10 @@ impl Core {
             return Ok(());
         }
         self.closing = true;
+        // A staged message is discarded: never started, it is not one of the `sent`.
+        if let Some(slot) = self.staged.take() {
+            self.send_free.push(slot);
+        }
         *self.ctrl_out = self.sent;
         let w = self.wire;
         let ctrl: *mut u64 = &mut *self.ctrl_out;
@@ -523,6 +568,13 @@ macro_rules! transport_common {
             ) -> Result<(), CommError> {
                 let (sh, core) = self.parts();
                 core.send_with(header, fill, &sh.requests)
+            }
+            fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
+                self.parts().1.stage_with(fill)
+            }
+            fn start_staged(&mut self, header: Header) -> Result<(), CommError> {
+                let (sh, core) = self.parts();
+                core.start_staged(header, &sh.requests)
             }
             /// Busy-poll, as `MPI_Wait` does: every step of MPI's rendezvous protocol waits for
             /// the other rank's progress, and a `sched_yield` between polls delays each step.

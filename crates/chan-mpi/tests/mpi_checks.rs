@@ -21,6 +21,7 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("async_semantics", &[2, 3, 4], 120),
     ("sync_semantics", &[2, 3, 4], 120),
     ("racy_semantics", &[2, 3, 4], 120),
+    ("staged_sends", &[2, 3, 4], 120),
     ("mismatched_ends", &[2, 3], 60),
     ("send_before_recv_8B_20KB_4MB", &[2, 3], 60),
     ("reductions_iallreduce", &[1, 2, 3, 4], 60),

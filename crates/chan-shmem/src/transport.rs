@@ -247,6 +247,10 @@ pub(crate) struct Core {
     direct: Option<Direct>,
     /// `[stamp, payload]` of the next send; allocated once.
     staging: Box<[f64]>,
+    /// `[stamp, payload]` of a staged message (`stage_with`); allocated at the first stage.
+    staged: Vec<f64>,
+    /// A message is staged: it holds one of the R places (`can_send`).
+    has_staged: bool,
     // Sending side.
     sent: u64,
     // Receiving side.
@@ -300,6 +304,8 @@ impl Core {
             remote,
             direct,
             staging: vec![0.0; 1 + shape.len].into_boxed_slice(),
+            staged: Vec::new(),
+            has_staged: false,
             sent: 0,
             reported: 0,
             released: 0,
@@ -351,9 +357,10 @@ impl Core {
         0
     }
 
-    /// True when the slot of the next message is released (mailbox); always (racy).
+    /// True when the slot of the next message is released (mailbox), and that of a staged
+    /// message after it; always (racy).
     pub(crate) fn can_send(&mut self) -> bool {
-        self.shape.racy || self.unreleased() < self.slots as u64
+        self.shape.racy || self.unreleased() + u64::from(self.has_staged) < self.slots as u64
     }
 
     /// The peer's address of the slot message `seq` goes to.
@@ -389,28 +396,56 @@ impl Core {
         fill: F,
     ) -> Result<(), CommError> {
         self.check_open("send")?;
+        debug_assert!(self.can_send(), "send only after can_send");
+        fill(&mut self.staging[1..]);
+        self.send_buffered(header, false)
+    }
+
+    /// Fill the staged message (replacing one staged before). Only after `can_send` returned
+    /// true, or while a message is staged.
+    pub(crate) fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
+        self.check_open("stage")?;
+        debug_assert!(
+            self.has_staged || self.can_send(),
+            "stage only after can_send"
+        );
+        self.staged.resize(1 + self.shape.len, 0.0);
+        fill(&mut self.staged[1..]);
+        self.has_staged = true;
+        Ok(())
+    }
+
+    /// Send the staged message.
+    pub(crate) fn start_staged(&mut self, header: Header) -> Result<(), CommError> {
+        self.check_open("send")?;
+        if !std::mem::take(&mut self.has_staged) {
+            return Err(shmem_err("send_staged", "no message is staged"));
+        }
+        self.send_buffered(header, true)
+    }
+
+    /// Send the message whose payload is in the staging buffer, or in the staged one: the stamp
+    /// goes into word 0 and the whole buffer to the peer.
+    fn send_buffered(&mut self, header: Header, staged: bool) -> Result<(), CommError> {
         let seq = self.sent + 1;
         debug_assert_eq!(header.seq, seq, "the channel and its transport count alike");
-        debug_assert!(self.can_send(), "send only after can_send");
-        self.staging[0] = f64::from_bits(header.stamp);
-        fill(&mut self.staging[1..]);
-        if let Some(d) = self.direct {
-            d.write(header.stamp, &self.staging[1..], seq);
+        debug_assert!(self.shape.racy || self.unreleased() < self.slots as u64);
+        let (dst, direct, pe) = (self.remote_slot(seq), self.direct, self.pe);
+        let buf = if staged {
+            &mut self.staged[..]
+        } else {
+            &mut self.staging[..]
+        };
+        buf[0] = f64::from_bits(header.stamp);
+        if let Some(d) = direct {
+            d.write(header.stamp, &buf[1..], seq);
             self.sent = seq;
             return Ok(());
         }
-        let dst = self.remote_slot(seq);
-        // SAFETY: the slot on the peer is free (can_send: its previous message was released,
-        // or racy, where the view is read through atomics only) and holds 1 + len words; the
-        // staging buffer holds 1 + len f64.
-        unsafe {
-            put(
-                dst.cast(),
-                self.staging.as_ptr().cast(),
-                self.staging.len() * 8,
-                self.pe,
-            )
-        };
+        // SAFETY: the slot on the peer is free (its previous message was released: can_send,
+        // which kept a place for a staged message; or racy, where the view is read through
+        // atomics only) and holds 1 + len words; both buffers hold 1 + len f64.
+        unsafe { put(dst.cast(), buf.as_ptr().cast(), buf.len() * 8, pe) };
         self.publish(seq);
         Ok(())
     }
@@ -555,6 +590,8 @@ impl Core {
             return;
         }
         self.state = State::Closing;
+        // A staged message is discarded: never started, it is not one of the `sent`.
+        self.has_staged = false;
         fence();
         // SAFETY: the peer's CLOSE word, read there through atomics only.
         unsafe { put_word(self.remote.ctrl.add(CLOSE), self.sent + 1, self.pe) };
@@ -662,6 +699,12 @@ macro_rules! transport_common {
             }
             fn send_from(&mut self, header: Header, data: &[f64]) -> Result<(), CommError> {
                 self.core.send_from(header, data)
+            }
+            fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
+                self.core.stage_with(fill)
+            }
+            fn start_staged(&mut self, header: Header) -> Result<(), CommError> {
+                self.core.start_staged(header)
             }
             fn peer_closed(&mut self) -> bool {
                 self.core.peer_total().is_some()

@@ -23,6 +23,7 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("async_semantics", &[2, 3, 4], 60),
     ("sync_semantics", &[2, 3, 4], 60),
     ("racy_semantics", &[2, 3, 4], 60),
+    ("staged_sends", &[2, 3, 4], 60),
     ("mismatched_ends", &[2, 3, 4], 30),
     ("send_before_recv_8B_20KB_4MB", &[2, 3, 4], 30),
     ("reductions_match_serial", &[1, 2, 3, 4], 30),

@@ -141,11 +141,21 @@ impl Transport for MailboxEnd {
         self.sent += 1;
         Ok(())
     }
+    fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
+        self.tx.stage_with(&self.pair.lanes[self.side], fill);
+        Ok(())
+    }
+    fn start_staged(&mut self, header: Header) -> Result<(), CommError> {
+        self.tx.start_staged(&self.pair.lanes[self.side], header);
+        self.sent += 1;
+        Ok(())
+    }
     fn check_world(&self) -> Result<(), CommError> {
         self.world.check()
     }
     fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
         debug_assert_eq!(sent, self.sent);
+        self.tx.discard_staged();
         self.closed = true;
         self.pair.closed.mark(self.side, self.sent);
         Ok(())
@@ -230,6 +240,8 @@ pub struct RacyEnd {
     r: usize,
     /// For `send_with`: the caller fills this, then it is stored into the peer's buffer.
     staging: Box<[f64]>,
+    /// The staged message (`stage_with`); allocated at the first stage.
+    staged: Vec<f64>,
     seen: u64,
     sent: u64,
     closed: bool,
@@ -252,6 +264,7 @@ impl RacyEnd {
             len,
             r,
             staging: vec![0.0; len].into_boxed_slice(),
+            staged: Vec::new(),
             seen: 0,
             sent: 0,
             closed: false,
@@ -298,6 +311,16 @@ impl Transport for RacyEnd {
     }
     fn send_from(&mut self, header: Header, data: &[f64]) -> Result<(), CommError> {
         self.pair.lanes[1 - self.side].buf.store_from(data);
+        self.publish(header.stamp);
+        Ok(())
+    }
+    fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
+        self.staged.resize(self.len, 0.0);
+        fill(&mut self.staged);
+        Ok(())
+    }
+    fn start_staged(&mut self, header: Header) -> Result<(), CommError> {
+        self.pair.lanes[1 - self.side].buf.store_from(&self.staged);
         self.publish(header.stamp);
         Ok(())
     }

@@ -98,6 +98,8 @@ pub(crate) struct LaneSender {
     outstanding: Vec<usize>,
     /// Messages published so far (this sender is the only writer of `Lane::published`).
     published: u64,
+    /// A slot taken off `free` and filled, not yet published (it stays FREE meanwhile).
+    staged: Option<usize>,
 }
 
 impl LaneSender {
@@ -107,6 +109,7 @@ impl LaneSender {
             free: (0..r + 1).rev().collect(),
             outstanding: Vec::with_capacity(r + 1),
             published: 0,
+            staged: None,
         }
     }
 
@@ -134,10 +137,26 @@ impl LaneSender {
         in_flight
     }
 
-    /// True when a send may start now: fewer than R in flight and a slot seen FREE.
+    /// True when a send may start now: fewer than R in flight, counting a staged message, and
+    /// a slot seen FREE.
     pub(crate) fn can_send(&mut self, lane: &Lane) -> bool {
-        let in_flight = self.refresh(lane);
+        let in_flight = self.refresh(lane) + usize::from(self.staged.is_some());
         in_flight < self.r && !self.free.is_empty()
+    }
+
+    /// Take a slot seen FREE off the free list.
+    fn take_free(&mut self) -> usize {
+        self.free
+            .pop()
+            .expect("a send or stage is called only after can_send returned true")
+    }
+
+    /// Write `fill` into slot `s`'s data.
+    fn fill<F: FnOnce(&mut [f64])>(lane: &Lane, s: usize, fill: F) {
+        // SAFETY: slot s was seen FREE by `refresh` (Acquire, after the receiver's last read)
+        // and taken off the free list by this sender, the only one that moves it out of FREE,
+        // so nobody else accesses its cells now.
+        unsafe { lane.slots[s].data.with_mut(|d| fill(&mut *d)) };
     }
 
     /// Write one message into a FREE slot and publish it. Call only after `can_send` was true.
@@ -147,17 +166,43 @@ impl LaneSender {
         header: Header,
         fill: F,
     ) {
-        let s = self
-            .free
-            .pop()
-            .expect("send_with is called only after can_send returned true");
-        let slot = &lane.slots[s];
-        // SAFETY: slot s was seen FREE by `refresh` (Acquire, after the receiver's last read) and
-        // only this sender moves it out of FREE, so nobody else accesses its cells now.
-        unsafe {
-            slot.header.with_mut(|h| *h = header);
-            slot.data.with_mut(|d| fill(&mut *d));
+        let s = self.take_free();
+        Self::fill(lane, s, fill);
+        self.publish(lane, s, header);
+    }
+
+    /// Fill a FREE slot without publishing it, or refill the one staged. Call only after
+    /// `can_send` was true or while a message is staged.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn stage_with<F: FnOnce(&mut [f64])>(&mut self, lane: &Lane, fill: F) {
+        let s = match self.staged {
+            Some(s) => s,
+            None => self.take_free(),
+        };
+        self.staged = Some(s);
+        Self::fill(lane, s, fill);
+    }
+
+    /// Publish the staged slot. Never waits: `can_send` kept a place in flight for it.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn start_staged(&mut self, lane: &Lane, header: Header) {
+        let s = self.staged.take().expect("start_staged only while staged");
+        self.publish(lane, s, header);
+    }
+
+    /// Give a staged slot back to the free list unpublished (close).
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn discard_staged(&mut self) {
+        if let Some(s) = self.staged.take() {
+            self.free.push(s);
         }
+    }
+
+    /// Write slot `s`'s header and publish it; its data is written.
+    fn publish(&mut self, lane: &Lane, s: usize, header: Header) {
+        let slot = &lane.slots[s];
+        // SAFETY: as in `fill`: slot s is FREE and this sender's alone until the store below.
+        unsafe { slot.header.with_mut(|h| *h = header) };
         // Release: publishes the cells written above to the receiver's Acquire load in `poll`.
         slot.state.store(READY, Ordering::Release);
         // Release: pairs with the receiver's Acquire load of `published` (its fast path).
