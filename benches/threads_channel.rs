@@ -13,7 +13,8 @@
 //! and channel set-up happen outside the timed region. At the end the ratio aiac / crossbeam of
 //! every pair is printed from batches of all four taken in turn (`support/interleaved.rs`).
 //!
-//! `cargo bench --bench threads_channel` (`AIAC_BENCH_RATIOS_ONLY=1`: only the ratio table)
+//! `cargo bench --bench threads_channel` (`AIAC_BENCH_RATIOS_ONLY=1`: only the ratio table;
+//! `AIAC_BENCH_ROUNDS`: batches per row, 15 by default)
 
 use chan_core::threads::World;
 use chan_core::traits::*;
@@ -335,7 +336,7 @@ fn main() {
                     (k, true, _) => stream_aiac(&names[k][5..], len, iters),
                 },
                 Duration::from_millis(20),
-                15,
+                interleaved::rounds(15),
             );
             interleaved::print_row(group, len * 8, &names, &m);
         }

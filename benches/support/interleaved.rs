@@ -6,6 +6,18 @@
 
 use std::time::Duration;
 
+/// Batches of every case per table row: `AIAC_BENCH_ROUNDS` if set (more batches steady the
+/// medians on a busy machine), else `default`.
+pub fn rounds(default: usize) -> usize {
+    match std::env::var("AIAC_BENCH_ROUNDS") {
+        Ok(v) => match v.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("AIAC_BENCH_ROUNDS must be a positive integer, got {v:?}"),
+        },
+        Err(_) => default,
+    }
+}
+
 /// Median nanoseconds per iteration of each of `cases` cases. `run(case, iters)` runs `iters`
 /// iterations of one case and returns their time. Batches are sized from a first run of the
 /// case 0 to last about `batch`; `rounds` batches of every case are taken in turn.

@@ -12,7 +12,8 @@
 //! runs on rank 0; before each sample rank 0 broadcasts (case, iterations) and rank 1 runs the
 //! same case as its partner. The table at the end gives each mode's time over raw MPI's, from
 //! batches of all four taken in turn (`benches/support/interleaved.rs`); set
-//! `AIAC_BENCH_RATIOS_ONLY=1` to print only that table.
+//! `AIAC_BENCH_RATIOS_ONLY=1` to print only that table, and `AIAC_BENCH_ROUNDS` for more
+//! batches than 15 per row.
 
 use chan_core::traits::*;
 use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Racy, Sync};
@@ -161,9 +162,9 @@ fn null_req() -> ffi::MPI_Request {
     unsafe { ffi::RSMPI_REQUEST_NULL }
 }
 
-/// Ping-pong over a channel. Rank 1 replies as soon as the message has arrived and takes it
-/// (unpacks) after starting the reply, so the unpack overlaps the transfer, as the raw loop's
-/// pack-before-wait does; rank 0 sends, waits and takes.
+/// Ping-pong over a channel, in the raw loop's order: rank 1 stages (packs) its reply before
+/// the message arrives, as the raw loop packs before `MPI_Wait`, starts it as soon as the
+/// message has arrived, and takes (unpacks) the message after; rank 0 sends, waits and takes.
 fn pingpong_chan<M: Mode>(
     ch: &mut Channel<Mpi, M>,
     rank: usize,
@@ -178,8 +179,9 @@ fn pingpong_chan<M: Mode>(
             while !arrived(ch) {}
             take(ch);
         } else {
+            ch.stage(data).unwrap();
             while !arrived(ch) {}
-            ch.send(data).unwrap();
+            ch.send_staged().unwrap();
             take(ch);
         }
     }
@@ -389,7 +391,7 @@ fn main() -> std::process::ExitCode {
                     IMPLS.len(),
                     |w, iters| drive(first + w, iters, &mut chans, &mut raw),
                     Duration::from_millis(20),
-                    15,
+                    interleaved::rounds(15),
                 );
                 interleaved::print_row(group, len * 8, &IMPLS, &m);
             }

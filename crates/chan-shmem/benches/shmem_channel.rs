@@ -13,7 +13,8 @@
 //! Criterion runs on PE 0; before each sample PE 0 broadcasts (case, iterations) and PE 1 runs
 //! the same case as its partner. The table at the end gives each mode's time over raw SHMEM's,
 //! from batches of all four taken in turn (`benches/support/interleaved.rs`); set
-//! `AIAC_BENCH_RATIOS_ONLY=1` to print only that table.
+//! `AIAC_BENCH_RATIOS_ONLY=1` to print only that table, and `AIAC_BENCH_ROUNDS` for more
+//! batches than 25 per row.
 
 use chan_core::traits::*;
 use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Racy, ReduceOp, Sync};
@@ -417,7 +418,7 @@ fn main() -> std::process::ExitCode {
                     IMPLS.len(),
                     |w, iters| drive(first + w, iters, &mut ctx, &mut chans, &mut raw, &mut bufs),
                     Duration::from_millis(60),
-                    25,
+                    interleaved::rounds(25),
                 );
                 interleaved::print_row(group, len * 8, &IMPLS, &m);
             }
