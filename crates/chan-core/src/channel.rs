@@ -161,7 +161,8 @@ impl<B: Backend, M: Mode> Channel<B, M> {
         self.t.in_flight()
     }
 
-    /// Progress, then true when a send would start now.
+    /// Progress, then true when a send would start now. With R = 1 and a message staged it
+    /// stays false until [`Channel::send_staged`].
     pub fn can_send(&mut self) -> Result<bool, CommError> {
         self.room()
     }
@@ -170,17 +171,22 @@ impl<B: Backend, M: Mode> Channel<B, M> {
     /// slots, so with R = 1 there is none beside it, whatever the transport's flow control
     /// would allow.
     fn room(&mut self) -> Result<bool, CommError> {
-        Ok(!(self.staged && self.stats.max_in_flight == 1) && self.t.can_send()?)
+        let free = self.t.can_send()?;
+        Ok(free && !(self.staged && self.stats.max_in_flight == 1))
     }
 
-    fn next_header(&mut self) -> Header {
-        let h = Header {
+    /// The header of the next message; [`Channel::count_sent`] once the transport took it, so
+    /// a send the transport refused leaves no gap in the sequence numbers.
+    fn header(&self) -> Header {
+        Header {
             seq: self.next_seq,
             stamp: self.iteration,
-        };
+        }
+    }
+
+    fn count_sent(&mut self) {
         self.next_seq += 1;
         self.stats.sent += 1;
-        h
     }
 
     fn check_len(&self, got: usize) -> Result<(), CommError> {
@@ -202,8 +208,9 @@ impl<B: Backend, M: Mode> Channel<B, M> {
             self.stats.skipped += 1;
             return Err(TrySendError::Full(self.stats.max_in_flight));
         }
-        let h = self.next_header();
+        let h = self.header();
         self.t.send_from(h, data)?;
+        self.count_sent();
         Ok(())
     }
 
@@ -214,8 +221,9 @@ impl<B: Backend, M: Mode> Channel<B, M> {
             self.stats.skipped += 1;
             return Err(TrySendError::Full(self.stats.max_in_flight));
         }
-        let h = self.next_header();
+        let h = self.header();
         self.t.send_with(h, fill)?;
+        self.count_sent();
         Ok(())
     }
 
@@ -248,27 +256,32 @@ impl<B: Backend, M: Mode> Channel<B, M> {
 
     /// Send `data`, waiting (and progressing) until a slot is free. Fails with
     /// [`CommError::Disconnected`] when every slot is busy and the peer has begun closing (no
-    /// slot will free).
+    /// slot will free), and with [`SendError::SlotStaged`] when R = 1 and a message is staged.
     pub fn send(&mut self, data: &[f64]) -> Result<(), SendError> {
         self.check_len(data.len())?;
         self.wait_to_send()?;
-        let h = self.next_header();
+        let h = self.header();
         self.t.send_from(h, data)?;
+        self.count_sent();
         Ok(())
     }
 
     /// Zero-copy send, waiting until a slot is free.
     pub fn send_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), SendError> {
         self.wait_to_send()?;
-        let h = self.next_header();
+        let h = self.header();
         self.t.send_with(h, fill)?;
+        self.count_sent();
         Ok(())
     }
 
     /// First step of a two-step send: copy `data` into the next message now, and start it
-    /// later with [`Channel::send_staged`], which then does no copy. A ping-pong's answer or a
-    /// halo face can so be packed while the caller waits for something else, as a C halo swap
-    /// packs its buffer before `MPI_Wait`. Waits for a slot as [`Channel::send`] does.
+    /// later with [`Channel::send_staged`]. A ping-pong's answer or a halo face can so be
+    /// packed while the caller waits for something else, as a C halo swap packs its buffer
+    /// before `MPI_Wait`. Waits for a slot as [`Channel::send`] does. Where the transport
+    /// sends from its own slot (MPI; Sync and Async between threads) the start copies
+    /// nothing; where a send is a copy into the peer's memory (OpenSHMEM, Racy between
+    /// threads) the start makes that copy, and staging adds one.
     ///
     /// Staging again before the start replaces the staged message. Until it starts, a staged
     /// message holds one of the R slots: other sends go on in the others (with R = 1 a
@@ -296,9 +309,11 @@ impl<B: Backend, M: Mode> Channel<B, M> {
         if !self.staged {
             return Err(SendError::NothingStaged);
         }
-        self.staged = false;
-        let h = self.next_header();
+        let h = self.header();
+        // A start the transport refuses leaves the message staged.
         self.t.start_staged(h)?;
+        self.staged = false;
+        self.count_sent();
         Ok(())
     }
 

@@ -219,7 +219,7 @@ impl CreateError {
 pub enum TrySendError {
     /// No slot is free: all R are in flight, or one holds a staged message. Nothing was sent
     /// (counted as a skipped send).
-    #[error("all {0} send slots are in flight")]
+    #[error("no send slot is free (all {0} in flight, or one holds a staged message)")]
     Full(usize),
     /// The transport failed.
     #[error(transparent)]

@@ -61,9 +61,9 @@
 //! Sending is the same in every mode: [`Channel::try_send`] (never waits), [`Channel::send`]
 //! (waits for a slot), their zero-copy forms that fill the slot in place
 //! ([`Channel::send_with`]), and a send in two steps: [`Channel::stage`] copies the message
-//! into its slot ahead of time and [`Channel::send_staged`] starts it later, without a copy,
-//! so the copy can overlap a wait (a ping-pong's answer packed before the request arrives, as
-//! a C halo swap packs its buffer before `MPI_Wait`).
+//! into its slot ahead of time and [`Channel::send_staged`] starts it later, so the copy can
+//! overlap a wait (a ping-pong's answer packed before the request arrives, as a C halo swap
+//! packs its buffer before `MPI_Wait`).
 //!
 //! Backends implement the transport traits in [`transport`] and the [`Context`] trait; the
 //! channel logic (newest-wins, ordering, statistics) lives here, once. The threads backend

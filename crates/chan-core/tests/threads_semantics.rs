@@ -7,8 +7,9 @@ use chan_core::threads::World;
 use std::time::{Duration, Instant};
 
 /// Run a check on every rank of a world of `n`; every rank must pass. A failing rank panics,
-/// so the others' blocking calls fail instead of waiting for it, and the first panic fails the
-/// test.
+/// so the others' blocking calls fail instead of waiting for it. The test fails with the lowest
+/// rank's panic, which may be a "another rank failed" that followed the first; every rank's
+/// message is on stderr, in the order they failed.
 fn on_world(n: usize, check: impl Fn(&mut chan_core::threads::ThreadCtx) -> testkit::Check + Sync) {
     World::new(n).unwrap().run(|ctx| {
         let rank = chan_core::traits::Context::rank(ctx);

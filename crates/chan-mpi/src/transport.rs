@@ -7,6 +7,8 @@
 //!   completes once it matched a receive the peer's channel posted, so a completed send *is*
 //!   the end-to-end acknowledgement of DESIGN §2: at most R messages are in flight, and a slow
 //!   receiver makes `try_send` report `Full` instead of piling up unexpected messages.
+//! * **Staged sends.** `stage_with` takes a free send slot and fills it; `start_staged` sends
+//!   it later. Meanwhile the slot is neither free nor in flight.
 //! * **Receives.** Mailbox: R + 1 slots, each with its own buffer, pre-posted; a completed
 //!   receive is reported once by `poll`, lent to the channel until `release` re-posts it (one
 //!   more slot than R, so the sender keeps R in flight while the channel holds a message).
@@ -22,14 +24,13 @@
 //!   data inside MPI calls, and a send past the eager limit waits for the receiver to test
 //!   (Saif & Parashar).
 //!
-//! Buffers are boxed and owned by the core, and each starts at a page boundary ([`PageBuf`]):
-//! on one node Open MPI copies a large message with `process_vm_readv`, which pins it page by
-//! page, and a 20 KB message placed anywhere by the allocator spans 5 or 6 pages, 5 when
-//! aligned. (With allocator-placed buffers the 20 KB channel ping-pong and stream varied
-//! from run to run between 1.04× and 1.47× raw MPI; aligned, 0.96× to 1.07×.) A request's
-//! buffer is never moved, read as plain memory, written or freed while the request is active.
-//! A core dropped with requests still active (only after an MPI error) leaks its buffers
-//! rather than free memory MPI may write.
+//! Buffers are boxed and owned by the core, and placed to span the fewest pages
+//! ([`PageBuf`]): on one node Open MPI copies a large message with `process_vm_readv`, which
+//! pins it page by page, and an allocator-placed 20 KB buffer that spans a sixth page made the
+//! 20 KB benchmarks vary from run to run (docs/performance.md). A request's buffer is never
+//! moved, read as plain memory, written or freed while the request is active. A core dropped
+//! with requests still active (only after an MPI error) leaks its buffers rather than free
+//! memory MPI may write.
 
 use crate::env::{SetComm, Shared};
 use crate::raw::{self, Requests, Route};
@@ -48,9 +49,10 @@ const HDR: usize = 2;
 /// (`process_vm_readv`) and network registration pin a buffer.
 const PAGE: usize = 4096;
 
-/// `n` 8-byte elements starting at a page boundary, inside an allocation one page larger: a
-/// message then spans the fewest pages wherever the allocator put it. A 20 016-byte message
-/// (a 20 KB face and the header) spans 5 pages instead of 5 or 6.
+/// `n` 8-byte elements that span the fewest pages wherever the allocator put them: aligned to
+/// their size rounded up to a power of two, at most a page, inside an allocation that much
+/// larger. A 20 016-byte message (a 20 KB face and the header) then spans 5 pages instead of
+/// 5 or 6, and a small one never straddles two.
 struct PageBuf<T> {
     mem: Box<[T]>,
     off: usize,
@@ -59,15 +61,16 @@ struct PageBuf<T> {
 
 impl<T> PageBuf<T> {
     fn new(n: usize, init: impl FnMut() -> T) -> Self {
-        const { assert!(std::mem::size_of::<T>() == 8 && PAGE % 8 == 0) };
-        let per_page = PAGE / 8;
+        const { assert!(std::mem::size_of::<T>() == 8 && std::mem::align_of::<T>() == 8) };
+        let align = n.saturating_mul(8).next_power_of_two().min(PAGE);
         let mem: Box<[T]> = std::iter::repeat_with(init)
-            .take(n + per_page - 1)
+            .take(n + align / 8 - 1)
             .collect();
-        // Elements to skip to reach the next page boundary: T is 8-byte aligned, so the
-        // distance is a whole number of elements, below a page.
+        // Elements to skip to reach the next multiple of `align`: T is 8-byte aligned and
+        // `align` a multiple of 8, so the distance is a whole number of elements, below
+        // align / 8, and `off + n` stays inside `mem`.
         let addr = mem.as_ptr() as usize;
-        let off = (addr.next_multiple_of(PAGE) - addr) / 8;
+        let off = (addr.next_multiple_of(align) - addr) / 8;
         PageBuf { mem, off, n }
     }
 }
@@ -292,6 +295,7 @@ impl Core {
         let slot = self.take_free("send")?;
         fill(&mut self.send_bufs[slot][HDR..]);
         self.start(slot, header, reqs)
+            .inspect_err(|_| self.send_free.push(slot))
     }
 
     /// Fill a free send slot (or refill the staged one) to start later. Only after `can_send`
@@ -317,11 +321,13 @@ impl Core {
             .staged
             .take()
             .ok_or_else(|| raw::misuse("send_staged", "no message is staged"))?;
+        // Refused, the message stays staged (the channel keeps it staged too).
         self.start(slot, header, reqs)
+            .inspect_err(|_| self.staged = Some(slot))
     }
 
-    /// Write the header into filled send slot `slot` (taken off the free list) and start it;
-    /// the slot goes back to the free list if MPI refuses the send.
+    /// Write the header into filled send slot `slot` (taken off the free list or staged) and
+    /// start it. If MPI refuses the send, the slot is the caller's to give back.
     fn start(&mut self, slot: usize, header: Header, reqs: &Requests) -> Result<(), CommError> {
         let buf = &mut self.send_bufs[slot];
         buf[0] = f64::from_bits(header.seq);
@@ -340,9 +346,6 @@ impl Core {
                 reqs,
             )
         };
-        if started.is_err() {
-            self.send_free.push(slot);
-        }
         started?;
         self.sent += 1;
         Ok(())

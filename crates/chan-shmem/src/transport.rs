@@ -36,6 +36,9 @@
 //!   control is the R + 1 slots. A poll therefore finds at most R + 1 new messages. No
 //!   acknowledgement is put when a poll reports a message: the only ack is the release's, and
 //!   Sync's release happens at the start of the next receive, off the critical path.
+//! * **Staged send**: `stage_with` fills a buffer of this end's own (not the one `send_with`
+//!   fills), and `start_staged` sends it as above. A staged message counts as one more
+//!   unreleased message for `can_send`, so the slot it goes to is released when it starts.
 //! * **Racy**: write `[stamp, payload]` into the peer's one buffer with no flag to wait for,
 //!   then the running send count into the peer's `COUNT`. The view reads the buffer through
 //!   atomics. A send lands straight in the view, so nothing is ever in flight. When the peer's

@@ -14,6 +14,9 @@
 //! * READY counts as *in flight*; HELD means the receiving channel took delivery (the message
 //!   is acknowledged) and is not in flight. The receiver holds at most R + 1 − (in flight) slots,
 //!   and a sender sends only with fewer than R in flight **and** a slot it has seen FREE.
+//! * A *staged* slot is one the sender took off its free list and filled without publishing:
+//!   it stays FREE (the receiver never looks at it) and counts as in flight for `can_send`, so
+//!   publishing it later keeps in flight at most R.
 //!
 //! ## Memory ordering
 //! * Sender `state.store(READY, Release)` after writing the cells; synchronizes with the
@@ -153,9 +156,10 @@ impl LaneSender {
 
     /// Write `fill` into slot `s`'s data.
     fn fill<F: FnOnce(&mut [f64])>(lane: &Lane, s: usize, fill: F) {
-        // SAFETY: slot s was seen FREE by `refresh` (Acquire, after the receiver's last read)
-        // and taken off the free list by this sender, the only one that moves it out of FREE,
-        // so nobody else accesses its cells now.
+        // SAFETY: slot s is FREE and this sender's: taken off the free list (where it went
+        // new, or when `refresh` saw it FREE with Acquire, after the receiver's last read) or
+        // kept staged since; only this sender moves it out of FREE, so nobody else accesses
+        // its cells now.
         unsafe { lane.slots[s].data.with_mut(|d| fill(&mut *d)) };
     }
 
