@@ -244,6 +244,21 @@ fn exchange_counts<C: Context>(ctx: &mut C, mine: [u64; 2]) -> Result<[u64; 2], 
     Ok([all[2 * next + 1] as u64, all[2 * prev] as u64])
 }
 
+/// The next Sync message, which must carry sequence number `*expected`; advances it.
+fn recv_next<'a, B: crate::transport::Backend>(
+    ch: &'a mut Channel<B, Sync>,
+    expected: &mut u64,
+) -> Result<crate::Message<'a>, String> {
+    let m = ch.recv().map_err(|e| format!("sync recv: {e}"))?;
+    ensure!(
+        m.seq() == *expected,
+        "out of order: got seq {}, want {expected}",
+        m.seq()
+    );
+    *expected += 1;
+    Ok(m)
+}
+
 /// Sync over a ring: every message delivered once, in order, unchanged, with its stamp; bursts
 /// of R sends before any receive; both ends' counts agree at close.
 pub fn sync_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize, r: usize) -> Check {
@@ -264,16 +279,9 @@ pub fn sync_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize, r: usize
         }
         for (k, ch) in [&mut next, &mut prev].into_iter().enumerate() {
             for _ in 0..burst {
-                let m = ch.recv().map_err(|e| format!("sync recv: {e}"))?;
-                ensure!(
-                    m.seq() == expected[k],
-                    "out of order: got seq {}, want {}",
-                    m.seq(),
-                    expected[k]
-                );
+                let m = recv_next(ch, &mut expected[k])?;
                 ensure!(m.stamp() == round, "stamp {} in round {round}", m.stamp());
                 check_whole(m.data(), m.seq(), "sync recv")?;
-                expected[k] += 1;
             }
         }
     }
@@ -463,14 +471,7 @@ fn staged_sync<C: Context>(ctx: &mut C, rounds: u64, len: usize, r: usize) -> Ch
         // Every message in order, the staged one last.
         for (k, ch) in [&mut next, &mut prev].into_iter().enumerate() {
             loop {
-                let m = ch.recv().map_err(|e| format!("sync recv: {e}"))?;
-                ensure!(
-                    m.seq() == expected[k],
-                    "staged sync: got seq {}, want {}",
-                    m.seq(),
-                    expected[k]
-                );
-                expected[k] += 1;
+                let m = recv_next(ch, &mut expected[k])?;
                 if m.stamp() == STAGED_STAMP + round {
                     check_whole(
                         m.data(),
