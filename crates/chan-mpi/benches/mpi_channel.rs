@@ -18,18 +18,27 @@
 use chan_core::traits::*;
 use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Racy, Sync};
 use chan_mpi::{Mpi, MpiCtx};
-use criterion::{BenchmarkId, Criterion, Throughput};
 use mpi::ffi;
 use std::os::raw::c_int;
 use std::time::{Duration, Instant};
 
 #[path = "../../../benches/support/interleaved.rs"]
 mod interleaved;
+#[path = "../../../benches/support/two_ranks.rs"]
+mod two_ranks;
 
 const LENS: [usize; 3] = [1, 2500, 131_072];
 const STREAM_R: usize = 4;
-const IMPLS: [&str; 4] = ["raw-mpi", "aiac-sync", "aiac-async", "aiac-racy"];
-const PATTERNS: [&str; 3] = ["pingpong", "stream", "exchange"];
+const CASES: two_ranks::Cases = two_ranks::Cases {
+    prefix: "mpi",
+    patterns: &["pingpong", "stream", "exchange"],
+    lens: &LENS,
+    impls: &["raw-mpi", "aiac-sync", "aiac-async", "aiac-racy"],
+    one_way: &["stream"],
+    title: "aiac MPI channel / raw MPI Isend+Irecv",
+    batch: Duration::from_millis(20),
+    rounds: 15,
+};
 const QUIT: u64 = u64::MAX;
 
 /// Every channel both ranks open once, before timing.
@@ -210,11 +219,7 @@ fn exchange_counted<M: Mode>(
 
 /// Run case `id` for `iters` iterations as rank `rank`; both ranks call it in step.
 fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> Duration {
-    let (pattern, li, which) = (
-        id / (LENS.len() * IMPLS.len()),
-        (id / IMPLS.len()) % LENS.len(),
-        id % IMPLS.len(),
-    );
+    let (pattern, li, which) = CASES.split(id);
     let len = LENS[li];
     let data = vec![1.0; len];
     let mut sink = vec![0.0; len];
@@ -357,45 +362,10 @@ fn main() -> std::process::ExitCode {
         reqs: vec![null_req(); STREAM_R],
     };
     if rank == 0 {
-        let drive = |id: usize, iters: u64, chans: &mut Chans, raw: &mut Raw| {
+        CASES.lead(|id, iters| {
             bcast(&mut [id as u64, iters]);
-            run(id, iters, 0, chans, raw)
-        };
-        if std::env::var_os("AIAC_BENCH_RATIOS_ONLY").is_none() {
-            let mut c = Criterion::default()
-                .warm_up_time(Duration::from_millis(500))
-                .measurement_time(Duration::from_secs(2))
-                .sample_size(20)
-                .configure_from_args();
-            for (s, pattern) in PATTERNS.into_iter().enumerate() {
-                let mut g = c.benchmark_group(format!("mpi-{pattern}"));
-                for (li, &len) in LENS.iter().enumerate() {
-                    let per_iter = if s == 1 { len * 8 } else { 2 * len * 8 };
-                    g.throughput(Throughput::Bytes(per_iter as u64));
-                    for (w, name) in IMPLS.iter().enumerate() {
-                        let id = (s * LENS.len() + li) * IMPLS.len() + w;
-                        g.bench_function(BenchmarkId::new(*name, len * 8), |b| {
-                            b.iter_custom(|iters| drive(id, iters, &mut chans, &mut raw))
-                        });
-                    }
-                }
-                g.finish();
-            }
-            c.final_summary();
-        }
-        interleaved::print_header("aiac MPI channel / raw MPI Isend+Irecv", "raw-mpi");
-        for (s, group) in PATTERNS.into_iter().enumerate() {
-            for (li, &len) in LENS.iter().enumerate() {
-                let first = (s * LENS.len() + li) * IMPLS.len();
-                let m = interleaved::medians(
-                    IMPLS.len(),
-                    |w, iters| drive(first + w, iters, &mut chans, &mut raw),
-                    Duration::from_millis(20),
-                    interleaved::rounds(15),
-                );
-                interleaved::print_row(group, len * 8, &IMPLS, &m);
-            }
-        }
+            run(id, iters, 0, &mut chans, &mut raw)
+        });
         bcast(&mut [QUIT, 0]);
     } else {
         loop {

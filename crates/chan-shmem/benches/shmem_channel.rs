@@ -19,7 +19,6 @@
 use chan_core::traits::*;
 use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Racy, ReduceOp, Sync};
 use chan_shmem::{Shmem, ShmemCtx};
-use criterion::{BenchmarkId, Criterion, Throughput};
 use openshmem_sys as sys;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,10 +26,21 @@ use std::time::{Duration, Instant};
 
 #[path = "../../../benches/support/interleaved.rs"]
 mod interleaved;
+#[path = "../../../benches/support/two_ranks.rs"]
+mod two_ranks;
 
 const LENS: [usize; 3] = [1, 2500, 131_072];
 const STREAM_R: usize = 4;
-const IMPLS: [&str; 4] = ["raw-shmem", "aiac-sync", "aiac-async", "aiac-racy"];
+const CASES: two_ranks::Cases = two_ranks::Cases {
+    prefix: "shmem",
+    patterns: &["pingpong", "stream"],
+    lens: &LENS,
+    impls: &["raw-shmem", "aiac-sync", "aiac-async", "aiac-racy"],
+    one_way: &["stream"],
+    title: "aiac SHMEM channel / raw put+fence+flag",
+    batch: Duration::from_millis(60),
+    rounds: 25,
+};
 const QUIT: f64 = -1.0;
 /// The raw slots have the channel's layout (a header word, then the payload, in a 64-byte
 /// aligned slot), so that both copy with the same alignment: memcpy's speed depends on the
@@ -269,11 +279,8 @@ fn run(
     raw: &mut Raw,
     bufs: &mut Bufs,
 ) -> Duration {
-    let (stream, li, which) = (
-        id / (LENS.len() * IMPLS.len()) == 1,
-        (id / IMPLS.len()) % LENS.len(),
-        id % IMPLS.len(),
-    );
+    let (pattern, li, which) = CASES.split(id);
+    let stream = pattern == 1;
     let len = LENS[li];
     let (data, sink) = bufs.get(len);
     ctx.barrier().unwrap();
@@ -377,52 +384,10 @@ fn main() -> std::process::ExitCode {
     let mut raw = Raw::new(maxlen);
     let mut bufs = Bufs::new(maxlen);
     if rank == 0 {
-        let drive = |id: usize,
-                     iters: u64,
-                     ctx: &mut ShmemCtx,
-                     chans: &mut Chans,
-                     raw: &mut Raw,
-                     bufs: &mut Bufs| {
-            bcast(ctx, [id as f64, iters as f64]);
-            run(id, iters, 0, ctx, chans, raw, bufs)
-        };
-        if std::env::var_os("AIAC_BENCH_RATIOS_ONLY").is_none() {
-            let mut c = Criterion::default()
-                .warm_up_time(Duration::from_millis(500))
-                .measurement_time(Duration::from_secs(2))
-                .sample_size(20)
-                .configure_from_args();
-            for (s, group) in ["shmem-pingpong", "shmem-stream"].into_iter().enumerate() {
-                let mut g = c.benchmark_group(group);
-                for (li, &len) in LENS.iter().enumerate() {
-                    let per_iter = if s == 0 { 2 * len * 8 } else { len * 8 };
-                    g.throughput(Throughput::Bytes(per_iter as u64));
-                    for (w, name) in IMPLS.iter().enumerate() {
-                        let id = (s * LENS.len() + li) * IMPLS.len() + w;
-                        g.bench_function(BenchmarkId::new(*name, len * 8), |b| {
-                            b.iter_custom(|iters| {
-                                drive(id, iters, &mut ctx, &mut chans, &mut raw, &mut bufs)
-                            })
-                        });
-                    }
-                }
-                g.finish();
-            }
-            c.final_summary();
-        }
-        interleaved::print_header("aiac SHMEM channel / raw put+fence+flag", "raw-shmem");
-        for (s, group) in ["pingpong", "stream"].into_iter().enumerate() {
-            for (li, &len) in LENS.iter().enumerate() {
-                let first = (s * LENS.len() + li) * IMPLS.len();
-                let m = interleaved::medians(
-                    IMPLS.len(),
-                    |w, iters| drive(first + w, iters, &mut ctx, &mut chans, &mut raw, &mut bufs),
-                    Duration::from_millis(60),
-                    interleaved::rounds(25),
-                );
-                interleaved::print_row(group, len * 8, &IMPLS, &m);
-            }
-        }
+        CASES.lead(|id, iters| {
+            bcast(&mut ctx, [id as f64, iters as f64]);
+            run(id, iters, 0, &mut ctx, &mut chans, &mut raw, &mut bufs)
+        });
         bcast(&mut ctx, [QUIT, 0.0]);
     } else {
         loop {
