@@ -1,11 +1,98 @@
-//! The leading rank's side of a two-rank channel bench (MPI, SHMEM): criterion's measurements,
-//! then the table of ratios to the baseline from interleaved batches. The other rank runs each
-//! case as the leader's partner, told which by a broadcast that each bench does in its own
-//! library. Included with `#[path]`, next to `interleaved.rs`.
+//! What the two-rank channel benches (MPI, SHMEM) share: starting under the launcher, the
+//! channels of every mode they open, and the leading rank's side (criterion's measurements,
+//! then the table of ratios to the baseline from interleaved batches). The other rank runs
+//! each case as the leader's partner, told which by a broadcast that each bench does in its
+//! own library. Included with `#[path]`, next to `interleaved.rs`.
 
 use crate::interleaved;
+use chan_core::transport::Backend;
+use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Context, Racy, Sync};
 use criterion::{BenchmarkId, Criterion, Throughput};
+use std::process::ExitCode;
 use std::time::Duration;
+
+/// True when this process runs under `mpirun`/`oshrun` (Open MPI sets the world size).
+pub fn launched() -> bool {
+    std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some()
+}
+
+/// Run this bench again under `launcher -np 2`, with the same arguments.
+pub fn relaunch(launcher: &str) -> ExitCode {
+    let exe = std::env::current_exe().expect("own path");
+    let status = std::process::Command::new(launcher)
+        .args(["-np", "2"])
+        .arg(exe)
+        .args(std::env::args().skip(1))
+        .status()
+        .unwrap_or_else(|e| panic!("{launcher} starts (scripts/setup.sh installs Open MPI): {e}"));
+    if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Every channel both ranks open once, before timing: for each mode, one per message length
+/// for the ping-pong (R = 1) and one for the stream (R = `stream_r`).
+pub struct Chans<B: Backend> {
+    pub pp_sync: Vec<Channel<B, Sync>>,
+    pub pp_async: Vec<Channel<B, Async>>,
+    pub pp_racy: Vec<Channel<B, Racy>>,
+    pub st_sync: Vec<Channel<B, Sync>>,
+    pub st_async: Vec<Channel<B, Async>>,
+    pub st_racy: Vec<Channel<B, Racy>>,
+}
+
+impl<B: Backend> Chans<B> {
+    /// Open them all with the peer rank, tags 0.. by tens. `set_each`: every channel as a set
+    /// of its own (a set may share resources, such as an MPI communicator, whose queues a
+    /// benchmark channel should not share with idle set-mates); otherwise one set per group.
+    pub fn open<C: Context<Backend = B>>(
+        ctx: &mut C,
+        lens: &[usize],
+        stream_r: usize,
+        set_each: bool,
+    ) -> Self {
+        fn group<C: Context, M: chan_core::Mode>(
+            ctx: &mut C,
+            lens: &[usize],
+            r: usize,
+            tag0: u32,
+            set_each: bool,
+        ) -> Vec<Channel<C::Backend, M>> {
+            let peer = 1 - ctx.rank();
+            let specs: Vec<ChannelSpec> = (0..lens.len())
+                .map(|i| {
+                    let cfg = ChannelConfig::new(lens[i], r).unwrap();
+                    ChannelSpec::new(peer, tag0 + i as u32, cfg).unwrap()
+                })
+                .collect();
+            if set_each {
+                specs
+                    .iter()
+                    .map(|s| ctx.open::<M>(std::slice::from_ref(s)).unwrap().remove(0))
+                    .collect()
+            } else {
+                ctx.open::<M>(&specs).unwrap()
+            }
+        }
+        Chans {
+            pp_sync: group(ctx, lens, 1, 0, set_each),
+            pp_async: group(ctx, lens, 1, 10, set_each),
+            pp_racy: group(ctx, lens, 1, 20, set_each),
+            st_sync: group(ctx, lens, stream_r, 30, set_each),
+            st_async: group(ctx, lens, stream_r, 40, set_each),
+            st_racy: group(ctx, lens, stream_r, 50, set_each),
+        }
+    }
+
+    /// Close them all, each mode's channels together.
+    pub fn close(self) {
+        close_all(self.pp_sync.into_iter().chain(self.st_sync)).unwrap();
+        close_all(self.pp_async.into_iter().chain(self.st_async)).unwrap();
+        close_all(self.pp_racy.into_iter().chain(self.st_racy)).unwrap();
+    }
+}
 
 /// The cases of a two-rank bench: every pattern × message length × implementation, numbered
 /// `(pattern · lens + length) · impls + implementation`; implementation 0 is the baseline.

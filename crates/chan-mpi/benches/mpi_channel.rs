@@ -16,7 +16,7 @@
 //! batches than 15 per row.
 
 use chan_core::traits::*;
-use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Racy, Sync};
+use chan_core::Channel;
 use chan_mpi::{Mpi, MpiCtx};
 use mpi::ffi;
 use std::os::raw::c_int;
@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 mod interleaved;
 #[path = "../../../benches/support/two_ranks.rs"]
 mod two_ranks;
+
+type Chans = two_ranks::Chans<Mpi>;
 
 const LENS: [usize; 3] = [1, 2500, 131_072];
 const STREAM_R: usize = 4;
@@ -40,42 +42,6 @@ const CASES: two_ranks::Cases = two_ranks::Cases {
     rounds: 15,
 };
 const QUIT: u64 = u64::MAX;
-
-/// Every channel both ranks open once, before timing.
-struct Chans {
-    pp_sync: Vec<Channel<Mpi, Sync>>,
-    pp_async: Vec<Channel<Mpi, Async>>,
-    pp_racy: Vec<Channel<Mpi, Racy>>,
-    st_sync: Vec<Channel<Mpi, Sync>>,
-    st_async: Vec<Channel<Mpi, Async>>,
-    st_racy: Vec<Channel<Mpi, Racy>>,
-}
-
-fn open_all(ctx: &mut MpiCtx) -> Chans {
-    Chans {
-        pp_sync: open_each(ctx, 1, 0),
-        pp_async: open_each(ctx, 1, 10),
-        pp_racy: open_each(ctx, 1, 20),
-        st_sync: open_each(ctx, STREAM_R, 30),
-        st_async: open_each(ctx, STREAM_R, 40),
-        st_racy: open_each(ctx, STREAM_R, 50),
-    }
-}
-
-/// One channel per message length, each opened as a set of its own: a set shares one
-/// communicator, and a benchmark channel should not sit behind idle set-mates in MPI's
-/// matching queues (a halo exchange opens its faces together because it uses them together).
-fn open_each<M: Mode>(ctx: &mut MpiCtx, r: usize, tag0: u32) -> Vec<Channel<Mpi, M>> {
-    let peer = 1 - ctx.rank();
-    LENS.iter()
-        .enumerate()
-        .map(|(i, &len)| {
-            let spec = ChannelSpec::new(peer, tag0 + i as u32, ChannelConfig::new(len, r).unwrap())
-                .unwrap();
-            ctx.open(&[spec]).unwrap().pop().unwrap()
-        })
-        .collect()
-}
 
 /// Raw MPI baseline state: buffers and requests on MPI_COMM_WORLD.
 struct Raw {
@@ -332,29 +298,16 @@ fn bcast(cmd: &mut [u64; 2]) {
     unsafe { ffi::MPI_Bcast(cmd.as_mut_ptr().cast(), 2, ffi::RSMPI_UINT64_T, 0, world()) };
 }
 
-fn relaunch_under_mpirun() -> std::process::ExitCode {
-    let exe = std::env::current_exe().expect("own path");
-    let status = std::process::Command::new("mpirun")
-        .args(["-np", "2"])
-        .arg(exe)
-        .args(std::env::args().skip(1))
-        .status()
-        .expect("mpirun starts (scripts/setup.sh installs Open MPI)");
-    if status.success() {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::FAILURE
-    }
-}
-
 fn main() -> std::process::ExitCode {
-    if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_none() {
-        return relaunch_under_mpirun();
+    if !two_ranks::launched() {
+        return two_ranks::relaunch("mpirun");
     }
     let mut ctx = MpiCtx::init().expect("MPI starts");
     assert_eq!(ctx.size(), 2, "the MPI bench runs on exactly 2 ranks");
     let rank = ctx.rank();
-    let mut chans = open_all(&mut ctx);
+    // One set per channel: a set shares one communicator, and a benchmark channel should not
+    // sit behind idle set-mates in MPI's matching queues.
+    let mut chans = Chans::open(&mut ctx, &LENS, STREAM_R, true);
     let maxlen = *LENS.iter().max().unwrap();
     let mut raw = Raw {
         send: (0..STREAM_R).map(|_| vec![1.0; maxlen]).collect(),
@@ -377,17 +330,7 @@ fn main() -> std::process::ExitCode {
             run(cmd[0] as usize, cmd[1], 1, &mut chans, &mut raw);
         }
     }
-    let Chans {
-        pp_sync,
-        pp_async,
-        pp_racy,
-        st_sync,
-        st_async,
-        st_racy,
-    } = chans;
-    close_all(pp_sync.into_iter().chain(st_sync)).unwrap();
-    close_all(pp_async.into_iter().chain(st_async)).unwrap();
-    close_all(pp_racy.into_iter().chain(st_racy)).unwrap();
+    chans.close();
     ctx.finalize().expect("no request left at finalize");
     std::process::ExitCode::SUCCESS
 }

@@ -17,7 +17,7 @@
 //! batches than 25 per row.
 
 use chan_core::traits::*;
-use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Racy, ReduceOp, Sync};
+use chan_core::{Channel, ReduceOp};
 use chan_shmem::{Shmem, ShmemCtx};
 use openshmem_sys as sys;
 use std::os::raw::c_int;
@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 mod interleaved;
 #[path = "../../../benches/support/two_ranks.rs"]
 mod two_ranks;
+
+type Chans = two_ranks::Chans<Shmem>;
 
 const LENS: [usize; 3] = [1, 2500, 131_072];
 const STREAM_R: usize = 4;
@@ -46,37 +48,6 @@ const QUIT: f64 = -1.0;
 /// aligned slot), so that both copy with the same alignment: memcpy's speed depends on the
 /// distance between source and target modulo 4 KiB, which otherwise differs between the two.
 const HDR: usize = 1;
-
-/// Every channel both PEs open once, before timing.
-struct Chans {
-    pp_sync: Vec<Channel<Shmem, Sync>>,
-    pp_async: Vec<Channel<Shmem, Async>>,
-    pp_racy: Vec<Channel<Shmem, Racy>>,
-    st_sync: Vec<Channel<Shmem, Sync>>,
-    st_async: Vec<Channel<Shmem, Async>>,
-    st_racy: Vec<Channel<Shmem, Racy>>,
-}
-
-fn open_all(ctx: &mut ShmemCtx) -> Chans {
-    let peer = 1 - ctx.rank();
-    let specs = |r: usize, tag0: u32| -> Vec<ChannelSpec> {
-        LENS.iter()
-            .enumerate()
-            .map(|(i, &len)| {
-                ChannelSpec::new(peer, tag0 + i as u32, ChannelConfig::new(len, r).unwrap())
-                    .unwrap()
-            })
-            .collect()
-    };
-    Chans {
-        pp_sync: ctx.open(&specs(1, 0)).unwrap(),
-        pp_async: ctx.open(&specs(1, 10)).unwrap(),
-        pp_racy: ctx.open(&specs(1, 20)).unwrap(),
-        st_sync: ctx.open(&specs(STREAM_R, 30)).unwrap(),
-        st_async: ctx.open(&specs(STREAM_R, 40)).unwrap(),
-        st_racy: ctx.open(&specs(STREAM_R, 50)).unwrap(),
-    }
-}
 
 /// Raw SHMEM baseline state: symmetric buffers from `shmem_malloc`, and the running tick both
 /// PEs advance alike (flags carry it, so they never need clearing).
@@ -357,29 +328,14 @@ fn bcast(ctx: &mut ShmemCtx, cmd: [f64; 2]) -> [f64; 2] {
     v
 }
 
-fn relaunch_under_oshrun() -> std::process::ExitCode {
-    let exe = std::env::current_exe().expect("own path");
-    let status = std::process::Command::new("oshrun")
-        .args(["-np", "2"])
-        .arg(exe)
-        .args(std::env::args().skip(1))
-        .status()
-        .expect("oshrun starts (scripts/setup.sh installs Open MPI)");
-    if status.success() {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::FAILURE
-    }
-}
-
 fn main() -> std::process::ExitCode {
-    if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_none() {
-        return relaunch_under_oshrun();
+    if !two_ranks::launched() {
+        return two_ranks::relaunch("oshrun");
     }
     let mut ctx = ShmemCtx::init().expect("SHMEM starts");
     assert_eq!(ctx.size(), 2, "the SHMEM bench runs on exactly 2 PEs");
     let rank = ctx.rank();
-    let mut chans = open_all(&mut ctx);
+    let mut chans = Chans::open(&mut ctx, &LENS, STREAM_R, false);
     let maxlen = *LENS.iter().max().unwrap();
     let mut raw = Raw::new(maxlen);
     let mut bufs = Bufs::new(maxlen);
@@ -395,28 +351,11 @@ fn main() -> std::process::ExitCode {
             if cmd[0] == QUIT {
                 break;
             }
-            run(
-                cmd[0] as usize,
-                cmd[1] as u64,
-                1,
-                &mut ctx,
-                &mut chans,
-                &mut raw,
-                &mut bufs,
-            );
+            let (id, iters) = (cmd[0] as usize, cmd[1] as u64);
+            run(id, iters, 1, &mut ctx, &mut chans, &mut raw, &mut bufs);
         }
     }
-    let Chans {
-        pp_sync,
-        pp_async,
-        pp_racy,
-        st_sync,
-        st_async,
-        st_racy,
-    } = chans;
-    close_all(pp_sync.into_iter().chain(st_sync)).unwrap();
-    close_all(pp_async.into_iter().chain(st_async)).unwrap();
-    close_all(pp_racy.into_iter().chain(st_racy)).unwrap();
+    chans.close();
     ctx.finalize().expect("every channel closed at finalize");
     std::process::ExitCode::SUCCESS
 }
