@@ -81,10 +81,7 @@ fn main() -> ExitCode {
     if let Some(case) = jobs::child_case(&args) {
         return child(case);
     }
-    let mut all = Vec::new();
-    for &(case, procs, limit) in CASES {
-        all.extend(procs.iter().map(|&n| Job::new(case, n, limit)));
-    }
+    let mut all = jobs::per_count(CASES);
     for k in 0..CLOSE_FINALIZE_JOBS {
         all.push(Job {
             name: format!("close_then_finalize #{k} np=2"),

@@ -452,10 +452,7 @@ fn main() -> ExitCode {
     if let Some(case) = jobs::child_case(&args) {
         return child(case);
     }
-    let mut all = Vec::new();
-    for &(case, procs, limit) in CASES {
-        all.extend(procs.iter().map(|&n| Job::new(case, n, limit)));
-    }
+    let mut all = jobs::per_count(CASES);
     for k in 0..CLOSE_FINALIZE_JOBS {
         let n = 2 + k % 2;
         all.push(Job {

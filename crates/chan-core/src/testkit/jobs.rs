@@ -41,6 +41,14 @@ impl Job {
     }
 }
 
+/// One job per case and process count: `(case, process counts, time limit in seconds)`.
+pub fn per_count(cases: &[(&'static str, &[usize], u64)]) -> Vec<Job> {
+    cases
+        .iter()
+        .flat_map(|&(case, procs, limit)| procs.iter().map(move |&n| Job::new(case, n, limit)))
+        .collect()
+}
+
 /// The case to run when this process is a launched child (`--child CASE` among the
 /// arguments), or None in the parent.
 pub fn child_case(args: &[String]) -> Option<&str> {
