@@ -4,8 +4,8 @@
 //!   prints the paper's table and writes `--json`, `--csv` and `--history` files atomically.
 //! * `aiac sweep` runs a grid of configurations (every `run` flag takes a comma-separated
 //!   list), each as a child process under a timeout (`mpirun` for MPI), and writes every
-//!   run's JSON, one CSV, the summary tables (speedup and efficiency when the process count
-//!   varies) and the plots.
+//!   run's JSON, one CSV, the summary tables (strong or weak scaling efficiency when the
+//!   process count varies) and the plots.
 //! * `aiac report` prints the tables and draws the plots again from saved JSON.
 //!
 //! Exit code: 0 converged, 2 not converged (within `--max-iters`, or an unconfirmed claim that

@@ -5,7 +5,7 @@ use crate::run::RunError;
 use crate::saved::{self, Outcome};
 use crate::{plots, summary};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// `aiac report`'s arguments.
@@ -27,47 +27,66 @@ pub struct ReportArgs {
 pub fn report(args: &ReportArgs) -> Result<ExitCode, RunError> {
     tracing::debug!(?args, "aiac report");
     let files = saved::expand(&args.files).map_err(RunError::Invalid)?;
-    let mut outcomes: Vec<(String, Outcome)> = Vec::with_capacity(files.len());
+    let mut names = Vec::with_capacity(files.len());
+    let mut runs = Vec::with_capacity(files.len());
     for f in &files {
-        let o = saved::load(f).map_err(RunError::Invalid)?;
+        runs.push(saved::load(f).map_err(RunError::Invalid)?);
         let stem = f
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let stem = stem
-            .trim_end_matches(".json")
-            .trim_end_matches(".failed")
-            .to_string();
-        outcomes.push((stem, o));
+        names.push(
+            stem.trim_end_matches(".json")
+                .trim_end_matches(".failed")
+                .to_string(),
+        );
     }
     if let Some(dir) = &args.out {
         check_dir("--out", dir)?;
     }
-    let runs: Vec<Outcome> = outcomes.iter().map(|(_, o)| o.clone()).collect();
     print!("{}", summary::summary(&runs));
     if let Some(dir) = &args.out {
-        let named: Vec<(String, &Outcome)> = outcomes.iter().map(|(s, o)| (s.clone(), o)).collect();
         let csv_path = dir.join("runs.csv");
-        write_atomically(&csv_path, summary::runs_csv(&named).as_bytes()).map_err(|e| {
-            RunError::Output {
-                flag: "--out",
-                path: csv_path.clone(),
-                why: e.to_string(),
-            }
-        })?;
-        let files = plots::draw_all(&runs, dir).map_err(|e| RunError::Output {
-            flag: "--out",
-            path: dir.clone(),
-            why: e,
-        })?;
+        let files = write_table_and_plots(&names, &runs, &csv_path, dir)?;
         println!();
         println!("table    {}", csv_path.display());
-        println!("plots    {}/", dir.display());
-        for f in &files {
-            if let Some(name) = f.file_name() {
-                println!("           {}", name.to_string_lossy());
-            }
-        }
+        print_plots(dir, &files);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Write the one-row-per-run table to `csv_path` and draw the plots into `plots_dir`; the
+/// plot files written. What `aiac report --out` and `aiac sweep` both leave behind.
+pub fn write_table_and_plots(
+    names: &[String],
+    runs: &[Outcome],
+    csv_path: &Path,
+    plots_dir: &Path,
+) -> Result<Vec<PathBuf>, RunError> {
+    write_atomically(csv_path, summary::runs_csv(names, runs).as_bytes()).map_err(|e| {
+        RunError::Output {
+            flag: "--out",
+            path: csv_path.to_path_buf(),
+            why: e.to_string(),
+        }
+    })?;
+    plots::draw_all(runs, plots_dir).map_err(|e| RunError::Output {
+        flag: "--out",
+        path: plots_dir.to_path_buf(),
+        why: e,
+    })
+}
+
+/// List the plot files drawn into `dir`.
+pub fn print_plots(dir: &Path, files: &[PathBuf]) {
+    if files.is_empty() {
+        println!("plots    none (no run has a report)");
+        return;
+    }
+    println!("plots    {}/", dir.display());
+    for f in files {
+        if let Some(name) = f.file_name() {
+            println!("           {}", name.to_string_lossy());
+        }
+    }
 }

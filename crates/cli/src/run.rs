@@ -328,7 +328,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
         BackendArg::Threads | BackendArg::Shared => {}
     }
     // Validate once before starting threads, so bad input gives one message.
-    args.check()?;
+    let plan = args.check()?;
     let cfg = args.config();
     let threads = args.threads.unwrap_or(1);
     match args.backend {
@@ -338,19 +338,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
                 .map_err(|_| ConfigError::NoRanks)?
                 .pinned();
             let outcomes = world.run(|ctx| run_on(ctx, "threads", &cfg, args));
-            let mut first = None;
-            for o in outcomes {
-                match o {
-                    Ok(code) => {
-                        first.get_or_insert(Ok(code));
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            first.unwrap_or(Err(ConfigError::NoRanks.into()))
+            // Every rank's result; the first error, else rank 0's exit code.
+            let codes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
+            codes.into_iter().next().ok_or(ConfigError::NoRanks.into())
         }
         BackendArg::Shared => {
-            let plan = jacobi::shared::plan(&cfg, threads)?;
             let progress = (!args.quiet).then(|| RunProgress::start(&cfg));
             let records =
                 jacobi::shared::run_with(&cfg, threads, progress.as_ref().map(RunProgress::hook));

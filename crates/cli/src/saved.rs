@@ -103,6 +103,18 @@ pub struct SavedRun {
 }
 
 impl SavedRun {
+    /// `converged`; `max_iters` (stopped at `--max-iters`); or `not_converged` (a convergence
+    /// claim the true residual did not confirm, possible with `--no-confirm`).
+    pub fn status(&self) -> &'static str {
+        if self.converged {
+            "converged"
+        } else if self.stop == "max_iters" {
+            "max_iters"
+        } else {
+            "not_converged"
+        }
+    }
+
     /// Iterations per second: the mean iterations over ranks over the solve time.
     pub fn iteration_rate(&self) -> f64 {
         if self.time_s > 0.0 {
@@ -242,4 +254,30 @@ pub fn channel_buckets(rank: &RankRecord, variant: &str, name: &str) -> Vec<(u64
         }
     }
     sum.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(converged: bool, stop: &str) -> SavedRun {
+        serde_json::from_value(serde_json::json!({
+            "converged": converged, "stop": stop,
+            "iterations": {"min": 1.0, "mean": 1.0, "max": 1.0},
+            "time_s": 1.0, "updates_per_s": 1.0,
+            "residual": {"reported": null, "true": 1.0}, "tol": 1e-6,
+            "messages": {"sent": 0, "skipped": 0, "received": 0, "superseded": 0},
+            "config": {"backend": "threads", "ranks": 1, "variant": "sync", "exchange": "blocking",
+                       "halo_every": 1, "max_in_flight": 1, "check_every": 1, "max_iters": 10},
+            "ranks": []
+        }))
+        .expect("a minimal report")
+    }
+
+    #[test]
+    fn status_tells_an_unconfirmed_claim_from_the_iteration_limit() {
+        assert_eq!(run(true, "criterion").status(), "converged");
+        assert_eq!(run(false, "max_iters").status(), "max_iters");
+        assert_eq!(run(false, "criterion").status(), "not_converged");
+    }
 }

@@ -446,8 +446,9 @@ fn speedup(groups: &[Group<'_>], cols: &[&Column]) -> String {
                 }
                 _ => (None, None),
             };
-            let n_ok = g.ok().count();
-            let conv = g.ok().filter(|r| r.converged).count();
+            // One status when every run of the group has it.
+            let mut statuses = g.ok().map(SavedRun::status);
+            let status = statuses.next().filter(|&s| statuses.all(|t| t == s));
             let mut row = vec![p.to_string(), fmt_time(t)];
             if strong {
                 row.push(fmt_f(sp, 2));
@@ -455,12 +456,10 @@ fn speedup(groups: &[Group<'_>], cols: &[&Column]) -> String {
             row.extend([
                 fmt_f(ep, 2),
                 fmt_f(g.median(|r| r.iterations.mean), 1),
-                if n_ok == 0 {
-                    "FAILED".into()
-                } else if conv == n_ok {
-                    "converged".into()
-                } else {
-                    "max-iters".into()
+                match (g.ok().next(), status) {
+                    (None, _) => "FAILED".into(),
+                    (Some(_), Some(s)) => s.replace('_', "-"),
+                    (Some(_), None) => "mixed".into(),
                 },
             ]);
             rows.push(row);
@@ -471,7 +470,7 @@ fn speedup(groups: &[Group<'_>], cols: &[&Column]) -> String {
 }
 
 /// One row per run: what `aiac sweep` writes as `sweep.csv` (and `aiac report --out`).
-pub fn runs_csv(outcomes: &[(String, &Outcome)]) -> Csv {
+pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
     let mut csv = Csv::new(&[
         "run",
         "status",
@@ -504,7 +503,7 @@ pub fn runs_csv(outcomes: &[(String, &Outcome)]) -> Csv {
         "superseded",
     ]);
     use crate::output::opt;
-    for (name, o) in outcomes {
+    for (name, o) in names.iter().zip(runs) {
         let c = o.config();
         let col = |h: &str| {
             COLUMNS
@@ -515,14 +514,7 @@ pub fn runs_csv(outcomes: &[(String, &Outcome)]) -> Csv {
         let mut row = vec![name.clone()];
         match o {
             Outcome::Ok(r) => {
-                row.push(
-                    if r.converged {
-                        "converged"
-                    } else {
-                        "max_iters"
-                    }
-                    .into(),
-                );
+                row.push(r.status().into());
                 row.push(if r.converged { "0" } else { "2" }.into());
             }
             Outcome::Failed(f) => {

@@ -17,7 +17,7 @@ use crate::run::{
     parse_dims, parse_grid, BackendArg, DecompArg, ExchangeArg, ProblemArg, RunError, VariantArg,
 };
 use crate::saved::{self, FailedRun, Outcome, SavedConfig};
-use crate::{plots, summary};
+use crate::{report, summary};
 use clap::{Args, ValueEnum};
 use jacobi::{Dims, ProcGrid};
 use std::path::{Path, PathBuf};
@@ -492,7 +492,8 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
 
     let progress = SweepProgress::new(n, args.quiet);
     let timeout = Duration::from_secs_f64(args.timeout);
-    let mut outcomes: Vec<(String, Outcome)> = Vec::with_capacity(n);
+    let mut names = Vec::with_capacity(n);
+    let mut runs = Vec::with_capacity(n);
     for (i, (p, stem, json, argv, config)) in planned.into_iter().enumerate() {
         let what = if args.repeats > 1 {
             format!("{} (repeat {})", p.label, p.repeat + 1)
@@ -545,11 +546,7 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
                     "{:.4} s, {:.0} iterations (mean over ranks), {}",
                     r.time_s,
                     r.iterations.mean,
-                    if r.converged {
-                        "converged"
-                    } else {
-                        "not converged (max-iters)"
-                    }
+                    r.status().replace('_', " ")
                 );
                 (o, result)
             }
@@ -592,41 +589,20 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
             }
         };
         progress.finished(i, &what, &result);
-        outcomes.push((stem, outcome));
+        names.push(stem);
+        runs.push(outcome);
     }
     drop(progress);
 
-    let runs: Vec<Outcome> = outcomes.iter().map(|(_, o)| o.clone()).collect();
-    let named: Vec<(String, &Outcome)> = outcomes.iter().map(|(s, o)| (s.clone(), o)).collect();
     let csv_path = args.out.join("sweep.csv");
-    write_atomically(&csv_path, summary::runs_csv(&named).as_bytes()).map_err(|e| {
-        RunError::Output {
-            flag: "--out",
-            path: csv_path.clone(),
-            why: e.to_string(),
-        }
-    })?;
-    let files = plots::draw_all(&runs, &plots_dir).map_err(|e| RunError::Output {
-        flag: "--out",
-        path: plots_dir.clone(),
-        why: e,
-    })?;
+    let files = report::write_table_and_plots(&names, &runs, &csv_path, &plots_dir)?;
     let failed = runs.iter().filter(|o| o.run().is_none()).count();
     if !args.quiet {
         print!("{}", summary::summary(&runs));
         println!();
         println!("reports  {}", runs_dir.display());
         println!("table    {}", csv_path.display());
-        if files.is_empty() {
-            println!("plots    none (no run has a report)");
-        } else {
-            println!("plots    {}/", plots_dir.display());
-            for f in &files {
-                if let Some(name) = f.file_name() {
-                    println!("           {}", name.to_string_lossy());
-                }
-            }
-        }
+        report::print_plots(&plots_dir, &files);
         if failed > 0 {
             println!(
                 "{failed} run(s) FAILED: see their logs in {}",
