@@ -608,7 +608,10 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
             "vs_R",
             "against R, the messages in flight per channel",
             "R (messages in flight per channel direction)",
-            |c| (!c.is_sync() && c.backend != "shared").then_some(c.max_in_flight as f64),
+            |c| {
+                c.applies("--max-in-flight")
+                    .then_some(c.max_in_flight as f64)
+            },
             |c| {
                 let mut c = c.clone();
                 c.max_in_flight = 0;

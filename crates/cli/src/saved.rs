@@ -36,7 +36,26 @@ pub struct SavedConfig {
     pub rest: serde_json::Map<String, Value>,
 }
 
+/// Whether a run flag means anything for a run of `variant` on `backend` solving `problem`:
+/// the rule `aiac sweep` skips flags by, and the summary and plots blank columns by.
+pub fn applies(flag: &str, variant: &str, backend: &str, problem: &str) -> bool {
+    match flag {
+        // Sync over channels swaps halos; shared memory reads them in place.
+        "--exchange" => variant == "sync" && backend != "shared",
+        "--check-every" => variant == "sync",
+        // Messages in flight: async and racy over channels.
+        "--max-in-flight" => variant != "sync" && backend != "shared",
+        "--offset" => problem == "laplace",
+        _ => true,
+    }
+}
+
 impl SavedConfig {
+    /// [`applies`] for this run (flags that do not depend on the problem).
+    pub fn applies(&self, flag: &str) -> bool {
+        applies(flag, &self.variant, &self.backend, "")
+    }
+
     /// The whole configuration as one canonical string: runs with equal keys are repeats.
     pub fn key(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()

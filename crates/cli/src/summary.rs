@@ -159,7 +159,7 @@ pub const COLUMNS: &[Column] = &[
         header: "exchange",
         name: "",
         value: |c| {
-            if c.is_sync() {
+            if c.applies("--exchange") {
                 c.exchange.clone()
             } else {
                 "-".into()
@@ -171,10 +171,10 @@ pub const COLUMNS: &[Column] = &[
         header: "R",
         name: "R",
         value: |c| {
-            if c.is_sync() || c.backend == "shared" {
-                "-".into()
-            } else {
+            if c.applies("--max-in-flight") {
                 c.max_in_flight.to_string()
+            } else {
+                "-".into()
             }
         },
         always: false,
@@ -189,7 +189,7 @@ pub const COLUMNS: &[Column] = &[
         header: "K",
         name: "K",
         value: |c| {
-            if c.is_sync() {
+            if c.applies("--check-every") {
                 c.check_every.to_string()
             } else {
                 "-".into()

@@ -286,12 +286,7 @@ impl SweepArgs {
             let variant = val("--variant").unwrap_or("sync");
             let backend = val("--backend").unwrap_or("threads");
             let problem = val("--problem").unwrap_or("laplace");
-            let applies = |flag: &str| match flag {
-                "--exchange" | "--check-every" => variant == "sync",
-                "--max-in-flight" => variant != "sync" && backend != "shared",
-                "--offset" => problem == "laplace",
-                _ => true,
-            };
+            let applies = |flag: &str| saved::applies(flag, variant, backend, problem);
             let mut argv = Vec::new();
             let mut label = Vec::new();
             for (a, &i) in axes.iter().zip(&idx) {

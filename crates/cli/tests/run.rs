@@ -54,6 +54,10 @@ fn bad_input_names_the_flag_exits_1_and_writes_nothing() {
             &["--backend", "shared", "--halo-every", "2"],
             "--halo-every",
         ),
+        (
+            &["--backend", "shared", "--exchange", "overlap"],
+            "--exchange",
+        ),
         (&["--variant", "sometimes"], "--variant"),
         (
             &["--variant", "async", "--exchange", "overlap"],

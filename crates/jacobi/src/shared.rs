@@ -53,6 +53,13 @@ pub fn plan(cfg: &Config, threads: usize) -> Result<Plan, ConfigError> {
             });
         }
     }
+    if cfg.exchange != crate::config::Exchange::Waitall {
+        return Err(ConfigError::Unsupported {
+            flag: "--exchange",
+            backend: "--backend shared",
+            why: "threads read their neighbours' planes directly: there is no message to exchange",
+        });
+    }
     if cfg.halo_every != 1 {
         return Err(ConfigError::Unsupported {
             flag: "--halo-every",
