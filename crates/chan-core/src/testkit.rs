@@ -39,14 +39,15 @@ pub fn decode(v: f64, j: usize) -> Option<u64> {
     (x % 1_000_003 == j as u64).then_some(x / 1_000_003)
 }
 
-fn fill(buf: &mut [f64], seq: u64) {
+/// Fill a message with `encode(seq, j)` at each element `j`.
+pub fn fill(buf: &mut [f64], seq: u64) {
     for (j, v) in buf.iter_mut().enumerate() {
         *v = encode(seq, j);
     }
 }
 
 /// Every element of a whole message must encode that message's sequence number.
-fn check_whole(data: &[f64], seq: u64, what: &str) -> Check {
+pub fn check_whole(data: &[f64], seq: u64, what: &str) -> Check {
     for (j, &v) in data.iter().enumerate() {
         ensure!(
             decode(v, j) == Some(seq),
@@ -70,6 +71,24 @@ pub fn ring_specs<C: Context>(ctx: &C, len: usize, r: usize) -> Result<Vec<Chann
     Ok(vec![
         ChannelSpec::new(next, rank as u32, cfg).map_err(|e| e.to_string())?,
         ChannelSpec::new(prev, prev as u32, cfg).map_err(|e| e.to_string())?,
+    ])
+}
+
+/// The channel of this rank to its partner in pairs (0, 1), (2, 3), …: one spec, or none for
+/// the last rank of an odd world (creation is collective, so it opens an empty set).
+pub fn pair_specs<C: Context>(
+    ctx: &C,
+    len: usize,
+    r: usize,
+    tag: u32,
+) -> Result<Vec<ChannelSpec>, String> {
+    let peer = ctx.rank() ^ 1;
+    if peer >= ctx.size() {
+        return Ok(Vec::new());
+    }
+    let cfg = ChannelConfig::new(len, r).map_err(|e| e.to_string())?;
+    Ok(vec![
+        ChannelSpec::new(peer, tag, cfg).map_err(|e| e.to_string())?
     ])
 }
 

@@ -59,8 +59,8 @@
 //! it; the sender's `shmem_fence` is the other half (the data is delivered before the flag).
 //! The same holds for `COUNT` and `CLOSE`; a racy `COUNT` written through the peer's mapping
 //! is a `Release` store instead of fence and put, and pairs with the same `Acquire` loads.
-//! `ACK` is loaded `Relaxed`: the sender reads no memory the ack publishes, it only learns that
-//! it may put again.
+//! `ACK` is put after a `Release` fence and loaded with `Acquire`: the receiver's reads of the
+//! slots it released come before the sender's puts that refill them.
 //!
 //! ## Whole words
 //! A racy view is read while the peer writes it, so each element must change from one whole
@@ -348,9 +348,9 @@ impl Core {
 
     /// Messages this end sent whose slots the peer has not released: at most S.
     fn unreleased(&self) -> u64 {
-        // Relaxed: the ack only permits further puts; it publishes no data this PE reads (the
-        // peer finished reading the slot before it put the ack).
-        let released = self.ctrl(ACK).load(Relaxed);
+        // Acquire: pairs with the receiver's Release fence before its ack, so the puts that
+        // refill a released slot come after the receiver's reads of it.
+        let released = self.ctrl(ACK).load(Acquire);
         self.sent.saturating_sub(released)
     }
 
@@ -486,6 +486,11 @@ impl Core {
     /// Tell the sender how many of its messages' slots this end released, if that changed.
     fn send_ack(&mut self) {
         if self.released != self.last_ack && self.state == State::Open {
+            // Release: this end's reads of the released slots come before the ack, so the
+            // sender's next writes to them cannot overtake those reads (on a weakly ordered
+            // CPU the put on one node is a plain store). Pairs with the Acquire load of ACK in
+            // `unreleased`.
+            std::sync::atomic::fence(Release);
             // SAFETY: the peer's ACK word, read there through atomics only.
             unsafe { put_word(self.remote.ctrl.add(ACK), self.released, self.pe) };
             self.last_ack = self.released;

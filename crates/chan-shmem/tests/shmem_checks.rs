@@ -11,7 +11,7 @@
 //! `cargo test -p chan-shmem --all-features --test shmem_checks [-- FILTER]`
 
 use chan_core::testkit::jobs::{self, Job, Launcher};
-use chan_core::testkit::{self, decode, encode, Check};
+use chan_core::testkit::{self, decode, Check};
 use chan_core::traits::*;
 use chan_core::{close_all, Async, ChannelConfig, ChannelSpec, CreateError, Racy, Sync};
 use chan_shmem::ShmemCtx;
@@ -81,14 +81,7 @@ macro_rules! ensure {
 fn racy_stress(ctx: &mut ShmemCtx) -> Check {
     const LEN: usize = 4096;
     const SENDS: u64 = 2000;
-    let (rank, size) = (ctx.rank(), ctx.size());
-    let peer = rank ^ 1;
-    let cfg = ChannelConfig::new(LEN, 1).expect("valid");
-    // Creation is collective: a PE without a partner opens an empty set.
-    let specs: Vec<_> = (peer < size)
-        .then(|| ChannelSpec::new(peer, 9, cfg).expect("valid"))
-        .into_iter()
-        .collect();
+    let specs = testkit::pair_specs(ctx, LEN, 1, 9)?;
     let mut chans = ctx.open::<Racy>(&specs).map_err(|e| e.to_string())?;
     if chans.is_empty() {
         ctx.barrier().map_err(|e| e.to_string())?;
@@ -102,14 +95,8 @@ fn racy_stress(ctx: &mut ShmemCtx) -> Check {
     while seq < SENDS {
         seq += 1;
         ch.set_iteration(seq);
-        match ch.try_send_with(|b| {
-            for (j, v) in b.iter_mut().enumerate() {
-                *v = encode(seq, j);
-            }
-        }) {
-            Ok(()) => {}
-            Err(e) => return Err(format!("racy send {seq}: {e}")),
-        }
+        ch.try_send_with(|b| testkit::fill(b, seq))
+            .map_err(|e| format!("racy send {seq}: {e}"))?;
         for _ in 0..2 {
             let view = ch.recv().map_err(|e| e.to_string())?;
             let mut seen = [0u64; LEN];
@@ -175,15 +162,8 @@ fn racy_stress(ctx: &mut ShmemCtx) -> Check {
 /// polling (`can_recv`) and the peer keeps sending: the sender only refills slots the receiver
 /// released, never the one it holds. Pairs (0,1), (2,3); R = 1 and 2, both directions at once.
 fn async_held_message_intact(ctx: &mut ShmemCtx) -> Check {
-    let (rank, size) = (ctx.rank(), ctx.size());
-    let peer = rank ^ 1;
     for r in [1, 2] {
-        let cfg = ChannelConfig::new(300, r).expect("valid");
-        // Creation is collective: a PE without a partner opens an empty set.
-        let specs: Vec<_> = (peer < size)
-            .then(|| ChannelSpec::new(peer, 4, cfg).expect("valid"))
-            .into_iter()
-            .collect();
+        let specs = testkit::pair_specs(ctx, 300, r, 4)?;
         let mut chans = ctx.open::<Async>(&specs).map_err(|e| e.to_string())?;
         if chans.is_empty() {
             ctx.barrier().map_err(|e| e.to_string())?;
@@ -200,12 +180,8 @@ fn async_held_message_intact(ctx: &mut ShmemCtx) -> Check {
             round += 1;
             if ch.can_send().map_err(|e| e.to_string())? {
                 seq += 1;
-                ch.try_send_with(|b| {
-                    for (j, v) in b.iter_mut().enumerate() {
-                        *v = encode(seq, j);
-                    }
-                })
-                .map_err(|e| e.to_string())?;
+                ch.try_send_with(|b| testkit::fill(b, seq))
+                    .map_err(|e| e.to_string())?;
             }
             if round % 3 == 0 {
                 if let Some(m) = ch.recv().map_err(|e| e.to_string())? {
@@ -221,16 +197,12 @@ fn async_held_message_intact(ctx: &mut ShmemCtx) -> Check {
                     "latest() changed from {held} to {}",
                     m.seq()
                 );
-                for (j, &v) in m.data().iter().enumerate() {
-                    ensure!(
-                        decode(v, j) == Some(held),
-                        "R = {r}: held message {held} overwritten: element {j} is {v}"
-                    );
-                }
+                testkit::check_whole(m.data(), held, &format!("R = {r}: held message"))?;
                 holds += 1;
             }
         }
-        ensure!(holds > 0 && seq > 0, "nothing was exchanged");
+        // The loop ran until something was held; something must have been sent too.
+        ensure!(seq > 0, "nothing was sent");
         let s = close_all(chans).map_err(|e| e.to_string())?;
         ensure!(s[0].received == s[0].peer_sent, "counts: {:?}", s[0]);
         ctx.barrier().map_err(|e| e.to_string())?;
