@@ -404,14 +404,17 @@ fn stage_twice<B: crate::transport::Backend, M: Mode>(ch: &mut Channel<B, M>, ro
     Ok(())
 }
 
-/// Spin until `done`, failing when the world fails.
+/// Wait until `done`, relaxing between polls as the channel's transport does, failing when
+/// the world fails.
 fn spin_until<B: crate::transport::Backend, M: Mode>(
     ch: &mut Channel<B, M>,
     mut done: impl FnMut(&mut Channel<B, M>) -> Result<bool, String>,
 ) -> Check {
+    let mut spins = 0u32;
     while !done(ch)? {
         ch.check_world().map_err(|e| e.to_string())?;
-        std::hint::spin_loop();
+        ch.relax(spins);
+        spins = spins.saturating_add(1);
     }
     Ok(())
 }
@@ -534,10 +537,9 @@ fn staged_async<C: Context>(ctx: &mut C, rounds: u64, len: usize) -> Check {
         // and a peer one round ahead may have superseded it.
         for (k, ch) in [&mut next, &mut prev].into_iter().enumerate() {
             while seen[k] < round as i64 {
+                spin_until(ch, |c| c.can_recv().map_err(|e| e.to_string()))?;
                 let Some(m) = ch.recv().map_err(|e| e.to_string())? else {
-                    ch.check_world().map_err(|e| e.to_string())?;
-                    std::hint::spin_loop();
-                    continue;
+                    return Err("staged async: can_recv, then nothing to receive".into());
                 };
                 ensure!(
                     m.seq() > last[k],

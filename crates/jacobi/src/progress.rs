@@ -110,7 +110,7 @@ impl HistoryPoint {
 /// the solve starts. When full it drops every second point and from then on keeps every
 /// second check, so a long run keeps an evenly thinned profile and recording never allocates.
 /// Runs of up to `CAP` checks keep every one. Derefs to the slice of points.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct History {
     points: Vec<HistoryPoint>,
     /// Keep every `stride`-th check.
@@ -141,7 +141,7 @@ impl History {
         let k = self.checks;
         self.checks += 1;
         self.last = Some(p);
-        if k % self.stride.max(1) != 0 {
+        if k % self.stride != 0 {
             return;
         }
         if self.points.len() >= Self::CAP {
@@ -161,7 +161,7 @@ impl History {
             self.points[i] = self.points[2 * i];
         }
         self.points.truncate(n.div_ceil(2));
-        self.stride = self.stride.max(1) * 2;
+        self.stride *= 2;
     }
 
     /// End of the run: keep the last check if thinning skipped it.
@@ -175,12 +175,18 @@ impl History {
 
     /// Checks offered in all (at least the number of points kept).
     pub fn checks(&self) -> u64 {
-        self.checks.max(self.points.len() as u64)
+        self.checks
     }
 
     /// The points kept.
     pub fn points(&self) -> &[HistoryPoint] {
         &self.points
+    }
+}
+
+impl Default for History {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

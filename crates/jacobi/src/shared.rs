@@ -177,6 +177,8 @@ fn sync(cfg: &Config, plan: &Plan, mut gate: ProgressGate<'_>) -> SharedOutcome 
     let crit = cfg.criterion;
     let start = Instant::now();
     let mut compute = vec![Duration::ZERO; threads];
+    // Each thread's (squared update norm, sweep time) of the last sweep; filled in place.
+    let mut parts: Vec<(f64, Duration)> = Vec::with_capacity(threads);
     let residual_all = |u: &[f64]| -> f64 {
         let parts: Vec<f64> = ranges
             .par_iter()
@@ -196,7 +198,7 @@ fn sync(cfg: &Config, plan: &Plan, mut gate: ProgressGate<'_>) -> SharedOutcome 
     } else {
         loop {
             let interior = &mut next[sh.planes(1..plan.global.z + 1)];
-            let parts: Vec<(f64, Duration)> = interior
+            interior
                 .par_chunks_mut(nz * sh.plane)
                 .zip(ranges.par_iter())
                 .enumerate()
@@ -206,7 +208,7 @@ fn sync(cfg: &Config, plan: &Plan, mut gate: ProgressGate<'_>) -> SharedOutcome 
                     slow_down(cfg.slowdown_of(t), t0.elapsed());
                     (r, t0.elapsed())
                 })
-                .collect();
+                .collect_into_vec(&mut parts);
             std::mem::swap(&mut u, &mut next);
             it += 1;
             true_is_current = false;
