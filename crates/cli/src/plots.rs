@@ -55,6 +55,25 @@ fn colour(i: usize) -> RGBColor {
 /// At most this many lines or bar series in one plot (legends stay readable).
 const MAX_SERIES: usize = 10;
 
+/// The legend in the upper right corner, as every figure draws it.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(160, 160, 160))
+        .label_font(label_font())
+        .draw()
+        .map_err(err)
+}
+
+/// A line series' legend key: a short stroke of colour `c`, `width` pixels wide.
+fn line_key(c: RGBColor, width: u32) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(width))
+}
+
 fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
@@ -209,9 +228,7 @@ impl Figure for Convergence {
                     ))
                     .map_err(err)?
                     .label(format!("tol {tol:.0e}"))
-                    .legend(|(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 24, y)], BLACK.stroke_width(1))
-                    });
+                    .legend(line_key(BLACK, 1));
             }
             for (i, l) in self.lines.iter().enumerate() {
                 let c = colour(i);
@@ -224,18 +241,9 @@ impl Figure for Convergence {
                     .draw_series(LineSeries::new(pts, c.stroke_width(2)))
                     .map_err(err)?
                     .label(l.label.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
-                    });
+                    .legend(line_key(c, 3));
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(160, 160, 160))
-                .label_font(label_font())
-                .draw()
-                .map_err(err)?;
+            draw_legend(&mut chart)?;
         }
         Ok(())
     }
@@ -303,14 +311,7 @@ macro_rules! draw_bars {
                 .label(label.clone())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], c.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(160, 160, 160))
-            .label_font(label_font())
-            .draw()
-            .map_err(err)?;
+        draw_legend(&mut chart)?;
     }};
 }
 
@@ -418,21 +419,12 @@ impl Figure for VsParam {
                     .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))
                     .map_err(err)?
                     .label(label.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
-                    });
+                    .legend(line_key(c, 3));
                 chart
                     .draw_series(line.into_iter().map(|q| Circle::new(q, 5, c.filled())))
                     .map_err(err)?;
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(160, 160, 160))
-                .label_font(label_font())
-                .draw()
-                .map_err(err)?;
+            draw_legend(&mut chart)?;
         }
         Ok(())
     }

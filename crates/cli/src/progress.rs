@@ -105,14 +105,22 @@ impl Drop for RunProgress {
     }
 }
 
+impl Seen {
+    /// Seconds elapsed, and iterations per second so far (0 before any time passed).
+    fn rate(&self) -> (f64, f64) {
+        let secs = self.elapsed.as_secs_f64();
+        let rate = if secs > 0.0 {
+            self.iteration as f64 / secs
+        } else {
+            0.0
+        };
+        (secs, rate)
+    }
+}
+
 /// The line: iteration, residual against tol, iterations per second, elapsed.
 fn line(s: &Seen, tol: f64) -> String {
-    let secs = s.elapsed.as_secs_f64();
-    let rate = if secs > 0.0 {
-        s.iteration as f64 / secs
-    } else {
-        0.0
-    };
+    let (secs, rate) = s.rate();
     format!(
         "iteration {:>8}   residual {:.3e} (tol {:.1e})   {} it/s   {:.1} s",
         s.iteration,
@@ -125,12 +133,7 @@ fn line(s: &Seen, tol: f64) -> String {
 
 /// The same, short enough for a bar on an 80-column terminal.
 fn short_line(s: &Seen, tol: f64) -> String {
-    let secs = s.elapsed.as_secs_f64();
-    let rate = if secs > 0.0 {
-        s.iteration as f64 / secs
-    } else {
-        0.0
-    };
+    let (secs, rate) = s.rate();
     format!(
         "it {} · res {:.2e} (tol {:.0e}) · {} it/s · {:.1} s",
         s.iteration,

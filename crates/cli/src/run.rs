@@ -60,6 +60,17 @@ pub enum BackendArg {
     Shmem,
 }
 
+impl BackendArg {
+    /// The program that starts this backend's processes, if it needs one.
+    pub fn launcher(self) -> Option<&'static str> {
+        match self {
+            BackendArg::Threads | BackendArg::Shared => None,
+            BackendArg::Mpi => Some("mpirun"),
+            BackendArg::Shmem => Some("oshrun"),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
 pub enum VariantArg {
     /// Halo swap and global residual in lock-step.
@@ -277,15 +288,8 @@ impl RunArgs {
     /// that fails).
     pub(crate) fn report_config(&self, plan: &Plan) -> serde_json::Value {
         let n = self.threads.unwrap_or(1);
-        serde_json::to_value(jacobi::record::RunConfig {
-            backend: self.backend_name().to_string(),
-            ranks: n,
-            global: plan.global,
-            local: plan.local,
-            process_grid: plan.procs.0,
-            config: self.config(),
-        })
-        .unwrap_or(serde_json::Value::Null)
+        let config = jacobi::record::RunConfig::new(self.backend_name(), n, plan, &self.config());
+        serde_json::to_value(config).unwrap_or(serde_json::Value::Null)
     }
 }
 

@@ -24,15 +24,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// How a backend's runs are started. Every backend is one arm.
-fn launcher(b: BackendArg) -> Option<&'static str> {
-    match b {
-        BackendArg::Threads | BackendArg::Shared => None,
-        BackendArg::Mpi => Some("mpirun"),
-        BackendArg::Shmem => Some("oshrun"),
-    }
-}
-
 /// The environment Open MPI's launchers need here (as `scripts/mpi-env.sh` sets it), given to
 /// a launcher when the user's environment does not set it: running as root (containers, CI),
 /// more ranks than cores, and the one-sided component OpenSHMEM's finalize survives.
@@ -428,7 +419,7 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Launch(format!("cannot find the aiac binary to run: {e}")))?;
     for b in &args.backend {
-        if let Some(l) = launcher(*b) {
+        if let Some(l) = b.launcher() {
             if on_path(l).is_none() {
                 return Err(RunError::Launch(format!(
                     "--backend {}: its launcher `{l}` is not on PATH (install Open MPI: \
@@ -497,7 +488,7 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
         };
         progress.starting(i, &what);
         let log_path = logs_dir.join(format!("{stem}.log"));
-        let mut cmd = match launcher(p.backend) {
+        let mut cmd = match p.backend.launcher() {
             Some(l) => {
                 let mut c = Command::new(l);
                 c.args(["-np", &p.ranks.to_string()]).arg(&exe);

@@ -235,6 +235,21 @@ pub struct RunConfig {
     pub config: Config,
 }
 
+impl RunConfig {
+    /// The configuration of a run of `cfg` on `backend` over `ranks` ranks, decomposed as
+    /// `plan` says.
+    pub fn new(backend: &str, ranks: usize, plan: &Plan, cfg: &Config) -> Self {
+        RunConfig {
+            backend: backend.to_string(),
+            ranks,
+            global: plan.global,
+            local: plan.local,
+            process_grid: plan.procs.0,
+            config: cfg.clone(),
+        }
+    }
+}
+
 /// The `schema` of [`Report`]'s JSON document (`aiac run --json`): bumped whenever a field
 /// changes meaning or goes away (adding fields keeps it).
 pub const REPORT_SCHEMA: &str = "aiac.run/1";
@@ -331,14 +346,7 @@ impl Report {
                 .iter()
                 .map(|r| r.error_max)
                 .try_fold(0.0f64, |m, e| e.map(|e| m.max(e))),
-            config: RunConfig {
-                backend: backend.to_string(),
-                ranks: ranks.len(),
-                global: plan.global,
-                local: plan.local,
-                process_grid: plan.procs.0,
-                config: cfg.clone(),
-            },
+            config: RunConfig::new(backend, ranks.len(), plan, cfg),
             ranks,
         }
     }
