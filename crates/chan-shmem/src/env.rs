@@ -41,7 +41,9 @@ pub enum FinalizeError {
     StillOpen(usize),
 }
 
-/// 0: never initialised; 1: running; 2: finalized.
+/// 0: never initialised; 1: running; 2: finalized. Only `init`'s exchange from 0 reads it:
+/// SHMEM starts at most once per process, and never again after its finalize. Accessed
+/// `Relaxed`: only the exchange's atomicity matters, it publishes no other memory.
 static STATE: AtomicU8 = AtomicU8::new(0);
 
 /// Values reduced per call of a `shmem_double_*_to_all` (longer all-reduces go in chunks).
