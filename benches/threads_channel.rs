@@ -16,9 +16,9 @@
 //! `cargo bench --bench threads_channel` (`AIAC_BENCH_RATIOS_ONLY=1`: only the ratio table;
 //! `AIAC_BENCH_ROUNDS`: batches per row, 15 by default)
 
-use chan_core::threads::World;
 use chan_core::traits::*;
 use chan_core::{Async, ChannelConfig, ChannelSpec, Racy, Sync};
+use chan_threads::World;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use std::time::{Duration, Instant};
 

@@ -1,17 +1,33 @@
 //! # aiac: Asynchronous Iterations, Asynchronous Communications
 //!
 //! Safe, typed asynchronous communication channels for HPC, and the iterative solvers built on
-//! them. This umbrella crate re-exports the workspace's crates; `use aiac::traits::*;` brings
-//! every trait into scope.
+//! them. This umbrella crate re-exports the workspace's crates: the channel model (chan-core)
+//! at its root, the threads backend as [`threads`], the solvers as [`jacobi`], and with the
+//! `mpi` and `shmem` features the backends over Open MPI and OpenSHMEM as `mpi` and `shmem`.
+//! `use aiac::traits::*;` brings every trait into scope.
 
-pub use chan_core as core;
 pub use chan_core::{
-    close_all, threads, Async, AtomicF64, AtomicF64Slice, Channel, ChannelConfig, ChannelSpec,
-    ChannelStats, CommError, Context, CreateError, Message, Mode, ModeKind, Racy, RecvError,
-    ReduceOp, Reduction, Sync, TreeReduction, TrySendError,
+    close_all, Async, AtomicF64, AtomicF64Slice, Channel, ChannelConfig, ChannelSpec, ChannelStats,
+    CommError, Context, CreateError, Message, Mode, ModeKind, Racy, RecvError, ReduceOp, Reduction,
+    Sync, TreeReduction, TrySendError,
 };
 
-/// Every trait of aiac.
+/// The hooks a backend implements (chan-core's `backend`).
+pub use chan_core::backend;
+/// The channel creation handshake every backend shares.
+pub use chan_core::handshake;
+/// The MPI backend (chan-mpi), with the `mpi` feature.
+#[cfg(feature = "mpi")]
+pub use chan_mpi as mpi;
+/// The OpenSHMEM backend (chan-shmem), with the `shmem` feature.
+#[cfg(feature = "shmem")]
+pub use chan_shmem as shmem;
+/// The threads backend (chan-threads): the embedded default, no system library.
+pub use chan_threads as threads;
+/// The solvers (jacobi): the paper's Jacobi over any backend, and the shared-memory variants.
+pub use jacobi;
+
+/// Every trait of aiac: `use aiac::traits::*;`.
 pub mod traits {
     pub use chan_core::traits::*;
 }

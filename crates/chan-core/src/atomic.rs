@@ -119,14 +119,14 @@ impl AtomicF64Slice {
     }
 }
 
-/// An owned, heap-allocated racy buffer.
+/// An owned, heap-allocated racy buffer (for backends: a racy receive buffer in the
+/// process's own memory).
 #[derive(Debug)]
-#[cfg_attr(loom, allow(dead_code))]
-pub(crate) struct AtomicF64Buf(Box<[AtomicF64]>);
+pub struct AtomicF64Buf(Box<[AtomicF64]>);
 
-#[cfg_attr(loom, allow(dead_code))]
 impl AtomicF64Buf {
-    pub(crate) fn zeroed(len: usize) -> Self {
+    /// `len` elements, all 0.0.
+    pub fn zeroed(len: usize) -> Self {
         AtomicF64Buf((0..len).map(|_| AtomicF64::new(0.0)).collect())
     }
 }
@@ -138,7 +138,7 @@ impl std::ops::Deref for AtomicF64Buf {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -13,8 +13,8 @@ use std::marker::PhantomData;
 /// channel, so the slot cannot be given back (by the next receive) while it is read:
 ///
 /// ```compile_fail
-/// # use chan_core::{Channel, Async, threads::Threads};
-/// fn keep_across_recv(ch: &mut Channel<Threads, Async>) {
+/// # use chan_core::{Channel, Async, transport::Backend};
+/// fn keep_across_recv<B: Backend>(ch: &mut Channel<B, Async>) {
 ///     let first = ch.recv().unwrap();
 ///     let second = ch.recv().unwrap(); // the first message's slot would be released here
 ///     drop((first, second));
@@ -90,10 +90,8 @@ impl<B: Backend, M: Mode> std::fmt::Debug for Channel<B, M> {
 }
 
 impl<B: Backend, M: Mode> Channel<B, M> {
-    /// Wrap a transport created by a backend for `spec`.
-    pub fn from_transport(t: M::Transport<B>, spec: &ChannelSpec) -> Self {
-        debug_assert_eq!(t.msg_len(), spec.config.len());
-        debug_assert_eq!(t.max_in_flight(), spec.config.max_in_flight());
+    /// Wrap a transport the backend wired for `spec` after the handshake agreed on it.
+    pub(crate) fn from_transport(t: M::Transport<B>, spec: &ChannelSpec) -> Self {
         let r = spec.config.max_in_flight();
         Channel {
             t,
@@ -152,7 +150,7 @@ impl<B: Backend, M: Mode> Channel<B, M> {
 
     /// Wait a little between polls, as this channel's transport does (spin, yield, or
     /// progress the library): for loops that wait on the channel from outside it.
-    pub(crate) fn relax(&mut self, spins: u32) {
+    pub fn relax(&mut self, spins: u32) {
         self.t.relax(spins);
     }
 

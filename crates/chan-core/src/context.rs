@@ -1,38 +1,59 @@
-//! A rank's view of its world: the trait every backend's context implements, and that solvers
-//! are written against.
+//! A rank's view of its world: the trait solvers are written against.
 
+use crate::backend::{ChannelHooks, Collective};
 use crate::channel::Channel;
 use crate::config::ChannelSpec;
 use crate::error::{CommError, CreateError};
-use crate::mode::{Mode, ModeKind};
+use crate::handshake;
+use crate::mode::Mode;
 use crate::reduce::{ReduceOp, Reduction};
 use crate::transport::Backend;
 
+mod sealed {
+    pub trait Sealed {}
+    impl<W: crate::backend::ChannelHooks> Sealed for W {}
+}
+
 /// One rank of a world of `size()` ranks, over some backend. Solvers are written once against
-/// this trait and run over threads, MPI or SHMEM.
+/// this trait and run over threads, MPI or SHMEM. The blocking collectives (rank, size,
+/// barrier, all-reduce) come from its supertrait [`Collective`].
 ///
 /// Creation calls ([`Context::open`], [`Context::reduction`]) are **collective**: every rank
 /// calls them, in the same order, and each fails on every rank if it fails anywhere.
-pub trait Context {
-    /// The backend.
+///
+/// Sealed: every backend world ([`ChannelHooks`]) is a `Context`, and nothing else is.
+pub trait Context: Collective + sealed::Sealed {
+    /// The backend's channel transports.
     type Backend: Backend;
     /// The non-blocking reduction this backend provides.
     type Reduction: Reduction;
 
-    /// This rank, `0..size()`.
-    fn rank(&self) -> usize;
-    /// Number of ranks.
-    fn size(&self) -> usize;
-
     /// Collectively create this rank's channels of mode `M`, one per spec; the peer must
     /// create the matching end (same tag) in the same collective call. Two ends that disagree
     /// on length, R or mode both get [`CreateError::Mismatch`] naming both values; every other
-    /// rank gets [`CreateError::FailedElsewhere`].
+    /// rank gets [`CreateError::FailedElsewhere`]. See [`crate::handshake`].
     fn open<M: Mode>(
         &mut self,
         specs: &[ChannelSpec],
-    ) -> Result<Vec<Channel<Self::Backend, M>>, CreateError> {
-        let transports = M::open_transports(self, specs)?;
+    ) -> Result<Vec<Channel<Self::Backend, M>>, CreateError>;
+
+    /// Collectively create a non-blocking reduction of `len` values with `op`.
+    fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<Self::Reduction, CreateError>;
+
+    /// Collective: every rank's bytes at rank 0 (`Some`, in rank order), `None` elsewhere.
+    fn gather_bytes(&mut self, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError>;
+}
+
+impl<W: ChannelHooks> Context for W {
+    type Backend = W::Backend;
+    type Reduction = W::Reduction;
+
+    fn open<M: Mode>(
+        &mut self,
+        specs: &[ChannelSpec],
+    ) -> Result<Vec<Channel<W::Backend, M>>, CreateError> {
+        let agreed = handshake::agree::<W, M::Delivery>(self, M::KIND, specs)?;
+        let transports = M::wire(self, agreed)?;
         Ok(transports
             .into_iter()
             .zip(specs)
@@ -40,29 +61,38 @@ pub trait Context {
             .collect())
     }
 
-    /// Backend primitive behind [`Context::open`] for Sync and Async channels.
-    fn open_mailboxes(
-        &mut self,
-        mode: ModeKind,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<<Self::Backend as Backend>::Mailbox>, CreateError>;
+    fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<W::Reduction, CreateError> {
+        self.make_reduction(len, op)
+    }
 
-    /// Backend primitive behind [`Context::open`] for Racy channels.
-    fn open_racy(
-        &mut self,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<<Self::Backend as Backend>::Racy>, CreateError>;
-
-    /// Collectively create a non-blocking reduction of `len` values with `op`.
-    fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<Self::Reduction, CreateError>;
-
-    /// A fresh tag for aiac's own channels; every rank gets the same sequence of tags from
-    /// the same sequence of collective calls.
-    fn next_reserved_tag(&mut self) -> u32;
-
-    /// Blocking barrier.
-    fn barrier(&mut self) -> Result<(), CommError>;
-
-    /// Blocking all-reduce in place: every rank gets the same result.
-    fn all_reduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<(), CommError>;
+    fn gather_bytes(&mut self, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError> {
+        // [byte count, bytes packed 8 per word, little-endian]
+        let mut words = Vec::with_capacity(1 + mine.len().div_ceil(8));
+        words.push(mine.len() as u64);
+        words.extend(mine.chunks(8).map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        }));
+        let Some(lists) = self.gather_v(&words, 0)? else {
+            return Ok(None);
+        };
+        (0..lists.len())
+            .map(|r| {
+                let list = lists.list(r);
+                let n = list.first().copied().unwrap_or(0) as usize;
+                if list.len() != 1 + n.div_ceil(8) {
+                    return Err(CommError::Backend {
+                        backend: <W::Backend as Backend>::NAME,
+                        call: "gather_bytes",
+                        message: format!("rank {r} sent {} words for {n} bytes", list.len()),
+                    });
+                }
+                let mut bytes: Vec<u8> = list[1..].iter().flat_map(|w| w.to_le_bytes()).collect();
+                bytes.truncate(n);
+                Ok(bytes)
+            })
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
 }

@@ -7,15 +7,15 @@
 //! |---|---|---|
 //! | [`Sync`] | every message once, in order ([`Channel::recv`] blocks) | at most R unreceived; [`Channel::send`] blocks |
 //! | [`Async`] | the **newest whole message** that arrived, with its sender's stamp; older ones are discarded | at most R in flight; [`Channel::try_send`] says when all R are busy |
-//! | [`Racy`] | an [`AtomicF64Slice`] the transport may write while it is read | as Async |
+//! | [`Racy`] | an [`AtomicF64Slice`] the transport may write while it is read | at most R sends in flight; it binds only where a send is still in flight when it returns (MPI) |
 //!
 //! Operations that only make sense in one mode exist only on that mode's channel. Each of
 //! these compiles in its own mode:
 //!
 //! ```no_run
-//! # use chan_core::{Channel, Async, Racy, Sync, threads::Threads};
-//! fn right_modes(a: &mut Channel<Threads, Async>, r: &mut Channel<Threads, Racy>,
-//!                s: &mut Channel<Threads, Sync>) {
+//! # use chan_core::{Channel, Async, Racy, Sync, transport::Backend};
+//! fn right_modes<B: Backend>(a: &mut Channel<B, Async>, r: &mut Channel<B, Racy>,
+//!                            s: &mut Channel<B, Sync>) {
 //!     let _newest = a.recv().unwrap().map(|m| m.stamp());  // Async: newest whole message
 //!     let _ = a.latest();
 //!     let _view = r.view().load(0);                       // Racy: atomic view
@@ -28,32 +28,32 @@
 //! and none of these does:
 //!
 //! ```compile_fail
-//! # use chan_core::{Channel, Async, threads::Threads};
-//! fn racy_view_on_async(ch: &Channel<Threads, Async>) {
+//! # use chan_core::{Channel, Async, transport::Backend};
+//! fn racy_view_on_async<B: Backend>(ch: &Channel<B, Async>) {
 //!     let _ = ch.view(); // only Channel<_, Racy> has a racy view
 //! }
 //! ```
 //! ```compile_fail
-//! # use chan_core::{Channel, Racy, threads::Threads};
-//! fn plain_slice_from_racy(ch: &mut Channel<Threads, Racy>) {
+//! # use chan_core::{Channel, Racy, transport::Backend};
+//! fn plain_slice_from_racy<B: Backend>(ch: &mut Channel<B, Racy>) {
 //!     let v: &[f64] = ch.recv().unwrap(); // a racy receive is an atomic view, never &[f64]
 //! }
 //! ```
 //! ```compile_fail
-//! # use chan_core::{Channel, Racy, threads::Threads};
-//! fn whole_message_from_racy(ch: &Channel<Threads, Racy>) {
+//! # use chan_core::{Channel, Racy, transport::Backend};
+//! fn whole_message_from_racy<B: Backend>(ch: &Channel<B, Racy>) {
 //!     let _ = ch.latest(); // a racy channel never lends a whole message
 //! }
 //! ```
 //! ```compile_fail
-//! # use chan_core::{Channel, Async, threads::Threads};
-//! fn in_order_recv_on_async(ch: &mut Channel<Threads, Async>) {
+//! # use chan_core::{Channel, Async, transport::Backend};
+//! fn in_order_recv_on_async<B: Backend>(ch: &mut Channel<B, Async>) {
 //!     let _ = ch.try_recv(); // only Sync delivers every message, in order
 //! }
 //! ```
 //! ```compile_fail
-//! # use chan_core::{Channel, Async, threads::Threads};
-//! fn recv_into_on_async(ch: &mut Channel<Threads, Async>, out: &mut [f64]) {
+//! # use chan_core::{Channel, Async, transport::Backend};
+//! fn recv_into_on_async<B: Backend>(ch: &mut Channel<B, Async>, out: &mut [f64]) {
 //!     let _ = ch.recv_into(out); // Sync only
 //! }
 //! ```
@@ -65,26 +65,39 @@
 //! overlap a wait (a ping-pong's answer packed before the request arrives, as a C halo swap
 //! packs its buffer before `MPI_Wait`).
 //!
-//! Backends implement the transport traits in [`transport`] and the [`Context`] trait; the
-//! channel logic (newest-wins, ordering, statistics) lives here, once. The threads backend
-//! ([`threads`]) needs no system library.
+//! The channel logic (newest-wins, ordering, statistics), the creation [`handshake`], the
+//! tree reduction and record gathering live here, once. A backend implements the hooks of
+//! [`backend`] (collectives, transports, wiring) on its world type, which makes that type a
+//! [`Context`]: chan-threads (no system library, the embedded default), chan-mpi and
+//! chan-shmem. docs/architecture.md in the repository describes the layers, each backend's
+//! protocol and how to add one.
+//!
+//! ## R and the racy mode
+//! R bounds the messages of an end in flight in every mode. A racy send is in flight from its
+//! start until the transport has written it into the peer's buffer: over MPI that is after the
+//! send returns, so R binds there (the paper's R receives posted into one buffer); between
+//! threads and over OpenSHMEM a racy send has written the peer's buffer when it returns, so
+//! it is never in flight and R never binds.
+//!
+//! ## Racy receive
+//! [`Channel::recv`] on a racy channel is always ready, as the paper's racy receive is: it
+//! returns the view at once, whatever has landed. [`Channel::can_recv`] says whether a send
+//! landed since the last receive; a solver may read the view every iteration (the paper) or
+//! only after a landed send.
 
 #![warn(missing_docs)]
 
 mod atomic;
+pub mod backend;
 mod channel;
 mod config;
 mod context;
 mod error;
+pub mod handshake;
 mod mode;
 mod reduce;
 mod stats;
-mod sync;
-pub mod threads;
 pub mod transport;
-
-#[cfg(feature = "testkit")]
-pub mod testkit;
 
 pub use atomic::{AtomicF64, AtomicF64Slice};
 pub use channel::{close_all, Channel, Message};
@@ -99,8 +112,9 @@ pub use stats::{ChannelStats, Histogram};
 
 /// Every trait a user of aiac needs in scope: `use chan_core::traits::*;`.
 pub mod traits {
+    pub use crate::backend::Collective;
     pub use crate::context::Context;
     pub use crate::mode::Mode;
     pub use crate::reduce::Reduction;
-    pub use crate::transport::{Backend, MailboxTransport, RacyTransport};
+    pub use crate::transport::Backend;
 }

@@ -1,7 +1,6 @@
 //! Channel modes as sealed marker types.
 
-use crate::config::ChannelSpec;
-use crate::context::Context;
+use crate::backend::{Agreed, ChannelHooks};
 use crate::error::CreateError;
 use crate::transport::Backend;
 use serde::Serialize;
@@ -14,15 +13,19 @@ mod sealed {
 pub trait Mode: sealed::Sealed + Send + 'static {
     /// The value form of the mode, for handshakes, errors and reports.
     const KIND: ModeKind;
+    /// How the mode's messages are delivered: into slots ([`Slots`]: Sync and Async) or into
+    /// one buffer read through atomics ([`Shared`]: Racy).
+    type Delivery: Delivery;
     /// The backend's transport that carries a channel of this mode.
     type Transport<B: Backend>: crate::transport::Transport;
 
-    /// Create this mode's transports through the context (dispatch for [`Context::open`]).
+    /// Wire the ends chan-core's handshake agreed on (dispatch for [`crate::Context::open`]).
+    /// Only the handshake makes an [`Agreed`], so only it can call this.
     #[doc(hidden)]
-    fn open_transports<C: Context + ?Sized>(
-        ctx: &mut C,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<Self::Transport<C::Backend>>, CreateError>;
+    fn wire<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: Agreed<Self::Delivery>,
+    ) -> Result<Vec<Self::Transport<W::Backend>>, CreateError>;
 }
 
 /// Every send matched by exactly one receive, pairwise, in order (the paper's synchronous
@@ -46,33 +49,63 @@ impl sealed::Sealed for Racy {}
 
 impl Mode for Sync {
     const KIND: ModeKind = ModeKind::Sync;
+    type Delivery = Slots;
     type Transport<B: Backend> = B::Mailbox;
-    fn open_transports<C: Context + ?Sized>(
-        ctx: &mut C,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<Self::Transport<C::Backend>>, CreateError> {
-        ctx.open_mailboxes(ModeKind::Sync, specs)
+    fn wire<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: Agreed<Slots>,
+    ) -> Result<Vec<<W::Backend as Backend>::Mailbox>, CreateError> {
+        w.wire_slots(agreed)
     }
 }
 impl Mode for Async {
     const KIND: ModeKind = ModeKind::Async;
+    type Delivery = Slots;
     type Transport<B: Backend> = B::Mailbox;
-    fn open_transports<C: Context + ?Sized>(
-        ctx: &mut C,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<Self::Transport<C::Backend>>, CreateError> {
-        ctx.open_mailboxes(ModeKind::Async, specs)
+    fn wire<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: Agreed<Slots>,
+    ) -> Result<Vec<<W::Backend as Backend>::Mailbox>, CreateError> {
+        w.wire_slots(agreed)
     }
 }
 impl Mode for Racy {
     const KIND: ModeKind = ModeKind::Racy;
+    type Delivery = Shared;
     type Transport<B: Backend> = B::Racy;
-    fn open_transports<C: Context + ?Sized>(
-        ctx: &mut C,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<Self::Transport<C::Backend>>, CreateError> {
-        ctx.open_racy(specs)
+    fn wire<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: Agreed<Shared>,
+    ) -> Result<Vec<<W::Backend as Backend>::Racy>, CreateError> {
+        w.wire_shared(agreed)
     }
+}
+
+/// How a channel end receives; a type, so that a backend's one generic end is parameterised
+/// by it and a mailbox cannot be wired from a racy agreement. Sealed.
+pub trait Delivery: sealed::Sealed + Send + 'static {
+    /// True for [`Shared`].
+    const SHARED: bool;
+}
+
+/// R + 1 receive slots per end, each lent whole to the channel until it is given back: the
+/// delivery of [`Sync`] and [`Async`] channels ([`crate::transport::MailboxTransport`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Slots;
+
+/// One receive buffer per end that the transport writes whenever a send lands and the
+/// channel reads through atomics: the delivery of [`Racy`] channels
+/// ([`crate::transport::RacyTransport`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Shared;
+
+impl sealed::Sealed for Slots {}
+impl sealed::Sealed for Shared {}
+impl Delivery for Slots {
+    const SHARED: bool = false;
+}
+impl Delivery for Shared {
+    const SHARED: bool = true;
 }
 
 /// The mode of a channel as a value.

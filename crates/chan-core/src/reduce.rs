@@ -2,6 +2,7 @@
 //! point-to-point Sync channels (the paper's hand-written tree, for backends without a native
 //! non-blocking collective).
 
+use crate::backend::ChannelHooks;
 use crate::channel::{close_all, Channel};
 use crate::config::{ChannelConfig, ChannelSpec};
 use crate::context::Context;
@@ -134,8 +135,8 @@ fn try_start(ch: &mut Channel<impl Backend, Sync>, data: &[f64]) -> Result<bool,
 
 impl<B: Backend> TreeReduction<B> {
     /// Collectively build the tree over `ctx`'s ranks.
-    pub fn new<C: Context<Backend = B> + ?Sized>(
-        ctx: &mut C,
+    pub fn new<W: ChannelHooks<Backend = B>>(
+        ctx: &mut W,
         len: usize,
         op: ReduceOp,
     ) -> Result<Self, CreateError> {
@@ -305,7 +306,7 @@ impl<B: Backend> Reduction for TreeReduction<B> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -179,7 +179,7 @@ impl ChannelStats {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -37,27 +37,18 @@ pub struct CloseReport {
     pub drained: u64,
 }
 
-/// What both transports do: identity, and the sending side.
+/// What both transports do: the sending side, and the close.
 ///
 /// Not `Send` by requirement: a transport whose library must be called from one thread (MPI
 /// initialised for a single thread) is `!Send`, and so is every channel over it.
 pub trait Transport {
-    /// The rank at the other end.
-    fn peer(&self) -> usize;
-    /// Message length in f64.
-    fn msg_len(&self) -> usize;
-    /// R.
-    fn max_in_flight(&self) -> usize;
-
     /// Progress outstanding sends; the number of this end's messages in flight: sent, and not
     /// yet taken delivery of by the peer's channel. Never more than R.
     fn in_flight(&mut self) -> Result<usize, CommError>;
 
     /// Progress outstanding sends; true when [`Transport::send_with`] may be called now (fewer
-    /// than R in flight and a free send slot).
-    fn can_send(&mut self) -> Result<bool, CommError> {
-        Ok(self.in_flight()? < self.max_in_flight())
-    }
+    /// than R in flight and a free send slot; always, where a send completes when it returns).
+    fn can_send(&mut self) -> Result<bool, CommError>;
 
     /// Start one message: `fill` writes its `len()` elements into the send slot. Only called
     /// after [`Transport::can_send`] returned true; the caller's data is free on return.
@@ -157,8 +148,8 @@ pub trait RacyTransport: Transport {
     fn view(&self) -> &AtomicF64Slice;
 }
 
-/// A backend: the transports carrying each mode. Implemented by a marker type
-/// ([`crate::threads::Threads`], chan-mpi's `Mpi`, chan-shmem's `Shmem`).
+/// A backend's channel transports, one per delivery. Implemented by a marker type (chan-threads'
+/// `Threads`, chan-mpi's `Mpi`, chan-shmem's `Shmem`).
 pub trait Backend: Sized + Send + 'static {
     /// Short name: `threads`, `mpi`, `shmem`.
     const NAME: &'static str;

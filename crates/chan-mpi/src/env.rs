@@ -1,16 +1,18 @@
-//! The MPI environment: initialisation, the rank's [`MpiCtx`] (chan-core's `Context`), the
+//! The MPI environment: initialisation, the rank's [`MpiCtx`] (chan-core's collectives and channel hooks), the
 //! collective creation handshake, and a finalize that leaves no request behind.
 
 use crate::raw::{self, check, Requests};
 use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
-use crate::transport::{Core, MpiMailbox, MpiRacy, Wire};
+use crate::transport::{Core, MpiDelivery, MpiEnd, Wire, HDR};
 use crate::Mpi;
+use chan_core::backend::{
+    Agreed, ChannelHooks, Collective, Lists, Shared as SharedDelivery, Slots,
+};
 use chan_core::transport::CloseReport;
-use chan_core::{ChannelSpec, CommError, Context, CreateError, ModeKind, ReduceOp, TreeReduction};
+use chan_core::{CommError, CreateError, ReduceOp, TreeReduction};
 use mpi::ffi;
 use mpi::traits::AsRaw;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
 use std::rc::Rc;
 
@@ -204,7 +206,7 @@ impl Drop for SetComm {
     }
 }
 
-/// One MPI rank: chan-core's [`Context`] over MPI. Created once per process with
+/// One MPI rank: chan-core's [`Context`](chan_core::Context) over MPI. Created once per process with
 /// [`MpiCtx::init`]; MPI is finalized by [`MpiCtx::finalize`], or when the context and every
 /// channel and reduction created from it have been dropped.
 ///
@@ -285,7 +287,7 @@ impl MpiCtx {
         })
     }
 
-    /// Which algorithm [`Context::reduction`] builds from now on: `MPI_Iallreduce` (the
+    /// Which algorithm [`Context::reduction`](chan_core::Context::reduction) builds from now on: `MPI_Iallreduce` (the
     /// default) or chan-core's binary tree over point-to-point channels. Every rank must choose
     /// the same (a reduction's creation is collective).
     pub fn set_reduction_kind(&mut self, kind: ReductionKind) {
@@ -324,252 +326,68 @@ impl MpiCtx {
         unsafe { ffi::MPI_Wtime() }
     }
 
-    /// Collectively create the cores of one set of channel ends, in spec order.
-    fn open_cores(
-        &mut self,
-        mode: ModeKind,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<Core>, CreateError> {
-        let (set, wires) = self.handshake(mode, specs)?;
-        let racy = mode == ModeKind::Racy;
-        wires
-            .into_iter()
-            .zip(specs)
-            .map(|(w, s)| {
-                let (len, r) = (s.config.len(), s.config.max_in_flight());
-                Ok(Core::new(
-                    w,
-                    Rc::clone(&set),
-                    len,
-                    r,
-                    racy,
-                    &self.sh.requests,
-                )?)
-            })
-            .collect()
-    }
-
-    /// The collective creation handshake of one set of channel ends (DESIGN §2): every rank
-    /// tells every peer which channels it opens to it (tag, mode, length, R); each end compares
-    /// with its peer's list, and a vote makes the creation fail everywhere if it failed
-    /// anywhere. The set then gets a communicator of its own ([`SetComm`]), on which the k-th
-    /// channel between two ranks (in tag order) uses MPI tags 2k (data) and 2k+1 (control),
-    /// on both sides alike. Returns the set's communicator and the wire identity of each
-    /// spec's channel, in spec order.
-    fn handshake(
-        &mut self,
-        mode: ModeKind,
-        specs: &[ChannelSpec],
-    ) -> Result<(Rc<SetComm>, Vec<Wire>), CreateError> {
-        let (rank, size, comm) = (self.sh.rank, self.sh.size, self.sh.comm);
-        let (valid, mut local_err) = ChannelSpec::check_set(rank, size, specs);
-        // This rank's channels to each peer, sorted by tag: 4 u64 each.
-        let mut order: Vec<usize> = (0..specs.len()).filter(|&i| valid[i]).collect();
-        order.sort_by_key(|&i| (specs[i].peer, specs[i].tag));
-        let mut send_counts = vec![0 as c_int; size];
-        let mut flat: Vec<u64> = Vec::with_capacity(order.len() * 4);
-        for &i in &order {
-            let s = &specs[i];
-            send_counts[s.peer] += 4;
-            flat.extend([
-                u64::from(s.tag),
-                mode.code(),
-                s.config.len() as u64,
-                s.config.max_in_flight() as u64,
-            ]);
-        }
-        let mut recv_counts = vec![0 as c_int; size];
-        // SAFETY: send_counts and recv_counts hold `size` ints each, one per rank of comm.
-        let rc = unsafe {
-            ffi::MPI_Alltoall(
-                send_counts.as_ptr().cast(),
-                1,
-                raw::int_type(),
-                recv_counts.as_mut_ptr().cast(),
-                1,
-                raw::int_type(),
-                comm,
-            )
-        };
-        check(rc, "MPI_Alltoall")?;
-        let displs = |counts: &[c_int]| {
-            counts
-                .iter()
-                .scan(0, |acc, &c| {
-                    let d = *acc;
-                    *acc += c;
-                    Some(d)
-                })
-                .collect::<Vec<c_int>>()
-        };
-        let (sdispls, rdispls) = (displs(&send_counts), displs(&recv_counts));
-        let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
-        let mut theirs = vec![0u64; total];
-        // SAFETY: flat holds sum(send_counts) u64 at sdispls; theirs has room for
-        // sum(recv_counts) u64 at rdispls; the count arrays have `size` entries.
-        let rc = unsafe {
-            ffi::MPI_Alltoallv(
-                flat.as_ptr().cast(),
-                send_counts.as_ptr(),
-                sdispls.as_ptr(),
-                raw::u64_type(),
-                theirs.as_mut_ptr().cast(),
-                recv_counts.as_ptr(),
-                rdispls.as_ptr(),
-                raw::u64_type(),
-                comm,
-            )
-        };
-        check(rc, "MPI_Alltoallv")?;
-        // Compare each of this rank's ends with what its peer declared.
-        let mut counters: HashMap<usize, u32> = HashMap::new();
-        let mut wires = vec![None; specs.len()];
-        for &i in &order {
-            let s = &specs[i];
-            let (d, n) = (rdispls[s.peer] as usize, recv_counts[s.peer] as usize);
-            let peer_list = theirs[d..d + n].chunks_exact(4);
-            let found = peer_list.clone().find(|e| e[0] == u64::from(s.tag));
-            let outcome = match found {
-                None => Err(CreateError::Unmatched {
-                    rank,
-                    peer: s.peer,
-                    tag: s.tag,
-                }),
-                Some(e) => {
-                    let their_mode = ModeKind::from_code(e[1]);
-                    match their_mode {
-                        None => Err(CreateError::Comm(raw::misuse(
-                            "channel creation",
-                            format!("rank {} sent an unknown mode code {}", s.peer, e[1]),
-                        ))),
-                        Some(m) => CreateError::check_match(
-                            rank,
-                            s.peer,
-                            s.tag,
-                            (mode, s.config.len(), s.config.max_in_flight()),
-                            (m, e[2] as usize, e[3] as usize),
-                        ),
-                    }
-                }
-            };
-            match outcome {
-                Err(e) => {
-                    local_err.get_or_insert(e);
-                }
-                Ok(()) => {
-                    let k = counters.entry(s.peer).or_insert(0);
-                    let data_tag = i64::from(*k) * 2;
-                    if data_tag + 1 > i64::from(self.sh.tag_ub) {
-                        local_err.get_or_insert(CreateError::Comm(raw::misuse(
-                            "channel creation",
-                            format!(
-                                "too many channels between ranks {rank} and {}: MPI's tag limit is {}",
-                                s.peer, self.sh.tag_ub
-                            ),
-                        )));
-                    }
-                    *k += 1;
-                    wires[i] = Some(Wire {
-                        comm,
-                        peer: s.peer,
-                        data_tag: data_tag as c_int,
-                        ctrl_tag: data_tag as c_int + 1,
-                    });
-                }
-            }
-        }
-        // Vote: the lowest failing rank, or `size` when every rank succeeded.
-        let mine: c_int = if local_err.is_some() {
-            rank as c_int
-        } else {
-            size as c_int
-        };
-        let mut lowest: c_int = 0;
-        // SAFETY: one int in, one int out, on aiac's communicator.
-        let rc = unsafe {
-            ffi::MPI_Allreduce(
-                (&mine as *const c_int).cast(),
-                (&mut lowest as *mut c_int).cast(),
-                1,
-                raw::int_type(),
-                raw::op(ReduceOp::Min),
-                comm,
-            )
-        };
-        check(rc, "MPI_Allreduce")?;
-        if let Some(e) = local_err {
-            return Err(e);
-        }
-        if (lowest as usize) < size {
-            return Err(CreateError::FailedElsewhere {
-                failed_rank: lowest as usize,
-            });
-        }
+    /// Wire the ends of an agreed set: a communicator of its own ([`SetComm`]), on which
+    /// the k-th channel between two ranks (its ordinal, the same at both ends) uses MPI tags
+    /// 2k (data) and 2k+1 (control); then each end's buffers and pre-posted receives.
+    fn wire<D: MpiDelivery>(&mut self, agreed: Agreed<D>) -> Result<Vec<MpiEnd<D>>, CreateError> {
         // SAFETY: null handle constant, overwritten by MPI_Comm_dup below.
         let mut set = unsafe { ffi::RSMPI_COMM_NULL };
-        // SAFETY: every rank of comm makes this call (creation is collective and the vote
-        // passed everywhere); `set` receives the new handle.
-        let rc = unsafe { ffi::MPI_Comm_dup(comm, &mut set) };
+        // SAFETY: every rank of comm makes this call (creation is collective and the
+        // handshake's vote passed everywhere); `set` receives the new handle.
+        let rc = unsafe { ffi::MPI_Comm_dup(self.sh.comm, &mut set) };
         check(rc, "MPI_Comm_dup")?;
         let set = Rc::new(SetComm(set));
         // SAFETY: a valid communicator just made; the constant is an immutable handle.
         let rc = unsafe { ffi::MPI_Comm_set_errhandler(set.raw(), ffi::RSMPI_ERRORS_RETURN) };
         check(rc, "MPI_Comm_set_errhandler")?;
-        let wires = wires
-            .into_iter()
-            .map(|w| Wire {
-                comm: set.raw(),
-                ..w.expect("every valid spec got a wire")
+        agreed
+            .ends()
+            .iter()
+            .map(|e| {
+                let (len, r) = (e.spec.config.len(), e.spec.config.max_in_flight());
+                let data_tag = 2 * e.ordinal as c_int;
+                let wire = Wire {
+                    comm: set.raw(),
+                    peer: e.spec.peer,
+                    data_tag,
+                    ctrl_tag: data_tag + 1,
+                };
+                let recv = D::recv_mem(len + HDR, r);
+                let core = Core::new(wire, Rc::clone(&set), len, r, recv, &self.sh.requests)?;
+                Ok(MpiEnd::new(Rc::clone(&self.sh), core))
             })
-            .collect();
-        Ok((set, wires))
+            .collect()
+    }
+
+    /// The counts of `lists` as MPI ints, and their displacements.
+    fn counts_of(
+        lists: impl Iterator<Item = usize>,
+    ) -> Result<(Vec<c_int>, Vec<c_int>), CommError> {
+        let counts = lists
+            .map(|c| {
+                c_int::try_from(c)
+                    .map_err(|_| raw::misuse("collective", "a list exceeds MPI's int count"))
+            })
+            .collect::<Result<Vec<c_int>, _>>()?;
+        let mut displs = Vec::with_capacity(counts.len());
+        let mut acc: c_int = 0;
+        for &c in &counts {
+            displs.push(acc);
+            acc = acc
+                .checked_add(c)
+                .ok_or_else(|| raw::misuse("collective", "lists exceed MPI's int count"))?;
+        }
+        Ok((counts, displs))
     }
 }
 
-impl Context for MpiCtx {
-    type Backend = Mpi;
-    type Reduction = MpiReduction;
-
+impl Collective for MpiCtx {
     fn rank(&self) -> usize {
         self.sh.rank
     }
 
     fn size(&self) -> usize {
         self.sh.size
-    }
-
-    fn open_mailboxes(
-        &mut self,
-        mode: ModeKind,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<MpiMailbox>, CreateError> {
-        let cores = self.open_cores(mode, specs)?;
-        Ok(cores
-            .into_iter()
-            .map(|c| MpiMailbox::new(Rc::clone(&self.sh), c))
-            .collect())
-    }
-
-    fn open_racy(&mut self, specs: &[ChannelSpec]) -> Result<Vec<MpiRacy>, CreateError> {
-        let cores = self.open_cores(ModeKind::Racy, specs)?;
-        Ok(cores
-            .into_iter()
-            .map(|c| MpiRacy::new(Rc::clone(&self.sh), c))
-            .collect())
-    }
-
-    fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<MpiReduction, CreateError> {
-        Ok(match self.reduction_kind {
-            ReductionKind::Iallreduce => {
-                MpiReduction::Native(Iallreduce::new(Rc::clone(&self.sh), len, op)?)
-            }
-            ReductionKind::Tree => MpiReduction::Tree(Box::new(TreeReduction::new(self, len, op)?)),
-        })
-    }
-
-    fn next_reserved_tag(&mut self) -> u32 {
-        self.reserved_tags += 1;
-        self.reserved_tags | chan_core::RESERVED_TAG_BIT
     }
 
     fn barrier(&mut self) -> Result<(), CommError> {
@@ -598,5 +416,138 @@ impl Context for MpiCtx {
             )
         };
         check(rc, "MPI_Allreduce")
+    }
+
+    /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` of the words.
+    fn all_to_all_v(&mut self, send: &Lists) -> Result<Lists, CommError> {
+        let size = self.sh.size;
+        if send.len() != size {
+            return Err(raw::misuse(
+                "all_to_all_v",
+                format!("{} lists for {size} ranks", send.len()),
+            ));
+        }
+        let (send_counts, sdispls) = Self::counts_of(send.counts())?;
+        let mut recv_counts = vec![0 as c_int; size];
+        // SAFETY: send_counts and recv_counts hold `size` ints each, one per rank of comm.
+        let rc = unsafe {
+            ffi::MPI_Alltoall(
+                send_counts.as_ptr().cast(),
+                1,
+                raw::int_type(),
+                recv_counts.as_mut_ptr().cast(),
+                1,
+                raw::int_type(),
+                self.sh.comm,
+            )
+        };
+        check(rc, "MPI_Alltoall")?;
+        let (recv_counts, rdispls) = Self::counts_of(recv_counts.iter().map(|&c| c as usize))?;
+        let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
+        let mut theirs = vec![0u64; total];
+        // SAFETY: send.flat() holds sum(send_counts) u64 at sdispls; theirs has room for
+        // sum(recv_counts) u64 at rdispls; the count arrays have `size` entries.
+        let rc = unsafe {
+            ffi::MPI_Alltoallv(
+                send.flat().as_ptr().cast(),
+                send_counts.as_ptr(),
+                sdispls.as_ptr(),
+                raw::u64_type(),
+                theirs.as_mut_ptr().cast(),
+                recv_counts.as_ptr(),
+                rdispls.as_ptr(),
+                raw::u64_type(),
+                self.sh.comm,
+            )
+        };
+        check(rc, "MPI_Alltoallv")?;
+        Ok(Lists::from_flat(
+            theirs,
+            recv_counts.iter().map(|&c| c as usize),
+        ))
+    }
+
+    /// `MPI_Gather` of the counts, then `MPI_Gatherv` of the words.
+    fn gather_v(&mut self, mine: &[u64], root: usize) -> Result<Option<Lists>, CommError> {
+        let (size, rank) = (self.sh.size, self.sh.rank);
+        if root >= size {
+            return Err(raw::misuse(
+                "gather_v",
+                format!("root {root} of {size} ranks"),
+            ));
+        }
+        let (n, _) = Self::counts_of(std::iter::once(mine.len()))?;
+        let at_root = rank == root;
+        let mut counts = vec![0 as c_int; if at_root { size } else { 0 }];
+        // SAFETY: one int sent from every rank; `counts` holds `size` ints at the root (the
+        // receive buffer is not read elsewhere).
+        let rc = unsafe {
+            ffi::MPI_Gather(
+                n.as_ptr().cast(),
+                1,
+                raw::int_type(),
+                counts.as_mut_ptr().cast(),
+                1,
+                raw::int_type(),
+                root as c_int,
+                self.sh.comm,
+            )
+        };
+        check(rc, "MPI_Gather")?;
+        let (counts, displs) = Self::counts_of(counts.iter().map(|&c| c as usize))?;
+        let total: usize = counts.iter().map(|&c| c as usize).sum();
+        let mut all = vec![0u64; total];
+        // SAFETY: `mine` holds n[0] u64; at the root `all` has room for sum(counts) u64 at
+        // displs, and the count arrays hold `size` entries (ignored elsewhere).
+        let rc = unsafe {
+            ffi::MPI_Gatherv(
+                mine.as_ptr().cast(),
+                n[0],
+                raw::u64_type(),
+                all.as_mut_ptr().cast(),
+                counts.as_ptr(),
+                displs.as_ptr(),
+                raw::u64_type(),
+                root as c_int,
+                self.sh.comm,
+            )
+        };
+        check(rc, "MPI_Gatherv")?;
+        Ok(at_root.then(|| Lists::from_flat(all, counts.iter().map(|&c| c as usize))))
+    }
+}
+
+impl ChannelHooks for MpiCtx {
+    type Backend = Mpi;
+    type Reduction = MpiReduction;
+
+    /// Tags 2k and 2k+1 for the k-th channel of a pair must fit under `MPI_TAG_UB`.
+    fn max_channels_per_pair(&self) -> usize {
+        (self.sh.tag_ub as usize).div_ceil(2)
+    }
+
+    fn wire_slots(&mut self, agreed: Agreed<Slots>) -> Result<Vec<MpiEnd<Slots>>, CreateError> {
+        self.wire(agreed)
+    }
+
+    fn wire_shared(
+        &mut self,
+        agreed: Agreed<SharedDelivery>,
+    ) -> Result<Vec<MpiEnd<SharedDelivery>>, CreateError> {
+        self.wire(agreed)
+    }
+
+    fn make_reduction(&mut self, len: usize, op: ReduceOp) -> Result<MpiReduction, CreateError> {
+        Ok(match self.reduction_kind {
+            ReductionKind::Iallreduce => {
+                MpiReduction::Native(Iallreduce::new(Rc::clone(&self.sh), len, op)?)
+            }
+            ReductionKind::Tree => MpiReduction::Tree(Box::new(TreeReduction::new(self, len, op)?)),
+        })
+    }
+
+    fn next_reserved_tag(&mut self) -> u32 {
+        self.reserved_tags += 1;
+        self.reserved_tags | chan_core::RESERVED_TAG_BIT
     }
 }

@@ -22,7 +22,7 @@
 //! ctx.finalize().expect("nothing left outstanding");
 //! ```
 //!
-//! How each mode maps onto MPI is in [`transport`](crate::MpiMailbox)'s module docs: Issend
+//! How each mode maps onto MPI is in [`MpiEnd`]'s module docs: Issend
 //! from R owned send slots, R (+1) pre-posted receives, newest-wins on receive; racy posts its
 //! receives into one buffer read through atomics; `close` exchanges send counts, drains and
 //! cancels, and [`MpiCtx::finalize`] checks that no request is left.
@@ -36,7 +36,7 @@ mod transport;
 
 pub use env::{FinalizeError, InitError, MpiCtx};
 pub use reduce::{Iallreduce, MpiReduction, ReductionKind};
-pub use transport::{MpiMailbox, MpiRacy};
+pub use transport::{MpiDelivery, MpiEnd};
 
 /// The MPI backend's marker type.
 #[derive(Debug, Clone, Copy, Default)]
@@ -44,6 +44,6 @@ pub struct Mpi;
 
 impl chan_core::transport::Backend for Mpi {
     const NAME: &'static str = "mpi";
-    type Mailbox = MpiMailbox;
-    type Racy = MpiRacy;
+    type Mailbox = MpiEnd<chan_core::backend::Slots>;
+    type Racy = MpiEnd<chan_core::backend::Shared>;
 }

@@ -1,5 +1,6 @@
-//! The MPI transports: [`MpiMailbox`] (Sync and Async channels) and [`MpiRacy`], over one
-//! [`Core`] that owns every buffer and request of a channel end.
+//! The MPI transport: [`MpiEnd`], generic over its delivery (slots for Sync and Async, one
+//! shared buffer for Racy), over one [`Core`] that owns every buffer and request of a
+//! channel end.
 //!
 //! ## Protocol
 //! * **Data.** A message is `[seq, stamp, payload…]` (the header as u64 bit patterns), sent as
@@ -32,18 +33,20 @@
 //! with requests still active (only after an MPI error) leaks its buffers rather than free
 //! memory MPI may write.
 
-use crate::env::{SetComm, Shared};
+use crate::env::{SetComm, Shared as EnvShared};
 use crate::raw::{self, Requests, Route};
-use chan_core::transport::{
-    Arrival, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport, Transport,
+use chan_core::backend::{
+    Arrival, CloseReport, Delivery, Header, MailboxTransport, RacyPoll, RacyTransport, Shared,
+    Slots, Transport,
 };
 use chan_core::{AtomicF64, AtomicF64Slice, CommError};
 use mpi::ffi;
+use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::rc::Rc;
 
 /// Header elements in front of every message: sequence number and stamp.
-const HDR: usize = 2;
+pub(crate) const HDR: usize = 2;
 
 /// Bytes of a memory page, the unit in which MPI's single-copy shared-memory transfers
 /// (`process_vm_readv`) and network registration pin a buffer.
@@ -53,7 +56,8 @@ const PAGE: usize = 4096;
 /// their size rounded up to a power of two, at most a page, inside an allocation that much
 /// larger. A 20 016-byte message (a 20 KB face and the header) then spans 5 pages instead of
 /// 5 or 6, and a small one never straddles two.
-struct PageBuf<T> {
+#[doc(hidden)]
+pub struct PageBuf<T> {
     mem: Box<[T]>,
     off: usize,
     n: usize,
@@ -89,11 +93,22 @@ impl<T> std::ops::DerefMut for PageBuf<T> {
 }
 
 /// Where receives land.
-enum RecvMem {
+#[doc(hidden)]
+pub enum RecvMem {
     /// One buffer per slot (mailbox).
     Slots(Box<[PageBuf<f64>]>),
-    /// One buffer for every receive (racy), only ever read through atomics.
-    Racy(PageBuf<AtomicF64>),
+    /// One buffer for R receives (racy), only ever read through atomics.
+    Racy(PageBuf<AtomicF64>, usize),
+}
+
+impl RecvMem {
+    /// Receives posted at once.
+    fn posted(&self) -> usize {
+        match self {
+            RecvMem::Slots(s) => s.len(),
+            RecvMem::Racy(_, r) => *r,
+        }
+    }
 }
 
 /// Identity of a channel end on the wire.
@@ -130,7 +145,6 @@ pub(crate) struct Core {
     wire: Wire,
     /// Keeps the set's communicator (`wire.comm`) alive while any request on it may be.
     _set: Rc<SetComm>,
-    len: usize,
     r: usize,
     /// Bytes per message, header included.
     bytes: c_int,
@@ -165,21 +179,15 @@ impl Core {
         set: Rc<SetComm>,
         len: usize,
         r: usize,
-        racy: bool,
+        recv: RecvMem,
         reqs: &Requests,
     ) -> Result<Self, CommError> {
         let bytes = raw::byte_count(len + HDR)?;
         let slot = || PageBuf::new(len + HDR, || 0.0f64);
-        let (recv, n_recv) = if racy {
-            let buf = PageBuf::new(len + HDR, || AtomicF64::new(0.0));
-            (RecvMem::Racy(buf), r)
-        } else {
-            (RecvMem::Slots((0..r + 1).map(|_| slot()).collect()), r + 1)
-        };
+        let n_recv = recv.posted();
         let mut core = Core {
             wire,
             _set: set,
-            len,
             r,
             bytes,
             send_bufs: (0..r).map(|_| slot()).collect(),
@@ -221,12 +229,6 @@ impl Core {
         Ok(core)
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-    pub(crate) fn r(&self) -> usize {
-        self.r
-    }
     pub(crate) fn peer(&self) -> usize {
         self.wire.peer
     }
@@ -238,7 +240,7 @@ impl Core {
             RecvMem::Slots(s) => s[slot].as_mut_ptr().cast(),
             // Interior mutability: the atomics' UnsafeCells make writes through this pointer,
             // derived from a shared reference, legitimate.
-            RecvMem::Racy(b) => b.as_ptr().cast_mut().cast(),
+            RecvMem::Racy(b, _) => b.as_ptr().cast_mut().cast(),
         };
         let w = self.wire;
         // SAFETY: (1) the buffer is boxed and owned by the core, so it neither moves nor is
@@ -354,7 +356,7 @@ impl Core {
     fn header(&self, slot: usize) -> Header {
         let (seq, stamp) = match &self.recv {
             RecvMem::Slots(s) => (s[slot][0].to_bits(), s[slot][1].to_bits()),
-            RecvMem::Racy(b) => (b[0].load().to_bits(), b[1].load().to_bits()),
+            RecvMem::Racy(b, _) => (b[0].load().to_bits(), b[1].load().to_bits()),
         };
         Header { seq, stamp }
     }
@@ -383,7 +385,7 @@ impl Core {
     pub(crate) fn data(&self, slot: usize) -> &[f64] {
         match &self.recv {
             RecvMem::Slots(s) => &s[slot][HDR..],
-            RecvMem::Racy(_) => &[],
+            RecvMem::Racy(..) => &[],
         }
     }
 
@@ -416,7 +418,7 @@ impl Core {
     /// Racy: the receive buffer's payload, read through atomics.
     pub(crate) fn view(&self) -> &AtomicF64Slice {
         match &self.recv {
-            RecvMem::Racy(b) => AtomicF64Slice::from_atomics(&b[HDR..]),
+            RecvMem::Racy(b, _) => AtomicF64Slice::from_atomics(&b[HDR..]),
             RecvMem::Slots(_) => AtomicF64Slice::from_atomics(&[]),
         }
     }
@@ -564,175 +566,161 @@ impl Drop for Core {
     }
 }
 
-macro_rules! transport_common {
-    ($t:ty) => {
-        impl $t {
-            pub(crate) fn new(sh: Rc<Shared>, core: Core) -> Self {
-                let (peer, len, r) = (core.peer(), core.len(), core.r());
-                Self {
-                    sh,
-                    core: Some(core),
-                    closing: None,
-                    peer,
-                    len,
-                    r,
-                }
-            }
-
-            /// The world's shared state and this end's core, borrowed apart. Only before
-            /// `begin_close`, after which the channel calls nothing but `finish_close`.
-            fn parts(&mut self) -> (&Shared, &mut Core) {
-                let core = self
-                    .core
-                    .as_mut()
-                    .expect("a channel end is not used after its close began");
-                (&self.sh, core)
-            }
-        }
-
-        impl Transport for $t {
-            fn peer(&self) -> usize {
-                self.peer
-            }
-            fn msg_len(&self) -> usize {
-                self.len
-            }
-            fn max_in_flight(&self) -> usize {
-                self.r
-            }
-            fn in_flight(&mut self) -> Result<usize, CommError> {
-                self.sh.progress_closing();
-                let (sh, core) = self.parts();
-                core.in_flight(&sh.requests)
-            }
-            fn can_send(&mut self) -> Result<bool, CommError> {
-                self.sh.progress_closing();
-                let (sh, core) = self.parts();
-                core.can_send(&sh.requests)
-            }
-            fn send_with<F: FnOnce(&mut [f64])>(
-                &mut self,
-                header: Header,
-                fill: F,
-            ) -> Result<(), CommError> {
-                let (sh, core) = self.parts();
-                core.send_with(header, fill, &sh.requests)
-            }
-            fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
-                self.parts().1.stage_with(fill)
-            }
-            fn start_staged(&mut self, header: Header) -> Result<(), CommError> {
-                let (sh, core) = self.parts();
-                core.start_staged(header, &sh.requests)
-            }
-            /// Busy-poll, as `MPI_Wait` does: every step of MPI's rendezvous protocol waits for
-            /// the other rank's progress, and a `sched_yield` between polls delays each step.
-            /// Open MPI yields inside its own progress engine when the node is oversubscribed.
-            fn relax(&mut self, _spins: u32) {
-                std::hint::spin_loop();
-            }
-            fn peer_closed(&mut self) -> bool {
-                let (sh, core) = self.parts();
-                matches!(core.peer_total(&sh.requests), Ok(Some(_)) | Err(_))
-            }
-            fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
-                let (sh, core) = self.parts();
-                debug_assert_eq!(
-                    sent,
-                    core.sent(),
-                    "the channel and its transport count alike"
-                );
-                core.begin_close(&sh.requests)?;
-                let core = self.core.take().expect("checked by parts()");
-                self.closing = Some(self.sh.start_closing(core, true));
-                Ok(())
-            }
-            fn finish_close(&mut self) -> Result<CloseReport, CommError> {
-                let id = self
-                    .closing
-                    .take()
-                    .ok_or_else(|| raw::misuse("close", "finish_close without begin_close"))?;
-                let mut spins = 0u32;
-                loop {
-                    // Every closing channel of this rank, not only this one (see Shared).
-                    self.sh.progress_closing();
-                    if let Some(outcome) = self.sh.take_closed(id) {
-                        return outcome;
-                    }
-                    self.relax(spins);
-                    spins = spins.saturating_add(1);
-                }
-            }
-        }
-
-        impl Drop for $t {
-            fn drop(&mut self) {
-                if let Some(mut core) = self.core.take() {
-                    // Dropped without a close: announce it, and let the rank finish the close in
-                    // the background (every channel call, and finalize, progresses it).
-                    if let Err(e) = core.begin_close(&self.sh.requests) {
-                        eprintln!("aiac (mpi): closing a dropped channel: {e}");
-                    }
-                    self.sh.start_closing(core, false);
-                }
-                if let Some(id) = self.closing.take() {
-                    self.sh.disown(id);
-                }
-            }
-        }
-    };
+/// What a delivery means for an MPI end: where its receives land.
+pub trait MpiDelivery: Delivery {
+    /// The receive memory of an end with messages of `len` elements (header included) and R.
+    #[doc(hidden)]
+    fn recv_mem(len_with_header: usize, r: usize) -> RecvMem;
 }
 
-/// One end of a Sync or Async channel over MPI.
-pub struct MpiMailbox {
-    sh: Rc<Shared>,
+impl MpiDelivery for Slots {
+    /// R + 1 slots, each with its own buffer, pre-posted.
+    fn recv_mem(n: usize, r: usize) -> RecvMem {
+        RecvMem::Slots((0..r + 1).map(|_| PageBuf::new(n, || 0.0f64)).collect())
+    }
+}
+
+impl MpiDelivery for Shared {
+    /// R receives posted into ONE buffer (the paper's racy MPI), read through atomics.
+    fn recv_mem(n: usize, r: usize) -> RecvMem {
+        RecvMem::Racy(PageBuf::new(n, || AtomicF64::new(0.0)), r)
+    }
+}
+
+/// One end of a channel over MPI: [`MpiEnd<Slots>`] carries Sync and Async channels,
+/// [`MpiEnd<Shared>`] Racy ones. The send side, the close and the drop are the same code.
+pub struct MpiEnd<D: MpiDelivery> {
+    sh: Rc<EnvShared>,
     /// The core while the channel is open; in the rank's closing registry after `begin_close`.
     core: Option<Core>,
     closing: Option<u64>,
-    peer: usize,
-    len: usize,
-    r: usize,
+    _delivery: PhantomData<D>,
 }
 
-/// One end of a Racy channel over MPI.
-pub struct MpiRacy {
-    sh: Rc<Shared>,
-    /// The core while the channel is open; in the rank's closing registry after `begin_close`.
-    core: Option<Core>,
-    closing: Option<u64>,
-    peer: usize,
-    len: usize,
-    r: usize,
+impl<D: MpiDelivery> MpiEnd<D> {
+    pub(crate) fn new(sh: Rc<EnvShared>, core: Core) -> Self {
+        MpiEnd {
+            sh,
+            core: Some(core),
+            closing: None,
+            _delivery: PhantomData,
+        }
+    }
+
+    /// The world's shared state and this end's core, borrowed apart. Only before
+    /// `begin_close`, after which the channel calls nothing but `finish_close`.
+    fn parts(&mut self) -> (&EnvShared, &mut Core) {
+        let core = self
+            .core
+            .as_mut()
+            .expect("a channel end is not used after its close began");
+        (&self.sh, core)
+    }
+
+    fn live_core(&self) -> &Core {
+        self.core.as_ref().expect("a live transport has its core")
+    }
 }
 
-transport_common!(MpiMailbox);
-transport_common!(MpiRacy);
+impl<D: MpiDelivery> Transport for MpiEnd<D> {
+    fn in_flight(&mut self) -> Result<usize, CommError> {
+        self.sh.progress_closing();
+        let (sh, core) = self.parts();
+        core.in_flight(&sh.requests)
+    }
+    fn can_send(&mut self) -> Result<bool, CommError> {
+        self.sh.progress_closing();
+        let (sh, core) = self.parts();
+        core.can_send(&sh.requests)
+    }
+    fn send_with<F: FnOnce(&mut [f64])>(
+        &mut self,
+        header: Header,
+        fill: F,
+    ) -> Result<(), CommError> {
+        let (sh, core) = self.parts();
+        core.send_with(header, fill, &sh.requests)
+    }
+    fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
+        self.parts().1.stage_with(fill)
+    }
+    fn start_staged(&mut self, header: Header) -> Result<(), CommError> {
+        let (sh, core) = self.parts();
+        core.start_staged(header, &sh.requests)
+    }
+    /// Busy-poll, as `MPI_Wait` does: every step of MPI's rendezvous protocol waits for
+    /// the other rank's progress, and a `sched_yield` between polls delays each step.
+    /// Open MPI yields inside its own progress engine when the node is oversubscribed.
+    fn relax(&mut self, _spins: u32) {
+        std::hint::spin_loop();
+    }
+    fn peer_closed(&mut self) -> bool {
+        let (sh, core) = self.parts();
+        matches!(core.peer_total(&sh.requests), Ok(Some(_)) | Err(_))
+    }
+    fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
+        let (sh, core) = self.parts();
+        debug_assert_eq!(
+            sent,
+            core.sent(),
+            "the channel and its transport count alike"
+        );
+        core.begin_close(&sh.requests)?;
+        let core = self.core.take().expect("checked by parts()");
+        self.closing = Some(self.sh.start_closing(core, true));
+        Ok(())
+    }
+    fn finish_close(&mut self) -> Result<CloseReport, CommError> {
+        let id = self
+            .closing
+            .take()
+            .ok_or_else(|| raw::misuse("close", "finish_close without begin_close"))?;
+        let mut spins = 0u32;
+        loop {
+            // Every closing channel of this rank, not only this one (see env::Shared).
+            self.sh.progress_closing();
+            if let Some(outcome) = self.sh.take_closed(id) {
+                return outcome;
+            }
+            self.relax(spins);
+            spins = spins.saturating_add(1);
+        }
+    }
+}
 
-impl std::fmt::Debug for MpiMailbox {
+impl<D: MpiDelivery> Drop for MpiEnd<D> {
+    fn drop(&mut self) {
+        if let Some(mut core) = self.core.take() {
+            // Dropped without a close: announce it, and let the rank finish the close in
+            // the background (every channel call, and finalize, progresses it).
+            if let Err(e) = core.begin_close(&self.sh.requests) {
+                eprintln!("aiac (mpi): closing a dropped channel: {e}");
+            }
+            self.sh.start_closing(core, false);
+        }
+        if let Some(id) = self.closing.take() {
+            self.sh.disown(id);
+        }
+    }
+}
+
+impl<D: MpiDelivery> std::fmt::Debug for MpiEnd<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MpiMailbox")
-            .field("peer", &self.peer)
+        f.debug_struct("MpiEnd")
+            .field("delivery", &std::any::type_name::<D>())
+            .field("peer", &self.core.as_ref().map(Core::peer))
             .finish()
     }
 }
 
-impl std::fmt::Debug for MpiRacy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MpiRacy").field("peer", &self.peer).finish()
-    }
-}
-
-impl MailboxTransport for MpiMailbox {
+impl MailboxTransport for MpiEnd<Slots> {
     fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
         self.sh.progress_closing();
         let (sh, core) = self.parts();
         core.poll(out, &sh.requests)
     }
     fn data(&self, slot: usize) -> &[f64] {
-        self.core
-            .as_ref()
-            .expect("a live transport has its core")
-            .data(slot)
+        self.live_core().data(slot)
     }
     fn release(&mut self, slot: usize) -> Result<(), CommError> {
         let (sh, core) = self.parts();
@@ -744,16 +732,13 @@ impl MailboxTransport for MpiMailbox {
     }
 }
 
-impl RacyTransport for MpiRacy {
+impl RacyTransport for MpiEnd<Shared> {
     fn poll(&mut self) -> Result<RacyPoll, CommError> {
         self.sh.progress_closing();
         let (sh, core) = self.parts();
         core.poll_racy(&sh.requests)
     }
     fn view(&self) -> &AtomicF64Slice {
-        self.core
-            .as_ref()
-            .expect("a live transport has its core")
-            .view()
+        self.live_core().view()
     }
 }

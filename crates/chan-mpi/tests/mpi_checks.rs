@@ -10,10 +10,10 @@
 //!
 //! `cargo test -p chan-mpi --all-features --test mpi_checks [-- FILTER]`
 
-use chan_core::testkit::jobs::{self, Job, Launcher};
-use chan_core::testkit::{self, Check};
 use chan_core::traits::*;
 use chan_mpi::{MpiCtx, ReductionKind};
+use chan_testkit::jobs::{self, Job, Launcher};
+use chan_testkit::{self as testkit, Check};
 use std::process::ExitCode;
 
 /// Each case, the rank counts it runs with, and its time limit.

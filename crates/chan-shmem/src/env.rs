@@ -2,9 +2,12 @@
 //! collective creation of channel sets, their collective reclamation, and finalize.
 
 use crate::sym::{barrier_all, quiet, shmem_err, Sym};
-use crate::transport::{Core, Shape, ShmemMailbox, ShmemRacy};
+use crate::transport::{Core, ShmemEnd};
 use crate::Shmem;
-use chan_core::{ChannelSpec, CommError, Context, CreateError, ModeKind, ReduceOp, TreeReduction};
+use chan_core::backend::{
+    Agreed, AgreedEnd, ChannelHooks, Collective, Delivery, Lists, Shared as SharedBuf, Slots,
+};
+use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
 use openshmem_sys as ffi;
 use std::cell::{Cell, RefCell};
 use std::os::raw::{c_int, c_long, c_void};
@@ -48,12 +51,6 @@ static STATE: AtomicU8 = AtomicU8::new(0);
 
 /// Values reduced per call of a `shmem_double_*_to_all` (longer all-reduces go in chunks).
 const CHUNK: usize = 512;
-
-/// A channel end's inbound region offset on this PE and its peer's (words into the set).
-type RegionPair = (usize, usize);
-
-/// Words each channel end declares in the creation handshake.
-const DECL: usize = 6;
 
 /// One set's symmetric memory. Shared by the set's channel ends (which count themselves open
 /// here) and the PE's list of sets, which frees it collectively.
@@ -406,7 +403,7 @@ impl ShmemCtx {
     ///
     /// A closed channel's memory cannot be freed by its close: the peer may still put into it
     /// until it closes its own end, and `shmem_free` is collective. So it is freed here, after
-    /// a vote, or at [`ShmemCtx::finalize`]; [`Context::open`] calls this first, so a program
+    /// a vote, or at [`ShmemCtx::finalize`]; [`chan_core::Context::open`] calls this first, so a program
     /// that opens and closes channels repeatedly reuses the heap.
     pub fn reclaim(&mut self) -> Result<usize, CommError> {
         let n = self.sh.sets.borrow().len();
@@ -446,88 +443,46 @@ impl ShmemCtx {
         Ok(freed)
     }
 
-    /// The collective creation of one set of channel ends (DESIGN §2).
-    ///
-    /// 1. Each PE lays out an inbound region for each of its ends and declares them:
-    ///    `[peer, tag, mode, len, R, offset]` per end.
-    /// 2. `shmem_fcollect64` of (declared words, bytes needed) from every PE, then
-    ///    `shmem_collect64` of every declaration: every PE sees every PE's ends.
-    /// 3. Every PE checks every PE's ends against their peers' (bad peer, duplicate, no
-    ///    matching end, mode / length / R mismatch) with the same function, so all agree on
-    ///    who failed without another vote: a failing PE returns its own error, naming both
-    ///    values of a mismatch; every other PE returns `FailedElsewhere` with the lowest
-    ///    failing PE.
-    /// 4. Otherwise one symmetric allocation of the largest size any PE needs (the heap stays
-    ///    symmetric only if every PE allocates the same), zeroed, and a barrier before any put.
-    ///
-    /// Returns the set and, for each spec, (this PE's region offset, the peer's).
-    fn create_set(
-        &mut self,
-        mode: ModeKind,
-        specs: &[ChannelSpec],
-    ) -> Result<(Rc<SetMem>, Vec<RegionPair>), CreateError> {
-        self.reclaim()?;
-        let (rank, size) = (self.sh.rank, self.sh.size);
-        let racy = mode == ModeKind::Racy;
-        let mut decls: Vec<u64> = Vec::with_capacity(specs.len() * DECL);
-        let mut offsets = Vec::with_capacity(specs.len());
+    /// Lay out this PE's inbound regions, one per spec, in one set: their word offsets (the
+    /// handshake carries each to the peer, which puts there).
+    fn layout<D: Delivery>(specs: &[ChannelSpec]) -> Result<Vec<u64>, CreateError> {
         let mut cursor = 0usize;
-        for s in specs {
-            let shape = Shape {
-                len: s.config.len(),
-                r: s.config.max_in_flight(),
-                racy,
-            };
-            let words = shape.words().ok_or_else(|| {
-                shmem_err(
-                    "channel creation",
-                    "channel too large for the address space",
-                )
-            })?;
-            offsets.push(cursor);
-            decls.extend([
-                s.peer as u64,
-                u64::from(s.tag),
-                mode.code(),
-                s.config.len() as u64,
-                s.config.max_in_flight() as u64,
-                cursor as u64,
-            ]);
-            cursor = cursor.checked_add(words).ok_or_else(|| {
-                shmem_err(
-                    "channel creation",
-                    "channel set too large for the address space",
-                )
-            })?;
-        }
-        let (counts, needs, all) = self.sh.with_coll(|c| {
-            let g = c.fcollect2(size, [decls.len() as u64, cursor as u64]);
-            let counts: Vec<usize> = g.chunks_exact(2).map(|p| p[0] as usize).collect();
-            let needs: Vec<usize> = g.chunks_exact(2).map(|p| p[1] as usize).collect();
-            let all = c.collect(size, &decls, &counts);
-            (counts, needs, all)
-        });
-        let all = all?;
-        let mut start = 0;
-        let by_pe: Vec<&[u64]> = counts
+        specs
             .iter()
-            .map(|&n| {
-                let s = &all[start..start + n];
-                start += n;
-                s
+            .map(|s| {
+                let shape = ShmemEnd::<D>::shape(s.config.len(), s.config.max_in_flight());
+                let at = cursor;
+                cursor = shape
+                    .words()
+                    .and_then(|w| cursor.checked_add(w))
+                    .ok_or_else(|| {
+                        shmem_err(
+                            "channel creation",
+                            "channel set too large for the address space",
+                        )
+                    })?;
+                Ok(at as u64)
             })
-            .collect();
-        let failed: Vec<Option<CreateError>> =
-            (0..size).map(|pe| evaluate(pe, size, &by_pe)).collect();
-        if let Some(e) = failed[rank].clone() {
-            return Err(e);
-        }
-        if let Some(lowest) = failed.iter().position(Option::is_some) {
-            return Err(CreateError::FailedElsewhere {
-                failed_rank: lowest,
-            });
-        }
-        let words = needs.iter().copied().max().unwrap_or(0);
+            .collect()
+    }
+
+    /// Wire an agreed set: one symmetric allocation of the largest size any PE needs (the
+    /// heap stays symmetric only if every PE allocates the same), zeroed, and a barrier before
+    /// any put; then each end over its region (offset `word`) and the peer's (`peer_word`).
+    fn wire<D: Delivery>(&mut self, agreed: Agreed<D>) -> Result<Vec<ShmemEnd<D>>, CreateError> {
+        let shape = |e: &AgreedEnd| {
+            ShmemEnd::<D>::shape(e.spec.config.len(), e.spec.config.max_in_flight())
+        };
+        let need = agreed
+            .ends()
+            .iter()
+            .map(|e| e.word as usize + shape(e).words().unwrap_or(0))
+            .max()
+            .unwrap_or(0);
+        // Exact in f64: a set's words fit in 2^53 long before they fit in memory.
+        let mut words = [need as f64];
+        self.all_reduce(&mut words, ReduceOp::Max)?;
+        let words = words[0] as usize;
         let mem = if words > 0 {
             Some(Sym::<u64>::alloc_zeroed(words)?)
         } else {
@@ -543,146 +498,43 @@ impl ShmemCtx {
             open: Cell::new(0),
         });
         self.sh.sets.borrow_mut().push(Rc::clone(&set));
-        let pairs = specs
+        Ok(agreed
+            .ends()
             .iter()
-            .zip(&offsets)
-            .map(|(s, &mine)| {
-                let theirs = by_pe[s.peer]
-                    .chunks_exact(DECL)
-                    .find(|d| d[0] == rank as u64 && d[1] == u64::from(s.tag))
-                    .map(|d| d[5] as usize)
-                    .expect("evaluate found the matching end");
-                (mine, theirs)
-            })
-            .collect();
-        Ok((set, pairs))
-    }
-
-    fn open_cores(
-        &mut self,
-        mode: ModeKind,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<Core>, CreateError> {
-        let (set, pairs) = self.create_set(mode, specs)?;
-        Ok(specs
-            .iter()
-            .zip(pairs)
-            .map(|(s, (mine, theirs))| {
-                let shape = Shape {
-                    len: s.config.len(),
-                    r: s.config.max_in_flight(),
-                    racy: mode == ModeKind::Racy,
-                };
-                Core::new(
+            .map(|e| {
+                ShmemEnd::new(Core::new(
                     Rc::clone(&self.sh),
                     Rc::clone(&set),
-                    s.peer,
-                    shape,
-                    mine,
-                    theirs,
-                )
+                    e.spec.peer,
+                    shape(e),
+                    e.word as usize,
+                    e.peer_word as usize,
+                ))
             })
             .collect())
     }
+
+    /// Every PE's list, at every PE (`shmem_fcollect64` of the lengths, then
+    /// `shmem_collect64`).
+    fn collect_all(&mut self, mine: &[u64]) -> Result<Lists, CommError> {
+        let size = self.sh.size;
+        let (counts, all) = self.sh.with_coll(|c| {
+            let g = c.fcollect2(size, [mine.len() as u64, 0]);
+            let counts: Vec<usize> = g.chunks_exact(2).map(|p| p[0] as usize).collect();
+            let all = c.collect(size, mine, &counts);
+            (counts, all)
+        });
+        Ok(Lists::from_flat(all?, counts))
+    }
 }
 
-/// The error PE `pe` gets from the declarations of every PE, or `None` if all its ends match.
-/// Every PE runs this for every PE on the same data, so all agree.
-fn evaluate(pe: usize, size: usize, by_pe: &[&[u64]]) -> Option<CreateError> {
-    let mine: Vec<&[u64]> = by_pe[pe].chunks_exact(DECL).collect();
-    let mut seen = std::collections::HashSet::new();
-    for d in &mine {
-        let (peer, tag) = (d[0] as usize, d[1] as u32);
-        if peer >= size || peer == pe {
-            return Some(CreateError::BadPeer {
-                rank: pe,
-                peer,
-                size,
-            });
-        }
-        if !seen.insert((peer, tag)) {
-            return Some(CreateError::Duplicate {
-                rank: pe,
-                peer,
-                tag,
-            });
-        }
-    }
-    let mut order = mine.clone();
-    order.sort_by_key(|d| (d[0], d[1]));
-    for d in order {
-        let (peer, tag) = (d[0] as usize, d[1] as u32);
-        let Some(t) = by_pe[peer]
-            .chunks_exact(DECL)
-            .find(|e| e[0] == pe as u64 && e[1] == u64::from(tag))
-        else {
-            return Some(CreateError::Unmatched {
-                rank: pe,
-                peer,
-                tag,
-            });
-        };
-        let mode = |c| ModeKind::from_code(c);
-        let (Some(m), Some(their_m)) = (mode(d[2]), mode(t[2])) else {
-            return Some(CreateError::Comm(shmem_err(
-                "channel creation",
-                format!("PE {peer} declared an unknown mode code {}", t[2]),
-            )));
-        };
-        if let Err(e) = CreateError::check_match(
-            pe,
-            peer,
-            tag,
-            (m, d[3] as usize, d[4] as usize),
-            (their_m, t[3] as usize, t[4] as usize),
-        ) {
-            return Some(e);
-        }
-    }
-    None
-}
-
-impl Context for ShmemCtx {
-    type Backend = Shmem;
-    type Reduction = TreeReduction<Shmem>;
-
+impl Collective for ShmemCtx {
     fn rank(&self) -> usize {
         self.sh.rank
     }
 
     fn size(&self) -> usize {
         self.sh.size
-    }
-
-    fn open_mailboxes(
-        &mut self,
-        mode: ModeKind,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<ShmemMailbox>, CreateError> {
-        Ok(self
-            .open_cores(mode, specs)?
-            .into_iter()
-            .map(ShmemMailbox::new)
-            .collect())
-    }
-
-    fn open_racy(&mut self, specs: &[ChannelSpec]) -> Result<Vec<ShmemRacy>, CreateError> {
-        Ok(self
-            .open_cores(ModeKind::Racy, specs)?
-            .into_iter()
-            .map(ShmemRacy::new)
-            .collect())
-    }
-
-    /// OpenSHMEM 1.4 has no non-blocking reduction: chan-core's binary tree over Sync
-    /// channels (the paper's hand-written tree).
-    fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<Self::Reduction, CreateError> {
-        TreeReduction::new(self, len, op)
-    }
-
-    fn next_reserved_tag(&mut self) -> u32 {
-        self.reserved_tags += 1;
-        self.reserved_tags | chan_core::RESERVED_TAG_BIT
     }
 
     /// `shmem_barrier_all`: every PE arrives, and every put issued before it has completed.
@@ -697,5 +549,74 @@ impl Context for ShmemCtx {
         let size = self.sh.size;
         self.sh.with_coll(|c| c.all_reduce(size, data, op));
         Ok(())
+    }
+
+    /// Through a collect of every PE's lists (OpenSHMEM 1.4's `alltoalls` needs equal
+    /// sizes): each PE sends `[count for each PE, then every list]` and keeps its own part
+    /// of each. O(total) per PE; channel creation is not on a hot path.
+    fn all_to_all_v(&mut self, send: &Lists) -> Result<Lists, CommError> {
+        let (size, rank) = (self.sh.size, self.sh.rank);
+        if send.len() != size {
+            return Err(shmem_err(
+                "all_to_all_v",
+                format!("{} lists for {size} PEs", send.len()),
+            ));
+        }
+        let mut mine: Vec<u64> = send.counts().map(|c| c as u64).collect();
+        mine.extend_from_slice(send.flat());
+        let all = self.collect_all(&mine)?;
+        let mut out = Lists::with_capacity(size, 0);
+        for pe in 0..size {
+            let (counts, words) = all.list(pe).split_at(size);
+            let start: u64 = counts[..rank].iter().sum();
+            out.push(&words[start as usize..(start + counts[rank]) as usize]);
+        }
+        Ok(out)
+    }
+
+    /// A collect of every PE's list, kept at the root.
+    fn gather_v(&mut self, mine: &[u64], root: usize) -> Result<Option<Lists>, CommError> {
+        if root >= self.sh.size {
+            return Err(shmem_err(
+                "gather_v",
+                format!("root {root} of {} PEs", self.sh.size),
+            ));
+        }
+        let all = self.collect_all(mine)?;
+        Ok((self.sh.rank == root).then_some(all))
+    }
+}
+
+impl ChannelHooks for ShmemCtx {
+    type Backend = Shmem;
+    type Reduction = TreeReduction<Shmem>;
+
+    /// Frees the sets whose channels every PE has closed (collective), then lays out this
+    /// PE's regions; each offset travels to the peer with the handshake.
+    fn declare<D: Delivery>(&mut self, specs: &[ChannelSpec]) -> Result<Vec<u64>, CreateError> {
+        self.reclaim()?;
+        Self::layout::<D>(specs)
+    }
+
+    fn wire_slots(&mut self, agreed: Agreed<Slots>) -> Result<Vec<ShmemEnd<Slots>>, CreateError> {
+        self.wire(agreed)
+    }
+
+    fn wire_shared(
+        &mut self,
+        agreed: Agreed<SharedBuf>,
+    ) -> Result<Vec<ShmemEnd<SharedBuf>>, CreateError> {
+        self.wire(agreed)
+    }
+
+    /// OpenSHMEM 1.4 has no non-blocking reduction: chan-core's binary tree over Sync
+    /// channels (the paper's hand-written tree).
+    fn make_reduction(&mut self, len: usize, op: ReduceOp) -> Result<Self::Reduction, CreateError> {
+        TreeReduction::new(self, len, op)
+    }
+
+    fn next_reserved_tag(&mut self) -> u32 {
+        self.reserved_tags += 1;
+        self.reserved_tags | chan_core::RESERVED_TAG_BIT
     }
 }

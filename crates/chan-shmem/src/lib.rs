@@ -58,7 +58,7 @@ mod sym;
 mod transport;
 
 pub use env::{FinalizeError, InitError, ShmemCtx};
-pub use transport::{ShmemMailbox, ShmemRacy};
+pub use transport::ShmemEnd;
 
 /// The OpenSHMEM backend's marker type.
 #[derive(Debug, Clone, Copy, Default)]
@@ -66,6 +66,6 @@ pub struct Shmem;
 
 impl chan_core::transport::Backend for Shmem {
     const NAME: &'static str = "shmem";
-    type Mailbox = ShmemMailbox;
-    type Racy = ShmemRacy;
+    type Mailbox = ShmemEnd<chan_core::backend::Slots>;
+    type Racy = ShmemEnd<chan_core::backend::Shared>;
 }

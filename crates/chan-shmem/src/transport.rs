@@ -86,10 +86,12 @@
 
 use crate::env::{SetMem, Shared};
 use crate::sym::{atomic_at, fence, peer_ptr, put, put_word, quiet, shmem_err};
-use chan_core::transport::{
-    Arrival, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport, Transport,
+use chan_core::backend::{
+    Arrival, CloseReport, Delivery, Header, MailboxTransport, RacyPoll, RacyTransport,
+    Shared as SharedBuf, Slots, Transport,
 };
 use chan_core::{AtomicF64Slice, CommError};
+use std::marker::PhantomData;
 use std::os::raw::c_int;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -680,102 +682,89 @@ impl Drop for Core {
     }
 }
 
-macro_rules! transport_common {
-    ($t:ty) => {
-        impl Transport for $t {
-            fn peer(&self) -> usize {
-                self.core.peer()
-            }
-            fn msg_len(&self) -> usize {
-                self.core.shape().len
-            }
-            fn max_in_flight(&self) -> usize {
-                self.core.shape().r
-            }
-            fn in_flight(&mut self) -> Result<usize, CommError> {
-                Ok(self.core.in_flight())
-            }
-            fn can_send(&mut self) -> Result<bool, CommError> {
-                Ok(self.core.can_send())
-            }
-            fn send_with<F: FnOnce(&mut [f64])>(
-                &mut self,
-                header: Header,
-                fill: F,
-            ) -> Result<(), CommError> {
-                self.core.send_with(header, fill)
-            }
-            fn send_from(&mut self, header: Header, data: &[f64]) -> Result<(), CommError> {
-                self.core.send_from(header, data)
-            }
-            fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
-                self.core.stage_with(fill)
-            }
-            fn start_staged(&mut self, header: Header) -> Result<(), CommError> {
-                self.core.start_staged(header)
-            }
-            fn peer_closed(&mut self) -> bool {
-                self.core.peer_total().is_some()
-            }
-            /// Busy-poll: the wait is for a word a peer's put changes in local memory; a
-            /// `sched_yield` between loads only delays seeing it.
-            fn relax(&mut self, _spins: u32) {
-                std::hint::spin_loop();
-            }
-            fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
-                debug_assert_eq!(
-                    sent,
-                    self.core.sent(),
-                    "the channel and its transport count alike"
-                );
-                self.core.begin_close();
-                Ok(())
-            }
-            fn finish_close(&mut self) -> Result<CloseReport, CommError> {
-                self.core.finish_close()
-            }
-        }
-
-        impl std::fmt::Debug for $t {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.debug_struct(stringify!($t))
-                    .field("peer", &self.core.peer())
-                    .field("len", &self.core.shape().len)
-                    .field("max_in_flight", &self.core.shape().r)
-                    .finish()
-            }
-        }
-    };
-}
-
-/// One end of a Sync or Async channel over OpenSHMEM.
-pub struct ShmemMailbox {
+/// One end of a channel over OpenSHMEM: [`ShmemEnd<Slots>`] carries Sync and Async
+/// channels (R + 1 flagged slots), and Racy ones (`ShmemEnd<Shared>`: one buffer, no flags). The
+/// send side and the close are the same code; the region's layout follows from `D`.
+pub struct ShmemEnd<D: Delivery> {
     core: Core,
+    _delivery: PhantomData<D>,
 }
 
-/// One end of a Racy channel over OpenSHMEM.
-pub struct ShmemRacy {
-    core: Core,
-}
+impl<D: Delivery> ShmemEnd<D> {
+    /// The layout of an end of this delivery.
+    pub(crate) fn shape(len: usize, r: usize) -> Shape {
+        Shape {
+            len,
+            r,
+            racy: D::SHARED,
+        }
+    }
 
-transport_common!(ShmemMailbox);
-transport_common!(ShmemRacy);
-
-impl ShmemMailbox {
     pub(crate) fn new(core: Core) -> Self {
-        debug_assert!(!core.shape().racy);
-        ShmemMailbox { core }
+        ShmemEnd {
+            core,
+            _delivery: PhantomData,
+        }
     }
 }
 
-impl ShmemRacy {
-    pub(crate) fn new(core: Core) -> Self {
-        debug_assert!(core.shape().racy);
-        ShmemRacy { core }
+impl<D: Delivery> Transport for ShmemEnd<D> {
+    fn in_flight(&mut self) -> Result<usize, CommError> {
+        Ok(self.core.in_flight())
+    }
+    fn can_send(&mut self) -> Result<bool, CommError> {
+        Ok(self.core.can_send())
+    }
+    fn send_with<F: FnOnce(&mut [f64])>(
+        &mut self,
+        header: Header,
+        fill: F,
+    ) -> Result<(), CommError> {
+        self.core.send_with(header, fill)
+    }
+    fn send_from(&mut self, header: Header, data: &[f64]) -> Result<(), CommError> {
+        self.core.send_from(header, data)
+    }
+    fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
+        self.core.stage_with(fill)
+    }
+    fn start_staged(&mut self, header: Header) -> Result<(), CommError> {
+        self.core.start_staged(header)
+    }
+    fn peer_closed(&mut self) -> bool {
+        self.core.peer_total().is_some()
+    }
+    /// Busy-poll: the wait is for a word a peer's put changes in local memory; a
+    /// `sched_yield` between loads only delays seeing it.
+    fn relax(&mut self, _spins: u32) {
+        std::hint::spin_loop();
+    }
+    fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
+        debug_assert_eq!(
+            sent,
+            self.core.sent(),
+            "the channel and its transport count alike"
+        );
+        self.core.begin_close();
+        Ok(())
+    }
+    fn finish_close(&mut self) -> Result<CloseReport, CommError> {
+        self.core.finish_close()
     }
 }
 
-impl MailboxTransport for ShmemMailbox {
+impl<D: Delivery> std::fmt::Debug for ShmemEnd<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmemEnd")
+            .field("delivery", &std::any::type_name::<D>())
+            .field("peer", &self.core.peer())
+            .field("len", &self.core.shape().len)
+            .field("max_in_flight", &self.core.shape().r)
+            .finish()
+    }
+}
+
+impl MailboxTransport for ShmemEnd<Slots> {
     fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
         self.core.poll(out)
     }
@@ -790,7 +779,7 @@ impl MailboxTransport for ShmemMailbox {
     }
 }
 
-impl RacyTransport for ShmemRacy {
+impl RacyTransport for ShmemEnd<SharedBuf> {
     fn poll(&mut self) -> Result<RacyPoll, CommError> {
         Ok(self.core.poll_racy())
     }

@@ -10,11 +10,11 @@
 //!
 //! `cargo test -p chan-shmem --all-features --test shmem_checks [-- FILTER]`
 
-use chan_core::testkit::jobs::{self, Job, Launcher};
-use chan_core::testkit::{self, decode, Check};
 use chan_core::traits::*;
 use chan_core::{close_all, Async, ChannelConfig, ChannelSpec, CreateError, Racy, Sync};
 use chan_shmem::ShmemCtx;
+use chan_testkit::jobs::{self, Job, Launcher};
+use chan_testkit::{self as testkit, decode, Check};
 use std::process::ExitCode;
 use std::sync::atomic::{fence, Ordering};
 

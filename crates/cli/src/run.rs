@@ -7,8 +7,8 @@
 use crate::output::{check_distinct, check_file, write_atomically, Csv};
 use crate::progress::RunProgress;
 use crate::saved::{self, SavedRun};
-use chan_core::threads::World;
 use chan_core::Context;
+use chan_threads::World;
 use clap::{Args, ValueEnum};
 use jacobi::{
     Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, Report, SizeSpec,

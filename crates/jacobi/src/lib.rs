@@ -18,7 +18,7 @@
 //! reports converged with the true residual above tolerance.
 //!
 //! ```
-//! use chan_core::threads::World;
+//! use chan_threads::World;
 //! use jacobi::{Config, Dims, SizeSpec, Variant};
 //!
 //! let cfg = Config {

@@ -2,7 +2,7 @@
 //! overlapped halo exchanges against the default one: the numerics must be second order and
 //! every way of running the same grid must give the same answer.
 
-use chan_core::threads::World;
+use chan_threads::World;
 use jacobi::{
     serial, solve_rank, Config, Decomp, Dims, Exchange, ExchangeStep, Problem, SizeSpec, Variant,
 };

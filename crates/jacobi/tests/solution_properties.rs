@@ -2,7 +2,7 @@
 //! bounds every run respects.
 
 mod common;
-use chan_core::threads::World;
+use chan_threads::World;
 use common::*;
 use jacobi::{Dims, Problem, ProcGrid, StopReason, Variant};
 

@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use chan_core::threads::World;
+use chan_threads::World;
 use jacobi::field::assemble;
 use jacobi::{Config, Dims, Plan, RankRecord, SizeSpec, StopCriterion, Variant};
 

@@ -1,13 +1,13 @@
 //! Channel ends of the threads backend: a mailbox end (two lock-free lanes, one per
 //! direction) and a racy end (the peer stores straight into our atomic receive buffer).
 
-use super::lane::{Lane, LaneReceiver, LaneSender};
-use super::world::Shared;
-use crate::atomic::{AtomicF64Buf, AtomicF64Slice};
-use crate::error::CommError;
-use crate::transport::{
-    Arrival, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport, Transport,
+use crate::lane::{Lane, LaneReceiver, LaneSender};
+use crate::world::Shared;
+use chan_core::backend::{
+    Arrival, AtomicF64Buf, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport,
+    Transport,
 };
+use chan_core::{AtomicF64Slice, CommError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -72,9 +72,6 @@ pub struct MailboxEnd {
     pair: Arc<MailboxPair>,
     world: Arc<Shared>,
     side: usize,
-    peer: usize,
-    len: usize,
-    r: usize,
     tx: LaneSender,
     rx: LaneReceiver,
     sent: u64,
@@ -82,21 +79,11 @@ pub struct MailboxEnd {
 }
 
 impl MailboxEnd {
-    pub(crate) fn new(
-        pair: Arc<MailboxPair>,
-        world: Arc<Shared>,
-        side: usize,
-        peer: usize,
-        len: usize,
-        r: usize,
-    ) -> Self {
+    pub(crate) fn new(pair: Arc<MailboxPair>, world: Arc<Shared>, side: usize, r: usize) -> Self {
         MailboxEnd {
             pair,
             world,
             side,
-            peer,
-            len,
-            r,
             tx: LaneSender::new(r),
             rx: LaneReceiver::new(),
             sent: 0,
@@ -109,15 +96,6 @@ impl MailboxEnd {
 }
 
 impl Transport for MailboxEnd {
-    fn peer(&self) -> usize {
-        self.peer
-    }
-    fn msg_len(&self) -> usize {
-        self.len
-    }
-    fn max_in_flight(&self) -> usize {
-        self.r
-    }
     fn in_flight(&mut self) -> Result<usize, CommError> {
         Ok(self.tx.refresh(&self.pair.lanes[self.side]))
     }
@@ -235,9 +213,6 @@ pub struct RacyEnd {
     pair: Arc<RacyPair>,
     world: Arc<Shared>,
     side: usize,
-    peer: usize,
-    len: usize,
-    r: usize,
     /// For `send_with`: the caller fills this, then it is stored into the peer's buffer.
     staging: Box<[f64]>,
     /// The staged message (`stage_with`); allocated at the first stage.
@@ -248,21 +223,12 @@ pub struct RacyEnd {
 }
 
 impl RacyEnd {
-    pub(crate) fn new(
-        pair: Arc<RacyPair>,
-        world: Arc<Shared>,
-        side: usize,
-        peer: usize,
-        len: usize,
-        r: usize,
-    ) -> Self {
+    pub(crate) fn new(pair: Arc<RacyPair>, world: Arc<Shared>, side: usize) -> Self {
+        let len = pair.lanes[0].buf.len();
         RacyEnd {
             pair,
             world,
             side,
-            peer,
-            len,
-            r,
             staging: vec![0.0; len].into_boxed_slice(),
             staged: Vec::new(),
             seen: 0,
@@ -281,15 +247,6 @@ impl RacyEnd {
 }
 
 impl Transport for RacyEnd {
-    fn peer(&self) -> usize {
-        self.peer
-    }
-    fn msg_len(&self) -> usize {
-        self.len
-    }
-    fn max_in_flight(&self) -> usize {
-        self.r
-    }
     fn in_flight(&mut self) -> Result<usize, CommError> {
         Ok(0)
     }
@@ -315,7 +272,7 @@ impl Transport for RacyEnd {
         Ok(())
     }
     fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
-        self.staged.resize(self.len, 0.0);
+        self.staged.resize(self.staging.len(), 0.0);
         fill(&mut self.staged);
         Ok(())
     }
@@ -367,12 +324,12 @@ impl Drop for RacyEnd {
 }
 
 /// Small enough for miri, whose data-race detector and aliasing checks then cover the lane's
-/// unsafe slot accesses and the racy view: `cargo +nightly miri test -p chan-core --lib`.
+/// unsafe slot accesses and the racy view: `cargo +nightly miri test -p chan-core -p chan-threads --lib`.
 #[cfg(test)]
 mod tests {
-    use crate::threads::World;
-    use crate::traits::*;
-    use crate::{close_all, Async, ChannelConfig, ChannelSpec, Racy, Sync};
+    use crate::World;
+    use chan_core::traits::*;
+    use chan_core::{close_all, Async, ChannelConfig, ChannelSpec, Racy, Sync};
 
     const MSGS: u64 = if cfg!(miri) { 12 } else { 2000 };
 

@@ -1,16 +1,15 @@
-//! The world of the threads backend: spawning ranks, the channel handshake registry, blocking
-//! collectives, and failure propagation (a rank that panics or returns early makes every
+//! The world of the threads backend: spawning ranks, blocking collectives, the registry that
+//! hands both ends of an agreed channel the same shared state, and failure propagation (a rank that panics or returns early makes every
 //! blocking call elsewhere fail instead of hang).
 
-use super::endpoint::{MailboxEnd, MailboxPair, RacyEnd, RacyPair};
-use super::Threads;
-use crate::config::{ChannelSpec, RESERVED_TAG_BIT};
-use crate::context::Context;
-use crate::error::{CommError, CreateError};
-use crate::mode::ModeKind;
-use crate::reduce::{ReduceOp, TreeReduction};
+use crate::endpoint::{MailboxEnd, MailboxPair, RacyEnd, RacyPair};
+use crate::Threads;
+use chan_core::backend::{
+    Agreed, ChannelHooks, Collective, Lists, Shared as SharedDelivery, Slots,
+};
+use chan_core::{CommError, CreateError, ReduceOp, TreeReduction, RESERVED_TAG_BIT};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -131,28 +130,14 @@ impl Drop for ExitGuard {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Params {
-    mode: ModeKind,
-    len: usize,
-    r: usize,
-}
-
 #[derive(Clone)]
 enum PairKind {
     Mailbox(Arc<MailboxPair>),
     Racy(Arc<RacyPair>),
 }
 
-/// (lower rank, higher rank, tag, epoch)
+/// (lower rank, higher rank, tag, wiring epoch)
 type Key = (usize, usize, u32, u64);
-
-struct Entry {
-    first: usize,
-    params: Params,
-    /// Set by the second end: the pair, or the error as the first end sees it.
-    outcome: Option<Result<PairKind, CreateError>>,
-}
 
 #[derive(Default)]
 struct Coll {
@@ -161,6 +146,10 @@ struct Coll {
     contrib: Vec<Vec<f64>>,
     result: Vec<f64>,
     mismatch: bool,
+    /// The word lists of an exchange round ([`Shared::exchange`]), and every rank's once all
+    /// arrived.
+    words: Vec<Vec<u64>>,
+    all_words: Arc<Vec<Vec<u64>>>,
 }
 
 /// State shared by all ranks of one `World::run`.
@@ -169,10 +158,8 @@ pub(crate) struct Shared {
     failed: AtomicBool,
     failure: Mutex<String>,
     exited: AtomicUsize,
-    registry: Mutex<HashMap<Key, Entry>>,
-    registry_cv: Condvar,
-    /// `open_done[r]`: the last open epoch whose handshakes rank r finished.
-    open_done: Vec<AtomicU64>,
+    /// Agreed channels whose first end was wired, waiting for the second.
+    registry: Mutex<HashMap<Key, PairKind>>,
     coll: Mutex<Coll>,
     coll_cv: Condvar,
 }
@@ -191,10 +178,9 @@ impl Shared {
             failure: Mutex::new(String::new()),
             exited: AtomicUsize::new(0),
             registry: Mutex::new(HashMap::new()),
-            registry_cv: Condvar::new(),
-            open_done: (0..size).map(|_| AtomicU64::new(0)).collect(),
             coll: Mutex::new(Coll {
                 contrib: vec![Vec::new(); size],
+                words: vec![Vec::new(); size],
                 ..Coll::default()
             }),
             coll_cv: Condvar::new(),
@@ -211,9 +197,7 @@ impl Shared {
     }
 
     fn wake_all(&self) {
-        // Take each lock so a waiter between its check and its wait cannot miss the wake-up.
-        drop(lock(&self.registry));
-        self.registry_cv.notify_all();
+        // Take the lock so a waiter between its check and its wait cannot miss the wake-up.
         drop(lock(&self.coll));
         self.coll_cv.notify_all();
     }
@@ -287,151 +271,51 @@ impl Shared {
         Ok(())
     }
 
-    /// Collective creation of one set of channel ends (see [`Context::open`]).
-    fn open_set(
-        self: &Arc<Self>,
-        rank: usize,
-        epoch: u64,
-        mode: ModeKind,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<PairKind>, CreateError> {
-        let (valid, mut local_err) = ChannelSpec::check_set(rank, self.size, specs);
-
-        // Post every valid end, completing those whose peer is already there.
-        let mut outcomes: Vec<Option<Result<PairKind, CreateError>>> = vec![None; specs.len()];
-        {
-            let mut reg = lock(&self.registry);
-            for (i, s) in specs.iter().enumerate().filter(|(i, _)| valid[*i]) {
-                let key = (rank.min(s.peer), rank.max(s.peer), s.tag, epoch);
-                let mine = Params {
-                    mode,
-                    len: s.config.len(),
-                    r: s.config.max_in_flight(),
-                };
-                match reg.get_mut(&key) {
-                    Some(e) if e.first != rank && e.outcome.is_none() => {
-                        let theirs = e.params;
-                        let check = |a: Params, b: Params, me: usize, other: usize| {
-                            CreateError::check_match(
-                                me,
-                                other,
-                                s.tag,
-                                (a.mode, a.len, a.r),
-                                (b.mode, b.len, b.r),
-                            )
-                        };
-                        match check(mine, theirs, rank, s.peer) {
-                            Ok(()) => {
-                                let pair = match mode {
-                                    ModeKind::Racy => {
-                                        PairKind::Racy(Arc::new(RacyPair::new(mine.len)))
-                                    }
-                                    _ => PairKind::Mailbox(Arc::new(MailboxPair::new(
-                                        mine.len, mine.r,
-                                    ))),
-                                };
-                                e.outcome = Some(Ok(pair.clone()));
-                                outcomes[i] = Some(Ok(pair));
-                            }
-                            Err(err) => {
-                                e.outcome = Some(Err(check(theirs, mine, s.peer, rank)
-                                    .expect_err("a mismatch is symmetric")));
-                                outcomes[i] = Some(Err(err));
-                            }
-                        }
-                    }
-                    _ => {
-                        reg.insert(
-                            key,
-                            Entry {
-                                first: rank,
-                                params: mine,
-                                outcome: None,
-                            },
-                        );
-                    }
+    /// Blocking exchange: every rank contributes a list of words and gets every rank's, in
+    /// rank order (the all-gather behind [`Collective::all_to_all_v`] and
+    /// [`Collective::gather_v`]).
+    fn exchange(&self, rank: usize, mine: Vec<u64>) -> Result<Arc<Vec<Vec<u64>>>, CommError> {
+        let mut c = lock(&self.coll);
+        let generation = c.generation;
+        c.words[rank] = mine;
+        c.arrived += 1;
+        if c.arrived == self.size {
+            let all: Vec<Vec<u64>> = c.words.iter_mut().map(std::mem::take).collect();
+            c.all_words = Arc::new(all);
+            c.arrived = 0;
+            c.generation += 1;
+            self.coll_cv.notify_all();
+        } else {
+            // The next round cannot complete before this rank joins it, so the result read
+            // below is this round's.
+            while c.generation == generation {
+                if let Err(e) = self.check_collective() {
+                    c.arrived -= 1;
+                    c.words[rank].clear();
+                    return Err(e);
                 }
-            }
-        }
-        self.registry_cv.notify_all();
-
-        // Wait for the ends this rank posted first.
-        {
-            let mut reg = lock(&self.registry);
-            loop {
-                let mut waiting = false;
-                for (i, s) in specs.iter().enumerate() {
-                    if !valid[i] || outcomes[i].is_some() {
-                        continue;
-                    }
-                    let key = (rank.min(s.peer), rank.max(s.peer), s.tag, epoch);
-                    let done = reg.get(&key).and_then(|e| e.outcome.clone());
-                    if let Some(o) = done {
-                        reg.remove(&key);
-                        outcomes[i] = Some(o);
-                    } else if self.open_done[s.peer].load(Ordering::SeqCst) >= epoch
-                        || self.exited.load(Ordering::SeqCst) > 0
-                            && self.failed.load(Ordering::SeqCst)
-                    {
-                        reg.remove(&key);
-                        outcomes[i] = Some(Err(CreateError::Unmatched {
-                            rank,
-                            peer: s.peer,
-                            tag: s.tag,
-                        }));
-                    } else {
-                        waiting = true;
-                    }
-                }
-                if !waiting {
-                    break;
-                }
-                if let Err(e) = self.check() {
-                    for (i, s) in specs.iter().enumerate() {
-                        if valid[i] && outcomes[i].is_none() {
-                            reg.remove(&(rank.min(s.peer), rank.max(s.peer), s.tag, epoch));
-                        }
-                    }
-                    return Err(e.into());
-                }
-                reg = self
-                    .registry_cv
-                    .wait_timeout(reg, RECHECK)
+                c = self
+                    .coll_cv
+                    .wait_timeout(c, RECHECK)
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
             }
-            // Under the registry lock, so a peer that checks `open_done` sees either our
-            // completion of its entry or this mark, never neither.
-            self.open_done[rank].store(epoch, Ordering::SeqCst);
         }
-        self.registry_cv.notify_all();
+        Ok(Arc::clone(&c.all_words))
+    }
 
-        let mut pairs = Vec::with_capacity(specs.len());
-        for o in outcomes.into_iter().flatten() {
-            match o {
-                Ok(p) => pairs.push(p),
-                Err(e) => {
-                    local_err.get_or_insert(e);
-                }
+    /// The shared state of an agreed channel: made by whichever end is wired first, taken
+    /// by the other.
+    fn pair(&self, key: Key, make: impl FnOnce() -> PairKind) -> PairKind {
+        let mut reg = lock(&self.registry);
+        match reg.remove(&key) {
+            Some(p) => p,
+            None => {
+                let p = make();
+                reg.insert(key, p.clone());
+                p
             }
         }
-
-        // Collective agreement: fail everywhere if it failed anywhere.
-        let mut vote = [if local_err.is_some() {
-            rank as f64
-        } else {
-            f64::INFINITY
-        }];
-        self.all_reduce(rank, &mut vote, ReduceOp::Min)?;
-        if let Some(e) = local_err {
-            return Err(e);
-        }
-        if vote[0].is_finite() {
-            return Err(CreateError::FailedElsewhere {
-                failed_rank: vote[0] as usize,
-            });
-        }
-        Ok(pairs)
     }
 }
 
@@ -452,21 +336,7 @@ impl std::fmt::Debug for ThreadCtx {
     }
 }
 
-impl ThreadCtx {
-    fn open_pairs(
-        &mut self,
-        mode: ModeKind,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<PairKind>, CreateError> {
-        self.epoch += 1;
-        self.shared.open_set(self.rank, self.epoch, mode, specs)
-    }
-}
-
-impl Context for ThreadCtx {
-    type Backend = Threads;
-    type Reduction = TreeReduction<Threads>;
-
+impl Collective for ThreadCtx {
     fn rank(&self) -> usize {
         self.rank
     }
@@ -475,49 +345,114 @@ impl Context for ThreadCtx {
         self.shared.size
     }
 
-    fn open_mailboxes(
+    fn barrier(&mut self) -> Result<(), CommError> {
+        self.shared.all_reduce(self.rank, &mut [], ReduceOp::Sum)
+    }
+
+    fn all_reduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<(), CommError> {
+        self.shared.all_reduce(self.rank, data, op)
+    }
+
+    fn all_to_all_v(&mut self, send: &Lists) -> Result<Lists, CommError> {
+        let size = self.shared.size;
+        if send.len() != size {
+            return Err(misuse(
+                "all_to_all_v",
+                format!("{} lists for {size} ranks", send.len()),
+            ));
+        }
+        // [count for each rank, then every list]
+        let mut mine: Vec<u64> = send.counts().map(|c| c as u64).collect();
+        mine.extend_from_slice(send.flat());
+        let all = self.shared.exchange(self.rank, mine)?;
+        let mut out = Lists::with_capacity(size, 0);
+        for theirs in all.iter() {
+            let (counts, words) = theirs.split_at(size);
+            let start: u64 = counts[..self.rank].iter().sum();
+            let n = counts[self.rank];
+            out.push(&words[start as usize..(start + n) as usize]);
+        }
+        Ok(out)
+    }
+
+    fn gather_v(&mut self, mine: &[u64], root: usize) -> Result<Option<Lists>, CommError> {
+        let all = self.shared.exchange(self.rank, mine.to_vec())?;
+        Ok((self.rank == root).then(|| {
+            let mut out = Lists::with_capacity(all.len(), 0);
+            all.iter().for_each(|l| out.push(l));
+            out
+        }))
+    }
+}
+
+impl ThreadCtx {
+    /// The shared state of each agreed end, in the agreement's order.
+    fn pairs<D: chan_core::backend::Delivery>(
         &mut self,
-        mode: ModeKind,
-        specs: &[ChannelSpec],
-    ) -> Result<Vec<MailboxEnd>, CreateError> {
-        let pairs = self.open_pairs(mode, specs)?;
+        agreed: &Agreed<D>,
+        make: impl Fn(usize, usize) -> PairKind,
+    ) -> Vec<PairKind> {
+        self.epoch += 1;
+        agreed
+            .ends()
+            .iter()
+            .map(|e| {
+                let (s, me) = (e.spec, self.rank);
+                let key = (me.min(s.peer), me.max(s.peer), s.tag, self.epoch);
+                self.shared
+                    .pair(key, || make(s.config.len(), s.config.max_in_flight()))
+            })
+            .collect()
+    }
+}
+
+impl ChannelHooks for ThreadCtx {
+    type Backend = Threads;
+    type Reduction = TreeReduction<Threads>;
+
+    fn wire_slots(&mut self, agreed: Agreed<Slots>) -> Result<Vec<MailboxEnd>, CreateError> {
+        let pairs = self.pairs(&agreed, |len, r| {
+            PairKind::Mailbox(Arc::new(MailboxPair::new(len, r)))
+        });
         Ok(pairs
             .into_iter()
-            .zip(specs)
-            .map(|(p, s)| match p {
-                PairKind::Mailbox(pair) => MailboxEnd::new(
+            .zip(agreed.ends())
+            .map(|(p, e)| {
+                let PairKind::Mailbox(pair) = p else {
+                    unreachable!("a key names one channel, wired with one delivery at both ends")
+                };
+                let s = e.spec;
+                MailboxEnd::new(
                     pair,
                     Arc::clone(&self.shared),
                     usize::from(self.rank > s.peer),
-                    s.peer,
-                    s.config.len(),
                     s.config.max_in_flight(),
-                ),
-                PairKind::Racy(_) => unreachable!("a mailbox handshake builds mailbox pairs"),
+                )
             })
             .collect())
     }
 
-    fn open_racy(&mut self, specs: &[ChannelSpec]) -> Result<Vec<RacyEnd>, CreateError> {
-        let pairs = self.open_pairs(ModeKind::Racy, specs)?;
+    fn wire_shared(&mut self, agreed: Agreed<SharedDelivery>) -> Result<Vec<RacyEnd>, CreateError> {
+        let pairs = self.pairs(&agreed, |len, _| {
+            PairKind::Racy(Arc::new(RacyPair::new(len)))
+        });
         Ok(pairs
             .into_iter()
-            .zip(specs)
-            .map(|(p, s)| match p {
-                PairKind::Racy(pair) => RacyEnd::new(
+            .zip(agreed.ends())
+            .map(|(p, e)| {
+                let PairKind::Racy(pair) = p else {
+                    unreachable!("a key names one channel, wired with one delivery at both ends")
+                };
+                RacyEnd::new(
                     pair,
                     Arc::clone(&self.shared),
-                    usize::from(self.rank > s.peer),
-                    s.peer,
-                    s.config.len(),
-                    s.config.max_in_flight(),
-                ),
-                PairKind::Mailbox(_) => unreachable!("a racy handshake builds racy pairs"),
+                    usize::from(self.rank > e.spec.peer),
+                )
             })
             .collect())
     }
 
-    fn reduction(
+    fn make_reduction(
         &mut self,
         len: usize,
         op: ReduceOp,
@@ -529,13 +464,13 @@ impl Context for ThreadCtx {
         self.reserved_tags += 1;
         self.reserved_tags | RESERVED_TAG_BIT
     }
+}
 
-    fn barrier(&mut self) -> Result<(), CommError> {
-        self.shared.all_reduce(self.rank, &mut [], ReduceOp::Sum)
-    }
-
-    fn all_reduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<(), CommError> {
-        self.shared.all_reduce(self.rank, data, op)
+fn misuse(call: &'static str, message: String) -> CommError {
+    CommError::Backend {
+        backend: "threads",
+        call,
+        message,
     }
 }
 

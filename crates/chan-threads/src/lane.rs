@@ -32,7 +32,7 @@
 
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::Cell;
-use crate::transport::{Arrival, Header};
+use chan_core::backend::{Arrival, Header};
 
 const FREE: u64 = 0;
 const READY: u64 = 1;
@@ -280,7 +280,7 @@ impl LaneReceiver {
 
 /// loom explores every interleaving (and every weak-memory outcome loom models) of one sender
 /// and one receiver on a lane. Run with
-/// `RUSTFLAGS="--cfg loom" cargo test -p chan-core --lib --release loom`.
+/// `RUSTFLAGS="--cfg loom" cargo test -p chan-threads --lib --release loom`.
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;

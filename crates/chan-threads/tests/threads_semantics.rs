@@ -1,18 +1,18 @@
-//! The backend-generic semantic checks of `chan_core::testkit`, on the threads backend, for
+//! The backend-generic semantic checks of `chan_testkit`, on the threads backend, for
 //! 2, 3 and 4 ranks (and the tree reduction for 1..=17). The same checks run under mpirun and
 //! oshrun in the other backends' tests.
 
-use chan_core::testkit;
-use chan_core::threads::World;
+use chan_testkit as testkit;
+use chan_threads::World;
 use std::time::{Duration, Instant};
 
 /// Run a check on every rank of a world of `n`; every rank must pass. A failing rank panics,
 /// so the others' blocking calls fail instead of waiting for it. The test fails with the lowest
 /// rank's panic, which may be a "another rank failed" that followed the first; every rank's
 /// message is on stderr, in the order they failed.
-fn on_world(n: usize, check: impl Fn(&mut chan_core::threads::ThreadCtx) -> testkit::Check + Sync) {
+fn on_world(n: usize, check: impl Fn(&mut chan_threads::ThreadCtx) -> testkit::Check + Sync) {
     World::new(n).unwrap().run(|ctx| {
-        let rank = chan_core::traits::Context::rank(ctx);
+        let rank = chan_core::traits::Collective::rank(ctx);
         if let Err(e) = check(ctx) {
             panic!("world of {n}, rank {rank}: {e}");
         }

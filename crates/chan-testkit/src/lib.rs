@@ -6,12 +6,11 @@
 
 pub mod jobs;
 
-use crate::config::{ChannelConfig, ChannelSpec};
-use crate::context::Context;
-use crate::error::{CreateError, Field, SendError, TrySendError};
-use crate::mode::{Async, Mode, Racy, Sync};
-use crate::reduce::{ReduceOp, Reduction};
-use crate::{close_all, Channel};
+use chan_core::traits::*;
+use chan_core::{
+    close_all, Async, Channel, ChannelConfig, ChannelSpec, CreateError, Field, Racy, ReduceOp,
+    SendError, Sync, TrySendError,
+};
 
 /// A failed property.
 pub type Check = Result<(), String>;
@@ -108,10 +107,10 @@ fn ring<C: Context, M: Mode>(
 
 /// Close both ring channels together (any order at any rank); check that every message the
 /// peer sent was received or drained.
-fn close_ring<B: crate::transport::Backend, M: Mode>(
+fn close_ring<B: chan_core::transport::Backend, M: Mode>(
     next: Channel<B, M>,
     prev: Channel<B, M>,
-) -> Result<Vec<crate::ChannelStats>, String> {
+) -> Result<Vec<chan_core::ChannelStats>, String> {
     let stats = close_all([next, prev]).map_err(|e| format!("close: {e}"))?;
     for s in &stats {
         ensure!(
@@ -264,10 +263,10 @@ fn exchange_counts<C: Context>(ctx: &mut C, mine: [u64; 2]) -> Result<[u64; 2], 
 }
 
 /// The next Sync message, which must carry sequence number `*expected`; advances it.
-fn recv_next<'a, B: crate::transport::Backend>(
+fn recv_next<'a, B: chan_core::transport::Backend>(
     ch: &'a mut Channel<B, Sync>,
     expected: &mut u64,
-) -> Result<crate::Message<'a>, String> {
+) -> Result<chan_core::Message<'a>, String> {
     let m = ch.recv().map_err(|e| format!("sync recv: {e}"))?;
     ensure!(
         m.seq() == *expected,
@@ -305,7 +304,7 @@ pub fn sync_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize, r: usize
         }
     }
     let sent_here = next.stats().sent + prev.stats().sent;
-    let [s1, s2]: [crate::ChannelStats; 2] = close_ring(next, prev)?
+    let [s1, s2]: [chan_core::ChannelStats; 2] = close_ring(next, prev)?
         .try_into()
         .map_err(|_| "two channels closed".to_string())?;
     ensure!(
@@ -389,7 +388,10 @@ const STAGED_STAMP: u64 = 1 << 40;
 
 /// Check `send_staged` with nothing staged, stage a bogus message, then restage it with what
 /// round `round` stages.
-fn stage_twice<B: crate::transport::Backend, M: Mode>(ch: &mut Channel<B, M>, round: u64) -> Check {
+fn stage_twice<B: chan_core::transport::Backend, M: Mode>(
+    ch: &mut Channel<B, M>,
+    round: u64,
+) -> Check {
     let e = ch.send_staged().err();
     ensure!(
         e == Some(SendError::NothingStaged),
@@ -406,7 +408,7 @@ fn stage_twice<B: crate::transport::Backend, M: Mode>(ch: &mut Channel<B, M>, ro
 
 /// Wait until `done`, relaxing between polls as the channel's transport does, failing when
 /// the world fails.
-fn spin_until<B: crate::transport::Backend, M: Mode>(
+fn spin_until<B: chan_core::transport::Backend, M: Mode>(
     ch: &mut Channel<B, M>,
     mut done: impl FnMut(&mut Channel<B, M>) -> Result<bool, String>,
 ) -> Check {

@@ -7,13 +7,13 @@
 //! that it saw at least everything published before it began: the "newest arrived" property
 //! is checked exactly, not just "some message".
 
-use chan_core::testkit::{decode, encode};
-use chan_core::threads::World;
 use chan_core::traits::*;
 use chan_core::{
     close_all, Async, AtomicF64, AtomicF64Slice, ChannelConfig, ChannelSpec, Racy, Sync,
     TrySendError,
 };
+use chan_testkit::{decode, encode};
+use chan_threads::World;
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
@@ -68,7 +68,7 @@ fn spec(peer: usize, len: usize, r: usize) -> ChannelSpec {
 /// Run `body` on both ranks; every rank's error becomes one test failure.
 fn both<F>(f: F) -> Result<(), TestCaseError>
 where
-    F: Fn(&mut chan_core::threads::ThreadCtx) -> Result<(), String> + std::marker::Sync,
+    F: Fn(&mut chan_threads::ThreadCtx) -> Result<(), String> + std::marker::Sync,
 {
     let errs: Vec<String> = World::new(2)
         .unwrap()

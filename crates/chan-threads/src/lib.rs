@@ -1,9 +1,11 @@
-//! The threads backend: a world of N threads, each a rank, with channels in all three modes
-//! and the tree reduction. No system library: the embedded default, the test bed of the
-//! channel model, and the hybrid story (threads inside a rank).
+//! # chan-threads: aiac's in-process backend
+//!
+//! A world of N threads, each a rank, with channels in all three modes and the tree
+//! reduction. No system library: the embedded default, the test bed of the channel model,
+//! and the hybrid story (threads inside a rank).
 //!
 //! ```
-//! use chan_core::threads::World;
+//! use chan_threads::World;
 //! use chan_core::{traits::*, Async, ChannelConfig, ChannelSpec};
 //!
 //! let sums = World::new(2).unwrap().run(|ctx| {
@@ -22,7 +24,10 @@
 //! assert_eq!(sums, vec![4.0, 0.0]);
 //! ```
 
-pub(crate) mod lane;
+#![warn(missing_docs)]
+
+mod lane;
+mod sync;
 
 #[cfg(not(loom))]
 mod endpoint;
@@ -39,7 +44,7 @@ pub use world::{ThreadCtx, World, WorldError};
 pub struct Threads;
 
 #[cfg(not(loom))]
-impl crate::transport::Backend for Threads {
+impl chan_core::transport::Backend for Threads {
     const NAME: &'static str = "threads";
     type Mailbox = MailboxEnd;
     type Racy = RacyEnd;

@@ -1,0 +1,170 @@
+//! What a backend implements: everything here is for backend authors, nothing for users of
+//! channels (they see [`crate::Context`], [`crate::Channel`] and [`crate::Reduction`]).
+//!
+//! A backend provides, on one world type (one rank's handle on its world):
+//! 1. [`Collective`]: rank, size, barrier, all-reduce, an all-to-all and a gather of `u64`
+//!    lists. chan-core builds the channel handshake ([`crate::handshake`]) and record
+//!    gathering ([`crate::Context::gather_bytes`]) on these, once for every backend.
+//! 2. [`ChannelHooks`]: the transports of its channels ([`Backend`]: a mailbox for Sync and
+//!    Async, a racy transport for Racy; see [`crate::transport`]), and how to wire the ends
+//!    the handshake agreed on. It never checks specs or talks to peers about them: the
+//!    handshake did.
+//!
+//! Every type implementing [`ChannelHooks`] is a [`crate::Context`] (a blanket impl), which
+//! is all a solver needs. Other kinds of communication (one-sided windows) are further hook
+//! traits on the same world type, beside these: one world serves channels, reductions and
+//! windows alike.
+
+pub use crate::atomic::AtomicF64Buf;
+pub use crate::handshake::{Agreed, AgreedEnd};
+pub use crate::mode::{Delivery, Shared, Slots};
+pub use crate::transport::{
+    Arrival, Backend, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport, Transport,
+};
+
+use crate::config::ChannelSpec;
+use crate::error::{CommError, CreateError};
+use crate::reduce::{ReduceOp, Reduction};
+
+/// Variable-length lists of `u64`, one per rank, stored flat: what [`Collective::all_to_all_v`]
+/// and [`Collective::gather_v`] move.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lists {
+    words: Vec<u64>,
+    /// `ends[i]`: one past the last word of list i.
+    ends: Vec<usize>,
+}
+
+impl Lists {
+    /// Empty, with room for `lists` lists and `words` words.
+    pub fn with_capacity(lists: usize, words: usize) -> Self {
+        Lists {
+            words: Vec::with_capacity(words),
+            ends: Vec::with_capacity(lists),
+        }
+    }
+
+    /// Lists from their concatenation and each one's length.
+    pub fn from_flat(words: Vec<u64>, counts: impl IntoIterator<Item = usize>) -> Self {
+        let ends: Vec<usize> = counts
+            .into_iter()
+            .scan(0, |acc, c| {
+                *acc += c;
+                Some(*acc)
+            })
+            .collect();
+        assert_eq!(
+            ends.last().copied().unwrap_or(0),
+            words.len(),
+            "the counts add up to the words"
+        );
+        Lists { words, ends }
+    }
+
+    /// Append words to the list being built.
+    pub fn extend(&mut self, words: impl IntoIterator<Item = u64>) {
+        self.words.extend(words);
+    }
+
+    /// Close the list being built (it may be empty); the next words start the next list.
+    pub fn end_list(&mut self) {
+        self.ends.push(self.words.len());
+    }
+
+    /// Append a whole list.
+    pub fn push(&mut self, list: &[u64]) {
+        self.extend(list.iter().copied());
+        self.end_list();
+    }
+
+    /// Number of lists.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// True when there is no list.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// List `i`.
+    pub fn list(&self, i: usize) -> &[u64] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.words[start..self.ends[i]]
+    }
+
+    /// Each list's length.
+    pub fn counts(&self) -> impl ExactSizeIterator<Item = usize> + '_ {
+        let mut prev = 0;
+        self.ends.iter().map(move |&e| {
+            let c = e - prev;
+            prev = e;
+            c
+        })
+    }
+
+    /// Every list, concatenated.
+    pub fn flat(&self) -> &[u64] {
+        &self.words
+    }
+}
+
+/// The blocking collectives of a world. Every rank calls each of them, in the same order.
+pub trait Collective {
+    /// This rank, `0..size()`.
+    fn rank(&self) -> usize;
+    /// Number of ranks.
+    fn size(&self) -> usize;
+    /// Blocking barrier.
+    fn barrier(&mut self) -> Result<(), CommError>;
+    /// Blocking all-reduce in place: every rank gets the same result.
+    fn all_reduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<(), CommError>;
+    /// All-to-all of variable-length lists: `send` holds `size()` lists, list p for rank p;
+    /// the result holds `size()` lists, list p from rank p (`MPI_Alltoallv`).
+    fn all_to_all_v(&mut self, send: &Lists) -> Result<Lists, CommError>;
+    /// Gather every rank's list at `root`: `Some(lists in rank order)` there, `None`
+    /// elsewhere (`MPI_Gatherv`).
+    fn gather_v(&mut self, mine: &[u64], root: usize) -> Result<Option<Lists>, CommError>;
+}
+
+/// A backend's channels: what chan-core's [`crate::Context::open`] and reductions need from
+/// it. Implemented once per backend on its world type.
+pub trait ChannelHooks: Collective {
+    /// The channel transports.
+    type Backend: Backend;
+    /// The non-blocking reduction the backend provides.
+    type Reduction: Reduction;
+
+    /// One word per spec for the handshake to carry to the peer (an offset into this rank's
+    /// memory, say); it comes back as [`AgreedEnd::word`] and, at the peer,
+    /// [`AgreedEnd::peer_word`]. Collective: every rank calls it once per creation, before
+    /// anything else of it. An error here fails the creation on every rank.
+    fn declare<D: Delivery>(&mut self, specs: &[ChannelSpec]) -> Result<Vec<u64>, CreateError> {
+        Ok(vec![0; specs.len()])
+    }
+
+    /// The most channels two ranks may share in one set (MPI: what its tag space holds).
+    fn max_channels_per_pair(&self) -> usize {
+        usize::MAX
+    }
+
+    /// Allocate and connect the mailbox ends of an agreed set, in its order. Collective.
+    fn wire_slots(
+        &mut self,
+        agreed: Agreed<Slots>,
+    ) -> Result<Vec<<Self::Backend as Backend>::Mailbox>, CreateError>;
+
+    /// Allocate and connect the racy ends of an agreed set, in its order. Collective.
+    fn wire_shared(
+        &mut self,
+        agreed: Agreed<Shared>,
+    ) -> Result<Vec<<Self::Backend as Backend>::Racy>, CreateError>;
+
+    /// Collectively create a non-blocking reduction of `len` values with `op` (behind
+    /// [`crate::Context::reduction`]).
+    fn make_reduction(&mut self, len: usize, op: ReduceOp) -> Result<Self::Reduction, CreateError>;
+
+    /// A fresh tag for aiac's own channels; every rank gets the same sequence of tags from
+    /// the same sequence of collective calls.
+    fn next_reserved_tag(&mut self) -> u32;
+}
