@@ -28,6 +28,9 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("reductions_tree", &[1, 2, 3, 4], 60),
     ("close_with_traffic", &[2, 3, 4], 120),
     ("drop_without_close", &[2, 3, 4], 60),
+    ("collectives_match", &[1, 2, 3, 4], 60),
+    // 128 rings of 4 ranks, 64 KB racy messages written by MPI into one buffer per end.
+    ("racy_whole_words", &[4], 240),
 ];
 
 /// `close()` with messages in flight both ways, then `MPI_Finalize`: this many separate jobs.
@@ -51,6 +54,8 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
         "close_with_traffic" => testkit::close_with_traffic(ctx, 50, 16),
         "close_then_finalize" => testkit::close_unread(ctx),
         "drop_without_close" => testkit::drop_without_close(ctx),
+        "collectives_match" => testkit::collectives_match(ctx),
+        "racy_whole_words" => testkit::racy_whole_words(ctx, 128, 40, 8192),
         other => Err(format!("unknown case {other}")),
     }
 }

@@ -34,6 +34,7 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("reclaim_after_close", &[2, 3], 30),
     ("drop_without_close", &[2, 3, 4], 30),
     ("jacobi_sync_matches_serial", &[2, 4], 60),
+    ("collectives_match", &[1, 2, 3, 4], 30),
 ];
 
 /// Messages in flight both ways, `close`, then `shmem_finalize`: this many separate jobs.
@@ -52,6 +53,7 @@ fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
             testkit::reductions_match_serial(ctx, 3, 1500)
         }
         "close_with_traffic" => testkit::close_with_traffic(ctx, 40, 16),
+        "collectives_match" => testkit::collectives_match(ctx),
         "racy_stress" => racy_stress(ctx),
         "async_held_message_intact" => async_held_message_intact(ctx),
         "creation_errors" => creation_errors(ctx),

@@ -949,3 +949,88 @@ pub fn send_before_recv<C: Context>(ctx: &mut C, lens: &[usize]) -> Check {
     }
     Ok(())
 }
+
+/// The word rank `from` sends rank `to` at position `i` of an all-to-all or gather check.
+fn word(from: usize, to: usize, i: usize) -> u64 {
+    ((from as u64) << 40) | ((to as u64) << 20) | i as u64
+}
+
+/// The collectives chan-core builds on: `all_to_all_v` delivers list p of every rank to rank p
+/// whole and in rank order (lists of different lengths, some empty); `gather_v` and
+/// `gather_bytes` bring every rank's list (or bytes, a length that is no multiple of 8, one
+/// rank with none) to the root only, in rank order. Any number of ranks.
+pub fn collectives_match<C: Context>(ctx: &mut C) -> Check {
+    use chan_core::backend::Lists;
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let len = |from: usize, to: usize| (from + 2 * to) % 4;
+    let mut send = Lists::with_capacity(size, 0);
+    for to in 0..size {
+        send.extend((0..len(rank, to)).map(|i| word(rank, to, i)));
+        send.end_list();
+    }
+    let got = ctx.all_to_all_v(&send).map_err(|e| e.to_string())?;
+    ensure!(
+        got.len() == size,
+        "all_to_all_v: {} lists for {size} ranks",
+        got.len()
+    );
+    for from in 0..size {
+        let want: Vec<u64> = (0..len(from, rank)).map(|i| word(from, rank, i)).collect();
+        ensure!(
+            got.list(from) == want,
+            "all_to_all_v: from rank {from} got {:?}, sent {want:?}",
+            got.list(from)
+        );
+    }
+    for root in [0, size - 1] {
+        let mine: Vec<u64> = (0..rank % 3).map(|i| word(rank, root, i)).collect();
+        let got = ctx.gather_v(&mine, root).map_err(|e| e.to_string())?;
+        match got {
+            None => {
+                ensure!(rank != root, "gather_v: the root {root} got nothing");
+            }
+            Some(lists) => {
+                ensure!(
+                    rank == root,
+                    "gather_v: rank {rank} is not the root {root} but got lists"
+                );
+                ensure!(lists.len() == size, "gather_v: {} lists", lists.len());
+                for from in 0..size {
+                    let want: Vec<u64> = (0..from % 3).map(|i| word(from, root, i)).collect();
+                    ensure!(
+                        lists.list(from) == want,
+                        "gather_v: rank {from}'s list differs"
+                    );
+                }
+            }
+        }
+    }
+    let bytes = |r: usize| -> Vec<u8> { (0..(r * 13) % 29).map(|i| (r * 31 + i) as u8).collect() };
+    let got = ctx.gather_bytes(&bytes(rank)).map_err(|e| e.to_string())?;
+    match got {
+        None => {
+            ensure!(rank != 0, "gather_bytes: rank 0 got nothing");
+        }
+        Some(all) => {
+            ensure!(rank == 0, "gather_bytes: rank {rank} got the root's result");
+            ensure!(all.len() == size, "gather_bytes: {} entries", all.len());
+            for (r, b) in all.iter().enumerate() {
+                ensure!(
+                    *b == bytes(r),
+                    "gather_bytes: rank {r}'s bytes differ: {b:?}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The racy ring of [`racy_semantics`] `repeats` times over, with messages of `len` (past the
+/// eager limit, so the library's single-copy path writes the view): no element ever read is
+/// torn (a mix of two sends' bytes decodes to no value any send wrote).
+pub fn racy_whole_words<C: Context>(ctx: &mut C, repeats: usize, rounds: u64, len: usize) -> Check {
+    for k in 0..repeats {
+        racy_semantics(ctx, rounds, len).map_err(|e| format!("repeat {k}: {e}"))?;
+    }
+    Ok(())
+}

@@ -20,6 +20,13 @@ fn on_world(n: usize, check: impl Fn(&mut chan_threads::ThreadCtx) -> testkit::C
 }
 
 #[test]
+fn collectives_deliver_every_list_whole_in_rank_order() {
+    for n in 1..=5 {
+        on_world(n, testkit::collectives_match);
+    }
+}
+
+#[test]
 fn async_never_torn_newest_bounded() {
     for n in 2..=4 {
         for (len, r) in [(1, 1), (7, 2), (2500, 3), (64, 8)] {
