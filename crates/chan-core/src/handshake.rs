@@ -1,6 +1,6 @@
-//! The one creation handshake of every backend (DESIGN §2): the ranks of a collective
-//! [`crate::Context::open`] agree on which channel ends exist, and on their parameters, before
-//! any backend allocates or wires anything.
+//! The one creation handshake of every backend (docs/architecture.md, "The handshake"): the
+//! ranks of a collective [`crate::Context::open`] agree on which channel ends exist, and on
+//! their parameters, before any backend allocates or wires anything.
 //!
 //! ## Protocol
 //! 1. Each rank checks its own specs ([`ChannelSpec::check_set`]: every peer in the world and
