@@ -222,34 +222,30 @@ impl Shared {
         Ok(())
     }
 
-    /// Blocking all-reduce; contributions are combined in rank order.
-    fn all_reduce(&self, rank: usize, data: &mut [f64], op: ReduceOp) -> Result<(), CommError> {
+    /// One blocking collective round: `deposit` this rank's contribution; the last rank to
+    /// arrive runs `complete` on every contribution and opens the next round; every rank then
+    /// `read`s the result. The next round cannot complete before this rank joins it, so what
+    /// `read` sees is this round's.
+    fn round<A: ?Sized, T>(
+        &self,
+        arg: &mut A,
+        deposit: impl FnOnce(&mut Coll, &mut A),
+        complete: impl FnOnce(&mut Coll),
+        read: impl FnOnce(&Coll, &mut A) -> T,
+    ) -> Result<T, CommError> {
         let mut c = lock(&self.coll);
         let generation = c.generation;
-        c.contrib[rank].clear();
-        c.contrib[rank].extend_from_slice(data);
+        deposit(&mut c, arg);
         c.arrived += 1;
         if c.arrived == self.size {
-            let Coll {
-                contrib,
-                result,
-                mismatch,
-                ..
-            } = &mut *c;
-            *mismatch = contrib.iter().any(|v| v.len() != contrib[0].len());
-            result.clear();
-            result.extend_from_slice(&contrib[0]);
-            if !*mismatch {
-                for v in &contrib[1..] {
-                    op.combine(result, v);
-                }
-            }
+            complete(&mut c);
             c.arrived = 0;
             c.generation += 1;
             self.coll_cv.notify_all();
         } else {
             while c.generation == generation {
                 if let Err(e) = self.check_collective() {
+                    // A contribution left behind is overwritten by the next deposit.
                     c.arrived -= 1;
                     return Err(e);
                 }
@@ -260,14 +256,46 @@ impl Shared {
                     .0;
             }
         }
-        if c.mismatch {
-            return Err(CommError::Backend {
-                backend: "threads",
-                call: "all_reduce",
-                message: "ranks passed different lengths".into(),
-            });
+        Ok(read(&c, arg))
+    }
+
+    /// Blocking all-reduce; contributions are combined in rank order.
+    fn all_reduce(&self, rank: usize, data: &mut [f64], op: ReduceOp) -> Result<(), CommError> {
+        let mismatch = self.round(
+            data,
+            |c, data| {
+                c.contrib[rank].clear();
+                c.contrib[rank].extend_from_slice(data);
+            },
+            |c| {
+                let Coll {
+                    contrib,
+                    result,
+                    mismatch,
+                    ..
+                } = c;
+                *mismatch = contrib.iter().any(|v| v.len() != contrib[0].len());
+                result.clear();
+                result.extend_from_slice(&contrib[0]);
+                if !*mismatch {
+                    for v in &contrib[1..] {
+                        op.combine(result, v);
+                    }
+                }
+            },
+            |c, data| {
+                if !c.mismatch {
+                    data.copy_from_slice(&c.result);
+                }
+                c.mismatch
+            },
+        )?;
+        if mismatch {
+            return Err(misuse(
+                "all_reduce",
+                "ranks passed different lengths".into(),
+            ));
         }
-        data.copy_from_slice(&c.result);
         Ok(())
     }
 
@@ -275,33 +303,12 @@ impl Shared {
     /// rank order (the all-gather behind [`Collective::all_to_all_v`] and
     /// [`Collective::gather_v`]).
     fn exchange(&self, rank: usize, mine: Vec<u64>) -> Result<Arc<Vec<Vec<u64>>>, CommError> {
-        let mut c = lock(&self.coll);
-        let generation = c.generation;
-        c.words[rank] = mine;
-        c.arrived += 1;
-        if c.arrived == self.size {
-            let all: Vec<Vec<u64>> = c.words.iter_mut().map(std::mem::take).collect();
-            c.all_words = Arc::new(all);
-            c.arrived = 0;
-            c.generation += 1;
-            self.coll_cv.notify_all();
-        } else {
-            // The next round cannot complete before this rank joins it, so the result read
-            // below is this round's.
-            while c.generation == generation {
-                if let Err(e) = self.check_collective() {
-                    c.arrived -= 1;
-                    c.words[rank].clear();
-                    return Err(e);
-                }
-                c = self
-                    .coll_cv
-                    .wait_timeout(c, RECHECK)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
-        }
-        Ok(Arc::clone(&c.all_words))
+        self.round(
+            &mut Some(mine),
+            |c, mine| c.words[rank] = mine.take().unwrap_or_default(),
+            |c| c.all_words = Arc::new(c.words.iter_mut().map(std::mem::take).collect()),
+            |c, _| Arc::clone(&c.all_words),
+        )
     }
 
     /// The shared state of an agreed channel: made by whichever end is wired first, taken
