@@ -305,7 +305,7 @@ impl Drop for Shared {
     }
 }
 
-/// One processing element: chan-core's [`Context`] over OpenSHMEM. Created once per process
+/// One processing element: chan-core's [`Context`](chan_core::Context) over OpenSHMEM. Created once per process
 /// with [`ShmemCtx::init`]; SHMEM is finalized by [`ShmemCtx::finalize`] (collective), or when
 /// the context and every channel and reduction created from it have been dropped.
 ///

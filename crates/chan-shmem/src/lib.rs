@@ -37,7 +37,7 @@
 //! | reduction | chan-core's [`TreeReduction`](chan_core::TreeReduction) over Sync channels (OpenSHMEM 1.4 has no non-blocking reduction) |
 //! | all_reduce / barrier | `shmem_double_{sum,max,min}_to_all` / `shmem_barrier_all` |
 //!
-//! The protocol and its memory ordering are in [`ShmemMailbox`]'s module docs
+//! The protocol and its memory ordering are in [`ShmemEnd`]'s module docs
 //! (`src/transport.rs`).
 //!
 //! ## When memory is freed
