@@ -164,7 +164,49 @@ pub trait ChannelHooks: Collective {
     /// [`crate::Context::reduction`]).
     fn make_reduction(&mut self, len: usize, op: ReduceOp) -> Result<Self::Reduction, CreateError>;
 
-    /// A fresh tag for aiac's own channels; every rank gets the same sequence of tags from
-    /// the same sequence of collective calls.
-    fn next_reserved_tag(&mut self) -> u32;
+    /// The tags of aiac's own channels (the tree reduction's) on this rank: the backend keeps
+    /// one [`ReservedTags`] per world; only chan-core draws from it, so every rank gets the same
+    /// sequence of tags from the same sequence of collective calls.
+    fn reserved_tags(&mut self) -> &mut ReservedTags;
+}
+
+/// The sequence of tags of aiac's own channels on one rank. Only chan-core draws from it.
+#[derive(Debug, Default)]
+pub struct ReservedTags(u32);
+
+impl ReservedTags {
+    /// A sequence that has handed out no tag yet.
+    pub fn new() -> Self {
+        ReservedTags(0)
+    }
+
+    /// The next tag, with [`crate::RESERVED_TAG_BIT`] set.
+    pub(crate) fn next(&mut self) -> u32 {
+        self.0 += 1;
+        self.0 | crate::RESERVED_TAG_BIT
+    }
+}
+
+/// Collective: agree on the outcome of a step that may fail on some ranks only (allocating a
+/// set's memory, posting its receives). `Ok` on every rank when `local` is `Ok` on every rank;
+/// otherwise this rank's own error where it failed and [`CreateError::FailedElsewhere`] naming
+/// the lowest failing rank elsewhere, so no rank goes on to wait for a peer that gave up.
+pub fn vote<W: Collective + ?Sized, T>(
+    w: &mut W,
+    local: Result<T, CreateError>,
+) -> Result<T, CreateError> {
+    let (rank, size) = (w.rank(), w.size());
+    // The lowest failing rank, or `size` when none failed (exact in f64).
+    let mut lowest = [match local {
+        Ok(_) => size as f64,
+        Err(_) => rank as f64,
+    }];
+    w.all_reduce(&mut lowest, ReduceOp::Min)?;
+    let value = local?;
+    if (lowest[0] as usize) < size {
+        return Err(CreateError::FailedElsewhere {
+            failed_rank: lowest[0] as usize,
+        });
+    }
+    Ok(value)
 }

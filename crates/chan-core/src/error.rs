@@ -171,7 +171,6 @@ impl CreateError {
     }
 
     /// Compare this end's parameters with the peer's; the first difference is the error.
-    #[allow(clippy::too_many_arguments)]
     pub fn check_match(
         rank: usize,
         peer: usize,

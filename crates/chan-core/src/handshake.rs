@@ -23,11 +23,10 @@
 //! backend wires exactly the ends both sides agreed on, and a mailbox cannot be wired from a
 //! racy agreement.
 
-use crate::backend::{ChannelHooks, Lists};
+use crate::backend::{vote, ChannelHooks, Lists};
 use crate::config::ChannelSpec;
 use crate::error::{CommError, CreateError};
 use crate::mode::{Delivery, ModeKind};
-use crate::reduce::ReduceOp;
 use crate::transport::Backend;
 use std::marker::PhantomData;
 
@@ -163,20 +162,7 @@ pub(crate) fn agree<W: ChannelHooks + ?Sized, D: Delivery>(
         }
     }
 
-    // The vote: the lowest failing rank, or `size` when none failed (exact in f64).
-    let mut vote = [match local_err {
-        Some(_) => rank as f64,
-        None => size as f64,
-    }];
-    w.all_reduce(&mut vote, ReduceOp::Min)?;
-    if let Some(e) = local_err {
-        return Err(e);
-    }
-    if (vote[0] as usize) < size {
-        return Err(CreateError::FailedElsewhere {
-            failed_rank: vote[0] as usize,
-        });
-    }
+    vote(w, local_err.map_or(Ok(()), Err))?;
     Ok(Agreed {
         mode,
         ends: ends

@@ -5,7 +5,7 @@
 //!
 //! | mode | what a receive gives | flow control |
 //! |---|---|---|
-//! | [`Sync`] | every message once, in order ([`Channel::recv`] blocks) | at most R unreceived; [`Channel::send`] blocks |
+//! | [`Sync`] | every message once, in order ([`Channel::recv`] blocks) | at most R in flight, and as many unreceived as the receiver has slots (R + 1); [`Channel::send`] blocks |
 //! | [`Async`] | the **newest whole message** that arrived, with its sender's stamp; older ones are discarded | at most R in flight; [`Channel::try_send`] says when all R are busy |
 //! | [`Racy`] | an [`AtomicF64Slice`] the transport may write while it is read | at most R sends in flight; it binds only where a send is still in flight when it returns (MPI) |
 //!

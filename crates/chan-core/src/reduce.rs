@@ -140,7 +140,7 @@ impl<B: Backend> TreeReduction<B> {
         len: usize,
         op: ReduceOp,
     ) -> Result<Self, CreateError> {
-        let tag = ctx.next_reserved_tag();
+        let tag = ctx.reserved_tags().next();
         let (rank, size) = (ctx.rank(), ctx.size());
         // A reduction of zero values still synchronises; its messages carry one dummy value.
         let cfg = ChannelConfig::new(len.max(1), 1)?;

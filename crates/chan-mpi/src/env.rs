@@ -1,12 +1,12 @@
-//! The MPI environment: initialisation, the rank's [`MpiCtx`] (chan-core's collectives and channel hooks), the
-//! collective creation handshake, and a finalize that leaves no request behind.
+//! The MPI environment: initialisation, the rank's [`MpiCtx`] (chan-core's collectives and
+//! channel hooks: wiring an agreed set), and a finalize that leaves no request behind.
 
 use crate::raw::{self, check, Requests};
 use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
 use crate::transport::{Core, MpiDelivery, MpiEnd, Wire, HDR};
 use crate::Mpi;
 use chan_core::backend::{
-    Agreed, ChannelHooks, Collective, Lists, Shared as SharedDelivery, Slots,
+    vote, Agreed, ChannelHooks, Collective, Lists, ReservedTags, Shared as SharedDelivery, Slots,
 };
 use chan_core::transport::CloseReport;
 use chan_core::{CommError, CreateError, ReduceOp, TreeReduction};
@@ -214,7 +214,7 @@ impl Drop for SetComm {
 /// channel end is bound to the thread that created it.
 pub struct MpiCtx {
     sh: Rc<Shared>,
-    reserved_tags: u32,
+    reserved_tags: ReservedTags,
     reduction_kind: ReductionKind,
     scratch: Vec<f64>,
 }
@@ -281,7 +281,7 @@ impl MpiCtx {
                 universe: RefCell::new(Some(universe)),
                 shut: Cell::new(false),
             }),
-            reserved_tags: 0,
+            reserved_tags: ReservedTags::new(),
             reduction_kind: ReductionKind::default(),
             scratch: Vec::new(),
         })
@@ -340,7 +340,7 @@ impl MpiCtx {
         // SAFETY: a valid communicator just made; the constant is an immutable handle.
         let rc = unsafe { ffi::MPI_Comm_set_errhandler(set.raw(), ffi::RSMPI_ERRORS_RETURN) };
         check(rc, "MPI_Comm_set_errhandler")?;
-        agreed
+        let ends = agreed
             .ends()
             .iter()
             .map(|e| {
@@ -356,7 +356,9 @@ impl MpiCtx {
                 let core = Core::new(wire, Rc::clone(&set), len, r, recv, &self.sh.requests)?;
                 Ok(MpiEnd::new(Rc::clone(&self.sh), core))
             })
-            .collect()
+            .collect();
+        // Posting a receive can fail on one rank only: every rank learns of it.
+        vote(self, ends)
     }
 
     /// The counts of `lists` as MPI ints, and their displacements.
@@ -546,8 +548,7 @@ impl ChannelHooks for MpiCtx {
         })
     }
 
-    fn next_reserved_tag(&mut self) -> u32 {
-        self.reserved_tags += 1;
-        self.reserved_tags | chan_core::RESERVED_TAG_BIT
+    fn reserved_tags(&mut self) -> &mut ReservedTags {
+        &mut self.reserved_tags
     }
 }

@@ -22,8 +22,8 @@
 //! ctx.finalize().expect("nothing left outstanding");
 //! ```
 //!
-//! How each mode maps onto MPI is in [`MpiEnd`]'s module docs: Issend
-//! from R owned send slots, R (+1) pre-posted receives, newest-wins on receive; racy posts its
+//! How each mode maps onto MPI (the protocol is in `src/transport.rs` and
+//! docs/architecture.md): Issend from R owned send slots, R (+1) pre-posted receives, newest-wins on receive; racy posts its
 //! receives into one buffer read through atomics; `close` exchanges send counts, drains and
 //! cancels, and [`MpiCtx::finalize`] checks that no request is left.
 

@@ -6,8 +6,9 @@
 //! * **Data.** A message is `[seq, stamp, payload…]` (the header as u64 bit patterns), sent as
 //!   bytes with `MPI_Issend` from one of R send slots the channel owns. A synchronous-mode send
 //!   completes once it matched a receive the peer's channel posted, so a completed send *is*
-//!   the end-to-end acknowledgement of the channel model (docs/architecture.md): at most R messages are in flight, and a slow
-//!   receiver makes `try_send` report `Full` instead of piling up unexpected messages.
+//!   the end-to-end acknowledgement of the channel model (docs/architecture.md): at most R
+//!   messages are in flight, and a slow receiver makes `try_send` report `Full` instead of
+//!   piling up unexpected messages.
 //! * **Staged sends.** `stage_with` takes a free send slot and fills it; `start_staged` sends
 //!   it later. Meanwhile the slot is neither free nor in flight.
 //! * **Receives.** Mailbox: R + 1 slots, each with its own buffer, pre-posted; a completed

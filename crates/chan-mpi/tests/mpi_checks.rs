@@ -1,4 +1,4 @@
-//! chan-core's backend-generic semantic checks, and the MPI backend's own, under real
+//! chan-testkit's backend-generic semantic checks, and the MPI backend's own, under real
 //! `mpirun` with 1 to 4 ranks.
 //!
 //! `cargo test` runs this binary without a launcher; it then starts itself again under

@@ -5,7 +5,8 @@ use crate::sym::{barrier_all, quiet, shmem_err, Sym};
 use crate::transport::{Core, ShmemEnd};
 use crate::Shmem;
 use chan_core::backend::{
-    Agreed, AgreedEnd, ChannelHooks, Collective, Delivery, Lists, Shared as SharedBuf, Slots,
+    vote, Agreed, AgreedEnd, ChannelHooks, Collective, Delivery, Lists, ReservedTags,
+    Shared as SharedBuf, Slots,
 };
 use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
 use openshmem_sys as ffi;
@@ -313,7 +314,7 @@ impl Drop for Shared {
 /// bound to the thread that created it.
 pub struct ShmemCtx {
     sh: Rc<Shared>,
-    reserved_tags: u32,
+    reserved_tags: ReservedTags,
 }
 
 impl std::fmt::Debug for ShmemCtx {
@@ -368,7 +369,7 @@ impl ShmemCtx {
                 sets: RefCell::new(Vec::new()),
                 shut: Cell::new(false),
             }),
-            reserved_tags: 0,
+            reserved_tags: ReservedTags::new(),
         })
     }
 
@@ -484,10 +485,12 @@ impl ShmemCtx {
         self.all_reduce(&mut words, ReduceOp::Max)?;
         let words = words[0] as usize;
         let mem = if words > 0 {
-            Some(Sym::<u64>::alloc_zeroed(words)?)
+            Sym::<u64>::alloc_zeroed(words).map(Some)
         } else {
-            None
+            Ok(None)
         };
+        // An allocation can fail on one PE only: every PE learns of it before the barrier.
+        let mem = vote(self, mem.map_err(CreateError::from))?;
         // Every PE zeroed its copy before any PE puts into it.
         barrier_all();
         let base = mem.as_ref().map_or(std::ptr::null_mut(), Sym::ptr);
@@ -615,8 +618,7 @@ impl ChannelHooks for ShmemCtx {
         TreeReduction::new(self, len, op)
     }
 
-    fn next_reserved_tag(&mut self) -> u32 {
-        self.reserved_tags += 1;
-        self.reserved_tags | chan_core::RESERVED_TAG_BIT
+    fn reserved_tags(&mut self) -> &mut ReservedTags {
+        &mut self.reserved_tags
     }
 }

@@ -26,8 +26,9 @@
 //! Everything remote lives on the **symmetric heap** (puts into static variables were seen
 //! not to arrive until the target called SHMEM; heap puts arrive at once). Symmetric
 //! allocation is collective, so channels are created **as a set**:
-//! [`Context::open`](chan_core::Context::open) exchanges every PE's declarations (`shmem_collect64`), checks
-//! both ends of every channel on every PE, and allocates one region for the set.
+//! [`Context::open`](chan_core::Context::open) runs chan-core's handshake (each PE's region
+//! offsets travel with it), then allocates one region for the set, of the largest size any PE
+//! needs.
 //!
 //! | | SHMEM |
 //! |---|---|
@@ -37,8 +38,7 @@
 //! | reduction | chan-core's [`TreeReduction`](chan_core::TreeReduction) over Sync channels (OpenSHMEM 1.4 has no non-blocking reduction) |
 //! | all_reduce / barrier | `shmem_double_{sum,max,min}_to_all` / `shmem_barrier_all` |
 //!
-//! The protocol and its memory ordering are in [`ShmemEnd`]'s module docs
-//! (`src/transport.rs`).
+//! The protocol and its memory ordering are in `src/transport.rs` and docs/architecture.md.
 //!
 //! ## When memory is freed
 //! A close never calls a collective, so a closed set's memory stays allocated (the peer may

@@ -1,5 +1,5 @@
-//! The SHMEM transports: [`ShmemMailbox`] (Sync and Async channels) and [`ShmemRacy`], over
-//! one [`Core`] per channel end.
+//! The SHMEM transport: [`ShmemEnd`], generic over its delivery (flagged slots for Sync and
+//! Async, one buffer for Racy), over one [`Core`] per channel end.
 //!
 //! ## Memory of a channel end
 //! Each end owns an *inbound region* in its channel set's symmetric allocation, written only by

@@ -1,4 +1,4 @@
-//! chan-core's backend-generic semantic checks, and the SHMEM backend's own, under real
+//! chan-testkit's backend-generic semantic checks, and the SHMEM backend's own, under real
 //! `oshrun` with 1 to 4 PEs.
 //!
 //! `cargo test` runs this binary without a launcher; it then starts itself again under

@@ -1,5 +1,5 @@
 //! Backend-generic semantic checks, written once and run by the tests of every backend
-//! (threads in chan-core, MPI under `mpirun`, SHMEM under `oshrun`). Each function is
+//! (threads in chan-threads, MPI under `mpirun`, SHMEM under `oshrun`). Each function is
 //! collective: every rank of the context calls it with the same arguments. A failed property
 //! is an `Err` naming it; the caller turns it into a test failure (a panic, or an abort of the
 //! MPI job).

@@ -77,7 +77,7 @@ impl Lane {
 
     /// Messages published so far.
     pub(crate) fn published(&self) -> u64 {
-        // Acquire: pairs with the sender's Release fetch_add in `send_with`.
+        // Acquire: pairs with the sender's Release store in `publish`.
         self.published.load(Ordering::Acquire)
     }
 

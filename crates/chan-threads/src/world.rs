@@ -5,9 +5,9 @@
 use crate::endpoint::{MailboxEnd, MailboxPair, RacyEnd, RacyPair};
 use crate::Threads;
 use chan_core::backend::{
-    Agreed, ChannelHooks, Collective, Lists, Shared as SharedDelivery, Slots,
+    Agreed, ChannelHooks, Collective, Lists, ReservedTags, Shared as SharedDelivery, Slots,
 };
-use chan_core::{CommError, CreateError, ReduceOp, TreeReduction, RESERVED_TAG_BIT};
+use chan_core::{CommError, CreateError, ReduceOp, TreeReduction};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -91,7 +91,7 @@ impl World {
                                 rank,
                                 shared,
                                 epoch: 0,
-                                reserved_tags: 0,
+                                reserved_tags: ReservedTags::new(),
                             };
                             let out = f(&mut ctx);
                             drop(ctx);
@@ -331,7 +331,7 @@ pub struct ThreadCtx {
     rank: usize,
     shared: Arc<Shared>,
     epoch: u64,
-    reserved_tags: u32,
+    reserved_tags: ReservedTags,
 }
 
 impl std::fmt::Debug for ThreadCtx {
@@ -467,9 +467,8 @@ impl ChannelHooks for ThreadCtx {
         TreeReduction::new(self, len, op)
     }
 
-    fn next_reserved_tag(&mut self) -> u32 {
-        self.reserved_tags += 1;
-        self.reserved_tags | RESERVED_TAG_BIT
+    fn reserved_tags(&mut self) -> &mut ReservedTags {
+        &mut self.reserved_tags
     }
 }
 
