@@ -13,7 +13,7 @@ fn aiac(args: &[&str]) -> Output {
 
 /// A fresh, empty directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("aiac-cli-{}-{name}", std::process::id()));
+    let d = std::env::temp_dir().join(format!("aiac-run-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
