@@ -4,7 +4,7 @@ use crate::config::ChannelSpec;
 use crate::context::Context;
 use crate::error::CreateError;
 use crate::transport::Backend;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 mod sealed {
     pub trait Sealed {}
@@ -76,7 +76,7 @@ impl Mode for Racy {
 }
 
 /// The mode of a channel as a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModeKind {
     /// See [`Sync`].

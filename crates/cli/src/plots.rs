@@ -549,7 +549,7 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
         .filter_map(|(g, r)| {
             let mut sum = std::collections::BTreeMap::<u64, u64>::new();
             for k in &r.ranks {
-                for (v, c) in channel_buckets(k, &g.config.variant, "batches") {
+                for (v, c) in channel_buckets(k, &g.config.variant, |ch| &ch.batches) {
                     *sum.entry(v).or_default() += c;
                 }
             }

@@ -570,7 +570,7 @@ pub(crate) fn rank_csv(run: &SavedRun) -> Csv {
     ]);
     let variant = &run.config.variant;
     for r in &run.ranks {
-        let batches = saved::channel_buckets(r, variant, "batches");
+        let batches = saved::channel_buckets(r, variant, |ch| &ch.batches);
         let (n, sum) = batches
             .iter()
             .fold((0u64, 0u64), |(n, s), &(v, c)| (n + c, s + v * c));

@@ -3,6 +3,7 @@
 //! (`aiac.failed-run/1`). The tables, CSV files and plots are all made from these, so
 //! `aiac report` redraws exactly what `aiac run` and `aiac sweep` drew.
 
+use chan_core::{ChannelStats, Histogram};
 use jacobi::RankRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -248,28 +249,17 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
-/// The per-channel statistic `name` (`batches`, `staleness`) of a rank's halo channels
-/// (those in the run's own mode), as (value, count) buckets summed.
-pub fn channel_buckets(rank: &RankRecord, variant: &str, name: &str) -> Vec<(u64, u64)> {
+/// One histogram of every halo channel of a rank (those in the run's own mode; `which` picks
+/// it, e.g. `|ch| &ch.batches`), as (value, count) buckets summed.
+pub fn channel_buckets(
+    rank: &RankRecord,
+    variant: &str,
+    which: impl Fn(&ChannelStats) -> &Histogram,
+) -> Vec<(u64, u64)> {
     let mut sum: std::collections::BTreeMap<u64, u64> = Default::default();
-    for ch in &rank.channels {
-        if ch.get("mode").and_then(Value::as_str) != Some(variant) {
-            continue;
-        }
-        let Some(b) = ch
-            .get(name)
-            .and_then(|h| h.get("buckets"))
-            .and_then(Value::as_array)
-        else {
-            continue;
-        };
-        for pair in b {
-            if let (Some(v), Some(c)) = (
-                pair.get(0).and_then(Value::as_u64),
-                pair.get(1).and_then(Value::as_u64),
-            ) {
-                *sum.entry(v).or_default() += c;
-            }
+    for ch in rank.channels.iter().filter(|ch| ch.mode.name() == variant) {
+        for (v, c) in which(ch).nonzero() {
+            *sum.entry(v as u64).or_default() += c;
         }
     }
     sum.into_iter().collect()

@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::geometry::{Dims, Plan};
 use crate::progress::History;
 use crate::Error;
-use chan_core::{ChannelStats, Context, ReduceOp};
+use chan_core::{ChannelStats, Context};
 use serde::{Deserialize, Serialize};
 
 /// Why a rank stopped iterating.
@@ -103,7 +103,7 @@ pub struct RankRecord {
     /// Message counts over all channels.
     pub messages: MessageTotals,
     /// chan-core's statistics of each channel (halo channels, then certification channels).
-    pub channels: Vec<serde_json::Value>,
+    pub channels: Vec<ChannelStats>,
     /// The largest |u − exact| over this rank's points at the end, where the problem has an
     /// exact solution.
     #[serde(default)]
@@ -127,62 +127,24 @@ pub enum ExchangeStep {
     ShellSwept,
 }
 
-/// f64s hold 6 bytes each when gathering: integers below 2⁴⁸, exact.
-const BYTES_PER_F64: usize = 6;
-
 /// Gather every rank's record to rank 0 (collective): `Some(records in rank order)` on rank 0,
-/// `None` elsewhere. Written with [`Context::all_reduce`] only, so it works on every backend:
-/// each rank's JSON is packed 6 bytes per f64 into its own segment of a zeroed vector, and a
-/// sum (of zeros and one value per element, exact) assembles them.
+/// `None` elsewhere. Each record travels as its JSON with [`Context::gather_bytes`] and is
+/// decoded, typed, at rank 0 (its channel statistics included).
 pub fn gather_records<C: Context>(
     ctx: &mut C,
     record: &RankRecord,
 ) -> Result<Option<Vec<RankRecord>>, Error> {
-    let (rank, size) = (ctx.rank(), ctx.size());
     let bytes = serde_json::to_vec(record).map_err(|e| Error::Gather(e.to_string()))?;
-    let mut lens = vec![0.0; size];
-    lens[rank] = bytes.len() as f64;
-    ctx.all_reduce(&mut lens, ReduceOp::Sum)?;
-    let words: Vec<usize> = lens
-        .iter()
-        .map(|&l| (l as usize).div_ceil(BYTES_PER_F64))
-        .collect();
-    let offsets: Vec<usize> = words
-        .iter()
-        .scan(0, |acc, &w| {
-            let o = *acc;
-            *acc += w;
-            Some(o)
-        })
-        .collect();
-    let mut buf = vec![0.0; words.iter().sum()];
-    for (k, chunk) in bytes.chunks(BYTES_PER_F64).enumerate() {
-        let mut v = 0u64;
-        for (j, &b) in chunk.iter().enumerate() {
-            v |= u64::from(b) << (8 * j);
-        }
-        buf[offsets[rank] + k] = v as f64;
-    }
-    ctx.all_reduce(&mut buf, ReduceOp::Sum)?;
-    if rank != 0 {
+    let Some(all) = ctx.gather_bytes(&bytes)? else {
         return Ok(None);
-    }
-    let mut out = Vec::with_capacity(size);
-    for r in 0..size {
-        let len = lens[r] as usize;
-        let mut b = Vec::with_capacity(words[r] * BYTES_PER_F64);
-        for &w in &buf[offsets[r]..offsets[r] + words[r]] {
-            let v = w as u64;
-            for j in 0..BYTES_PER_F64 {
-                b.push((v >> (8 * j)) as u8);
-            }
-        }
-        b.truncate(len);
-        let rec: RankRecord = serde_json::from_slice(&b)
-            .map_err(|e| Error::Gather(format!("record of rank {r}: {e}")))?;
-        out.push(rec);
-    }
-    Ok(Some(out))
+    };
+    all.iter()
+        .enumerate()
+        .map(|(r, b)| {
+            serde_json::from_slice(b).map_err(|e| Error::Gather(format!("record of rank {r}: {e}")))
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
 }
 
 /// Run the solver on this rank and gather the records to rank 0 (collective): what

@@ -603,10 +603,7 @@ impl Run<'_> {
             error_max: self.field.error_max(&self.cfg.problem),
             exchange_trace: self.trace.clone(),
             messages,
-            channels: channels
-                .iter()
-                .map(|s| serde_json::to_value(s).unwrap_or(serde_json::Value::Null))
-                .collect(),
+            channels: channels.to_vec(),
         }
     }
 }

@@ -188,4 +188,21 @@ fn records_gather_to_rank_zero() {
     for (k, (rec, _)) in out.iter().enumerate() {
         assert_eq!(&all[k], rec, "rank {k}'s record came through intact");
     }
+    // The channel statistics arrive typed: the halo channels in the run's mode, then the
+    // certification channels (Sync), their counts adding up to the rank's totals, and their
+    // histograms whole (the comparison above covers every bucket).
+    for r in all {
+        assert!(!r.channels.is_empty(), "rank {} has channels", r.rank);
+        let halves = r.channels.len() / 2;
+        assert!(r.channels[..halves]
+            .iter()
+            .all(|ch| ch.mode == chan_core::ModeKind::Racy));
+        assert!(r.channels[halves..]
+            .iter()
+            .all(|ch| ch.mode == chan_core::ModeKind::Sync));
+        let sent: u64 = r.channels.iter().map(|ch| ch.sent).sum();
+        let received: u64 = r.channels.iter().map(|ch| ch.received).sum();
+        assert_eq!((sent, received), (r.messages.sent, r.messages.received));
+        assert!(r.channels.iter().any(|ch| ch.staleness.count() > 0));
+    }
 }
