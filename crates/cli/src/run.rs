@@ -6,13 +6,13 @@
 
 use crate::output::{check_distinct, check_file, write_atomically, Csv};
 use crate::progress::RunProgress;
-use crate::saved::{self, SavedRun};
+use crate::saved::{self, ConfigExt};
 use chan_core::threads::World;
 use chan_core::Context;
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, Report, SizeSpec,
-    SlowRank, Variant,
+    Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, Report, RunConfig,
+    SizeSpec, SlowRank, Variant,
 };
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -286,10 +286,9 @@ impl RunArgs {
 
     /// The `config` object this run's report will have (what `aiac sweep` records for a run
     /// that fails).
-    pub(crate) fn report_config(&self, plan: &Plan) -> serde_json::Value {
+    pub(crate) fn report_config(&self, plan: &Plan) -> RunConfig {
         let n = self.threads.unwrap_or(1);
-        let config = jacobi::record::RunConfig::new(self.backend_name(), n, plan, &self.config());
-        serde_json::to_value(config).unwrap_or(serde_json::Value::Null)
+        RunConfig::new(self.backend_name(), n, plan, &self.config())
     }
 }
 
@@ -503,8 +502,8 @@ fn check_output(args: &RunArgs) -> Result<(), RunError> {
     check_distinct(&files)
 }
 
-/// Rank 0: the files, the table, the exit code. Every file is made from the JSON document
-/// (as `aiac report` reads it back), each written atomically; the table is printed last.
+/// Rank 0: the files, the table, the exit code. Every file is made from the one typed report
+/// (the value `aiac report` reads back), each written atomically; the table is printed last.
 fn finish(report: Report, args: &RunArgs) -> Result<ExitCode, RunError> {
     let out_err = |flag: &'static str, path: &Path, e: &dyn std::fmt::Display| RunError::Output {
         flag,
@@ -518,17 +517,12 @@ fn finish(report: Report, args: &RunArgs) -> Result<ExitCode, RunError> {
         if let Some(path) = &args.json {
             write_atomically(path, &text).map_err(|e| out_err("--json", path, &e))?;
         }
-        let saved: SavedRun = match saved::parse(&text) {
-            Ok(saved::Outcome::Ok(r)) => *r,
-            Ok(saved::Outcome::Failed(_)) => unreachable!("a run's report"),
-            Err(e) => return Err(RunError::Invalid(format!("reading the report back: {e}"))),
-        };
         if let Some(path) = &args.csv {
-            write_atomically(path, rank_csv(&saved).as_bytes())
+            write_atomically(path, rank_csv(&report).as_bytes())
                 .map_err(|e| out_err("--csv", path, &e))?;
         }
         if let Some(path) = &args.history {
-            write_atomically(path, history_csv(&saved).as_bytes())
+            write_atomically(path, history_csv(&report).as_bytes())
                 .map_err(|e| out_err("--history", path, &e))?;
         }
     }
@@ -539,7 +533,7 @@ fn finish(report: Report, args: &RunArgs) -> Result<ExitCode, RunError> {
 }
 
 /// `--csv`: one row per rank.
-pub(crate) fn rank_csv(run: &SavedRun) -> Csv {
+pub(crate) fn rank_csv(run: &Report) -> Csv {
     let mut csv = Csv::new(&[
         "rank",
         "backend",
@@ -568,20 +562,16 @@ pub(crate) fn rank_csv(run: &SavedRun) -> Csv {
         "batch_mean",
         "error_max",
     ]);
-    let variant = &run.config.variant;
+    let variant = run.config.variant();
     for r in &run.ranks {
         let batches = saved::channel_buckets(r, variant, |ch| &ch.batches);
         let (n, sum) = batches
             .iter()
             .fold((0u64, 0u64), |(n, s), &(v, c)| (n + c, s + v * c));
-        let stop = serde_json::to_value(r.stop)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
         csv.row([
             r.rank.to_string(),
             r.backend.clone(),
-            variant.clone(),
+            variant.name().to_string(),
             run.config.ranks.to_string(),
             r.coords[0].to_string(),
             r.coords[1].to_string(),
@@ -593,7 +583,7 @@ pub(crate) fn rank_csv(run: &SavedRun) -> Csv {
             r.time_s.to_string(),
             r.compute_s.to_string(),
             r.comm_s.to_string(),
-            stop,
+            r.stop.name().to_string(),
             r.converged.to_string(),
             crate::output::opt(r.residual.reported),
             r.residual.true_residual.to_string(),
@@ -611,7 +601,7 @@ pub(crate) fn rank_csv(run: &SavedRun) -> Csv {
 }
 
 /// `--history`: the convergence profile, one row per rank and check.
-pub(crate) fn history_csv(run: &SavedRun) -> Csv {
+pub(crate) fn history_csv(run: &Report) -> Csv {
     let mut csv = Csv::new(&["rank", "iteration", "residual", "time_s"]);
     for r in &run.ranks {
         for p in r.history.iter() {
@@ -674,8 +664,7 @@ mod tests {
                 .unwrap()
                 .run(|ctx| jacobi::run_rank(ctx, &cfg).unwrap());
             let report = Report::new("threads", &cfg, &plan, records);
-            let v = serde_json::to_value(&report).unwrap();
-            assert_eq!(v["config"], args.report_config(&plan), "{argv:?}");
+            assert_eq!(report.config, args.report_config(&plan), "{argv:?}");
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::progress::SweepProgress;
 use crate::run::{
     parse_dims, parse_grid, BackendArg, DecompArg, ExchangeArg, ProblemArg, RunError, VariantArg,
 };
-use crate::saved::{self, FailedRun, Outcome, SavedConfig};
+use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
 use clap::{Args, ValueEnum};
 use jacobi::{Dims, ProcGrid};
@@ -456,8 +456,7 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
         let plan = run_args
             .check_config()
             .map_err(|e| RunError::Invalid(format!("{e} (in the run {})", p.label)))?;
-        let config: SavedConfig = serde_json::from_value(run_args.report_config(&plan))
-            .map_err(|e| RunError::Invalid(format!("run {}: {e}", p.label)))?;
+        let config = run_args.report_config(&plan);
         planned.push((p, stem, json, argv, config));
     }
     // Last, the output directory (created when missing): nothing exists before all is right.

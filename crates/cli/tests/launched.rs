@@ -146,10 +146,41 @@ fn async_and_racy_over_a_launcher_converge_only_below_tol() {
                     for r in j["ranks"].as_array().unwrap() {
                         assert_eq!(r["backend"], l.backend);
                     }
+                    typed_channel_stats(&j, np, variant);
                 }
             }
         }
     }
+}
+
+/// The report read back as the typed `jacobi::Report` `aiac report` uses: every rank's
+/// channel statistics arrived at rank 0 whole (gathered from every process) and agree with its
+/// message totals, every channel's peer is another rank of the job, and after the clean close
+/// every message a rank sent was received (or drained) at the other end.
+fn typed_channel_stats(j: &Value, np: usize, variant: &str) {
+    let typed: jacobi::Report =
+        serde_json::from_value(j.clone()).expect("the report reads back as a jacobi::Report");
+    assert_eq!(typed.ranks.len(), np);
+    let (mut sent, mut received) = (0, 0);
+    for (k, r) in typed.ranks.iter().enumerate() {
+        assert_eq!(r.rank, k);
+        assert!(!r.channels.is_empty(), "rank {k} has channels");
+        assert!(
+            r.channels.iter().any(|c| c.mode.name() == variant),
+            "rank {k}: halo channels in mode {variant}"
+        );
+        let s: u64 = r.channels.iter().map(|c| c.sent).sum();
+        let v: u64 = r.channels.iter().map(|c| c.received).sum();
+        assert_eq!((s, v), (r.messages.sent, r.messages.received), "rank {k}");
+        for c in &r.channels {
+            assert!(c.peer < np && c.peer != k, "rank {k}: peer {}", c.peer);
+            assert_eq!(c.received, c.peer_sent, "rank {k}, channel {c:?}");
+        }
+        assert!(r.messages.received > 0, "rank {k} received halos");
+        sent += s;
+        received += v;
+    }
+    assert_eq!(sent, received, "every message sent was received");
 }
 
 /// Rank 0 alone prints the table and writes the report, atomically; a bad flag stops every

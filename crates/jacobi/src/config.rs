@@ -4,11 +4,11 @@
 
 use crate::geometry::{Dims, Plan, ProcGrid};
 use crate::problem::{Problem, StopCriterion};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The three forms of the solver (Bethune, Bull, Dingle, Higham, *Performance analysis of
 /// asynchronous Jacobi's method implemented in MPI, SHMEM and OpenMP*, IJHPCA 28(1), 2014).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Variant {
     /// Halo exchange every `halo_every` iterations over Sync channels, global residual every
@@ -38,7 +38,7 @@ impl std::fmt::Display for Variant {
 }
 
 /// How the process grid is shaped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Decomp {
     /// The paper's 3-D grid: x first, then y, then z at each doubling ([`ProcGrid::paper`]).
@@ -49,7 +49,7 @@ pub enum Decomp {
 }
 
 /// How the sync variant swaps its halos (Wang & Gobbert compare the last two).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Exchange {
     /// Start every send, then wait for every receive, then sweep (the paper's
@@ -77,7 +77,7 @@ impl Exchange {
 }
 
 /// How the problem size is given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SizeSpec {
     /// Interior points each rank owns (`--local`, weak scaling; the paper's default 50³).
@@ -112,7 +112,7 @@ impl SizeSpec {
 }
 
 /// Make one rank's sweeps slower: a performance-defect experiment.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SlowRank {
     /// The rank (or shared-memory thread) to slow down.
     pub rank: usize,
@@ -122,7 +122,7 @@ pub struct SlowRank {
 }
 
 /// One run of the solver.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     /// The equation, its boundary values and starting guess.
     pub problem: Problem,

@@ -156,7 +156,7 @@ pub struct LocalIdx {
 
 /// The process grid: `x · y · z` ranks; rank `r` sits at
 /// `(r mod x, (r / x) mod y, r / (x · y))`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ProcGrid(pub Dims);
 
 impl ProcGrid {

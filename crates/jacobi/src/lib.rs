@@ -48,7 +48,8 @@ pub use geometry::{Dims, Face, Geometry, GlobalIdx, LocalIdx, Plan, ProcGrid};
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{
-    gather_records, run_and_gather, ExchangeStep, RankRecord, Report, StopReason, REPORT_SCHEMA,
+    gather_records, run_and_gather, ExchangeStep, RankRecord, Report, RunConfig, StopReason,
+    REPORT_SCHEMA,
 };
 pub use solver::{run_rank, run_rank_with, solve_rank, solve_rank_with, RankOutcome};
 

@@ -7,12 +7,12 @@ use std::f64::consts::PI;
 
 use crate::config::ConfigError;
 use crate::geometry::GlobalIdx;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The discrete equation solved: `A u = b` on the interior points, A = 6I − adjacency of the
 /// 7-point stencil, b the Dirichlet values of the boundary neighbours. One Jacobi sweep is
 /// `u_new = (sum of the 6 neighbours) / 6`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "name", rename_all = "lowercase")]
 pub enum Problem {
     /// The paper's problem (Bethune, Bull, Dingle, Higham, IJHPCA 2014): Laplace's equation on
@@ -124,7 +124,7 @@ impl Problem {
 }
 
 /// When an iteration has converged.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "name", rename_all = "snake_case")]
 pub enum StopCriterion {
     /// The paper's: the relative residual ‖b − A u_k‖₂ / ‖b − A u_0‖₂ is below `tol`.

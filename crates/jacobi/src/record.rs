@@ -18,6 +18,16 @@ pub enum StopReason {
     MaxIters,
 }
 
+impl StopReason {
+    /// `criterion` or `max_iters`, as in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::Criterion => "criterion",
+            StopReason::MaxIters => "max_iters",
+        }
+    }
+}
+
 /// Residuals of a run, relative as the criterion measures them.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Residuals {
@@ -158,7 +168,7 @@ pub fn run_and_gather<C: Context>(
 }
 
 /// min / mean / max over ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     /// Smallest.
     pub min: f64,
@@ -180,7 +190,7 @@ impl Spread {
 }
 
 /// The resolved configuration of a run, as reported.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
     /// `threads`, `shared`, `mpi`, `shmem`.
     pub backend: String,
@@ -217,11 +227,12 @@ impl RunConfig {
 pub const REPORT_SCHEMA: &str = "aiac.run/1";
 
 /// The report of one run: what rank 0 prints and writes. Its JSON form is documented field
-/// by field in `docs/json-schema.md`.
-#[derive(Debug, Clone, Serialize)]
+/// by field in `docs/json-schema.md`. `aiac run` writes every file from this value and
+/// `aiac report` reads it back as the same type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// [`REPORT_SCHEMA`].
-    pub schema: &'static str,
+    pub schema: String,
     /// The true final residual meets the criterion (on every rank: it is one global value).
     pub converged: bool,
     /// Why the run stopped.
@@ -256,7 +267,7 @@ pub struct Report {
 }
 
 /// Residuals of the report.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ReportResiduals {
     /// Rank 0's last reported value.
     pub reported: Option<f64>,
@@ -288,7 +299,7 @@ impl Report {
             StopReason::MaxIters
         };
         Report {
-            schema: REPORT_SCHEMA,
+            schema: REPORT_SCHEMA.to_string(),
             converged: ranks.iter().all(|r| r.converged),
             stop,
             iterations: Spread::of(ranks.iter().map(|r| r.iterations as f64)),
@@ -310,6 +321,25 @@ impl Report {
                 .try_fold(0.0f64, |m, e| e.map(|e| m.max(e))),
             config: RunConfig::new(backend, ranks.len(), plan, cfg),
             ranks,
+        }
+    }
+
+    /// `converged`; `max_iters` (stopped at `--max-iters`); or `not_converged` (a convergence
+    /// claim the true residual did not confirm, possible with `--no-confirm`).
+    pub fn status(&self) -> &'static str {
+        match (self.converged, self.stop) {
+            (true, _) => "converged",
+            (false, StopReason::MaxIters) => "max_iters",
+            (false, StopReason::Criterion) => "not_converged",
+        }
+    }
+
+    /// Iterations per second: the mean iterations over ranks over the solve time.
+    pub fn iteration_rate(&self) -> f64 {
+        if self.time_s > 0.0 {
+            self.iterations.mean / self.time_s
+        } else {
+            0.0
         }
     }
 
@@ -390,5 +420,49 @@ impl Report {
             }
         ));
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{SizeSpec, Variant};
+    use chan_core::threads::World;
+
+    fn report(variant: Variant) -> Report {
+        let cfg = Config {
+            variant,
+            size: SizeSpec::Global(Dims::new(8, 6, 6)),
+            ..Config::default()
+        };
+        let plan = cfg.plan(2).unwrap();
+        let records = World::new(2)
+            .unwrap()
+            .run(|ctx| crate::solver::run_rank(ctx, &cfg).unwrap());
+        Report::new("threads", &cfg, &plan, records)
+    }
+
+    /// What `aiac run --json` writes, `aiac report` reads back as the same value: channel
+    /// statistics (histograms included), histories and the configuration.
+    #[test]
+    fn a_report_round_trips_through_json() {
+        for v in [Variant::Sync, Variant::Async, Variant::Racy] {
+            let r = report(v);
+            assert!(r.ranks.iter().all(|k| !k.channels.is_empty()));
+            let text = serde_json::to_string_pretty(&r).unwrap();
+            let back: Report = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, r, "{v}");
+        }
+    }
+
+    #[test]
+    fn status_tells_an_unconfirmed_claim_from_the_iteration_limit() {
+        let mut r = report(Variant::Sync);
+        assert_eq!(r.status(), "converged");
+        r.converged = false;
+        r.stop = StopReason::MaxIters;
+        assert_eq!(r.status(), "max_iters");
+        r.stop = StopReason::Criterion;
+        assert_eq!(r.status(), "not_converged");
     }
 }
