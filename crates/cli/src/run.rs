@@ -273,7 +273,7 @@ impl RunArgs {
         }
         let plan = match self.backend {
             BackendArg::Threads | BackendArg::Mpi | BackendArg::Shmem => cfg.plan(n)?,
-            BackendArg::Shared => jacobi::shared::plan(&cfg, n)?,
+            BackendArg::Shared => cfg.shared_plan(n)?,
         };
         if self.backend == BackendArg::Mpi && !cfg!(feature = "mpi") {
             return Err(not_built("mpi"));
@@ -301,23 +301,24 @@ fn exit_code(converged: bool) -> ExitCode {
     }
 }
 
-/// Run on one rank of any backend (collective) and report from rank 0. The MPI and SHMEM
-/// backends call this once per process with their context. Rank 0 shows the progress line
-/// (unless `--quiet`); the library itself prints nothing.
+/// Run on one rank of any backend (collective) over the decomposition `plan` (computed once,
+/// before the run) and report from rank 0. The MPI and SHMEM backends call this once per
+/// process with their context. Rank 0 shows the progress line (unless `--quiet`); the library
+/// itself prints nothing.
 pub fn run_on<C: Context>(
     ctx: &mut C,
     backend: &str,
     cfg: &Config,
+    plan: &Plan,
     args: &RunArgs,
 ) -> Result<ExitCode, RunError> {
-    let plan = cfg.plan(ctx.size())?;
     let progress = (ctx.rank() == 0 && !args.quiet).then(|| RunProgress::start(cfg));
-    let rec = jacobi::run_rank_with(ctx, cfg, progress.as_ref().map(RunProgress::hook));
+    let rec = jacobi::solve_with(ctx, cfg, plan, progress.as_ref().map(RunProgress::hook));
     drop(progress); // the line is cleared before anything else is printed
     let rec = rec?;
     let converged = rec.converged;
     match jacobi::gather_records(ctx, &rec)? {
-        Some(records) => finish(Report::new(backend, cfg, &plan, records), args),
+        Some(records) => finish(Report::new(backend, cfg, plan, records), args),
         None => Ok(exit_code(converged)),
     }
 }
@@ -340,7 +341,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
             let world = World::new(threads)
                 .map_err(|_| ConfigError::NoRanks)?
                 .pinned();
-            let outcomes = world.run(|ctx| run_on(ctx, "threads", &cfg, args));
+            let outcomes = world.run(|ctx| run_on(ctx, "threads", &cfg, &plan, args));
             // Every rank's result; the first error, else rank 0's exit code.
             let codes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
             codes.into_iter().next().ok_or(ConfigError::NoRanks.into())
@@ -348,7 +349,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
         BackendArg::Shared => {
             let progress = (!args.quiet).then(|| RunProgress::start(&cfg));
             let records =
-                jacobi::shared::run_with(&cfg, threads, progress.as_ref().map(RunProgress::hook));
+                jacobi::solve_shared_with(&cfg, &plan, progress.as_ref().map(RunProgress::hook));
             drop(progress);
             finish(Report::new("shared", &cfg, &plan, records?), args)
         }
@@ -413,19 +414,22 @@ fn run_launched<C: Launched>(
 ) -> Result<ExitCode, RunError> {
     let (rank, size) = (ctx.rank(), ctx.size());
     let checked = job_matches::<C>(args, size)
-        .and_then(|()| cfg.plan(size).map(drop).map_err(RunError::from))
-        .and_then(|()| check_output(args));
-    if let Err(e) = checked {
-        let finalized = ctx.finalize();
-        if rank != 0 {
-            return Err(RunError::ReportedByRank0);
+        .and_then(|()| cfg.plan(size).map_err(RunError::from))
+        .and_then(|plan| check_output(args).map(|()| plan));
+    let plan = match checked {
+        Ok(plan) => plan,
+        Err(e) => {
+            let finalized = ctx.finalize();
+            if rank != 0 {
+                return Err(RunError::ReportedByRank0);
+            }
+            if let Err(f) = finalized {
+                eprintln!("aiac: while stopping {}: {f}", C::NAME);
+            }
+            return Err(e);
         }
-        if let Err(f) = finalized {
-            eprintln!("aiac: while stopping {}: {f}", C::NAME);
-        }
-        return Err(e);
-    }
-    match run_on(&mut ctx, C::NAME, cfg, args) {
+    };
+    match run_on(&mut ctx, C::NAME, cfg, &plan, args) {
         Ok(code) => {
             ctx.finalize()
                 .map_err(|e| RunError::Launch(format!("{} finalize: {e}", C::NAME)))?;
@@ -662,7 +666,7 @@ mod tests {
             let n = args.threads.unwrap_or(1);
             let records = World::new(n)
                 .unwrap()
-                .run(|ctx| jacobi::run_rank(ctx, &cfg).unwrap());
+                .run(|ctx| jacobi::solve_with(ctx, &cfg, &plan, None).unwrap());
             let report = Report::new("threads", &cfg, &plan, records);
             assert_eq!(report.config, args.report_config(&plan), "{argv:?}");
         }

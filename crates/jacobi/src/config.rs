@@ -335,7 +335,7 @@ impl Config {
     }
 
     /// The slowdown factor of `rank` (1 when it is not the slow rank).
-    pub fn slowdown_of(&self, rank: usize) -> f64 {
+    pub(crate) fn slowdown_of(&self, rank: usize) -> f64 {
         match self.slow {
             Some(s) if s.rank == rank => s.factor,
             _ => 1.0,

@@ -69,7 +69,7 @@ pub struct MessageTotals {
 
 impl MessageTotals {
     /// Add one channel's counts.
-    pub fn add(&mut self, s: &ChannelStats) {
+    pub(crate) fn add(&mut self, s: &ChannelStats) {
         self.sent += s.sent;
         self.skipped += s.skipped;
         self.received += s.received;
@@ -121,12 +121,12 @@ pub struct RankRecord {
     /// The steps of the first overlapped halo exchange, in the order they happened (sync
     /// `--exchange overlap`): this rank's own diagnostic, not gathered.
     #[serde(skip)]
-    pub exchange_trace: Vec<ExchangeStep>,
+    pub(crate) exchange_trace: Vec<ExchangeStep>,
 }
 
 /// A step of an overlapped halo exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExchangeStep {
+pub(crate) enum ExchangeStep {
     /// Every face's send started.
     Posted,
     /// The interior swept (no halo value read).
@@ -155,16 +155,6 @@ pub fn gather_records<C: Context>(
         })
         .collect::<Result<_, _>>()
         .map(Some)
-}
-
-/// Run the solver on this rank and gather the records to rank 0 (collective): what
-/// `aiac run` calls on every backend. `Some(records)` on rank 0.
-pub fn run_and_gather<C: Context>(
-    ctx: &mut C,
-    cfg: &Config,
-) -> Result<Option<Vec<RankRecord>>, Error> {
-    let rec = crate::solver::run_rank(ctx, cfg)?;
-    gather_records(ctx, &rec)
 }
 
 /// min / mean / max over ranks.
@@ -438,7 +428,7 @@ mod tests {
         let plan = cfg.plan(2).unwrap();
         let records = World::new(2)
             .unwrap()
-            .run(|ctx| crate::solver::run_rank(ctx, &cfg).unwrap());
+            .run(|ctx| crate::solve(ctx, &cfg).unwrap());
         Report::new("threads", &cfg, &plan, records)
     }
 

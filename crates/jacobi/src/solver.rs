@@ -6,9 +6,9 @@
 //! non-blocking reduction (async, racy). So all ranks make the same sequence of collective
 //! calls and no rank waits for another that went a different way.
 
-use crate::config::{Config, Exchange, Variant};
+use crate::config::{Config, ConfigError, Exchange, Variant};
 use crate::field::Field;
-use crate::geometry::{Axis, Face, Geometry};
+use crate::geometry::{Axis, Face, Geometry, Plan};
 use crate::kernel::Region;
 use crate::problem::StopCriterion;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
@@ -25,41 +25,49 @@ use std::time::{Duration, Instant};
 
 /// What one rank ends with: its record and its final iterate.
 #[derive(Debug)]
-pub struct RankOutcome {
+pub(crate) struct RankOutcome {
     /// Iterations, times, residuals, channel statistics.
-    pub record: RankRecord,
+    pub(crate) record: RankRecord,
     /// The block's final iterate (halo as last exchanged).
-    pub field: Field,
+    #[cfg_attr(not(test), allow(dead_code))] // read by the crate's tests
+    pub(crate) field: Field,
 }
 
-/// Run the configured solver on this rank (collective: every rank of `ctx` calls it with the
-/// same configuration). Returns this rank's record.
-pub fn run_rank<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankRecord, Error> {
-    solve_rank_with(ctx, cfg, None).map(|o| o.record)
+/// Run the configured solver on this rank: the distributed entry point (collective: every
+/// rank of `ctx` calls it with the same configuration). Returns this rank's record; gather them
+/// with [`crate::gather_records`].
+pub fn solve<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankRecord, Error> {
+    let plan = cfg.plan(ctx.size())?;
+    solve_with(ctx, cfg, &plan, None)
 }
 
-/// As [`run_rank`], calling `progress` (when given) as the run goes: at checks (sync) or
-/// completed reduction rounds (async, racy), at most 10 times a second. Give it to one rank.
-pub fn run_rank_with<C: Context>(
+/// As [`solve`], over the decomposition `plan` that [`Config::plan`] gave for this world
+/// (computed once by the caller, who also reports it), calling `progress` (when given) as the
+/// run goes: at checks (sync) or completed reduction rounds (async, racy), at most 10 times a
+/// second. Give the hook to one rank.
+pub fn solve_with<C: Context>(
     ctx: &mut C,
     cfg: &Config,
+    plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<RankRecord, Error> {
-    solve_rank_with(ctx, cfg, progress).map(|o| o.record)
+    solve_rank(ctx, cfg, plan, progress).map(|o| o.record)
 }
 
-/// As [`run_rank`], also returning the final iterate.
-pub fn solve_rank<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankOutcome, Error> {
-    solve_rank_with(ctx, cfg, None)
-}
-
-/// As [`run_rank_with`], also returning the final iterate.
-pub fn solve_rank_with<C: Context>(
+/// As [`solve_with`], also returning the final iterate.
+pub(crate) fn solve_rank<C: Context>(
     ctx: &mut C,
     cfg: &Config,
+    plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<RankOutcome, Error> {
-    let plan = cfg.plan(ctx.size())?;
+    if plan.procs.size() != ctx.size() {
+        return Err(ConfigError::GridSize {
+            grid: plan.procs,
+            size: ctx.size(),
+        }
+        .into());
+    }
     let geom = plan.geometry(ctx.rank());
     let field = Field::new(&geom, &cfg.problem);
     let faces: Vec<Face> = Face::ALL
