@@ -11,8 +11,8 @@ use chan_core::threads::World;
 use chan_core::Context;
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, Report, RunConfig,
-    SizeSpec, SlowRank, Variant,
+    Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, ReductionKind, Report,
+    RunConfig, SizeSpec, SlowRank, Variant,
 };
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -108,6 +108,16 @@ pub enum ExchangeArg {
     Overlap,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum ReductionArg {
+    /// MPI_Iallreduce, the MPI library's non-blocking collective (--backend mpi only; its
+    /// default).
+    Iallreduce,
+    /// chan-core's binary tree over point-to-point channels (every backend; the only one of
+    /// threads, shmem and shared).
+    Tree,
+}
+
 pub(crate) fn parse_dims(s: &str) -> Result<Dims, String> {
     SizeSpec::parse_dims(s)
 }
@@ -162,6 +172,10 @@ pub struct RunArgs {
     /// R: messages in flight per channel direction (async, racy).
     #[arg(long, default_value_t = 2)]
     max_in_flight: usize,
+    /// The non-blocking reduction async and racy runs test: iallreduce (--backend mpi only,
+    /// its default) or tree (the only one of the other backends).
+    #[arg(long, value_enum)]
+    reduction: Option<ReductionArg>,
     /// No rank iterates more than this.
     #[arg(long, default_value_t = 1_000_000)]
     max_iters: u64,
@@ -263,6 +277,27 @@ impl RunArgs {
         Ok(plan)
     }
 
+    /// The reduction this run's backend builds: `--reduction`, or the backend's default
+    /// (MPI_Iallreduce for MPI, the tree elsewhere). Only MPI has an MPI_Iallreduce.
+    pub(crate) fn reduction(&self) -> Result<ReductionKind, ConfigError> {
+        match (self.backend, self.reduction) {
+            (BackendArg::Mpi, None | Some(ReductionArg::Iallreduce)) => {
+                Ok(ReductionKind::Iallreduce)
+            }
+            (_, None | Some(ReductionArg::Tree)) => Ok(ReductionKind::Tree),
+            (b, Some(ReductionArg::Iallreduce)) => Err(ConfigError::Unsupported {
+                flag: "--reduction iallreduce",
+                backend: match b {
+                    BackendArg::Threads => "--backend threads",
+                    BackendArg::Shared => "--backend shared",
+                    BackendArg::Shmem | BackendArg::Mpi => "--backend shmem",
+                },
+                why: "MPI_Iallreduce is MPI's: this backend reduces over chan-core's tree \
+                      (--reduction tree)",
+            }),
+        }
+    }
+
     /// [`RunArgs::check`] without the output files: what `aiac sweep` checks for every run
     /// before it starts any (it checks its own output directory).
     pub(crate) fn check_config(&self) -> Result<Plan, RunError> {
@@ -271,6 +306,7 @@ impl RunArgs {
         if n == 0 {
             return Err(ConfigError::NoRanks.into());
         }
+        self.reduction()?;
         let plan = match self.backend {
             BackendArg::Threads | BackendArg::Mpi | BackendArg::Shmem => cfg.plan(n)?,
             BackendArg::Shared => cfg.shared_plan(n)?,
@@ -287,8 +323,13 @@ impl RunArgs {
     /// The `config` object this run's report will have (what `aiac sweep` records for a run
     /// that fails).
     pub(crate) fn report_config(&self, plan: &Plan) -> RunConfig {
-        let n = self.threads.unwrap_or(1);
-        RunConfig::new(self.backend_name(), n, plan, &self.config())
+        self.run_config(self.threads.unwrap_or(1), plan)
+    }
+
+    /// The `config` of the report of this run over `ranks` ranks (its flags checked).
+    fn run_config(&self, ranks: usize, plan: &Plan) -> RunConfig {
+        let reduction = self.reduction().unwrap_or_default();
+        RunConfig::new(self.backend_name(), ranks, plan, &self.config(), reduction)
     }
 }
 
@@ -307,7 +348,6 @@ fn exit_code(converged: bool) -> ExitCode {
 /// itself prints nothing.
 pub fn run_on<C: Context>(
     ctx: &mut C,
-    backend: &str,
     cfg: &Config,
     plan: &Plan,
     args: &RunArgs,
@@ -318,7 +358,10 @@ pub fn run_on<C: Context>(
     let rec = rec?;
     let converged = rec.converged;
     match jacobi::gather_records(ctx, &rec)? {
-        Some(records) => finish(Report::new(backend, cfg, plan, records), args),
+        Some(records) => finish(
+            Report::new(args.run_config(ctx.size(), plan), records),
+            args,
+        ),
         None => Ok(exit_code(converged)),
     }
 }
@@ -341,7 +384,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
             let world = World::new(threads)
                 .map_err(|_| ConfigError::NoRanks)?
                 .pinned();
-            let outcomes = world.run(|ctx| run_on(ctx, "threads", &cfg, &plan, args));
+            let outcomes = world.run(|ctx| run_on(ctx, &cfg, &plan, args));
             // Every rank's result; the first error, else rank 0's exit code.
             let codes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
             codes.into_iter().next().ok_or(ConfigError::NoRanks.into())
@@ -351,7 +394,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
             let records =
                 jacobi::solve_shared_with(&cfg, &plan, progress.as_ref().map(RunProgress::hook));
             drop(progress);
-            finish(Report::new("shared", &cfg, &plan, records?), args)
+            finish(Report::new(args.run_config(threads, &plan), records?), args)
         }
         BackendArg::Mpi | BackendArg::Shmem => unreachable!("handled above"),
     }
@@ -414,7 +457,8 @@ fn run_launched<C: Launched>(
 ) -> Result<ExitCode, RunError> {
     let (rank, size) = (ctx.rank(), ctx.size());
     let checked = job_matches::<C>(args, size)
-        .and_then(|()| cfg.plan(size).map_err(RunError::from))
+        .and_then(|()| args.reduction().map_err(RunError::from))
+        .and_then(|_| cfg.plan(size).map_err(RunError::from))
         .and_then(|plan| check_output(args).map(|()| plan));
     let plan = match checked {
         Ok(plan) => plan,
@@ -429,7 +473,7 @@ fn run_launched<C: Launched>(
             return Err(e);
         }
     };
-    match run_on(&mut ctx, C::NAME, cfg, &plan, args) {
+    match run_on(&mut ctx, cfg, &plan, args) {
         Ok(code) => {
             ctx.finalize()
                 .map_err(|e| RunError::Launch(format!("{} finalize: {e}", C::NAME)))?;
@@ -444,7 +488,14 @@ fn run_launched<C: Launched>(
 
 #[cfg(feature = "mpi")]
 fn run_mpi(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
-    let ctx = chan_mpi::MpiCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
+    let mut ctx = chan_mpi::MpiCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
+    // On every rank alike (creating a reduction is collective); always Ok for MPI.
+    if let Ok(kind) = args.reduction() {
+        ctx.set_reduction_kind(match kind {
+            ReductionKind::Iallreduce => chan_mpi::ReductionKind::Iallreduce,
+            ReductionKind::Tree => chan_mpi::ReductionKind::Tree,
+        });
+    }
     run_launched(ctx, args, cfg)
 }
 
@@ -667,8 +718,11 @@ mod tests {
             let records = World::new(n)
                 .unwrap()
                 .run(|ctx| jacobi::solve_with(ctx, &cfg, &plan, None).unwrap());
-            let report = Report::new("threads", &cfg, &plan, records);
-            assert_eq!(report.config, args.report_config(&plan), "{argv:?}");
+            let report = Report::new(args.run_config(n, &plan), records);
+            let v = serde_json::to_value(&report).unwrap();
+            let failed = serde_json::to_value(args.report_config(&plan)).unwrap();
+            assert_eq!(v["config"], failed, "{argv:?}");
+            assert_eq!(v["config"]["reduction"], "tree", "{argv:?}");
         }
     }
 }

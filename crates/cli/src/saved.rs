@@ -22,6 +22,8 @@ pub fn applies(flag: &str, variant: &str, backend: &str, problem: &str) -> bool 
         // Messages in flight: async and racy over channels.
         "--max-in-flight" => variant != "sync" && backend != "shared",
         "--offset" => problem == "laplace",
+        // Only MPI has a choice, and only async and racy test a non-blocking reduction.
+        "--reduction" => backend == "mpi" && variant != "sync",
         _ => true,
     }
 }
@@ -121,8 +123,21 @@ pub fn load(path: &Path) -> Result<Outcome, String> {
 
 /// Parse a run's report or a failed run's record.
 pub fn parse(bytes: &[u8]) -> Result<Outcome, String> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
-    let schema = v.get("schema").and_then(Value::as_str).unwrap_or("");
+    let mut v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let schema = v
+        .get("schema")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let schema = schema.as_str();
+    if let Some(c) = v.get_mut("config").and_then(Value::as_object_mut) {
+        // Written before `config.reduction` existed: the backend's default then and now.
+        if !c.contains_key("reduction") {
+            let mpi = c.get("backend").and_then(Value::as_str) == Some("mpi");
+            let kind = if mpi { "iallreduce" } else { "tree" };
+            c.insert("reduction".into(), kind.into());
+        }
+    }
     if schema == jacobi::REPORT_SCHEMA {
         serde_json::from_value(v)
             .map(|r| Outcome::Ok(Box::new(r)))

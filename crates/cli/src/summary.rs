@@ -154,6 +154,18 @@ pub const COLUMNS: &[Column] = &[
         always: false,
     },
     Column {
+        header: "reduction",
+        name: "",
+        value: |c| {
+            if c.applies("--reduction") {
+                c.reduction.name().into()
+            } else {
+                "-".into()
+            }
+        },
+        always: false,
+    },
+    Column {
         header: "N",
         name: "N",
         value: |c| c.config.halo_every.to_string(),

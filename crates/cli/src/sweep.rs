@@ -14,7 +14,8 @@
 use crate::output::{check_dir, write_atomically};
 use crate::progress::SweepProgress;
 use crate::run::{
-    parse_dims, parse_grid, BackendArg, DecompArg, ExchangeArg, ProblemArg, RunError, VariantArg,
+    parse_dims, parse_grid, BackendArg, DecompArg, ExchangeArg, ProblemArg, ReductionArg, RunError,
+    VariantArg,
 };
 use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
@@ -89,6 +90,9 @@ pub struct SweepArgs {
     /// R: messages in flight per channel direction (async, racy).
     #[arg(long, value_delimiter = ',', default_value = "2")]
     max_in_flight: Vec<usize>,
+    /// Non-blocking reductions of async and racy runs over MPI (iallreduce, tree).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    reduction: Vec<ReductionArg>,
     /// Iteration limits (fix one for scaling runs: a run that stops unconverged at the limit
     /// still times its iterations).
     #[arg(long, value_delimiter = ',', default_value = "1000000")]
@@ -237,6 +241,11 @@ impl SweepArgs {
                 flag: "--max-in-flight",
                 short: "R",
                 values: self.max_in_flight.iter().map(usize::to_string).collect(),
+            },
+            Axis {
+                flag: "--reduction",
+                short: "",
+                values: self.reduction.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "--max-iters",

@@ -219,6 +219,47 @@ fn rank_0_reports_alone() {
     }
 }
 
+/// `--reduction`: over MPI both algorithms run and the report says which; over SHMEM only the
+/// tree exists, and asking for MPI_Iallreduce is one message naming the flag on every rank.
+#[test]
+fn the_reduction_is_chosen_and_recorded() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("reduction-{}", l.backend));
+        let kinds: &[Option<&str>] = if l.backend == "mpi" {
+            &[None, Some("tree"), Some("iallreduce")]
+        } else {
+            &[None, Some("tree")]
+        };
+        for kind in kinds {
+            let json = dir.join(format!("{kind:?}.json"));
+            let mut args = vec!["--variant", "async", "--local", "6", "--quiet"];
+            if let Some(k) = kind {
+                args.extend(["--reduction", k]);
+            }
+            let j = report(&launch(l, 2, &args, &json), &json, &format!("{kind:?}"));
+            let default = if l.backend == "mpi" {
+                "iallreduce"
+            } else {
+                "tree"
+            };
+            assert_eq!(
+                j["config"]["reduction"],
+                kind.unwrap_or(default),
+                "{kind:?}"
+            );
+            assert!(j["ranks"][0]["reductions"].as_u64().unwrap() > 0);
+        }
+        if l.backend == "shmem" {
+            let bad = dir.join("bad.json");
+            let out = launch(l, 2, &["--reduction", "iallreduce"], &bad);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert_eq!(err.matches("--reduction iallreduce").count(), 1, "{err}");
+            assert!(!bad.exists());
+        }
+    }
+}
+
 /// `-t N` without the launcher: one clear message naming it, exit 1.
 #[test]
 fn missing_launcher_is_named() {

@@ -58,6 +58,12 @@ fn bad_input_names_the_flag_exits_1_and_writes_nothing() {
             &["--backend", "shared", "--exchange", "overlap"],
             "--exchange",
         ),
+        (&["--reduction", "iallreduce"], "--reduction iallreduce"),
+        (
+            &["--backend", "shared", "--reduction", "iallreduce"],
+            "--reduction iallreduce",
+        ),
+        (&["--reduction", "ring"], "--reduction"),
         (&["--variant", "sometimes"], "--variant"),
         (
             &["--variant", "async", "--exchange", "overlap"],

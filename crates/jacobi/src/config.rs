@@ -76,6 +76,30 @@ impl Exchange {
     }
 }
 
+/// The algorithm of the non-blocking reduction that async and racy runs test (`--reduction`).
+/// The backend's context builds it; the report records which one ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReductionKind {
+    /// chan-core's binary-tree reduce-then-broadcast over point-to-point channels (the
+    /// paper's hand-written tree): every backend has it, and it is the only one of threads,
+    /// SHMEM and shared memory.
+    #[default]
+    Tree,
+    /// `MPI_Iallreduce`, the MPI library's own non-blocking collective: MPI only, its default.
+    Iallreduce,
+}
+
+impl ReductionKind {
+    /// `tree`, `iallreduce`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReductionKind::Tree => "tree",
+            ReductionKind::Iallreduce => "iallreduce",
+        }
+    }
+}
+
 /// How the problem size is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

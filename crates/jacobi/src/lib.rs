@@ -53,7 +53,9 @@ mod solver;
 #[cfg(test)]
 mod tests;
 
-pub use config::{Config, ConfigError, Decomp, Exchange, SizeSpec, SlowRank, Variant};
+pub use config::{
+    Config, ConfigError, Decomp, Exchange, ReductionKind, SizeSpec, SlowRank, Variant,
+};
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};

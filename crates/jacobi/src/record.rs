@@ -1,7 +1,7 @@
 //! What a run reports: one [`RankRecord`] per rank, gathered to rank 0 over any backend, and
 //! the run's [`Report`] (the paper's table, and the JSON document of `aiac run --json`).
 
-use crate::config::Config;
+use crate::config::{Config, ReductionKind};
 use crate::geometry::{Dims, Plan};
 use crate::progress::History;
 use crate::Error;
@@ -192,6 +192,8 @@ pub struct RunConfig {
     pub local: Dims,
     /// Process grid actually used.
     pub process_grid: Dims,
+    /// The algorithm of the non-blocking reduction (what async and racy runs test).
+    pub reduction: ReductionKind,
     /// The configuration as given.
     #[serde(flatten)]
     pub config: Config,
@@ -199,14 +201,21 @@ pub struct RunConfig {
 
 impl RunConfig {
     /// The configuration of a run of `cfg` on `backend` over `ranks` ranks, decomposed as
-    /// `plan` says.
-    pub fn new(backend: &str, ranks: usize, plan: &Plan, cfg: &Config) -> Self {
+    /// `plan` says, its non-blocking reductions built as `reduction`.
+    pub fn new(
+        backend: &str,
+        ranks: usize,
+        plan: &Plan,
+        cfg: &Config,
+        reduction: ReductionKind,
+    ) -> Self {
         RunConfig {
             backend: backend.to_string(),
             ranks,
             global: plan.global,
             local: plan.local,
             process_grid: plan.procs.0,
+            reduction,
             config: cfg.clone(),
         }
     }
@@ -267,9 +276,12 @@ pub struct ReportResiduals {
 }
 
 impl Report {
-    /// Summarise the records of every rank (in rank order; at least one).
-    pub fn new(backend: &str, cfg: &Config, plan: &Plan, ranks: Vec<RankRecord>) -> Self {
+    /// Summarise the records of every rank (in rank order; at least one) of the run `config`
+    /// describes.
+    pub fn new(config: RunConfig, ranks: Vec<RankRecord>) -> Self {
         assert!(!ranks.is_empty(), "a report needs at least one rank");
+        assert_eq!(config.ranks, ranks.len(), "one record per rank");
+        let cfg = &config.config;
         let r0 = &ranks[0];
         let time_s = ranks.iter().map(|r| r.time_s).fold(0.0, f64::max);
         let updates: f64 = ranks
@@ -309,7 +321,7 @@ impl Report {
                 .iter()
                 .map(|r| r.error_max)
                 .try_fold(0.0f64, |m, e| e.map(|e| m.max(e))),
-            config: RunConfig::new(backend, ranks.len(), plan, cfg),
+            config,
             ranks,
         }
     }
@@ -429,7 +441,10 @@ mod tests {
         let records = World::new(2)
             .unwrap()
             .run(|ctx| crate::solve(ctx, &cfg).unwrap());
-        Report::new("threads", &cfg, &plan, records)
+        Report::new(
+            RunConfig::new("threads", 2, &plan, &cfg, ReductionKind::Tree),
+            records,
+        )
     }
 
     /// What `aiac run --json` writes, `aiac report` reads back as the same value: channel
