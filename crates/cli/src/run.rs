@@ -163,7 +163,9 @@ pub struct RunArgs {
     #[arg(long, allow_hyphen_values = true)]
     tol: Option<f64>,
     /// Sync: test the criterion (a global reduction) every K iterations (default: 100 for
-    /// Laplace, as the paper; 1 for Poisson, as Wang & Gobbert).
+    /// Laplace, as the paper; 1 for Poisson, as Wang & Gobbert). Async and racy: start a
+    /// round of the non-blocking reduction no sooner than K iterations after the previous one
+    /// started (without the flag, the paper's scheme: as soon as the previous one returns).
     #[arg(long)]
     check_every: Option<u64>,
     /// Exchange halos every N iterations.
@@ -244,6 +246,10 @@ impl RunArgs {
             },
             criterion: self.tol.map_or(criterion, |t| criterion.with_tol(t)),
             check_every: self.check_every.unwrap_or(problem.default_check_every()),
+            // Shared memory has no reduction rounds: K only samples its history there.
+            pace_reductions: self.check_every.is_some()
+                && self.variant != VariantArg::Sync
+                && self.backend != BackendArg::Shared,
             halo_every: self.halo_every,
             max_in_flight: self.max_in_flight,
             max_iters: self.max_iters,

@@ -18,7 +18,8 @@ pub fn applies(flag: &str, variant: &str, backend: &str, problem: &str) -> bool 
     match flag {
         // Sync over channels swaps halos; shared memory reads them in place.
         "--exchange" => variant == "sync" && backend != "shared",
-        "--check-every" => variant == "sync",
+        // Sync checks every K; async and racy over channels pace their reductions by K.
+        "--check-every" => variant == "sync" || backend != "shared",
         // Messages in flight: async and racy over channels.
         "--max-in-flight" => variant != "sync" && backend != "shared",
         "--offset" => problem == "laplace",

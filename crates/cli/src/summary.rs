@@ -175,7 +175,8 @@ pub const COLUMNS: &[Column] = &[
         header: "K",
         name: "K",
         value: |c| {
-            if c.applies("--check-every") {
+            let paced = c.config.pace_reductions || c.config.variant == jacobi::Variant::Sync;
+            if c.applies("--check-every") && paced {
                 c.config.check_every.to_string()
             } else {
                 "-".into()

@@ -165,6 +165,22 @@ fn converged_run_writes_the_report() {
             assert_eq!(r["residual"]["true"].as_f64().unwrap(), t);
             assert!(r["iterations"].as_f64().unwrap() >= min);
         }
+        // --check-every paces the reduction rounds of async and racy over channels.
+        let paced = backend == "threads" && variant != "sync";
+        assert_eq!(c["check_every"], 10);
+        assert_eq!(c["pace_reductions"], paced, "{backend} {variant}");
+        if paced {
+            for r in ranks {
+                let (rounds, it) = (
+                    r["reductions"].as_u64().unwrap(),
+                    r["iterations"].as_u64().unwrap(),
+                );
+                assert!(
+                    rounds > 0 && rounds <= it / 10 + 2,
+                    "{rounds} rounds in {it} iterations"
+                );
+            }
+        }
         if backend == "threads" && variant == "racy" {
             assert!(ranks[0]["channels"]
                 .as_array()

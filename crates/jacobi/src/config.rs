@@ -162,8 +162,16 @@ pub struct Config {
     pub exchange: Exchange,
     /// When to stop.
     pub criterion: StopCriterion,
-    /// Sync: reduce the global residual every K iterations.
+    /// K. Sync: reduce the global residual every K iterations. Async and racy over channels:
+    /// with [`Config::pace_reductions`], start a round of the non-blocking reduction no sooner
+    /// than K iterations after the previous one started. Shared-memory async and racy: record
+    /// the running residual in the history every K iterations.
     pub check_every: u64,
+    /// Async and racy over channels: pace the non-blocking reduction by
+    /// [`Config::check_every`] (`--check-every` given). Off (the default, the paper's
+    /// scheme): a round restarts as soon as the previous one returns.
+    #[serde(default)]
+    pub pace_reductions: bool,
     /// Exchange halos every N iterations (sync: blocking swap; async/racy: offer the faces).
     pub halo_every: u64,
     /// R: messages in flight per channel direction (async, racy).
@@ -190,6 +198,7 @@ impl Default for Config {
             exchange: Exchange::Waitall,
             criterion: StopCriterion::RelativeResidual { tol: 1e-4 },
             check_every: 100,
+            pace_reductions: false,
             halo_every: 1,
             max_in_flight: 2,
             max_iters: 1_000_000,

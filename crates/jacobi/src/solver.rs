@@ -463,7 +463,9 @@ impl Run<'_> {
 
     /// The async and racy variants: each iteration take whatever halo data is there, sweep,
     /// offer the faces with `try_send` (skipped when all R slots are busy), test the
-    /// non-blocking reduction and restart it as soon as it returns.
+    /// non-blocking reduction and restart it as soon as it returns (with
+    /// [`Config::pace_reductions`], no sooner than `check_every` iterations after the previous
+    /// start).
     ///
     /// Termination: each round reduces `[Σ r², ranks at max_iters]`. When a round meets the
     /// criterion and `confirm` is on, a synchronous swap over a second set of (Sync) channels
@@ -489,6 +491,15 @@ impl Run<'_> {
         let mut local = [0.0, 0.0];
         let initial = self.measure(self.res0_sq);
         let mut last_true = Some(initial);
+        // The iteration the last round started at (none yet). With pace_reductions the next
+        // starts no sooner than check_every iterations later, or once this rank has stopped
+        // iterating (it only waits for the rounds then).
+        let mut started: Option<u64> = None;
+        let pace = self.cfg.pace_reductions.then_some(self.cfg.check_every);
+        let may_start = |it: u64, started: Option<u64>| match (pace, started) {
+            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= self.cfg.max_iters,
+            _ => true,
+        };
         let stop = 'run: loop {
             if self.it == 0 && self.criterion().met(initial) {
                 break StopReason::Criterion; // u_0 already solves the system
@@ -517,12 +528,15 @@ impl Run<'_> {
                 }
                 local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
             }
-            // Test the reduction; restart it as soon as it returns.
+            // Test the reduction; restart it as soon as it returns (paced: once due).
             let t = Instant::now();
             let round = if red.in_progress() {
                 red.test()?.map(|g| [g[0], g[1]])
             } else {
-                red.start(&local)?;
+                if may_start(self.it, started) {
+                    red.start(&local)?;
+                    started = Some(self.it);
+                }
                 None
             };
             self.comm += t.elapsed();
@@ -557,9 +571,12 @@ impl Run<'_> {
             if g[1] > 0.0 {
                 break 'run StopReason::MaxIters;
             }
-            let t = Instant::now();
-            red.start(&local)?;
-            self.comm += t.elapsed();
+            if may_start(self.it, started) {
+                let t = Instant::now();
+                red.start(&local)?;
+                started = Some(self.it);
+                self.comm += t.elapsed();
+            }
         };
         let true_value = match last_true {
             Some(t) => t,

@@ -39,3 +39,37 @@ fn records_gather_to_rank_zero() {
         assert!(r.channels.iter().any(|ch| ch.staleness.count() > 0));
     }
 }
+
+/// `pace_reductions` (`--check-every K` given to async or racy): a rank starts a round of the
+/// non-blocking reduction no sooner than K iterations after its previous start, so it
+/// completes at most iterations/K + 1 rounds (+1 for a round started at the very end).
+/// Without it a round restarts as soon as the previous one returns: many more rounds.
+#[test]
+fn check_every_paces_the_reduction_of_async_and_racy() {
+    for v in [Variant::Async, Variant::Racy] {
+        let mut c = cfg(Dims::new(16, 16, 16), v);
+        c.check_every = 50;
+        c.pace_reductions = true;
+        let paced = run_threads(&c, 2);
+        for r in &paced {
+            assert!(r.converged, "{v} paced: rank {}", r.rank);
+            assert!(
+                r.reductions <= r.iterations / 50 + 2,
+                "{v} paced: {} rounds in {} iterations",
+                r.reductions,
+                r.iterations
+            );
+        }
+        c.pace_reductions = false;
+        let eager = run_threads(&c, 2);
+        for r in &eager {
+            assert!(r.converged, "{v}: rank {}", r.rank);
+            assert!(
+                r.reductions > r.iterations / 50 + 2,
+                "{v} unpaced: only {} rounds in {} iterations",
+                r.reductions,
+                r.iterations
+            );
+        }
+    }
+}
