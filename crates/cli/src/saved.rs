@@ -20,8 +20,13 @@ pub fn applies(flag: &str, variant: &str, backend: &str, problem: &str) -> bool 
         "--exchange" => variant == "sync" && backend != "shared",
         // Sync checks every K; async and racy over channels pace their reductions by K.
         "--check-every" => variant == "sync" || backend != "shared",
-        // Messages in flight: async and racy over channels.
-        "--max-in-flight" => variant != "sync" && backend != "shared",
+        // Messages in flight bind async channels over any channel backend, racy ones only
+        // over MPI: a racy send over threads or SHMEM has completed when it returns.
+        "--max-in-flight" => match variant {
+            "async" => backend != "shared",
+            "racy" => backend == "mpi",
+            _ => false,
+        },
         "--offset" => problem == "laplace",
         // Only MPI has a choice, and only async and racy test a non-blocking reduction.
         "--reduction" => backend == "mpi" && variant != "sync",
