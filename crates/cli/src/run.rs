@@ -11,8 +11,8 @@ use chan_core::threads::World;
 use chan_core::Context;
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, ReductionKind, Report,
-    RunConfig, SizeSpec, SlowRank, Variant,
+    Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, RacyRead, ReductionKind,
+    Report, RunConfig, SizeSpec, SlowRank, Variant,
 };
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -118,6 +118,15 @@ pub enum ReductionArg {
     Tree,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum RacyReadArg {
+    /// Read the halo view once a newer send has landed in it (default).
+    Landed,
+    /// Read the view every iteration, whatever has landed: the paper's "always ready" racy
+    /// receive.
+    Always,
+}
+
 pub(crate) fn parse_dims(s: &str) -> Result<Dims, String> {
     SizeSpec::parse_dims(s)
 }
@@ -178,6 +187,10 @@ pub struct RunArgs {
     /// its default) or tree (the only one of the other backends).
     #[arg(long, value_enum)]
     reduction: Option<ReductionArg>,
+    /// Racy: read the halo view once a newer send has landed (landed), or every iteration as
+    /// the paper's racy receive does (always).
+    #[arg(long, value_enum, default_value_t = RacyReadArg::Landed)]
+    racy_read: RacyReadArg,
     /// No rank iterates more than this.
     #[arg(long, default_value_t = 1_000_000)]
     max_iters: u64,
@@ -252,6 +265,10 @@ impl RunArgs {
                 && self.backend != BackendArg::Shared,
             halo_every: self.halo_every,
             max_in_flight: self.max_in_flight,
+            racy_read: match self.racy_read {
+                RacyReadArg::Landed => RacyRead::Landed,
+                RacyReadArg::Always => RacyRead::Always,
+            },
             max_iters: self.max_iters,
             confirm: !self.no_confirm,
             slow: self.slow_rank.map(|rank| SlowRank {

@@ -64,6 +64,7 @@ fn bad_input_names_the_flag_exits_1_and_writes_nothing() {
             "--reduction iallreduce",
         ),
         (&["--reduction", "ring"], "--reduction"),
+        (&["--racy-read", "sometimes"], "--racy-read"),
         (&["--variant", "sometimes"], "--variant"),
         (
             &["--variant", "async", "--exchange", "overlap"],
@@ -165,6 +166,7 @@ fn converged_run_writes_the_report() {
             assert_eq!(r["residual"]["true"].as_f64().unwrap(), t);
             assert!(r["iterations"].as_f64().unwrap() >= min);
         }
+        assert_eq!(c["racy_read"], "landed");
         // --check-every paces the reduction rounds of async and racy over channels.
         let paced = backend == "threads" && variant != "sync";
         assert_eq!(c["check_every"], 10);

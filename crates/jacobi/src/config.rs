@@ -100,6 +100,28 @@ impl ReductionKind {
     }
 }
 
+/// When the racy variant reads its halo view (`--racy-read`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RacyRead {
+    /// Only once a send newer than the halo's data has landed in the view (before any send
+    /// the view holds zeros, not the neighbour's iterate).
+    #[default]
+    Landed,
+    /// Every iteration, whatever has landed: the paper's racy receive, "always ready".
+    Always,
+}
+
+impl RacyRead {
+    /// `landed`, `always`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RacyRead::Landed => "landed",
+            RacyRead::Always => "always",
+        }
+    }
+}
+
 /// How the problem size is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -176,6 +198,9 @@ pub struct Config {
     pub halo_every: u64,
     /// R: messages in flight per channel direction (async, racy).
     pub max_in_flight: usize,
+    /// Racy over channels: when the halo view is read.
+    #[serde(default)]
+    pub racy_read: RacyRead,
     /// No rank iterates more than this.
     pub max_iters: u64,
     /// Certify a convergence claim with a synchronous exchange and reduction of the true
@@ -201,6 +226,7 @@ impl Default for Config {
             pace_reductions: false,
             halo_every: 1,
             max_in_flight: 2,
+            racy_read: RacyRead::Landed,
             max_iters: 1_000_000,
             confirm: true,
             slow: None,

@@ -54,7 +54,7 @@ mod solver;
 mod tests;
 
 pub use config::{
-    Config, ConfigError, Decomp, Exchange, ReductionKind, SizeSpec, SlowRank, Variant,
+    Config, ConfigError, Decomp, Exchange, RacyRead, ReductionKind, SizeSpec, SlowRank, Variant,
 };
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use problem::{Problem, StopCriterion};

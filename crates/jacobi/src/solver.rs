@@ -6,7 +6,7 @@
 //! non-blocking reduction (async, racy). So all ranks make the same sequence of collective
 //! calls and no rank waits for another that went a different way.
 
-use crate::config::{Config, ConfigError, Exchange, Variant};
+use crate::config::{Config, ConfigError, Exchange, RacyRead, Variant};
 use crate::field::Field;
 use crate::geometry::{Axis, Face, Geometry, Plan};
 use crate::kernel::Region;
@@ -153,12 +153,25 @@ struct Inbox {
 /// Taking whatever new halo data a channel holds: the only thing async and racy runs do
 /// differently.
 trait HaloSource {
-    /// Apply new data on this channel to the halo beyond `face`, if any.
-    fn take(&mut self, field: &mut Field, face: Face, inbox: &mut Inbox) -> Result<(), Error>;
+    /// Apply new data on this channel to the halo beyond `face`, if any (racy: read as `read`
+    /// says).
+    fn take(
+        &mut self,
+        field: &mut Field,
+        face: Face,
+        inbox: &mut Inbox,
+        read: RacyRead,
+    ) -> Result<(), Error>;
 }
 
 impl<B: Backend> HaloSource for Channel<B, Async> {
-    fn take(&mut self, field: &mut Field, face: Face, inbox: &mut Inbox) -> Result<(), Error> {
+    fn take(
+        &mut self,
+        field: &mut Field,
+        face: Face,
+        inbox: &mut Inbox,
+        _: RacyRead,
+    ) -> Result<(), Error> {
         if let Some(m) = self.recv()? {
             if m.stamp() >= inbox.floor {
                 field.unpack(face, m.data());
@@ -169,11 +182,23 @@ impl<B: Backend> HaloSource for Channel<B, Async> {
 }
 
 impl<B: Backend> HaloSource for Channel<B, Racy> {
-    fn take(&mut self, field: &mut Field, face: Face, inbox: &mut Inbox) -> Result<(), Error> {
-        // Read the view only once a send newer than the halo's data has landed: before any
-        // send the view holds zeros, not the neighbour's iterate.
-        if self.can_recv()? && self.last_stamp() >= inbox.floor.max(1) {
-            field.unpack_atomic(face, self.recv()?);
+    fn take(
+        &mut self,
+        field: &mut Field,
+        face: Face,
+        inbox: &mut Inbox,
+        read: RacyRead,
+    ) -> Result<(), Error> {
+        match read {
+            // Read the view only once a send newer than the halo's data has landed: before
+            // any send the view holds zeros, not the neighbour's iterate.
+            RacyRead::Landed => {
+                if self.can_recv()? && self.last_stamp() >= inbox.floor.max(1) {
+                    field.unpack_atomic(face, self.recv()?);
+                }
+            }
+            // The paper's racy receive: always ready, the view read every iteration.
+            RacyRead::Always => field.unpack_atomic(face, self.recv()?),
         }
         Ok(())
     }
@@ -508,7 +533,7 @@ impl Run<'_> {
                 // Take whatever new halo data is there.
                 let t = Instant::now();
                 for ((ch, &face), ib) in chans.iter_mut().zip(&self.faces).zip(&mut inbox) {
-                    ch.take(&mut self.field, face, ib)?;
+                    ch.take(&mut self.field, face, ib, self.cfg.racy_read)?;
                 }
                 self.comm += t.elapsed();
                 local[0] = self.sweep();

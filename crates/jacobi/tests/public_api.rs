@@ -3,7 +3,7 @@
 mod common;
 use chan_core::threads::World;
 use common::*;
-use jacobi::{Dims, Variant};
+use jacobi::{Dims, RacyRead, StopReason, Variant};
 
 /// A record round-trips through the gather: every field (channel statistics included, typed)
 /// arrives at rank 0 as the rank had it.
@@ -70,6 +70,28 @@ fn check_every_paces_the_reduction_of_async_and_racy() {
                 r.reductions,
                 r.iterations
             );
+        }
+    }
+}
+
+/// `RacyRead::Always` (the paper's racy receive, `--racy-read always`) and `Landed` (the
+/// default): both converge and certify on threads, every time.
+#[test]
+fn racy_read_always_and_landed_converge_and_certify() {
+    for read in [RacyRead::Landed, RacyRead::Always] {
+        for (n, r) in [(2, 1), (3, 2), (4, 4)] {
+            let mut c = cfg(Dims::new(12, 12, 12), Variant::Racy);
+            c.racy_read = read;
+            c.max_in_flight = r;
+            let what = format!("racy read {} on {n} ranks, R = {r}", read.name());
+            for rec in run_threads(&c, n) {
+                assert_eq!(rec.stop, StopReason::Criterion, "{what}: rank {}", rec.rank);
+                assert!(rec.converged, "{what}");
+                assert!(rec.residual.true_residual < c.criterion.tol(), "{what}");
+                let last = rec.certifications.last().expect("a certified claim");
+                assert!(last.accepted, "{what}");
+                assert!(rec.messages.received > 0, "{what}");
+            }
         }
     }
 }
