@@ -3,7 +3,7 @@
 use crate::backend::{Agreed, ChannelHooks};
 use crate::error::CreateError;
 use crate::transport::Backend;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 mod sealed {
     pub trait Sealed {}
@@ -109,7 +109,7 @@ impl Delivery for Shared {
 }
 
 /// The mode of a channel as a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModeKind {
     /// See [`Sync`].

@@ -2,7 +2,7 @@
 
 use crate::mode::ModeKind;
 use serde::ser::{SerializeStruct, Serializer};
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Exact counts for values `0..BUCKETS-1`, one overflow bucket above, and a count of negative
 /// values (staleness is negative when the sender is ahead of the receiver); count, sum, min
@@ -125,9 +125,53 @@ impl Serialize for Histogram {
     }
 }
 
+/// A histogram as its JSON form says it (what [`Histogram`]'s `Serialize` writes).
+#[derive(Deserialize)]
+#[serde(rename = "Histogram")]
+struct HistogramForm {
+    count: u64,
+    negative: u64,
+    mean: Option<f64>,
+    min: Option<i64>,
+    max: Option<i64>,
+    buckets: Vec<(usize, u64)>,
+}
+
+/// Reads back what `Serialize` wrote. The sum is not written: it is recovered as
+/// `mean × count` rounded, exact while it is below 2⁵³ in magnitude (far beyond any run's).
+impl<'de> Deserialize<'de> for Histogram {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let f = HistogramForm::deserialize(d)?;
+        let mut h = Histogram::new();
+        for (v, c) in f.buckets {
+            let slot = h.counts.get_mut(v).ok_or_else(|| {
+                D::Error::custom(format!(
+                    "histogram bucket {v} beyond the last ({})",
+                    Self::BUCKETS - 1
+                ))
+            })?;
+            *slot += c;
+        }
+        h.negative = f.negative;
+        h.count = f.count;
+        if f.count > 0 {
+            let (Some(mean), Some(min), Some(max)) = (f.mean, f.min, f.max) else {
+                return Err(D::Error::custom(
+                    "a non-empty histogram needs its mean, min and max",
+                ));
+            };
+            h.sum = (mean * f.count as f64).round() as i128;
+            h.min = min;
+            h.max = max;
+        }
+        Ok(h)
+    }
+}
+
 /// Statistics of one end of a channel, returned by [`crate::Channel::close`] and readable any
 /// time with [`crate::Channel::stats`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChannelStats {
     /// Sync, Async or Racy.
     pub mode: ModeKind,

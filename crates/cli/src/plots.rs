@@ -14,8 +14,9 @@
 //! font and no display. Every file is written atomically.
 
 use crate::output::write_atomically;
-use crate::saved::{channel_buckets, Outcome, SavedConfig, SavedRun};
+use crate::saved::{channel_buckets, ConfigExt, Outcome};
 use crate::summary::{self, Group};
+use jacobi::{Report, RunConfig, StopCriterion};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -431,21 +432,11 @@ impl Figure for VsParam {
 }
 
 /// What the runs' stopping criterion is, for an axis.
-fn criterion_desc(configs: &[&SavedConfig]) -> String {
-    let names: Vec<String> = configs
-        .iter()
-        .map(|c| {
-            c.rest
-                .get("criterion")
-                .and_then(|v| v.get("name"))
-                .and_then(|v| v.as_str())
-                .unwrap_or("")
-                .to_string()
-        })
-        .collect();
-    if names.iter().all(|n| n == "relative_residual") {
+fn criterion_desc(configs: &[&RunConfig]) -> String {
+    let all = |f: fn(&StopCriterion) -> bool| configs.iter().all(|c| f(&c.config.criterion));
+    if all(|c| matches!(c, StopCriterion::RelativeResidual { .. })) {
         "relative residual ‖b − Au‖₂ / ‖b − Au₀‖₂".into()
-    } else if names.iter().all(|n| n == "update_norm") {
+    } else if all(|c| matches!(c, StopCriterion::UpdateNorm { .. })) {
         "update norm ‖u_k − u_k−1‖₂".into()
     } else {
         "stopping criterion".into()
@@ -455,17 +446,17 @@ fn criterion_desc(configs: &[&SavedConfig]) -> String {
 /// Draw every figure the runs support into `dir`; the files written.
 pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String> {
     let groups = summary::groups(outcomes);
-    let configs: Vec<&SavedConfig> = groups.iter().map(|g| g.config).collect();
+    let configs: Vec<&RunConfig> = groups.iter().map(|g| g.config).collect();
     let cols = summary::legend_columns(&configs);
-    let label = |c: &SavedConfig, skip: &[&str]| {
+    let label = |c: &RunConfig, skip: &[&str]| {
         let l = summary::label(c, &cols, skip);
         if l.is_empty() {
-            c.variant.clone()
+            c.config.variant.name().to_string()
         } else {
             l
         }
     };
-    let with_run: Vec<(&Group<'_>, &SavedRun)> = groups
+    let with_run: Vec<(&Group<'_>, &Report)> = groups
         .iter()
         .filter_map(|g| g.first_ok().map(|r| (g, r)))
         .collect();
@@ -545,11 +536,11 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
     // Arrival batch sizes of async and racy runs.
     let hists: Vec<(String, Vec<(u64, u64)>)> = with_run
         .iter()
-        .filter(|(g, _)| !g.config.is_sync())
+        .filter(|(g, _)| g.config.variant() != jacobi::Variant::Sync)
         .filter_map(|(g, r)| {
             let mut sum = std::collections::BTreeMap::<u64, u64>::new();
             for k in &r.ranks {
-                for (v, c) in channel_buckets(k, &g.config.variant, "batches") {
+                for (v, c) in channel_buckets(k, g.config.variant(), |ch| &ch.batches) {
                     *sum.entry(v).or_default() += c;
                 }
             }
@@ -591,8 +582,8 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
         &'static str,
         &'static str,
         &'static str,
-        fn(&SavedConfig) -> Option<f64>,
-        fn(&SavedConfig) -> String,
+        fn(&RunConfig) -> Option<f64>,
+        fn(&RunConfig) -> String,
         &'static [&'static str],
     );
     let params: [Param; 3] = [
@@ -602,11 +593,11 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
             "R (messages in flight per channel direction)",
             |c| {
                 c.applies("--max-in-flight")
-                    .then_some(c.max_in_flight as f64)
+                    .then_some(c.config.max_in_flight as f64)
             },
             |c| {
                 let mut c = c.clone();
-                c.max_in_flight = 0;
+                c.config.max_in_flight = 0;
                 c.key()
             },
             &["R"],
@@ -615,10 +606,10 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
             "vs_N",
             "against N, the halo exchange period",
             "N (iterations between halo exchanges)",
-            |c| Some(c.halo_every as f64),
+            |c| Some(c.config.halo_every as f64),
             |c| {
                 let mut c = c.clone();
-                c.halo_every = 0;
+                c.config.halo_every = 0;
                 c.key()
             },
             &["N"],
@@ -628,7 +619,7 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
             "against p, the number of processes",
             "p (processes or threads)",
             |c| Some(c.ranks as f64),
-            SavedConfig::key_without_ranks,
+            RunConfig::key_without_ranks,
             &["p", "size", "decomp"],
         ),
     ];
@@ -637,8 +628,7 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
         let mut fams: Vec<(String, String, Vec<StudyPoint>)> = Vec::new();
         for g in &groups {
             let Some(x) = x_of(g.config) else { continue };
-            let (Some(t), Some(rate)) =
-                (g.median(|r| r.time_s), g.median(SavedRun::iteration_rate))
+            let (Some(t), Some(rate)) = (g.median(|r| r.time_s), g.median(Report::iteration_rate))
             else {
                 continue;
             };

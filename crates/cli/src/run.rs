@@ -6,13 +6,13 @@
 
 use crate::output::{check_distinct, check_file, write_atomically, Csv};
 use crate::progress::RunProgress;
-use crate::saved::{self, SavedRun};
+use crate::saved::{self, ConfigExt};
 use chan_core::Context;
 use chan_threads::World;
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, Report, SizeSpec,
-    SlowRank, Variant,
+    Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, RacyRead, ReductionKind,
+    Report, RunConfig, SizeSpec, SlowRank, Variant,
 };
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -108,6 +108,25 @@ pub enum ExchangeArg {
     Overlap,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum ReductionArg {
+    /// MPI_Iallreduce, the MPI library's non-blocking collective (--backend mpi only; its
+    /// default).
+    Iallreduce,
+    /// chan-core's binary tree over point-to-point channels (every backend; the only one of
+    /// threads, shmem and shared).
+    Tree,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum RacyReadArg {
+    /// Read the halo view once a newer send has landed in it (default).
+    Landed,
+    /// Read the view every iteration, whatever has landed: the paper's "always ready" racy
+    /// receive.
+    Always,
+}
+
 pub(crate) fn parse_dims(s: &str) -> Result<Dims, String> {
     SizeSpec::parse_dims(s)
 }
@@ -153,7 +172,9 @@ pub struct RunArgs {
     #[arg(long, allow_hyphen_values = true)]
     tol: Option<f64>,
     /// Sync: test the criterion (a global reduction) every K iterations (default: 100 for
-    /// Laplace, as the paper; 1 for Poisson, as Wang & Gobbert).
+    /// Laplace, as the paper; 1 for Poisson, as Wang & Gobbert). Async and racy: start a
+    /// round of the non-blocking reduction no sooner than K iterations after the previous one
+    /// started (without the flag, the paper's scheme: as soon as the previous one returns).
     #[arg(long)]
     check_every: Option<u64>,
     /// Exchange halos every N iterations.
@@ -162,6 +183,14 @@ pub struct RunArgs {
     /// R: messages in flight per channel direction (async, racy).
     #[arg(long, default_value_t = 2)]
     max_in_flight: usize,
+    /// The non-blocking reduction async and racy runs test: iallreduce (--backend mpi only,
+    /// its default) or tree (the only one of the other backends).
+    #[arg(long, value_enum)]
+    reduction: Option<ReductionArg>,
+    /// Racy: read the halo view once a newer send has landed (landed), or every iteration as
+    /// the paper's racy receive does (always).
+    #[arg(long, value_enum, default_value_t = RacyReadArg::Landed)]
+    racy_read: RacyReadArg,
     /// No rank iterates more than this.
     #[arg(long, default_value_t = 1_000_000)]
     max_iters: u64,
@@ -230,8 +259,16 @@ impl RunArgs {
             },
             criterion: self.tol.map_or(criterion, |t| criterion.with_tol(t)),
             check_every: self.check_every.unwrap_or(problem.default_check_every()),
+            // Shared memory has no reduction rounds: K only samples its history there.
+            pace_reductions: self.check_every.is_some()
+                && self.variant != VariantArg::Sync
+                && self.backend != BackendArg::Shared,
             halo_every: self.halo_every,
             max_in_flight: self.max_in_flight,
+            racy_read: match self.racy_read {
+                RacyReadArg::Landed => RacyRead::Landed,
+                RacyReadArg::Always => RacyRead::Always,
+            },
             max_iters: self.max_iters,
             confirm: !self.no_confirm,
             slow: self.slow_rank.map(|rank| SlowRank {
@@ -263,6 +300,27 @@ impl RunArgs {
         Ok(plan)
     }
 
+    /// The reduction this run's backend builds: `--reduction`, or the backend's default
+    /// (MPI_Iallreduce for MPI, the tree elsewhere). Only MPI has an MPI_Iallreduce.
+    pub(crate) fn reduction(&self) -> Result<ReductionKind, ConfigError> {
+        match (self.backend, self.reduction) {
+            (BackendArg::Mpi, None | Some(ReductionArg::Iallreduce)) => {
+                Ok(ReductionKind::Iallreduce)
+            }
+            (_, None | Some(ReductionArg::Tree)) => Ok(ReductionKind::Tree),
+            (b, Some(ReductionArg::Iallreduce)) => Err(ConfigError::Unsupported {
+                flag: "--reduction iallreduce",
+                backend: match b {
+                    BackendArg::Threads => "--backend threads",
+                    BackendArg::Shared => "--backend shared",
+                    BackendArg::Shmem | BackendArg::Mpi => "--backend shmem",
+                },
+                why: "MPI_Iallreduce is MPI's: this backend reduces over chan-core's tree \
+                      (--reduction tree)",
+            }),
+        }
+    }
+
     /// [`RunArgs::check`] without the output files: what `aiac sweep` checks for every run
     /// before it starts any (it checks its own output directory).
     pub(crate) fn check_config(&self) -> Result<Plan, RunError> {
@@ -271,9 +329,10 @@ impl RunArgs {
         if n == 0 {
             return Err(ConfigError::NoRanks.into());
         }
+        self.reduction()?;
         let plan = match self.backend {
             BackendArg::Threads | BackendArg::Mpi | BackendArg::Shmem => cfg.plan(n)?,
-            BackendArg::Shared => jacobi::shared::plan(&cfg, n)?,
+            BackendArg::Shared => cfg.shared_plan(n)?,
         };
         if self.backend == BackendArg::Mpi && !cfg!(feature = "mpi") {
             return Err(not_built("mpi"));
@@ -286,10 +345,14 @@ impl RunArgs {
 
     /// The `config` object this run's report will have (what `aiac sweep` records for a run
     /// that fails).
-    pub(crate) fn report_config(&self, plan: &Plan) -> serde_json::Value {
-        let n = self.threads.unwrap_or(1);
-        let config = jacobi::record::RunConfig::new(self.backend_name(), n, plan, &self.config());
-        serde_json::to_value(config).unwrap_or(serde_json::Value::Null)
+    pub(crate) fn report_config(&self, plan: &Plan) -> RunConfig {
+        self.run_config(self.threads.unwrap_or(1), plan)
+    }
+
+    /// The `config` of the report of this run over `ranks` ranks (its flags checked).
+    fn run_config(&self, ranks: usize, plan: &Plan) -> RunConfig {
+        let reduction = self.reduction().unwrap_or_default();
+        RunConfig::new(self.backend_name(), ranks, plan, &self.config(), reduction)
     }
 }
 
@@ -302,23 +365,26 @@ fn exit_code(converged: bool) -> ExitCode {
     }
 }
 
-/// Run on one rank of any backend (collective) and report from rank 0. The MPI and SHMEM
-/// backends call this once per process with their context. Rank 0 shows the progress line
-/// (unless `--quiet`); the library itself prints nothing.
+/// Run on one rank of any backend (collective) over the decomposition `plan` (computed once,
+/// before the run) and report from rank 0. The MPI and SHMEM backends call this once per
+/// process with their context. Rank 0 shows the progress line (unless `--quiet`); the library
+/// itself prints nothing.
 pub fn run_on<C: Context>(
     ctx: &mut C,
-    backend: &str,
     cfg: &Config,
+    plan: &Plan,
     args: &RunArgs,
 ) -> Result<ExitCode, RunError> {
-    let plan = cfg.plan(ctx.size())?;
     let progress = (ctx.rank() == 0 && !args.quiet).then(|| RunProgress::start(cfg));
-    let rec = jacobi::run_rank_with(ctx, cfg, progress.as_ref().map(RunProgress::hook));
+    let rec = jacobi::solve_with(ctx, cfg, plan, progress.as_ref().map(RunProgress::hook));
     drop(progress); // the line is cleared before anything else is printed
     let rec = rec?;
     let converged = rec.converged;
     match jacobi::gather_records(ctx, &rec)? {
-        Some(records) => finish(Report::new(backend, cfg, &plan, records), args),
+        Some(records) => finish(
+            Report::new(args.run_config(ctx.size(), plan), records),
+            args,
+        ),
         None => Ok(exit_code(converged)),
     }
 }
@@ -341,7 +407,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
             let world = World::new(threads)
                 .map_err(|_| ConfigError::NoRanks)?
                 .pinned();
-            let outcomes = world.run(|ctx| run_on(ctx, "threads", &cfg, args));
+            let outcomes = world.run(|ctx| run_on(ctx, &cfg, &plan, args));
             // Every rank's result; the first error, else rank 0's exit code.
             let codes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
             codes.into_iter().next().ok_or(ConfigError::NoRanks.into())
@@ -349,9 +415,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
         BackendArg::Shared => {
             let progress = (!args.quiet).then(|| RunProgress::start(&cfg));
             let records =
-                jacobi::shared::run_with(&cfg, threads, progress.as_ref().map(RunProgress::hook));
+                jacobi::solve_shared_with(&cfg, &plan, progress.as_ref().map(RunProgress::hook));
             drop(progress);
-            finish(Report::new("shared", &cfg, &plan, records?), args)
+            finish(Report::new(args.run_config(threads, &plan), records?), args)
         }
         BackendArg::Mpi | BackendArg::Shmem => unreachable!("handled above"),
     }
@@ -414,19 +480,23 @@ fn run_launched<C: Launched>(
 ) -> Result<ExitCode, RunError> {
     let (rank, size) = (ctx.rank(), ctx.size());
     let checked = job_matches::<C>(args, size)
-        .and_then(|()| cfg.plan(size).map(drop).map_err(RunError::from))
-        .and_then(|()| check_output(args));
-    if let Err(e) = checked {
-        let finalized = ctx.finalize();
-        if rank != 0 {
-            return Err(RunError::ReportedByRank0);
+        .and_then(|()| args.reduction().map_err(RunError::from))
+        .and_then(|_| cfg.plan(size).map_err(RunError::from))
+        .and_then(|plan| check_output(args).map(|()| plan));
+    let plan = match checked {
+        Ok(plan) => plan,
+        Err(e) => {
+            let finalized = ctx.finalize();
+            if rank != 0 {
+                return Err(RunError::ReportedByRank0);
+            }
+            if let Err(f) = finalized {
+                eprintln!("aiac: while stopping {}: {f}", C::NAME);
+            }
+            return Err(e);
         }
-        if let Err(f) = finalized {
-            eprintln!("aiac: while stopping {}: {f}", C::NAME);
-        }
-        return Err(e);
-    }
-    match run_on(&mut ctx, C::NAME, cfg, args) {
+    };
+    match run_on(&mut ctx, cfg, &plan, args) {
         Ok(code) => {
             ctx.finalize()
                 .map_err(|e| RunError::Launch(format!("{} finalize: {e}", C::NAME)))?;
@@ -441,7 +511,14 @@ fn run_launched<C: Launched>(
 
 #[cfg(feature = "mpi")]
 fn run_mpi(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
-    let ctx = chan_mpi::MpiCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
+    let mut ctx = chan_mpi::MpiCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
+    // On every rank alike (creating a reduction is collective); always Ok for MPI.
+    if let Ok(kind) = args.reduction() {
+        ctx.set_reduction_kind(match kind {
+            ReductionKind::Iallreduce => chan_mpi::ReductionKind::Iallreduce,
+            ReductionKind::Tree => chan_mpi::ReductionKind::Tree,
+        });
+    }
     run_launched(ctx, args, cfg)
 }
 
@@ -503,8 +580,8 @@ fn check_output(args: &RunArgs) -> Result<(), RunError> {
     check_distinct(&files)
 }
 
-/// Rank 0: the files, the table, the exit code. Every file is made from the JSON document
-/// (as `aiac report` reads it back), each written atomically; the table is printed last.
+/// Rank 0: the files, the table, the exit code. Every file is made from the one typed report
+/// (the value `aiac report` reads back), each written atomically; the table is printed last.
 fn finish(report: Report, args: &RunArgs) -> Result<ExitCode, RunError> {
     let out_err = |flag: &'static str, path: &Path, e: &dyn std::fmt::Display| RunError::Output {
         flag,
@@ -518,17 +595,12 @@ fn finish(report: Report, args: &RunArgs) -> Result<ExitCode, RunError> {
         if let Some(path) = &args.json {
             write_atomically(path, &text).map_err(|e| out_err("--json", path, &e))?;
         }
-        let saved: SavedRun = match saved::parse(&text) {
-            Ok(saved::Outcome::Ok(r)) => *r,
-            Ok(saved::Outcome::Failed(_)) => unreachable!("a run's report"),
-            Err(e) => return Err(RunError::Invalid(format!("reading the report back: {e}"))),
-        };
         if let Some(path) = &args.csv {
-            write_atomically(path, rank_csv(&saved).as_bytes())
+            write_atomically(path, rank_csv(&report).as_bytes())
                 .map_err(|e| out_err("--csv", path, &e))?;
         }
         if let Some(path) = &args.history {
-            write_atomically(path, history_csv(&saved).as_bytes())
+            write_atomically(path, history_csv(&report).as_bytes())
                 .map_err(|e| out_err("--history", path, &e))?;
         }
     }
@@ -539,7 +611,7 @@ fn finish(report: Report, args: &RunArgs) -> Result<ExitCode, RunError> {
 }
 
 /// `--csv`: one row per rank.
-pub(crate) fn rank_csv(run: &SavedRun) -> Csv {
+pub(crate) fn rank_csv(run: &Report) -> Csv {
     let mut csv = Csv::new(&[
         "rank",
         "backend",
@@ -568,20 +640,16 @@ pub(crate) fn rank_csv(run: &SavedRun) -> Csv {
         "batch_mean",
         "error_max",
     ]);
-    let variant = &run.config.variant;
+    let variant = run.config.variant();
     for r in &run.ranks {
-        let batches = saved::channel_buckets(r, variant, "batches");
+        let batches = saved::channel_buckets(r, variant, |ch| &ch.batches);
         let (n, sum) = batches
             .iter()
             .fold((0u64, 0u64), |(n, s), &(v, c)| (n + c, s + v * c));
-        let stop = serde_json::to_value(r.stop)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
         csv.row([
             r.rank.to_string(),
             r.backend.clone(),
-            variant.clone(),
+            variant.name().to_string(),
             run.config.ranks.to_string(),
             r.coords[0].to_string(),
             r.coords[1].to_string(),
@@ -593,7 +661,7 @@ pub(crate) fn rank_csv(run: &SavedRun) -> Csv {
             r.time_s.to_string(),
             r.compute_s.to_string(),
             r.comm_s.to_string(),
-            stop,
+            r.stop.name().to_string(),
             r.converged.to_string(),
             crate::output::opt(r.residual.reported),
             r.residual.true_residual.to_string(),
@@ -611,7 +679,7 @@ pub(crate) fn rank_csv(run: &SavedRun) -> Csv {
 }
 
 /// `--history`: the convergence profile, one row per rank and check.
-pub(crate) fn history_csv(run: &SavedRun) -> Csv {
+pub(crate) fn history_csv(run: &Report) -> Csv {
     let mut csv = Csv::new(&["rank", "iteration", "residual", "time_s"]);
     for r in &run.ranks {
         for p in r.history.iter() {
@@ -672,10 +740,12 @@ mod tests {
             let n = args.threads.unwrap_or(1);
             let records = World::new(n)
                 .unwrap()
-                .run(|ctx| jacobi::run_rank(ctx, &cfg).unwrap());
-            let report = Report::new("threads", &cfg, &plan, records);
+                .run(|ctx| jacobi::solve_with(ctx, &cfg, &plan, None).unwrap());
+            let report = Report::new(args.run_config(n, &plan), records);
             let v = serde_json::to_value(&report).unwrap();
-            assert_eq!(v["config"], args.report_config(&plan), "{argv:?}");
+            let failed = serde_json::to_value(args.report_config(&plan)).unwrap();
+            assert_eq!(v["config"], failed, "{argv:?}");
+            assert_eq!(v["config"]["reduction"], "tree", "{argv:?}");
         }
     }
 }

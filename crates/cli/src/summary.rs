@@ -5,26 +5,26 @@
 //! saved runs.
 
 use crate::output::Csv;
-use crate::saved::{Outcome, SavedConfig, SavedRun};
-use serde_json::Value;
+use crate::saved::{ConfigExt, Outcome};
+use jacobi::{Decomp, Problem, Report, RunConfig};
 
 /// Runs of one configuration (repeats), in the order they came.
 #[derive(Debug)]
 pub struct Group<'a> {
-    pub config: &'a SavedConfig,
+    pub config: &'a RunConfig,
     pub runs: Vec<&'a Outcome>,
 }
 
 impl Group<'_> {
-    pub fn ok(&self) -> impl Iterator<Item = &SavedRun> + '_ {
+    pub fn ok(&self) -> impl Iterator<Item = &Report> + '_ {
         self.runs.iter().filter_map(|o| o.run())
     }
     /// The first run that has a report.
-    pub fn first_ok(&self) -> Option<&SavedRun> {
+    pub fn first_ok(&self) -> Option<&Report> {
         self.ok().next()
     }
     /// Median of `f` over the runs that have a report.
-    pub fn median(&self, f: impl Fn(&SavedRun) -> f64) -> Option<f64> {
+    pub fn median(&self, f: impl Fn(&Report) -> f64) -> Option<f64> {
         median(self.ok().map(f).collect())
     }
 }
@@ -69,36 +69,14 @@ pub struct Column {
     /// Its name in legends (`R=2`).
     pub name: &'static str,
     /// The value shown.
-    pub value: fn(&SavedConfig) -> String,
+    pub value: fn(&RunConfig) -> String,
     /// Shown even when every configuration has the same value.
     pub always: bool,
 }
 
-fn field<'a>(c: &'a SavedConfig, path: &[&str]) -> Option<&'a Value> {
-    let (first, rest) = path.split_first()?;
-    let mut v = c.rest.get(*first)?;
-    for p in rest {
-        v = v.get(*p)?;
-    }
-    Some(v)
-}
-
-fn dims(v: Option<&Value>) -> String {
-    match v {
-        Some(d) => {
-            let g = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
-            format!("{}x{}x{}", g("x"), g("y"), g("z"))
-        }
-        None => "-".into(),
-    }
-}
-
-fn num(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::Number(n)) => n.to_string(),
-        Some(Value::Null) | None => "-".into(),
-        Some(v) => v.to_string(),
-    }
+/// A number as the JSON report writes it (`2.0`, `0.0001`).
+fn num(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| serde_json::Value::from(v).to_string())
 }
 
 /// The configuration columns, in table order.
@@ -106,7 +84,7 @@ pub const COLUMNS: &[Column] = &[
     Column {
         header: "variant",
         name: "",
-        value: |c| c.variant.clone(),
+        value: |c| c.config.variant.name().into(),
         always: true,
     },
     Column {
@@ -124,12 +102,7 @@ pub const COLUMNS: &[Column] = &[
     Column {
         header: "problem",
         name: "",
-        value: |c| {
-            field(c, &["problem", "name"])
-                .and_then(Value::as_str)
-                .unwrap_or("-")
-                .to_string()
-        },
+        value: |c| c.config.problem.name().into(),
         always: false,
     },
     Column {
@@ -137,9 +110,9 @@ pub const COLUMNS: &[Column] = &[
         name: "size",
         value: |c| {
             if c.is_global_size() {
-                dims(field(c, &["global"]))
+                c.global.to_string()
             } else {
-                format!("{}/rank", dims(field(c, &["local"])))
+                format!("{}/rank", c.local)
             }
         },
         always: false,
@@ -148,10 +121,11 @@ pub const COLUMNS: &[Column] = &[
         header: "decomp",
         name: "decomp",
         value: |c| {
-            field(c, &["decomp"])
-                .and_then(Value::as_str)
-                .unwrap_or("-")
-                .to_string()
+            match c.config.decomp {
+                Decomp::Paper => "paper",
+                Decomp::Z => "z",
+            }
+            .into()
         },
         always: false,
     },
@@ -160,7 +134,7 @@ pub const COLUMNS: &[Column] = &[
         name: "",
         value: |c| {
             if c.applies("--exchange") {
-                c.exchange.clone()
+                c.config.exchange.name().into()
             } else {
                 "-".into()
             }
@@ -172,7 +146,19 @@ pub const COLUMNS: &[Column] = &[
         name: "R",
         value: |c| {
             if c.applies("--max-in-flight") {
-                c.max_in_flight.to_string()
+                c.config.max_in_flight.to_string()
+            } else {
+                "-".into()
+            }
+        },
+        always: false,
+    },
+    Column {
+        header: "reduction",
+        name: "",
+        value: |c| {
+            if c.applies("--reduction") {
+                c.reduction.name().into()
             } else {
                 "-".into()
             }
@@ -182,15 +168,16 @@ pub const COLUMNS: &[Column] = &[
     Column {
         header: "N",
         name: "N",
-        value: |c| c.halo_every.to_string(),
+        value: |c| c.config.halo_every.to_string(),
         always: false,
     },
     Column {
         header: "K",
         name: "K",
         value: |c| {
-            if c.applies("--check-every") {
-                c.check_every.to_string()
+            let paced = c.config.pace_reductions || c.config.variant == jacobi::Variant::Sync;
+            if c.applies("--check-every") && paced {
+                c.config.check_every.to_string()
             } else {
                 "-".into()
             }
@@ -200,37 +187,40 @@ pub const COLUMNS: &[Column] = &[
     Column {
         header: "tol",
         name: "tol",
-        value: |c| num(field(c, &["criterion", "tol"])),
+        value: |c| num(Some(c.config.criterion.tol())),
         always: false,
     },
     Column {
         header: "max-iters",
         name: "max-iters",
-        value: |c| c.max_iters.to_string(),
+        value: |c| c.config.max_iters.to_string(),
         always: false,
     },
     Column {
         header: "confirm",
         name: "confirm",
-        value: |c| num(field(c, &["confirm"])),
+        value: |c| c.config.confirm.to_string(),
         always: false,
     },
     Column {
         header: "slowdown",
         name: "slowdown",
-        value: |c| num(field(c, &["slow", "factor"])),
+        value: |c| num(c.config.slow.map(|s| s.factor)),
         always: false,
     },
     Column {
         header: "offset",
         name: "offset",
-        value: |c| num(field(c, &["problem", "offset"])),
+        value: |c| match c.config.problem {
+            Problem::Laplace { offset } => num(Some(offset)),
+            Problem::Poisson => "-".into(),
+        },
         always: false,
     },
 ];
 
 /// Two configurations have different values in this column ("-", does not apply, aside).
-fn varies(c: &Column, configs: &[&SavedConfig]) -> bool {
+fn varies(c: &Column, configs: &[&RunConfig]) -> bool {
     let mut vals = configs.iter().map(|k| (c.value)(k)).filter(|v| v != "-");
     let first = vals.next();
     vals.any(|v| Some(&v) != first.as_ref())
@@ -238,7 +228,7 @@ fn varies(c: &Column, configs: &[&SavedConfig]) -> bool {
 
 /// The columns worth showing for these configurations in a table: the `always` ones and
 /// those whose value differs between two of them.
-pub fn shown_columns(configs: &[&SavedConfig]) -> Vec<&'static Column> {
+pub fn shown_columns(configs: &[&RunConfig]) -> Vec<&'static Column> {
     COLUMNS
         .iter()
         .filter(|c| c.always || varies(c, configs))
@@ -247,7 +237,7 @@ pub fn shown_columns(configs: &[&SavedConfig]) -> Vec<&'static Column> {
 
 /// The columns that tell these configurations apart in a legend: the variant and whatever
 /// differs.
-pub fn legend_columns(configs: &[&SavedConfig]) -> Vec<&'static Column> {
+pub fn legend_columns(configs: &[&RunConfig]) -> Vec<&'static Column> {
     COLUMNS
         .iter()
         .filter(|c| c.header == "variant" || varies(c, configs))
@@ -255,7 +245,7 @@ pub fn legend_columns(configs: &[&SavedConfig]) -> Vec<&'static Column> {
 }
 
 /// A legend label for `cfg` among these columns (`sync R=2 p=4`), leaving out `skip`.
-pub fn label(cfg: &SavedConfig, columns: &[&Column], skip: &[&str]) -> String {
+pub fn label(cfg: &RunConfig, columns: &[&Column], skip: &[&str]) -> String {
     let parts: Vec<String> = columns
         .iter()
         .filter(|c| !skip.contains(&c.header))
@@ -313,7 +303,7 @@ fn fmt_f(v: Option<f64>, digits: usize) -> String {
 /// The summary table of a set of runs (and the speedup tables when p varies).
 pub fn summary(outcomes: &[Outcome]) -> String {
     let groups = groups(outcomes);
-    let configs: Vec<&SavedConfig> = groups.iter().map(|g| g.config).collect();
+    let configs: Vec<&RunConfig> = groups.iter().map(|g| g.config).collect();
     let cols = shown_columns(&configs);
     let total = outcomes.len();
     let ok = outcomes.iter().filter(|o| o.run().is_some()).count();
@@ -350,7 +340,7 @@ pub fn summary(outcomes: &[Outcome]) -> String {
         row.push(fmt_f(g.median(|r| r.iterations.max), 0));
         row.push(fmt_time(g.median(|r| r.time_s)));
         row.push(
-            g.median(SavedRun::iteration_rate)
+            g.median(Report::iteration_rate)
                 .map_or("-".into(), crate::progress::human),
         );
         row.push(
@@ -447,7 +437,7 @@ fn speedup(groups: &[Group<'_>], cols: &[&Column]) -> String {
                 _ => (None, None),
             };
             // One status when every run of the group has it.
-            let mut statuses = g.ok().map(SavedRun::status);
+            let mut statuses = g.ok().map(Report::status);
             let status = statuses.next().filter(|&s| statuses.all(|t| t == s));
             let mut row = vec![p.to_string(), fmt_time(t)];
             if strong {
@@ -524,21 +514,21 @@ pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
         }
         row.extend([
             c.backend.clone(),
-            c.variant.clone(),
+            c.config.variant.name().into(),
             c.ranks.to_string(),
             col("problem"),
             col("size"),
             col("exchange"),
             col("R"),
-            c.halo_every.to_string(),
+            c.config.halo_every.to_string(),
             col("K"),
             col("tol"),
-            c.max_iters.to_string(),
+            c.config.max_iters.to_string(),
         ]);
         match o.run() {
             Some(r) => row.extend([
                 r.converged.to_string(),
-                r.stop.clone(),
+                r.stop.name().into(),
                 r.iterations.min.to_string(),
                 r.iterations.mean.to_string(),
                 r.iterations.max.to_string(),

@@ -7,16 +7,19 @@
 //! failed and the sweep goes on. Then it writes one CSV, the plots, and prints the summary
 //! table (and speedup and efficiency when p varies).
 //!
-//! Combinations a flag does not apply to are run once, not once per value: `--exchange` and
-//! `--check-every` apply to the sync variant only, `--max-in-flight` to async and racy over
-//! channels (not `--backend shared`), `--offset` to the Laplace problem.
+//! Combinations a flag does not apply to are run once, not once per value: `--exchange` applies
+//! to sync over channels, `--check-every` to sync and to async and racy over channels,
+//! `--reduction` to async and racy over MPI, `--max-in-flight` (R) to async over channels and
+//! to racy over MPI only (a racy send over threads or SHMEM has completed when it returns, so R
+//! never binds it), `--offset` to the Laplace problem.
 
 use crate::output::{check_dir, write_atomically};
 use crate::progress::SweepProgress;
 use crate::run::{
-    parse_dims, parse_grid, BackendArg, DecompArg, ExchangeArg, ProblemArg, RunError, VariantArg,
+    parse_dims, parse_grid, BackendArg, DecompArg, ExchangeArg, ProblemArg, ReductionArg, RunError,
+    VariantArg,
 };
-use crate::saved::{self, FailedRun, Outcome, SavedConfig};
+use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
 use clap::{Args, ValueEnum};
 use jacobi::{Dims, ProcGrid};
@@ -89,6 +92,9 @@ pub struct SweepArgs {
     /// R: messages in flight per channel direction (async, racy).
     #[arg(long, value_delimiter = ',', default_value = "2")]
     max_in_flight: Vec<usize>,
+    /// Non-blocking reductions of async and racy runs over MPI (iallreduce, tree).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    reduction: Vec<ReductionArg>,
     /// Iteration limits (fix one for scaling runs: a run that stops unconverged at the limit
     /// still times its iterations).
     #[arg(long, value_delimiter = ',', default_value = "1000000")]
@@ -237,6 +243,11 @@ impl SweepArgs {
                 flag: "--max-in-flight",
                 short: "R",
                 values: self.max_in_flight.iter().map(usize::to_string).collect(),
+            },
+            Axis {
+                flag: "--reduction",
+                short: "",
+                values: self.reduction.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "--max-iters",
@@ -416,6 +427,15 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
             args.timeout
         )));
     }
+    // Every R, also those no run of this sweep will use (racy off MPI): a bad value is a
+    // mistake whatever the runs.
+    for &r in &args.max_in_flight {
+        let cfg = jacobi::Config {
+            max_in_flight: r,
+            ..jacobi::Config::default()
+        };
+        cfg.validate().map_err(RunError::from)?;
+    }
     let exe = std::env::current_exe()
         .map_err(|e| RunError::Launch(format!("cannot find the aiac binary to run: {e}")))?;
     for b in &args.backend {
@@ -456,8 +476,7 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
         let plan = run_args
             .check_config()
             .map_err(|e| RunError::Invalid(format!("{e} (in the run {})", p.label)))?;
-        let config: SavedConfig = serde_json::from_value(run_args.report_config(&plan))
-            .map_err(|e| RunError::Invalid(format!("run {}: {e}", p.label)))?;
+        let config = run_args.report_config(&plan);
         planned.push((p, stem, json, argv, config));
     }
     // Last, the output directory (created when missing): nothing exists before all is right.
@@ -630,6 +649,8 @@ mod tests {
             "1,2,8",
             "-t",
             "2",
+            "--backend",
+            "mpi",
         ]);
         assert_eq!(p.len(), 6);
         assert_eq!(p[0].label, "async R=1");
@@ -638,7 +659,8 @@ mod tests {
 
     #[test]
     fn flags_that_do_not_apply_collapse() {
-        // R does not apply to sync, the exchange not to racy: 1 + 3 runs, not 2 × 2 × 3.
+        // R does not apply to sync, the exchange not to racy: 2 + 3 runs over MPI, not
+        // 2 × 2 × 3.
         let p = points(&[
             "--variant",
             "sync,racy",
@@ -646,6 +668,8 @@ mod tests {
             "blocking,overlap",
             "--max-in-flight",
             "1,2,8",
+            "--backend",
+            "mpi",
         ]);
         let labels: Vec<&str> = p.iter().map(|p| p.label.as_str()).collect();
         assert_eq!(
@@ -660,6 +684,35 @@ mod tests {
         );
         assert!(!p[0].argv.contains(&"--max-in-flight".to_string()));
         assert!(!p[2].argv.contains(&"--exchange".to_string()));
+    }
+
+    #[test]
+    fn r_binds_racy_channels_over_mpi_only() {
+        let args = |backend| {
+            points(&[
+                "--variant",
+                "sync,async,racy",
+                "--max-in-flight",
+                "1,4",
+                "--backend",
+                backend,
+            ])
+        };
+        let labels = |p: Vec<Point>| p.into_iter().map(|p| p.label).collect::<Vec<_>>();
+        assert_eq!(
+            labels(args("mpi")),
+            ["sync", "async R=1", "async R=4", "racy R=1", "racy R=4"]
+        );
+        for backend in ["threads", "shmem"] {
+            let p = args(backend);
+            assert_eq!(
+                labels(p.clone()),
+                ["sync", "async R=1", "async R=4", "racy"]
+            );
+            assert!(!p[3].argv.contains(&"--max-in-flight".to_string()));
+        }
+        // Shared memory has no channels: every variant once.
+        assert_eq!(labels(args("shared")), ["sync", "async", "racy"]);
     }
 
     #[test]

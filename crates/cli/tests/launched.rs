@@ -146,10 +146,41 @@ fn async_and_racy_over_a_launcher_converge_only_below_tol() {
                     for r in j["ranks"].as_array().unwrap() {
                         assert_eq!(r["backend"], l.backend);
                     }
+                    typed_channel_stats(&j, np, variant);
                 }
             }
         }
     }
+}
+
+/// The report read back as the typed `jacobi::Report` `aiac report` uses: every rank's
+/// channel statistics arrived at rank 0 whole (gathered from every process) and agree with its
+/// message totals, every channel's peer is another rank of the job, and after the clean close
+/// every message a rank sent was received (or drained) at the other end.
+fn typed_channel_stats(j: &Value, np: usize, variant: &str) {
+    let typed: jacobi::Report =
+        serde_json::from_value(j.clone()).expect("the report reads back as a jacobi::Report");
+    assert_eq!(typed.ranks.len(), np);
+    let (mut sent, mut received) = (0, 0);
+    for (k, r) in typed.ranks.iter().enumerate() {
+        assert_eq!(r.rank, k);
+        assert!(!r.channels.is_empty(), "rank {k} has channels");
+        assert!(
+            r.channels.iter().any(|c| c.mode.name() == variant),
+            "rank {k}: halo channels in mode {variant}"
+        );
+        let s: u64 = r.channels.iter().map(|c| c.sent).sum();
+        let v: u64 = r.channels.iter().map(|c| c.received).sum();
+        assert_eq!((s, v), (r.messages.sent, r.messages.received), "rank {k}");
+        for c in &r.channels {
+            assert!(c.peer < np && c.peer != k, "rank {k}: peer {}", c.peer);
+            assert_eq!(c.received, c.peer_sent, "rank {k}, channel {c:?}");
+        }
+        assert!(r.messages.received > 0, "rank {k} received halos");
+        sent += s;
+        received += v;
+    }
+    assert_eq!(sent, received, "every message sent was received");
 }
 
 /// Rank 0 alone prints the table and writes the report, atomically; a bad flag stops every
@@ -185,6 +216,47 @@ fn rank_0_reports_alone() {
             "one message: {err}"
         );
         assert!(!bad.exists(), "no report on bad input");
+    }
+}
+
+/// `--reduction`: over MPI both algorithms run and the report says which; over SHMEM only the
+/// tree exists, and asking for MPI_Iallreduce is one message naming the flag on every rank.
+#[test]
+fn the_reduction_is_chosen_and_recorded() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("reduction-{}", l.backend));
+        let kinds: &[Option<&str>] = if l.backend == "mpi" {
+            &[None, Some("tree"), Some("iallreduce")]
+        } else {
+            &[None, Some("tree")]
+        };
+        for kind in kinds {
+            let json = dir.join(format!("{kind:?}.json"));
+            let mut args = vec!["--variant", "async", "--local", "6", "--quiet"];
+            if let Some(k) = kind {
+                args.extend(["--reduction", k]);
+            }
+            let j = report(&launch(l, 2, &args, &json), &json, &format!("{kind:?}"));
+            let default = if l.backend == "mpi" {
+                "iallreduce"
+            } else {
+                "tree"
+            };
+            assert_eq!(
+                j["config"]["reduction"],
+                kind.unwrap_or(default),
+                "{kind:?}"
+            );
+            assert!(j["ranks"][0]["reductions"].as_u64().unwrap() > 0);
+        }
+        if l.backend == "shmem" {
+            let bad = dir.join("bad.json");
+            let out = launch(l, 2, &["--reduction", "iallreduce"], &bad);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert_eq!(err.matches("--reduction iallreduce").count(), 1, "{err}");
+            assert!(!bad.exists());
+        }
     }
 }
 

@@ -13,7 +13,7 @@ fn aiac(args: &[&str]) -> Output {
 
 /// A fresh, empty directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("aiac-cli-{}-{name}", std::process::id()));
+    let d = std::env::temp_dir().join(format!("aiac-run-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -58,6 +58,13 @@ fn bad_input_names_the_flag_exits_1_and_writes_nothing() {
             &["--backend", "shared", "--exchange", "overlap"],
             "--exchange",
         ),
+        (&["--reduction", "iallreduce"], "--reduction iallreduce"),
+        (
+            &["--backend", "shared", "--reduction", "iallreduce"],
+            "--reduction iallreduce",
+        ),
+        (&["--reduction", "ring"], "--reduction"),
+        (&["--racy-read", "sometimes"], "--racy-read"),
         (&["--variant", "sometimes"], "--variant"),
         (
             &["--variant", "async", "--exchange", "overlap"],
@@ -158,6 +165,23 @@ fn converged_run_writes_the_report() {
             assert_eq!(r["rank"], k);
             assert_eq!(r["residual"]["true"].as_f64().unwrap(), t);
             assert!(r["iterations"].as_f64().unwrap() >= min);
+        }
+        assert_eq!(c["racy_read"], "landed");
+        // --check-every paces the reduction rounds of async and racy over channels.
+        let paced = backend == "threads" && variant != "sync";
+        assert_eq!(c["check_every"], 10);
+        assert_eq!(c["pace_reductions"], paced, "{backend} {variant}");
+        if paced {
+            for r in ranks {
+                let (rounds, it) = (
+                    r["reductions"].as_u64().unwrap(),
+                    r["iterations"].as_u64().unwrap(),
+                );
+                assert!(
+                    rounds > 0 && rounds <= it / 10 + 2,
+                    "{rounds} rounds in {it} iterations"
+                );
+            }
         }
         if backend == "threads" && variant == "racy" {
             assert!(ranks[0]["channels"]

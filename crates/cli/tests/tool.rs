@@ -514,15 +514,16 @@ fn a_small_sweep_writes_its_table_csv_and_plots_and_report_redraws_them() {
     ]);
     let stdout = text(&r.stdout);
     assert_eq!(r.status.code(), Some(0), "{stdout}\n{}", text(&r.stderr));
-    // The table: one row per configuration.
+    // The table: one row per configuration. R binds async channels; racy channels over
+    // threads complete every send at once, so the sweep runs racy once.
     let table = summary_of(&stdout);
-    for row in ["async", "racy"] {
+    for (row, n) in [("async", 2), ("racy", 1)] {
         assert_eq!(
             table
                 .lines()
                 .filter(|l| l.trim_start().starts_with(row))
                 .count(),
-            2,
+            n,
             "{table}"
         );
     }
@@ -534,7 +535,7 @@ fn a_small_sweep_writes_its_table_csv_and_plots_and_report_redraws_them() {
     let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
     let rows: Vec<&str> = csv.lines().collect();
     assert!(rows[0].starts_with("run,status,exit_code,backend,variant,ranks"));
-    assert_eq!(rows.len(), 5, "{csv}");
+    assert_eq!(rows.len(), 4, "{csv}");
     let r_col = rows[0]
         .split(',')
         .position(|c| c == "max_in_flight")
@@ -543,8 +544,8 @@ fn a_small_sweep_writes_its_table_csv_and_plots_and_report_redraws_them() {
         .iter()
         .map(|l| l.split(',').nth(r_col).unwrap())
         .collect();
-    assert_eq!(rs, ["1", "2", "1", "2"]);
-    assert_eq!(names_in(&out.join("runs")).len(), 4);
+    assert_eq!(rs, ["1", "2", "-"]);
+    assert_eq!(names_in(&out.join("runs")).len(), 3);
     // The plots: PNG of the stated size with something drawn, SVG with axes and lines.
     let plots = out.join("plots");
     for (name, w, h) in [
@@ -576,7 +577,8 @@ fn a_small_sweep_writes_its_table_csv_and_plots_and_report_redraws_them() {
     for label in [
         "time since the solve started (s)",
         "relative residual",
-        "racy R=2",
+        "async R=2",
+        ">\nracy\n<",
     ] {
         assert!(svg.contains(label), "convergence.svg lacks '{label}'");
     }

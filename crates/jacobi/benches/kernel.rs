@@ -1,6 +1,6 @@
 //! Kernel rate on one 50³ block (the paper's default per rank), in updates per second
 //! (criterion's "elements/s"), all on the same 32-byte-aligned arrays of aiac's layout
-//! ([`jacobi::kernel::Grid`]): aiac's fused sweep (update + residual), the reference sweep,
+//! ([`jacobi::bench_api::Grid`]): aiac's fused sweep (update + residual), the reference sweep,
 //! the paper's structure (sweep, then copy back), and the baseline, a plain C sweep (update
 //! only) with pointer swap compiled `-O3 -march=native` by build.rs, in `* (1/6)` and `/ 6`
 //! forms; and the C sweep once more on plain, unaligned `Vec`s, as C code would get them
@@ -9,7 +9,7 @@
 //! `cargo bench -p jacobi --bench kernel`
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use jacobi::kernel::{self, Grid, Shape};
+use jacobi::bench_api::{self as kernel, Grid, Shape};
 use jacobi::Dims;
 
 #[cfg(jacobi_c_baseline)]

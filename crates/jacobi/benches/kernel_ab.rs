@@ -5,7 +5,7 @@
 //!
 //! `cargo bench -p jacobi --bench kernel_ab`
 
-use jacobi::kernel::{self, Grid, Shape};
+use jacobi::bench_api::{self as kernel, Grid, Shape};
 use jacobi::Dims;
 use std::time::Instant;
 

@@ -4,11 +4,11 @@
 
 use crate::geometry::{Dims, Plan, ProcGrid};
 use crate::problem::{Problem, StopCriterion};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The three forms of the solver (Bethune, Bull, Dingle, Higham, *Performance analysis of
 /// asynchronous Jacobi's method implemented in MPI, SHMEM and OpenMP*, IJHPCA 28(1), 2014).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Variant {
     /// Halo exchange every `halo_every` iterations over Sync channels, global residual every
@@ -38,7 +38,7 @@ impl std::fmt::Display for Variant {
 }
 
 /// How the process grid is shaped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Decomp {
     /// The paper's 3-D grid: x first, then y, then z at each doubling ([`ProcGrid::paper`]).
@@ -49,7 +49,7 @@ pub enum Decomp {
 }
 
 /// How the sync variant swaps its halos (Wang & Gobbert compare the last two).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Exchange {
     /// Start every send, then wait for every receive, then sweep (the paper's
@@ -76,8 +76,54 @@ impl Exchange {
     }
 }
 
+/// The algorithm of the non-blocking reduction that async and racy runs test (`--reduction`).
+/// The backend's context builds it; the report records which one ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReductionKind {
+    /// chan-core's binary-tree reduce-then-broadcast over point-to-point channels (the
+    /// paper's hand-written tree): every backend has it, and it is the only one of threads,
+    /// SHMEM and shared memory.
+    #[default]
+    Tree,
+    /// `MPI_Iallreduce`, the MPI library's own non-blocking collective: MPI only, its default.
+    Iallreduce,
+}
+
+impl ReductionKind {
+    /// `tree`, `iallreduce`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReductionKind::Tree => "tree",
+            ReductionKind::Iallreduce => "iallreduce",
+        }
+    }
+}
+
+/// When the racy variant reads its halo view (`--racy-read`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RacyRead {
+    /// Only once a send newer than the halo's data has landed in the view (before any send
+    /// the view holds zeros, not the neighbour's iterate).
+    #[default]
+    Landed,
+    /// Every iteration, whatever has landed: the paper's racy receive, "always ready".
+    Always,
+}
+
+impl RacyRead {
+    /// `landed`, `always`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RacyRead::Landed => "landed",
+            RacyRead::Always => "always",
+        }
+    }
+}
+
 /// How the problem size is given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SizeSpec {
     /// Interior points each rank owns (`--local`, weak scaling; the paper's default 50³).
@@ -112,7 +158,7 @@ impl SizeSpec {
 }
 
 /// Make one rank's sweeps slower: a performance-defect experiment.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SlowRank {
     /// The rank (or shared-memory thread) to slow down.
     pub rank: usize,
@@ -122,7 +168,7 @@ pub struct SlowRank {
 }
 
 /// One run of the solver.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     /// The equation, its boundary values and starting guess.
     pub problem: Problem,
@@ -138,12 +184,23 @@ pub struct Config {
     pub exchange: Exchange,
     /// When to stop.
     pub criterion: StopCriterion,
-    /// Sync: reduce the global residual every K iterations.
+    /// K. Sync: reduce the global residual every K iterations. Async and racy over channels:
+    /// with [`Config::pace_reductions`], start a round of the non-blocking reduction no sooner
+    /// than K iterations after the previous one started. Shared-memory async and racy: record
+    /// the running residual in the history every K iterations.
     pub check_every: u64,
+    /// Async and racy over channels: pace the non-blocking reduction by
+    /// [`Config::check_every`] (`--check-every` given). Off (the default, the paper's
+    /// scheme): a round restarts as soon as the previous one returns.
+    #[serde(default)]
+    pub pace_reductions: bool,
     /// Exchange halos every N iterations (sync: blocking swap; async/racy: offer the faces).
     pub halo_every: u64,
     /// R: messages in flight per channel direction (async, racy).
     pub max_in_flight: usize,
+    /// Racy over channels: when the halo view is read.
+    #[serde(default)]
+    pub racy_read: RacyRead,
     /// No rank iterates more than this.
     pub max_iters: u64,
     /// Certify a convergence claim with a synchronous exchange and reduction of the true
@@ -166,8 +223,10 @@ impl Default for Config {
             exchange: Exchange::Waitall,
             criterion: StopCriterion::RelativeResidual { tol: 1e-4 },
             check_every: 100,
+            pace_reductions: false,
             halo_every: 1,
             max_in_flight: 2,
+            racy_read: RacyRead::Landed,
             max_iters: 1_000_000,
             confirm: true,
             slow: None,
@@ -335,7 +394,7 @@ impl Config {
     }
 
     /// The slowdown factor of `rank` (1 when it is not the slow rank).
-    pub fn slowdown_of(&self, rank: usize) -> f64 {
+    pub(crate) fn slowdown_of(&self, rank: usize) -> f64 {
         match self.slow {
             Some(s) if s.rank == rank => s.factor,
             _ => 1.0,

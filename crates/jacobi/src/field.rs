@@ -71,21 +71,6 @@ impl Field {
         &self.geom
     }
 
-    /// The array shape.
-    pub fn shape(&self) -> &Shape {
-        &self.shape
-    }
-
-    /// The current iterate, halo included.
-    pub fn current(&self) -> &[f64] {
-        &self.u
-    }
-
-    /// The right-hand side `h² f` (array of the block's shape), if the problem has one.
-    pub fn rhs(&self) -> Option<&[f64]> {
-        self.rhs.as_deref()
-    }
-
     /// One fused Jacobi sweep, then swap: returns Σ r² of the iterate it started from.
     pub fn sweep(&mut self) -> f64 {
         let r = kernel::sweep(&self.shape, &self.u, self.rhs.as_deref(), &mut self.next);

@@ -37,7 +37,7 @@ impl Dims {
     }
 
     /// The extent along `axis` (0 = x, 1 = y, 2 = z).
-    pub fn get(&self, axis: Axis) -> usize {
+    pub(crate) fn get(&self, axis: Axis) -> usize {
         match axis {
             Axis::X => self.x,
             Axis::Y => self.y,
@@ -51,7 +51,7 @@ impl Dims {
     }
 
     /// `x · y · z`, or `None` on overflow.
-    pub fn checked_volume(&self) -> Option<usize> {
+    pub(crate) fn checked_volume(&self) -> Option<usize> {
         self.x.checked_mul(self.y)?.checked_mul(self.z)
     }
 
@@ -156,7 +156,7 @@ pub struct LocalIdx {
 
 /// The process grid: `x · y · z` ranks; rank `r` sits at
 /// `(r mod x, (r / x) mod y, r / (x · y))`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ProcGrid(pub Dims);
 
 impl ProcGrid {
@@ -208,13 +208,13 @@ impl ProcGrid {
     }
 
     /// The coordinates of `rank`.
-    pub fn coords(&self, rank: usize) -> [usize; 3] {
+    pub(crate) fn coords(&self, rank: usize) -> [usize; 3] {
         let Dims { x, y, .. } = self.0;
         [rank % x, (rank / x) % y, rank / (x * y)]
     }
 
     /// The rank at `coords`.
-    pub fn rank_at(&self, c: [usize; 3]) -> usize {
+    pub(crate) fn rank_at(&self, c: [usize; 3]) -> usize {
         c[0] + self.0.x * (c[1] + self.0.y * c[2])
     }
 }
@@ -239,7 +239,7 @@ pub struct Plan {
 
 impl Plan {
     /// Split `global` over `procs`; every axis must divide exactly.
-    pub fn split(global: Dims, procs: ProcGrid) -> Result<Self, ConfigError> {
+    pub(crate) fn split(global: Dims, procs: ProcGrid) -> Result<Self, ConfigError> {
         let mut local = [0usize; 3];
         for a in Axis::ALL {
             let (g, p) = (global.get(a), procs.0.get(a));
@@ -264,7 +264,7 @@ impl Plan {
     }
 
     /// Blocks of `local` points on each of the `procs` ranks.
-    pub fn from_local(local: Dims, procs: ProcGrid) -> Result<Self, ConfigError> {
+    pub(crate) fn from_local(local: Dims, procs: ProcGrid) -> Result<Self, ConfigError> {
         let g = |a: Axis| local.get(a).checked_mul(procs.0.get(a));
         match (g(Axis::X), g(Axis::Y), g(Axis::Z)) {
             (Some(x), Some(y), Some(z)) => {
@@ -289,7 +289,7 @@ impl Plan {
     }
 
     /// Rank `rank`'s block.
-    pub fn geometry(&self, rank: usize) -> Geometry {
+    pub(crate) fn geometry(&self, rank: usize) -> Geometry {
         Geometry::new(self, rank)
     }
 }
@@ -370,6 +370,7 @@ impl Geometry {
     }
 
     /// The local index of an owned global point, `None` if this rank does not own it.
+    #[cfg(test)]
     pub fn to_local(&self, g: GlobalIdx) -> Option<LocalIdx> {
         let owned = |v: usize, a: usize, n: usize| {
             (v >= self.origin[a] && v < self.origin[a] + n).then(|| v - self.origin[a] + 1)

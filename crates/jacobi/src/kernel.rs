@@ -33,12 +33,12 @@ pub const SIXTH: f64 = 1.0 / 6.0;
 pub const ROW_ALIGN: usize = 4;
 
 /// The layout of one block: `n` owned points per axis plus a one-cell halo, x fastest, each
-/// row padded to a multiple of [`ROW_ALIGN`] values (the padding is never read).
+/// row padded to a multiple of `ROW_ALIGN` values (the padding is never read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape {
     /// Owned (interior) points per axis.
     pub n: Dims,
-    /// Stride of y: `n.x + 2` rounded up to a multiple of [`ROW_ALIGN`].
+    /// Stride of y: `n.x + 2` rounded up to a multiple of `ROW_ALIGN`.
     pub sx: usize,
     /// Stride of z: `sx · (n.y + 2)`.
     pub plane: usize,
@@ -509,7 +509,8 @@ pub fn sweep_reference(shape: &Shape, src: &[f64], rhs: Option<&[f64]>, dst: &mu
     res
 }
 
-/// The reference residual: Σ r² of `u` in point order.
+/// The reference residual: Σ r² of `u` in point order (the serial oracle's).
+#[cfg(test)]
 pub fn residual_sq_reference(shape: &Shape, u: &[f64], rhs: Option<&[f64]>) -> f64 {
     assert_eq!(u.len(), shape.len);
     let Shape { n, sx, plane, .. } = *shape;

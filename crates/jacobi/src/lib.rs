@@ -11,11 +11,16 @@
 //!   with `try_send` (at most R in flight) and tests a non-blocking reduction;
 //! * **racy**: the same, reading the halo through the racy channel's atomic view.
 //!
-//! [`run_rank`] is generic over chan-core's [`chan_core::Context`], so the same code runs over
-//! threads, MPI and SHMEM; [`shared`] holds the shared-memory (rayon) variants of the paper's
-//! OpenMP section. Async and racy runs **certify** a convergence claim with a synchronous halo
-//! swap and reduction of the true residual before they stop ([`Config::confirm`]); aiac never
-//! reports converged with the true residual above tolerance.
+//! The API is small: a [`Config`] (with its [`Problem`] and [`StopCriterion`]), one
+//! distributed entry point, [`solve`] (generic over chan-core's [`chan_core::Context`], so the
+//! same code runs over threads, MPI and SHMEM), one shared-memory entry point,
+//! [`solve_shared`] (the rayon variants of the paper's OpenMP section), and what they return:
+//! a [`RankRecord`] per rank, gathered to rank 0 with [`gather_records`] and summarised in a
+//! [`Report`]. The `_with` forms take a decomposition computed once ([`Config::plan`],
+//! [`Config::shared_plan`]) and a [`Progress`] hook. Async and racy runs **certify** a
+//! convergence claim with a synchronous halo swap and reduction of the true residual before
+//! they stop ([`Config::confirm`]); aiac never reports converged with the true residual above
+//! tolerance.
 //!
 //! ```
 //! use chan_threads::World;
@@ -26,31 +31,45 @@
 //!     size: SizeSpec::Global(Dims::cube(8)),
 //!     ..Config::default()
 //! };
-//! let records = World::new(2).unwrap().run(|ctx| jacobi::run_rank(ctx, &cfg).unwrap());
+//! let records = World::new(2).unwrap().run(|ctx| jacobi::solve(ctx, &cfg).unwrap());
 //! assert!(records.iter().all(|r| r.converged && r.residual.true_residual < 1e-4));
 //! ```
 
 #![warn(missing_docs)]
 
-pub mod config;
-pub mod field;
-pub mod geometry;
-pub mod kernel;
-pub mod problem;
-pub mod progress;
-pub mod record;
-pub mod serial;
-pub mod shared;
-pub mod solver;
+mod config;
+mod field;
+mod geometry;
+mod kernel;
+mod problem;
+mod progress;
+mod record;
+/// The serial oracle (reference kernels on the whole grid) of the crate's own tests.
+#[cfg(test)]
+mod serial;
+mod shared;
+mod solver;
+#[cfg(test)]
+mod tests;
 
-pub use config::{Config, ConfigError, Decomp, Exchange, SizeSpec, SlowRank, Variant};
-pub use geometry::{Dims, Face, Geometry, GlobalIdx, LocalIdx, Plan, ProcGrid};
+pub use config::{
+    Config, ConfigError, Decomp, Exchange, RacyRead, ReductionKind, SizeSpec, SlowRank, Variant,
+};
+pub use geometry::{Dims, Plan, ProcGrid};
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{
-    gather_records, run_and_gather, ExchangeStep, RankRecord, Report, StopReason, REPORT_SCHEMA,
+    gather_records, Certification, MessageTotals, RankRecord, Report, ReportResiduals, Residuals,
+    RunConfig, Spread, StopReason, REPORT_SCHEMA,
 };
-pub use solver::{run_rank, run_rank_with, solve_rank, solve_rank_with, RankOutcome};
+pub use shared::{solve_shared, solve_shared_with};
+pub use solver::{solve, solve_with};
+
+/// The stencil kernels, for the criterion benchmarks in `benches/` only: not part of the API.
+#[doc(hidden)]
+pub mod bench_api {
+    pub use crate::kernel::{sweep, sweep_reference, sweep_then_copy, Grid, Shape};
+}
 
 use chan_core::{CommError, CreateError, RecvError, ReduceError, SendError};
 

@@ -7,12 +7,12 @@ use std::f64::consts::PI;
 
 use crate::config::ConfigError;
 use crate::geometry::GlobalIdx;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The discrete equation solved: `A u = b` on the interior points, A = 6I − adjacency of the
 /// 7-point stencil, b the Dirichlet values of the boundary neighbours. One Jacobi sweep is
 /// `u_new = (sum of the 6 neighbours) / 6`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "name", rename_all = "lowercase")]
 pub enum Problem {
     /// The paper's problem (Bethune, Bull, Dingle, Higham, IJHPCA 2014): Laplace's equation on
@@ -64,7 +64,7 @@ impl Problem {
 
     /// `h² f` at a point (the right-hand side the sweep adds), or `None` for a problem whose
     /// interior equations have no source term (the kernels then skip it altogether).
-    pub fn source(&self, pos: [f64; 3], h: f64) -> Option<f64> {
+    pub(crate) fn source(&self, pos: [f64; 3], h: f64) -> Option<f64> {
         match self {
             Problem::Laplace { .. } => None,
             Problem::Poisson => {
@@ -81,7 +81,7 @@ impl Problem {
     }
 
     /// The exact solution of the continuous problem at a point, where one is known.
-    pub fn exact(&self, pos: [f64; 3]) -> Option<f64> {
+    pub(crate) fn exact(&self, pos: [f64; 3]) -> Option<f64> {
         match self {
             Problem::Laplace { .. } => None,
             Problem::Poisson => {
@@ -92,7 +92,7 @@ impl Problem {
     }
 
     /// Check the problem's parameters.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         match *self {
             Problem::Laplace { offset } if !offset.is_finite() => Err(ConfigError::Offset(offset)),
             Problem::Laplace { .. } | Problem::Poisson => Ok(()),
@@ -100,7 +100,7 @@ impl Problem {
     }
 
     /// The Dirichlet value at boundary point `g`, whose position in the unit cube is `pos`.
-    pub fn boundary(&self, g: GlobalIdx, pos: [f64; 3]) -> f64 {
+    pub(crate) fn boundary(&self, g: GlobalIdx, pos: [f64; 3]) -> f64 {
         match *self {
             Problem::Laplace { offset } => {
                 if g.z == 0 {
@@ -115,7 +115,7 @@ impl Problem {
     }
 
     /// The starting value at interior point `g` (position `pos`).
-    pub fn initial(&self, _g: GlobalIdx, _pos: [f64; 3]) -> f64 {
+    pub(crate) fn initial(&self, _g: GlobalIdx, _pos: [f64; 3]) -> f64 {
         match *self {
             Problem::Laplace { offset } => offset,
             Problem::Poisson => 0.0,
@@ -124,7 +124,7 @@ impl Problem {
 }
 
 /// When an iteration has converged.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "name", rename_all = "snake_case")]
 pub enum StopCriterion {
     /// The paper's: the relative residual ‖b − A u_k‖₂ / ‖b − A u_0‖₂ is below `tol`.

@@ -2,8 +2,8 @@
 //! [`History`] every rank records.
 //!
 //! The library prints nothing by itself. A caller that wants a progress line (the `aiac`
-//! binary draws one on rank 0) passes a [`Progress`] to [`crate::solve_rank_with`] or
-//! [`crate::shared::solve_with`]; the solver calls it at a check (sync) or a completed round of
+//! binary draws one on rank 0) passes a [`Progress`] to [`crate::solve_with`] or
+//! [`crate::solve_shared_with`]; the solver calls it at a check (sync) or a completed round of
 //! the non-blocking reduction (async, racy), at most once every [`PROGRESS_INTERVAL`]. Between
 //! calls the solver only compares two durations: nothing is allocated, formatted or locked in
 //! the iteration loop.
@@ -31,7 +31,7 @@ pub struct ProgressSample {
 }
 
 /// A hook that watches a run. Called from the solving thread of the rank (or shared-memory
-/// thread 0) it was given to, at most once per [`PROGRESS_INTERVAL`]; it should return
+/// thread 0) it was given to, at most once per 100 ms (`PROGRESS_INTERVAL`); it should return
 /// quickly. `Sync` so that one hook can serve any thread.
 pub trait Progress: Sync {
     /// A new sample.
@@ -137,7 +137,7 @@ impl History {
 
     /// Offer one check. No allocation once created with [`History::new`].
     #[inline]
-    pub fn record(&mut self, p: HistoryPoint) {
+    pub(crate) fn record(&mut self, p: HistoryPoint) {
         let k = self.checks;
         self.checks += 1;
         self.last = Some(p);
@@ -165,7 +165,7 @@ impl History {
     }
 
     /// End of the run: keep the last check if thinning skipped it.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if let Some(l) = self.last {
             if self.points.last() != Some(&l) {
                 self.points.push(l);

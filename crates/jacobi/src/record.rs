@@ -1,11 +1,11 @@
 //! What a run reports: one [`RankRecord`] per rank, gathered to rank 0 over any backend, and
 //! the run's [`Report`] (the paper's table, and the JSON document of `aiac run --json`).
 
-use crate::config::Config;
+use crate::config::{Config, ReductionKind};
 use crate::geometry::{Dims, Plan};
 use crate::progress::History;
 use crate::Error;
-use chan_core::{ChannelStats, Context, ReduceOp};
+use chan_core::{ChannelStats, Context};
 use serde::{Deserialize, Serialize};
 
 /// Why a rank stopped iterating.
@@ -16,6 +16,16 @@ pub enum StopReason {
     Criterion,
     /// `max_iters` reached (by this rank, or by another in async/racy runs).
     MaxIters,
+}
+
+impl StopReason {
+    /// `criterion` or `max_iters`, as in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::Criterion => "criterion",
+            StopReason::MaxIters => "max_iters",
+        }
+    }
 }
 
 /// Residuals of a run, relative as the criterion measures them.
@@ -59,7 +69,7 @@ pub struct MessageTotals {
 
 impl MessageTotals {
     /// Add one channel's counts.
-    pub fn add(&mut self, s: &ChannelStats) {
+    pub(crate) fn add(&mut self, s: &ChannelStats) {
         self.sent += s.sent;
         self.skipped += s.skipped;
         self.received += s.received;
@@ -103,7 +113,7 @@ pub struct RankRecord {
     /// Message counts over all channels.
     pub messages: MessageTotals,
     /// chan-core's statistics of each channel (halo channels, then certification channels).
-    pub channels: Vec<serde_json::Value>,
+    pub channels: Vec<ChannelStats>,
     /// The largest |u − exact| over this rank's points at the end, where the problem has an
     /// exact solution.
     #[serde(default)]
@@ -111,12 +121,12 @@ pub struct RankRecord {
     /// The steps of the first overlapped halo exchange, in the order they happened (sync
     /// `--exchange overlap`): this rank's own diagnostic, not gathered.
     #[serde(skip)]
-    pub exchange_trace: Vec<ExchangeStep>,
+    pub(crate) exchange_trace: Vec<ExchangeStep>,
 }
 
 /// A step of an overlapped halo exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExchangeStep {
+pub(crate) enum ExchangeStep {
     /// Every face's send started.
     Posted,
     /// The interior swept (no halo value read).
@@ -127,76 +137,28 @@ pub enum ExchangeStep {
     ShellSwept,
 }
 
-/// f64s hold 6 bytes each when gathering: integers below 2⁴⁸, exact.
-const BYTES_PER_F64: usize = 6;
-
 /// Gather every rank's record to rank 0 (collective): `Some(records in rank order)` on rank 0,
-/// `None` elsewhere. Written with [`Context::all_reduce`] only, so it works on every backend:
-/// each rank's JSON is packed 6 bytes per f64 into its own segment of a zeroed vector, and a
-/// sum (of zeros and one value per element, exact) assembles them.
+/// `None` elsewhere. Each record travels as its JSON with [`Context::gather_bytes`] and is
+/// decoded, typed, at rank 0 (its channel statistics included).
 pub fn gather_records<C: Context>(
     ctx: &mut C,
     record: &RankRecord,
 ) -> Result<Option<Vec<RankRecord>>, Error> {
-    let (rank, size) = (ctx.rank(), ctx.size());
     let bytes = serde_json::to_vec(record).map_err(|e| Error::Gather(e.to_string()))?;
-    let mut lens = vec![0.0; size];
-    lens[rank] = bytes.len() as f64;
-    ctx.all_reduce(&mut lens, ReduceOp::Sum)?;
-    let words: Vec<usize> = lens
-        .iter()
-        .map(|&l| (l as usize).div_ceil(BYTES_PER_F64))
-        .collect();
-    let offsets: Vec<usize> = words
-        .iter()
-        .scan(0, |acc, &w| {
-            let o = *acc;
-            *acc += w;
-            Some(o)
-        })
-        .collect();
-    let mut buf = vec![0.0; words.iter().sum()];
-    for (k, chunk) in bytes.chunks(BYTES_PER_F64).enumerate() {
-        let mut v = 0u64;
-        for (j, &b) in chunk.iter().enumerate() {
-            v |= u64::from(b) << (8 * j);
-        }
-        buf[offsets[rank] + k] = v as f64;
-    }
-    ctx.all_reduce(&mut buf, ReduceOp::Sum)?;
-    if rank != 0 {
+    let Some(all) = ctx.gather_bytes(&bytes)? else {
         return Ok(None);
-    }
-    let mut out = Vec::with_capacity(size);
-    for r in 0..size {
-        let len = lens[r] as usize;
-        let mut b = Vec::with_capacity(words[r] * BYTES_PER_F64);
-        for &w in &buf[offsets[r]..offsets[r] + words[r]] {
-            let v = w as u64;
-            for j in 0..BYTES_PER_F64 {
-                b.push((v >> (8 * j)) as u8);
-            }
-        }
-        b.truncate(len);
-        let rec: RankRecord = serde_json::from_slice(&b)
-            .map_err(|e| Error::Gather(format!("record of rank {r}: {e}")))?;
-        out.push(rec);
-    }
-    Ok(Some(out))
-}
-
-/// Run the solver on this rank and gather the records to rank 0 (collective): what
-/// `aiac run` calls on every backend. `Some(records)` on rank 0.
-pub fn run_and_gather<C: Context>(
-    ctx: &mut C,
-    cfg: &Config,
-) -> Result<Option<Vec<RankRecord>>, Error> {
-    let rec = crate::solver::run_rank(ctx, cfg)?;
-    gather_records(ctx, &rec)
+    };
+    all.iter()
+        .enumerate()
+        .map(|(r, b)| {
+            serde_json::from_slice(b).map_err(|e| Error::Gather(format!("record of rank {r}: {e}")))
+        })
+        .collect::<Result<_, _>>()
+        .map(Some)
 }
 
 /// min / mean / max over ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     /// Smallest.
     pub min: f64,
@@ -218,7 +180,7 @@ impl Spread {
 }
 
 /// The resolved configuration of a run, as reported.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
     /// `threads`, `shared`, `mpi`, `shmem`.
     pub backend: String,
@@ -230,6 +192,8 @@ pub struct RunConfig {
     pub local: Dims,
     /// Process grid actually used.
     pub process_grid: Dims,
+    /// The algorithm of the non-blocking reduction (what async and racy runs test).
+    pub reduction: ReductionKind,
     /// The configuration as given.
     #[serde(flatten)]
     pub config: Config,
@@ -237,14 +201,21 @@ pub struct RunConfig {
 
 impl RunConfig {
     /// The configuration of a run of `cfg` on `backend` over `ranks` ranks, decomposed as
-    /// `plan` says.
-    pub fn new(backend: &str, ranks: usize, plan: &Plan, cfg: &Config) -> Self {
+    /// `plan` says, its non-blocking reductions built as `reduction`.
+    pub fn new(
+        backend: &str,
+        ranks: usize,
+        plan: &Plan,
+        cfg: &Config,
+        reduction: ReductionKind,
+    ) -> Self {
         RunConfig {
             backend: backend.to_string(),
             ranks,
             global: plan.global,
             local: plan.local,
             process_grid: plan.procs.0,
+            reduction,
             config: cfg.clone(),
         }
     }
@@ -255,11 +226,12 @@ impl RunConfig {
 pub const REPORT_SCHEMA: &str = "aiac.run/1";
 
 /// The report of one run: what rank 0 prints and writes. Its JSON form is documented field
-/// by field in `docs/json-schema.md`.
-#[derive(Debug, Clone, Serialize)]
+/// by field in `docs/json-schema.md`. `aiac run` writes every file from this value and
+/// `aiac report` reads it back as the same type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// [`REPORT_SCHEMA`].
-    pub schema: &'static str,
+    pub schema: String,
     /// The true final residual meets the criterion (on every rank: it is one global value).
     pub converged: bool,
     /// Why the run stopped.
@@ -294,7 +266,7 @@ pub struct Report {
 }
 
 /// Residuals of the report.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ReportResiduals {
     /// Rank 0's last reported value.
     pub reported: Option<f64>,
@@ -304,9 +276,12 @@ pub struct ReportResiduals {
 }
 
 impl Report {
-    /// Summarise the records of every rank (in rank order; at least one).
-    pub fn new(backend: &str, cfg: &Config, plan: &Plan, ranks: Vec<RankRecord>) -> Self {
+    /// Summarise the records of every rank (in rank order; at least one) of the run `config`
+    /// describes.
+    pub fn new(config: RunConfig, ranks: Vec<RankRecord>) -> Self {
         assert!(!ranks.is_empty(), "a report needs at least one rank");
+        assert_eq!(config.ranks, ranks.len(), "one record per rank");
+        let cfg = &config.config;
         let r0 = &ranks[0];
         let time_s = ranks.iter().map(|r| r.time_s).fold(0.0, f64::max);
         let updates: f64 = ranks
@@ -326,7 +301,7 @@ impl Report {
             StopReason::MaxIters
         };
         Report {
-            schema: REPORT_SCHEMA,
+            schema: REPORT_SCHEMA.to_string(),
             converged: ranks.iter().all(|r| r.converged),
             stop,
             iterations: Spread::of(ranks.iter().map(|r| r.iterations as f64)),
@@ -346,8 +321,27 @@ impl Report {
                 .iter()
                 .map(|r| r.error_max)
                 .try_fold(0.0f64, |m, e| e.map(|e| m.max(e))),
-            config: RunConfig::new(backend, ranks.len(), plan, cfg),
+            config,
             ranks,
+        }
+    }
+
+    /// `converged`; `max_iters` (stopped at `--max-iters`); or `not_converged` (a convergence
+    /// claim the true residual did not confirm, possible with `--no-confirm`).
+    pub fn status(&self) -> &'static str {
+        match (self.converged, self.stop) {
+            (true, _) => "converged",
+            (false, StopReason::MaxIters) => "max_iters",
+            (false, StopReason::Criterion) => "not_converged",
+        }
+    }
+
+    /// Iterations per second: the mean iterations over ranks over the solve time.
+    pub fn iteration_rate(&self) -> f64 {
+        if self.time_s > 0.0 {
+            self.iterations.mean / self.time_s
+        } else {
+            0.0
         }
     }
 
@@ -428,5 +422,52 @@ impl Report {
             }
         ));
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{SizeSpec, Variant};
+    use chan_threads::World;
+
+    fn report(variant: Variant) -> Report {
+        let cfg = Config {
+            variant,
+            size: SizeSpec::Global(Dims::new(8, 6, 6)),
+            ..Config::default()
+        };
+        let plan = cfg.plan(2).unwrap();
+        let records = World::new(2)
+            .unwrap()
+            .run(|ctx| crate::solve(ctx, &cfg).unwrap());
+        Report::new(
+            RunConfig::new("threads", 2, &plan, &cfg, ReductionKind::Tree),
+            records,
+        )
+    }
+
+    /// What `aiac run --json` writes, `aiac report` reads back as the same value: channel
+    /// statistics (histograms included), histories and the configuration.
+    #[test]
+    fn a_report_round_trips_through_json() {
+        for v in [Variant::Sync, Variant::Async, Variant::Racy] {
+            let r = report(v);
+            assert!(r.ranks.iter().all(|k| !k.channels.is_empty()));
+            let text = serde_json::to_string_pretty(&r).unwrap();
+            let back: Report = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, r, "{v}");
+        }
+    }
+
+    #[test]
+    fn status_tells_an_unconfirmed_claim_from_the_iteration_limit() {
+        let mut r = report(Variant::Sync);
+        assert_eq!(r.status(), "converged");
+        r.converged = false;
+        r.stop = StopReason::MaxIters;
+        assert_eq!(r.status(), "max_iters");
+        r.stop = StopReason::Criterion;
+        assert_eq!(r.status(), "not_converged");
     }
 }

@@ -31,84 +31,95 @@ use std::time::{Duration, Instant};
 
 /// What a shared-memory run ends with.
 #[derive(Debug)]
-pub struct SharedOutcome {
+pub(crate) struct SharedOutcome {
     /// One record per thread.
-    pub records: Vec<RankRecord>,
+    pub(crate) records: Vec<RankRecord>,
     /// The decomposition used (1 × 1 × T).
-    pub plan: Plan,
+    #[cfg_attr(not(test), allow(dead_code))] // read by the crate's tests
+    pub(crate) plan: Plan,
     /// The final global interior, x fastest.
-    pub solution: Vec<f64>,
+    #[cfg_attr(not(test), allow(dead_code))] // read by the crate's tests
+    pub(crate) solution: Vec<f64>,
 }
 
-/// The decomposition of a shared-memory run over `threads` threads: always 1 × 1 × T.
-/// `--local` is each thread's slab; `--global` must split evenly in z.
-pub fn plan(cfg: &Config, threads: usize) -> Result<Plan, ConfigError> {
-    let procs = ProcGrid(Dims::new(1, 1, threads));
-    if let Some(g) = cfg.grid {
-        if g != procs {
+impl Config {
+    /// The decomposition of a shared-memory run over `threads` threads: always 1 × 1 × T.
+    /// `--local` is each thread's slab; `--global` must split evenly in z. Validates the
+    /// configuration as [`Config::plan`] does, and the flags shared memory cannot honour.
+    pub fn shared_plan(&self, threads: usize) -> Result<Plan, ConfigError> {
+        let procs = ProcGrid(Dims::new(1, 1, threads));
+        if let Some(g) = self.grid {
+            if g != procs {
+                return Err(ConfigError::Unsupported {
+                    flag: "--grid",
+                    backend: "--backend shared",
+                    why: "it splits the grid in z only: the grid is 1x1xT",
+                });
+            }
+        }
+        if self.exchange != crate::config::Exchange::Waitall {
             return Err(ConfigError::Unsupported {
-                flag: "--grid",
+                flag: "--exchange",
                 backend: "--backend shared",
-                why: "it splits the grid in z only: the grid is 1x1xT",
+                why: "threads read their neighbours' planes directly: there is no message to exchange",
             });
         }
+        if self.halo_every != 1 {
+            return Err(ConfigError::Unsupported {
+                flag: "--halo-every",
+                backend: "--backend shared",
+                why: "threads read their neighbours' planes directly at every sweep",
+            });
+        }
+        let mut c = self.clone();
+        c.grid = Some(procs);
+        c.plan(threads)
     }
-    if cfg.exchange != crate::config::Exchange::Waitall {
-        return Err(ConfigError::Unsupported {
-            flag: "--exchange",
-            backend: "--backend shared",
-            why: "threads read their neighbours' planes directly: there is no message to exchange",
-        });
-    }
-    if cfg.halo_every != 1 {
-        return Err(ConfigError::Unsupported {
-            flag: "--halo-every",
-            backend: "--backend shared",
-            why: "threads read their neighbours' planes directly at every sweep",
-        });
-    }
-    let mut c = cfg.clone();
-    c.grid = Some(procs);
-    c.plan(threads)
 }
 
-/// Run on `threads` threads; one record per thread.
-pub fn run(cfg: &Config, threads: usize) -> Result<Vec<RankRecord>, Error> {
-    solve_with(cfg, threads, None).map(|o| o.records)
+/// Run on `threads` threads of this process with shared memory: the shared-memory entry point.
+/// One record per thread.
+pub fn solve_shared(cfg: &Config, threads: usize) -> Result<Vec<RankRecord>, Error> {
+    let plan = cfg.shared_plan(threads)?;
+    solve_shared_with(cfg, &plan, None)
 }
 
-/// As [`run`], calling `progress` (when given) from thread 0 as the run goes, at most 10
-/// times a second.
-pub fn run_with(
+/// As [`solve_shared`], over the decomposition `plan` that [`Config::shared_plan`] gave (its
+/// process grid 1 × 1 × T names the thread count), calling `progress` (when given) from
+/// thread 0 as the run goes, at most 10 times a second.
+pub fn solve_shared_with(
     cfg: &Config,
-    threads: usize,
+    plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<Vec<RankRecord>, Error> {
-    solve_with(cfg, threads, progress).map(|o| o.records)
+    solve(cfg, plan, progress).map(|o| o.records)
 }
 
-/// As [`run`], also returning the final solution.
-pub fn solve(cfg: &Config, threads: usize) -> Result<SharedOutcome, Error> {
-    solve_with(cfg, threads, None)
-}
-
-/// As [`run_with`], also returning the final solution.
-pub fn solve_with(
+/// As [`solve_shared_with`], also returning the final solution.
+pub(crate) fn solve(
     cfg: &Config,
-    threads: usize,
+    plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<SharedOutcome, Error> {
+    let threads = plan.procs.size();
+    if plan.procs != ProcGrid(Dims::new(1, 1, threads)) {
+        return Err(ConfigError::Unsupported {
+            flag: "--grid",
+            backend: "--backend shared",
+            why: "it splits the grid in z only: the grid is 1x1xT",
+        }
+        .into());
+    }
     let gate = ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters);
-    let plan = plan(cfg, threads)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(|i| format!("aiac-shared-{i}"))
         .build()
         .map_err(|e| Error::Pool(e.to_string()))?;
     match cfg.variant {
-        Variant::Sync => Ok(pool.install(|| sync(cfg, &plan, gate))),
-        Variant::Async => Ok(asynchronous::<LockedPlanes>(cfg, &plan, &pool, gate)),
-        Variant::Racy => Ok(asynchronous::<AtomicPlanes>(cfg, &plan, &pool, gate)),
+        Variant::Sync => Ok(pool.install(|| sync(cfg, plan, gate))),
+        Variant::Async => Ok(asynchronous::<LockedPlanes>(cfg, plan, &pool, gate)),
+        Variant::Racy => Ok(asynchronous::<AtomicPlanes>(cfg, plan, &pool, gate)),
     }
 }
 
@@ -482,7 +493,7 @@ fn asynchronous<P: BoundaryPlanes>(
         barrier: Barrier::new(threads),
     };
     let crit = cfg.criterion;
-    let results: Vec<(RankRecord, crate::Geometry, Vec<f64>)> = pool.broadcast(|b| {
+    let results: Vec<(RankRecord, crate::geometry::Geometry, Vec<f64>)> = pool.broadcast(|b| {
         let t = b.index();
         let geom = plan.geometry(t);
         let mut field = Field::new(&geom, &cfg.problem);

@@ -6,9 +6,9 @@
 //! non-blocking reduction (async, racy). So all ranks make the same sequence of collective
 //! calls and no rank waits for another that went a different way.
 
-use crate::config::{Config, Exchange, Variant};
+use crate::config::{Config, ConfigError, Exchange, RacyRead, Variant};
 use crate::field::Field;
-use crate::geometry::{Axis, Face, Geometry};
+use crate::geometry::{Axis, Face, Geometry, Plan};
 use crate::kernel::Region;
 use crate::problem::StopCriterion;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
@@ -25,41 +25,49 @@ use std::time::{Duration, Instant};
 
 /// What one rank ends with: its record and its final iterate.
 #[derive(Debug)]
-pub struct RankOutcome {
+pub(crate) struct RankOutcome {
     /// Iterations, times, residuals, channel statistics.
-    pub record: RankRecord,
+    pub(crate) record: RankRecord,
     /// The block's final iterate (halo as last exchanged).
-    pub field: Field,
+    #[cfg_attr(not(test), allow(dead_code))] // read by the crate's tests
+    pub(crate) field: Field,
 }
 
-/// Run the configured solver on this rank (collective: every rank of `ctx` calls it with the
-/// same configuration). Returns this rank's record.
-pub fn run_rank<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankRecord, Error> {
-    solve_rank_with(ctx, cfg, None).map(|o| o.record)
+/// Run the configured solver on this rank: the distributed entry point (collective: every
+/// rank of `ctx` calls it with the same configuration). Returns this rank's record; gather them
+/// with [`crate::gather_records`].
+pub fn solve<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankRecord, Error> {
+    let plan = cfg.plan(ctx.size())?;
+    solve_with(ctx, cfg, &plan, None)
 }
 
-/// As [`run_rank`], calling `progress` (when given) as the run goes: at checks (sync) or
-/// completed reduction rounds (async, racy), at most 10 times a second. Give it to one rank.
-pub fn run_rank_with<C: Context>(
+/// As [`solve`], over the decomposition `plan` that [`Config::plan`] gave for this world
+/// (computed once by the caller, who also reports it), calling `progress` (when given) as the
+/// run goes: at checks (sync) or completed reduction rounds (async, racy), at most 10 times a
+/// second. Give the hook to one rank.
+pub fn solve_with<C: Context>(
     ctx: &mut C,
     cfg: &Config,
+    plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<RankRecord, Error> {
-    solve_rank_with(ctx, cfg, progress).map(|o| o.record)
+    solve_rank(ctx, cfg, plan, progress).map(|o| o.record)
 }
 
-/// As [`run_rank`], also returning the final iterate.
-pub fn solve_rank<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankOutcome, Error> {
-    solve_rank_with(ctx, cfg, None)
-}
-
-/// As [`run_rank_with`], also returning the final iterate.
-pub fn solve_rank_with<C: Context>(
+/// As [`solve_with`], also returning the final iterate.
+pub(crate) fn solve_rank<C: Context>(
     ctx: &mut C,
     cfg: &Config,
+    plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<RankOutcome, Error> {
-    let plan = cfg.plan(ctx.size())?;
+    if plan.procs.size() != ctx.size() {
+        return Err(ConfigError::GridSize {
+            grid: plan.procs,
+            size: ctx.size(),
+        }
+        .into());
+    }
     let geom = plan.geometry(ctx.rank());
     let field = Field::new(&geom, &cfg.problem);
     let faces: Vec<Face> = Face::ALL
@@ -145,12 +153,25 @@ struct Inbox {
 /// Taking whatever new halo data a channel holds: the only thing async and racy runs do
 /// differently.
 trait HaloSource {
-    /// Apply new data on this channel to the halo beyond `face`, if any.
-    fn take(&mut self, field: &mut Field, face: Face, inbox: &mut Inbox) -> Result<(), Error>;
+    /// Apply new data on this channel to the halo beyond `face`, if any (racy: read as `read`
+    /// says).
+    fn take(
+        &mut self,
+        field: &mut Field,
+        face: Face,
+        inbox: &mut Inbox,
+        read: RacyRead,
+    ) -> Result<(), Error>;
 }
 
 impl<B: Backend> HaloSource for Channel<B, Async> {
-    fn take(&mut self, field: &mut Field, face: Face, inbox: &mut Inbox) -> Result<(), Error> {
+    fn take(
+        &mut self,
+        field: &mut Field,
+        face: Face,
+        inbox: &mut Inbox,
+        _: RacyRead,
+    ) -> Result<(), Error> {
         if let Some(m) = self.recv()? {
             if m.stamp() >= inbox.floor {
                 field.unpack(face, m.data());
@@ -161,11 +182,23 @@ impl<B: Backend> HaloSource for Channel<B, Async> {
 }
 
 impl<B: Backend> HaloSource for Channel<B, Racy> {
-    fn take(&mut self, field: &mut Field, face: Face, inbox: &mut Inbox) -> Result<(), Error> {
-        // Read the view only once a send newer than the halo's data has landed: before any
-        // send the view holds zeros, not the neighbour's iterate.
-        if self.can_recv()? && self.last_stamp() >= inbox.floor.max(1) {
-            field.unpack_atomic(face, self.recv()?);
+    fn take(
+        &mut self,
+        field: &mut Field,
+        face: Face,
+        inbox: &mut Inbox,
+        read: RacyRead,
+    ) -> Result<(), Error> {
+        match read {
+            // Read the view only once a send newer than the halo's data has landed: before
+            // any send the view holds zeros, not the neighbour's iterate.
+            RacyRead::Landed => {
+                if self.can_recv()? && self.last_stamp() >= inbox.floor.max(1) {
+                    field.unpack_atomic(face, self.recv()?);
+                }
+            }
+            // The paper's racy receive: always ready, the view read every iteration.
+            RacyRead::Always => field.unpack_atomic(face, self.recv()?),
         }
         Ok(())
     }
@@ -455,7 +488,9 @@ impl Run<'_> {
 
     /// The async and racy variants: each iteration take whatever halo data is there, sweep,
     /// offer the faces with `try_send` (skipped when all R slots are busy), test the
-    /// non-blocking reduction and restart it as soon as it returns.
+    /// non-blocking reduction and restart it as soon as it returns (with
+    /// [`Config::pace_reductions`], no sooner than `check_every` iterations after the previous
+    /// start).
     ///
     /// Termination: each round reduces `[Σ r², ranks at max_iters]`. When a round meets the
     /// criterion and `confirm` is on, a synchronous swap over a second set of (Sync) channels
@@ -481,6 +516,15 @@ impl Run<'_> {
         let mut local = [0.0, 0.0];
         let initial = self.measure(self.res0_sq);
         let mut last_true = Some(initial);
+        // The iteration the last round started at (none yet). With pace_reductions the next
+        // starts no sooner than check_every iterations later, or once this rank has stopped
+        // iterating (it only waits for the rounds then).
+        let mut started: Option<u64> = None;
+        let pace = self.cfg.pace_reductions.then_some(self.cfg.check_every);
+        let may_start = |it: u64, started: Option<u64>| match (pace, started) {
+            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= self.cfg.max_iters,
+            _ => true,
+        };
         let stop = 'run: loop {
             if self.it == 0 && self.criterion().met(initial) {
                 break StopReason::Criterion; // u_0 already solves the system
@@ -489,7 +533,7 @@ impl Run<'_> {
                 // Take whatever new halo data is there.
                 let t = Instant::now();
                 for ((ch, &face), ib) in chans.iter_mut().zip(&self.faces).zip(&mut inbox) {
-                    ch.take(&mut self.field, face, ib)?;
+                    ch.take(&mut self.field, face, ib, self.cfg.racy_read)?;
                 }
                 self.comm += t.elapsed();
                 local[0] = self.sweep();
@@ -509,12 +553,15 @@ impl Run<'_> {
                 }
                 local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
             }
-            // Test the reduction; restart it as soon as it returns.
+            // Test the reduction; restart it as soon as it returns (paced: once due).
             let t = Instant::now();
             let round = if red.in_progress() {
                 red.test()?.map(|g| [g[0], g[1]])
             } else {
-                red.start(&local)?;
+                if may_start(self.it, started) {
+                    red.start(&local)?;
+                    started = Some(self.it);
+                }
                 None
             };
             self.comm += t.elapsed();
@@ -549,9 +596,12 @@ impl Run<'_> {
             if g[1] > 0.0 {
                 break 'run StopReason::MaxIters;
             }
-            let t = Instant::now();
-            red.start(&local)?;
-            self.comm += t.elapsed();
+            if may_start(self.it, started) {
+                let t = Instant::now();
+                red.start(&local)?;
+                started = Some(self.it);
+                self.comm += t.elapsed();
+            }
         };
         let true_value = match last_true {
             Some(t) => t,
@@ -603,10 +653,7 @@ impl Run<'_> {
             error_max: self.field.error_max(&self.cfg.problem),
             exchange_trace: self.trace.clone(),
             messages,
-            channels: channels
-                .iter()
-                .map(|s| serde_json::to_value(s).unwrap_or(serde_json::Value::Null))
-                .collect(),
+            channels: channels.to_vec(),
         }
     }
 }

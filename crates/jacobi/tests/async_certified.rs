@@ -12,9 +12,9 @@ fn certified(variant: Variant, n: usize, shared: bool) {
         let mut c = cfg(Dims::new(12, 12, 12), variant);
         c.max_in_flight = 1 + rep % 3;
         let recs = if shared {
-            jacobi::shared::run(&c, n).unwrap()
+            jacobi::solve_shared(&c, n).unwrap()
         } else {
-            run_threads(&c, n).0
+            run_threads(&c, n)
         };
         let what = format!(
             "{variant} on {} with {n} ranks, R = {}, repeat {rep}",
@@ -86,9 +86,9 @@ fn slow_rank_does_fewer_iterations() {
             factor: 4.0,
         });
         let recs = if shared {
-            jacobi::shared::run(&c, 2).unwrap()
+            jacobi::solve_shared(&c, 2).unwrap()
         } else {
-            run_threads(&c, 2).0
+            run_threads(&c, 2)
         };
         let (fast, slow) = (recs[0].iterations as f64, recs[1].iterations as f64);
         assert!(recs.iter().all(|r| r.converged), "{v}");
@@ -115,7 +115,7 @@ fn certification_catches_a_false_claim() {
         let mut c = cfg(Dims::new(12, 12, 12), v);
         c.halo_every = 1 << 40;
         c.confirm = false;
-        let (recs, _, _) = run_threads(&c, 2);
+        let recs = run_threads(&c, 2);
         for r in &recs {
             assert_eq!(
                 r.stop,
@@ -131,7 +131,7 @@ fn certification_catches_a_false_claim() {
             );
         }
         c.confirm = true;
-        let (recs, _, _) = run_threads(&c, 2);
+        let recs = run_threads(&c, 2);
         for r in &recs {
             assert!(
                 r.converged && r.residual.true_residual < c.criterion.tol(),
@@ -147,7 +147,7 @@ fn certification_catches_a_false_claim() {
     let mut c = cfg(Dims::new(12, 12, 12), Variant::Sync);
     c.halo_every = 25;
     c.check_every = 1;
-    let (recs, _, _) = run_threads(&c, 2);
+    let recs = run_threads(&c, 2);
     assert!(recs
         .iter()
         .all(|r| r.converged && r.residual.true_residual < c.criterion.tol()));

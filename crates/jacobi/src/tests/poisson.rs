@@ -2,10 +2,10 @@
 //! overlapped halo exchanges against the default one: the numerics must be second order and
 //! every way of running the same grid must give the same answer.
 
+use crate::record::ExchangeStep;
+use crate::solver::solve_rank;
+use crate::{serial, Config, Decomp, Dims, Exchange, Problem, SizeSpec, Variant};
 use chan_threads::World;
-use jacobi::{
-    serial, solve_rank, Config, Decomp, Dims, Exchange, ExchangeStep, Problem, SizeSpec, Variant,
-};
 
 fn poisson(global: usize, exchange: Exchange, decomp: Decomp) -> Config {
     Config {
@@ -21,10 +21,11 @@ fn poisson(global: usize, exchange: Exchange, decomp: Decomp) -> Config {
 }
 
 /// (iterations, max error over all ranks, every rank's record) of a run on `ranks` threads.
-fn run(cfg: &Config, ranks: usize) -> (u64, f64, Vec<jacobi::RankRecord>) {
+fn run(cfg: &Config, ranks: usize) -> (u64, f64, Vec<crate::RankRecord>) {
+    let plan = cfg.plan(ranks).expect("a valid configuration");
     let records: Vec<_> = World::new(ranks)
         .unwrap()
-        .run(|ctx| solve_rank(ctx, cfg).map(|o| o.record))
+        .run(|ctx| solve_rank(ctx, cfg, &plan, None).map(|o| o.record))
         .into_iter()
         .collect::<Result<_, _>>()
         .expect("the run succeeds");

@@ -2,9 +2,8 @@
 //! threads backend and on the shared-memory backend, does the same iterations with the same
 //! residual history as a serial run, and finds the same solution.
 
-mod common;
-use common::*;
-use jacobi::{serial, Dims, ProcGrid, Variant};
+use super::common::*;
+use crate::{serial, Dims, ProcGrid, Variant};
 
 /// Histories agree to 1e-12 relative: the updates are bit-identical on every decomposition
 /// (each point sums its neighbours in the same order), only the global residual sum is
@@ -21,8 +20,7 @@ fn check_against_serial(global: Dims, check_every: u64, runs: &[(&str, usize, Op
         let mut c = c.clone();
         c.grid = grid;
         let (recs, sol, plan) = if name == "shared" {
-            let o = jacobi::shared::solve(&c, n).unwrap();
-            (o.records, o.solution, o.plan)
+            run_shared(&c, n)
         } else {
             run_threads(&c, n)
         };
@@ -97,7 +95,7 @@ fn local_size_gives_the_same_run_as_the_global_one() {
     let mut c = cfg(Dims::new(12, 12, 6), Variant::Sync);
     c.check_every = 5;
     let (a, sa, _) = run_threads(&c, 4);
-    c.size = jacobi::SizeSpec::Local(Dims::cube(6));
+    c.size = crate::SizeSpec::Local(Dims::cube(6));
     let (b, sb, plan) = run_threads(&c, 4);
     assert_eq!(plan.global, Dims::new(12, 12, 6));
     assert_eq!(a[0].iterations, b[0].iterations);

@@ -1,10 +1,9 @@
 //! Independent checks of the problem: the converged solution's symmetry, the offset, and the
 //! bounds every run respects.
 
-mod common;
+use super::common::*;
+use crate::{Dims, Problem, ProcGrid, StopReason, Variant};
 use chan_threads::World;
-use common::*;
-use jacobi::{Dims, Problem, ProcGrid, StopReason, Variant};
 
 /// Value at (x, y, z) of a global interior array, 1-based.
 fn at(sol: &[f64], g: Dims, x: usize, y: usize, z: usize) -> f64 {
@@ -57,8 +56,8 @@ fn converged_solution_is_symmetric_in_x_and_y() {
         assert!(recs[0].converged);
         assert_symmetric(&sol, g, &format!("threads sync, {n} ranks"));
     }
-    let o = jacobi::shared::solve(&c, 2).unwrap();
-    assert_symmetric(&o.solution, g, "shared sync, 2 threads");
+    let (_, solution, _) = run_shared(&c, 2);
+    assert_symmetric(&solution, g, "shared sync, 2 threads");
     let a = with_tol(cfg(g, Variant::Async), 1e-9);
     let (recs, sol, _) = run_threads(&a, 2);
     assert!(recs.iter().all(|r| r.converged));
@@ -89,8 +88,8 @@ fn offset_shifts_the_solution_and_keeps_the_iterations() {
             ("threads", run_threads(&d, 2).0, run_threads(&d, 2).1),
             (
                 "shared",
-                jacobi::shared::run(&d, 2).unwrap(),
-                jacobi::shared::solve(&d, 2).unwrap().solution,
+                crate::solve_shared(&d, 2).unwrap(),
+                run_shared(&d, 2).1,
             ),
         ] {
             assert_eq!(
@@ -137,7 +136,7 @@ fn max_iters_bounds_every_variant() {
             recs.iter().any(|r| r.iterations == 40),
             "{v}: someone reached the bound"
         );
-        let shared = jacobi::shared::run(&c, 3).unwrap();
+        let shared = crate::solve_shared(&c, 3).unwrap();
         assert!(
             shared.iter().all(|r| r.iterations <= 40 && !r.converged),
             "{v} shared"
@@ -152,7 +151,7 @@ fn single_rank_runs_every_variant() {
         let (recs, _, _) = run_threads(&cfg(g, v), 1);
         assert!(recs[0].converged, "{v}");
         assert!(recs[0].channels.is_empty());
-        let shared = jacobi::shared::run(&cfg(g, v), 1).unwrap();
+        let shared = crate::solve_shared(&cfg(g, v), 1).unwrap();
         assert!(shared[0].converged, "{v} shared");
     }
 }
@@ -163,7 +162,7 @@ fn bad_configuration_fails_on_every_rank() {
     c.grid = Some(ProcGrid(Dims::new(2, 1, 1)));
     let out = World::new(2)
         .unwrap()
-        .run(|ctx| jacobi::run_rank(ctx, &c).map(|_| ()));
+        .run(|ctx| crate::solve(ctx, &c).map(|_| ()));
     for r in out {
         let e = r.unwrap_err().to_string();
         assert!(
@@ -171,21 +170,5 @@ fn bad_configuration_fails_on_every_rank() {
             "{e}"
         );
     }
-    assert!(jacobi::shared::run(&c, 2).is_err());
-}
-
-#[test]
-fn records_gather_to_rank_zero() {
-    let c = cfg(Dims::new(9, 8, 6), Variant::Racy);
-    let out = World::new(3).unwrap().run(|ctx| {
-        let rec = jacobi::run_rank(ctx, &c).unwrap();
-        let all = jacobi::gather_records(ctx, &rec).unwrap();
-        (rec, all)
-    });
-    assert!(out[1].1.is_none() && out[2].1.is_none());
-    let all = out[0].1.as_ref().expect("rank 0 gets every record");
-    assert_eq!(all.len(), 3);
-    for (k, (rec, _)) in out.iter().enumerate() {
-        assert_eq!(&all[k], rec, "rank {k}'s record came through intact");
-    }
+    assert!(crate::solve_shared(&c, 2).is_err());
 }

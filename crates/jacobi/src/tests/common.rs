@@ -1,0 +1,51 @@
+//! Helpers shared by the crate's tests.
+
+use crate::field::assemble;
+use crate::{Config, Dims, Plan, RankRecord, SizeSpec, StopCriterion, Variant};
+use chan_threads::World;
+
+/// A small configuration: global grid `g`, the given variant.
+pub fn cfg(global: Dims, variant: Variant) -> Config {
+    Config {
+        variant,
+        size: SizeSpec::Global(global),
+        ..Config::default()
+    }
+}
+
+/// With tolerance `tol`.
+pub fn with_tol(mut c: Config, tol: f64) -> Config {
+    c.criterion = StopCriterion::RelativeResidual { tol };
+    c
+}
+
+/// Run on the threads backend with `n` ranks: the records and the assembled global solution.
+pub fn run_threads(c: &Config, n: usize) -> (Vec<RankRecord>, Vec<f64>, Plan) {
+    let plan = c.plan(n).expect("valid configuration");
+    let outs = World::new(n)
+        .unwrap()
+        .run(|ctx| crate::solver::solve_rank(ctx, c, &plan, None).expect("run failed"));
+    let blocks: Vec<_> = outs
+        .iter()
+        .map(|o| (o.field.geometry().clone(), o.field.owned_values()))
+        .collect();
+    let records = outs.into_iter().map(|o| o.record).collect();
+    (records, assemble(plan.global, &blocks), plan)
+}
+
+/// Relative difference, 0 for two zeros.
+pub fn rel(a: f64, b: f64) -> f64 {
+    if a == b {
+        0.0
+    } else {
+        (a - b).abs() / a.abs().max(b.abs())
+    }
+}
+
+/// Run on the shared-memory backend with `n` threads: the records, the global solution and
+/// the decomposition.
+pub fn run_shared(c: &Config, n: usize) -> (Vec<RankRecord>, Vec<f64>, Plan) {
+    let plan = c.shared_plan(n).expect("valid configuration");
+    let o = crate::shared::solve(c, &plan, None).expect("run failed");
+    (o.records, o.solution, o.plan)
+}
