@@ -60,14 +60,65 @@ pub enum BackendArg {
     Shmem,
 }
 
+/// What the tool knows of a backend. Adding a backend to the tool is one arm of
+/// [`BackendArg::info`] (and its variant): everything else reads this.
+pub(crate) struct BackendInfo {
+    /// The name, as `--backend` spells it and reports record it.
+    pub(crate) name: &'static str,
+    /// `--backend NAME`, for messages.
+    pub(crate) flag: &'static str,
+    /// The program that starts its processes, if it needs one.
+    pub(crate) launcher: Option<&'static str>,
+    /// Has a native non-blocking all-reduce (`--reduction iallreduce`); others use the tree.
+    pub(crate) iallreduce: bool,
+    /// Decomposes for shared memory (planes per thread) rather than over ranks.
+    pub(crate) shared_memory: bool,
+    /// Run `aiac run` on it: validate, solve, report.
+    pub(crate) run: fn(&RunArgs) -> Result<ExitCode, RunError>,
+}
+
 impl BackendArg {
+    /// Everything the tool needs to know of this backend.
+    pub(crate) fn info(self) -> BackendInfo {
+        match self {
+            BackendArg::Threads => BackendInfo {
+                name: "threads",
+                flag: "--backend threads",
+                launcher: None,
+                iallreduce: false,
+                shared_memory: false,
+                run: run_threads,
+            },
+            BackendArg::Shared => BackendInfo {
+                name: "shared",
+                flag: "--backend shared",
+                launcher: None,
+                iallreduce: false,
+                shared_memory: true,
+                run: run_shared,
+            },
+            BackendArg::Mpi => BackendInfo {
+                name: "mpi",
+                flag: "--backend mpi",
+                launcher: Some("mpirun"),
+                iallreduce: true,
+                shared_memory: false,
+                run: run_mpi,
+            },
+            BackendArg::Shmem => BackendInfo {
+                name: "shmem",
+                flag: "--backend shmem",
+                launcher: Some("oshrun"),
+                iallreduce: false,
+                shared_memory: false,
+                run: run_shmem,
+            },
+        }
+    }
+
     /// The program that starts this backend's processes, if it needs one.
     pub fn launcher(self) -> Option<&'static str> {
-        match self {
-            BackendArg::Threads | BackendArg::Shared => None,
-            BackendArg::Mpi => Some("mpirun"),
-            BackendArg::Shmem => Some("oshrun"),
-        }
+        self.info().launcher
     }
 }
 
@@ -282,12 +333,7 @@ impl RunArgs {
 impl RunArgs {
     /// The backend's name in reports.
     pub(crate) fn backend_name(&self) -> &'static str {
-        match self.backend {
-            BackendArg::Threads => "threads",
-            BackendArg::Shared => "shared",
-            BackendArg::Mpi => "mpi",
-            BackendArg::Shmem => "shmem",
-        }
+        self.backend.info().name
     }
 
     /// Every check that needs no launcher and no world: the configuration against `-t` ranks
@@ -303,18 +349,13 @@ impl RunArgs {
     /// The reduction this run's backend builds: `--reduction`, or the backend's default
     /// (MPI_Iallreduce for MPI, the tree elsewhere). Only MPI has an MPI_Iallreduce.
     pub(crate) fn reduction(&self) -> Result<ReductionKind, ConfigError> {
-        match (self.backend, self.reduction) {
-            (BackendArg::Mpi, None | Some(ReductionArg::Iallreduce)) => {
-                Ok(ReductionKind::Iallreduce)
-            }
+        let info = self.backend.info();
+        match (info.iallreduce, self.reduction) {
+            (true, None | Some(ReductionArg::Iallreduce)) => Ok(ReductionKind::Iallreduce),
             (_, None | Some(ReductionArg::Tree)) => Ok(ReductionKind::Tree),
-            (b, Some(ReductionArg::Iallreduce)) => Err(ConfigError::Unsupported {
+            (false, Some(ReductionArg::Iallreduce)) => Err(ConfigError::Unsupported {
                 flag: "--reduction iallreduce",
-                backend: match b {
-                    BackendArg::Threads => "--backend threads",
-                    BackendArg::Shared => "--backend shared",
-                    BackendArg::Shmem | BackendArg::Mpi => "--backend shmem",
-                },
+                backend: info.flag,
                 why: "MPI_Iallreduce is MPI's: this backend reduces over chan-core's tree \
                       (--reduction tree)",
             }),
@@ -330,9 +371,9 @@ impl RunArgs {
             return Err(ConfigError::NoRanks.into());
         }
         self.reduction()?;
-        let plan = match self.backend {
-            BackendArg::Threads | BackendArg::Mpi | BackendArg::Shmem => cfg.plan(n)?,
-            BackendArg::Shared => cfg.shared_plan(n)?,
+        let plan = match self.backend.info().shared_memory {
+            false => cfg.plan(n)?,
+            true => cfg.shared_plan(n)?,
         };
         if self.backend == BackendArg::Mpi && !cfg!(feature = "mpi") {
             return Err(not_built("mpi"));
@@ -392,35 +433,33 @@ pub fn run_on<C: Context>(
 /// `aiac run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
     tracing::debug!(?args, "aiac run");
-    match args.backend {
-        BackendArg::Mpi => return run_mpi(args, &args.config()),
-        BackendArg::Shmem => return run_shmem(args, &args.config()),
-        BackendArg::Threads | BackendArg::Shared => {}
-    }
+    (args.backend.info().run)(args)
+}
+
+/// `--backend threads`: one rank per thread of this process.
+fn run_threads(args: &RunArgs) -> Result<ExitCode, RunError> {
     // Validate once before starting threads, so bad input gives one message.
     let plan = args.check()?;
     let cfg = args.config();
+    // One rank per CPU when they fit (unpinned busy-polling ranks can share a core).
+    let world = World::new(args.threads.unwrap_or(1))
+        .map_err(|_| ConfigError::NoRanks)?
+        .pinned();
+    let outcomes = world.run(|ctx| run_on(ctx, &cfg, &plan, args));
+    // Every rank's result; the first error, else rank 0's exit code.
+    let codes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
+    codes.into_iter().next().ok_or(ConfigError::NoRanks.into())
+}
+
+/// `--backend shared`: the shared-memory (rayon) variants.
+fn run_shared(args: &RunArgs) -> Result<ExitCode, RunError> {
+    let plan = args.check()?;
+    let cfg = args.config();
+    let progress = (!args.quiet).then(|| RunProgress::start(&cfg));
+    let records = jacobi::solve_shared_with(&cfg, &plan, progress.as_ref().map(RunProgress::hook));
+    drop(progress);
     let threads = args.threads.unwrap_or(1);
-    match args.backend {
-        BackendArg::Threads => {
-            // One rank per CPU when they fit (unpinned busy-polling ranks can share a core).
-            let world = World::new(threads)
-                .map_err(|_| ConfigError::NoRanks)?
-                .pinned();
-            let outcomes = world.run(|ctx| run_on(ctx, &cfg, &plan, args));
-            // Every rank's result; the first error, else rank 0's exit code.
-            let codes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
-            codes.into_iter().next().ok_or(ConfigError::NoRanks.into())
-        }
-        BackendArg::Shared => {
-            let progress = (!args.quiet).then(|| RunProgress::start(&cfg));
-            let records =
-                jacobi::solve_shared_with(&cfg, &plan, progress.as_ref().map(RunProgress::hook));
-            drop(progress);
-            finish(Report::new(args.run_config(threads, &plan), records?), args)
-        }
-        BackendArg::Mpi | BackendArg::Shmem => unreachable!("handled above"),
-    }
+    finish(Report::new(args.run_config(threads, &plan), records?), args)
 }
 
 fn not_built(backend: &str) -> RunError {
@@ -473,11 +512,8 @@ impl Launched for chan_shmem::ShmemCtx {
 /// error during the run may leave other ranks waiting in a collective call for this one: that
 /// rank prints it and aborts the job (`MPI_Abort`, `shmem_global_exit`), so nothing hangs.
 #[cfg(any(feature = "mpi", feature = "shmem"))]
-fn run_launched<C: Launched>(
-    mut ctx: C,
-    args: &RunArgs,
-    cfg: &Config,
-) -> Result<ExitCode, RunError> {
+fn run_launched<C: Launched>(mut ctx: C, args: &RunArgs) -> Result<ExitCode, RunError> {
+    let cfg = &args.config();
     let (rank, size) = (ctx.rank(), ctx.size());
     let checked = job_matches::<C>(args, size)
         .and_then(|()| args.reduction().map_err(RunError::from))
@@ -510,7 +546,7 @@ fn run_launched<C: Launched>(
 }
 
 #[cfg(feature = "mpi")]
-fn run_mpi(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
+fn run_mpi(args: &RunArgs) -> Result<ExitCode, RunError> {
     let mut ctx = chan_mpi::MpiCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
     // On every rank alike (creating a reduction is collective); always Ok for MPI.
     if let Ok(kind) = args.reduction() {
@@ -519,22 +555,22 @@ fn run_mpi(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
             ReductionKind::Tree => chan_mpi::ReductionKind::Tree,
         });
     }
-    run_launched(ctx, args, cfg)
+    run_launched(ctx, args)
 }
 
 #[cfg(not(feature = "mpi"))]
-fn run_mpi(_: &RunArgs, _: &Config) -> Result<ExitCode, RunError> {
+fn run_mpi(_: &RunArgs) -> Result<ExitCode, RunError> {
     Err(not_built("mpi"))
 }
 
 #[cfg(feature = "shmem")]
-fn run_shmem(args: &RunArgs, cfg: &Config) -> Result<ExitCode, RunError> {
+fn run_shmem(args: &RunArgs) -> Result<ExitCode, RunError> {
     let ctx = chan_shmem::ShmemCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
-    run_launched(ctx, args, cfg)
+    run_launched(ctx, args)
 }
 
 #[cfg(not(feature = "shmem"))]
-fn run_shmem(_: &RunArgs, _: &Config) -> Result<ExitCode, RunError> {
+fn run_shmem(_: &RunArgs) -> Result<ExitCode, RunError> {
     Err(not_built("shmem"))
 }
 
