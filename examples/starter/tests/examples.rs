@@ -1,0 +1,68 @@
+//! The starter's programs, checked against what they must compute, in-process and as the
+//! built binaries a user runs.
+
+use aiac_starter::{heat2d, ring, Heat};
+use chan_threads::World;
+use std::process::Command;
+
+#[test]
+fn heat_reaches_the_exact_steady_state_at_1_to_3_ranks() {
+    let heat = Heat {
+        cols: 8,
+        rows: 6,
+        tol: 1e-9,
+        max_steps: 2_000_000,
+    };
+    // (Up to one rank per core and one more: with more, most steps are taken on stale halos
+    // while the neighbour waits for a core, and the test only gets slower.)
+    for p in 1..=3 {
+        let results = World::new(p)
+            .unwrap()
+            .run(|ctx| heat2d(ctx, &heat).unwrap());
+        for (rank, r) in results.iter().enumerate() {
+            assert!(r.converged, "{p} ranks, rank {rank}: {r:?}");
+            // The steady state u = y is exact for the discrete operator; what is left is the
+            // iteration's error, about tol / (1 − ρ) for Jacobi's rate ρ (1 − ρ ≈ 0.01 at 20
+            // rows): below 1e-6 here. Without the certification a 4-rank run stopped at 7e-3.
+            assert!(r.error < 1e-6, "{p} ranks, rank {rank}: {r:?}");
+            if p > 1 {
+                assert!(r.received > 0, "{p} ranks, rank {rank} got no halo: {r:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_token_comes_back_with_every_rank_added_each_lap() {
+    for p in 2..=5u64 {
+        let laps = 50;
+        let tokens = World::new(p as usize).unwrap().run(|ctx| ring(ctx, laps));
+        assert_eq!(
+            *tokens[0].as_ref().unwrap(),
+            (laps * p * (p - 1) / 2) as f64
+        );
+    }
+    let one = World::new(1).unwrap().run(|ctx| ring(ctx, 1));
+    assert!(one[0].is_err(), "a ring of one rank is refused");
+}
+
+#[test]
+fn the_binaries_run_and_check_themselves() {
+    for (exe, args) in [
+        (env!("CARGO_BIN_EXE_heat2d"), vec!["3"]),
+        (env!("CARGO_BIN_EXE_ring"), vec!["3", "200"]),
+    ] {
+        let out = Command::new(exe).args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{exe} {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let bad = Command::new(env!("CARGO_BIN_EXE_heat2d"))
+        .arg("x")
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+}
