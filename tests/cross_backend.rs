@@ -184,26 +184,21 @@ fn in_process() -> Check {
     Ok(())
 }
 
-#[cfg(feature = "mpi")]
-fn child_mpi() -> Check {
-    let mut ctx = aiac::mpi::MpiCtx::init().map_err(|e| e.to_string())?;
-    match every_check(&mut ctx, "mpi") {
-        Ok(()) => ctx.finalize().map_err(|e| e.to_string()),
+/// One rank of a launched job: every check, then the library's finalize; a failing rank
+/// aborts the job (the others may wait for it in a collective call).
+#[cfg(any(feature = "mpi", feature = "shmem"))]
+fn child_on<C: Context, E: std::fmt::Display>(
+    init: Result<C, E>,
+    backend: &str,
+    finalize: fn(C) -> Result<(), String>,
+    abort: fn(&C) -> !,
+) -> Check {
+    let mut ctx = init.map_err(|e| e.to_string())?;
+    match every_check(&mut ctx, backend) {
+        Ok(()) => finalize(ctx),
         Err(e) => {
-            eprintln!("rank {}: {e}", ctx.rank());
-            ctx.abort(1)
-        }
-    }
-}
-
-#[cfg(feature = "shmem")]
-fn child_shmem() -> Check {
-    let mut ctx = aiac::shmem::ShmemCtx::init().map_err(|e| e.to_string())?;
-    match every_check(&mut ctx, "shmem") {
-        Ok(()) => ctx.finalize().map_err(|e| e.to_string()),
-        Err(e) => {
-            eprintln!("PE {}: {e}", ctx.rank());
-            ctx.abort(1)
+            eprintln!("{backend} rank {}: {e}", ctx.rank());
+            abort(&ctx)
         }
     }
 }
@@ -211,9 +206,19 @@ fn child_shmem() -> Check {
 fn child(case: &str) -> ExitCode {
     let outcome = match case {
         #[cfg(feature = "mpi")]
-        "mpi_matches_threads" => child_mpi(),
+        "mpi_matches_threads" => child_on(
+            aiac::mpi::MpiCtx::init(),
+            "mpi",
+            |c| c.finalize().map_err(|e| e.to_string()),
+            |c| c.abort(1),
+        ),
         #[cfg(feature = "shmem")]
-        "shmem_matches_threads" => child_shmem(),
+        "shmem_matches_threads" => child_on(
+            aiac::shmem::ShmemCtx::init(),
+            "shmem",
+            |c| c.finalize().map_err(|e| e.to_string()),
+            |c| c.abort(1),
+        ),
         other => Err(format!("unknown case {other}")),
     };
     match outcome {
@@ -241,25 +246,32 @@ fn main() -> ExitCode {
             ok = false;
         }
     }
-    #[cfg(feature = "mpi")]
-    {
-        let launcher = Launcher {
-            program: "mpirun",
-            what: "MPI",
-            unit: "ranks",
-        };
-        let all = jobs::per_count(&[("mpi_matches_threads", &[1, 2, 3, 4], 300)]);
-        ok &= jobs::run_all(&launcher, &args, all) == ExitCode::SUCCESS;
-    }
-    #[cfg(feature = "shmem")]
-    {
-        let launcher = Launcher {
-            program: "oshrun",
-            what: "SHMEM",
-            unit: "PEs",
-        };
-        let all = jobs::per_count(&[("shmem_matches_threads", &[1, 2, 3, 4], 300)]);
-        ok &= jobs::run_all(&launcher, &args, all) == ExitCode::SUCCESS;
+    #[cfg(any(feature = "mpi", feature = "shmem"))]
+    for (enabled, program, what, unit, case) in [
+        (
+            cfg!(feature = "mpi"),
+            "mpirun",
+            "MPI",
+            "ranks",
+            "mpi_matches_threads",
+        ),
+        (
+            cfg!(feature = "shmem"),
+            "oshrun",
+            "SHMEM",
+            "PEs",
+            "shmem_matches_threads",
+        ),
+    ] {
+        if enabled {
+            let launcher = Launcher {
+                program,
+                what,
+                unit,
+            };
+            let all = jobs::per_count(&[(case, &[1, 2, 3, 4], 300)]);
+            ok &= jobs::run_all(&launcher, &args, all) == ExitCode::SUCCESS;
+        }
     }
     if ok {
         ExitCode::SUCCESS
