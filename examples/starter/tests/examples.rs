@@ -49,7 +49,7 @@ fn the_token_comes_back_with_every_rank_added_each_lap() {
 #[test]
 fn the_binaries_run_and_check_themselves() {
     for (exe, args) in [
-        (env!("CARGO_BIN_EXE_heat2d"), vec!["3"]),
+        (env!("CARGO_BIN_EXE_heat2d"), vec!["2"]),
         (env!("CARGO_BIN_EXE_ring"), vec!["3", "200"]),
     ] {
         let out = Command::new(exe).args(&args).output().unwrap();
