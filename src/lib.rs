@@ -6,6 +6,8 @@
 //! `mpi` and `shmem` features the backends over Open MPI and OpenSHMEM as `mpi` and `shmem`.
 //! `use aiac::traits::*;` brings every trait into scope.
 
+#![warn(missing_docs)]
+
 pub use chan_core::{
     close_all, Async, AtomicF64, AtomicF64Slice, Channel, ChannelConfig, ChannelSpec, ChannelStats,
     CommError, Context, CreateError, Message, Mode, ModeKind, Racy, RecvError, ReduceOp, Reduction,

@@ -4,6 +4,8 @@
 //! is an `Err` naming it; the caller turns it into a test failure (a panic, or an abort of the
 //! MPI job).
 
+#![warn(missing_docs)]
+
 pub mod jobs;
 
 use chan_core::traits::*;
