@@ -18,6 +18,7 @@ mod progress;
 mod report;
 mod run;
 mod saved;
+mod signals;
 mod summary;
 mod sweep;
 
