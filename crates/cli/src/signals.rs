@@ -1,26 +1,36 @@
 //! SIGINT and SIGTERM while aiac has something to clean up.
 //!
-//! While an output file is being written ([`TempGuard`]), its temporary file exists beside
-//! it; a signal then removes the temporary file and exits with 128 + the signal (130 for
-//! SIGINT, 143 for SIGTERM). Outside a write the signal does what it always does (the process
-//! dies of it).
+//! * While an output file is being written ([`TempGuard`]), its temporary file exists beside
+//!   it; a signal then removes the temporary file and exits with 128 + the signal (130 for
+//!   SIGINT, 143 for SIGTERM). Outside a write the signal does what it always does (the
+//!   process dies of it).
+//! * `aiac sweep` ([`defer`]) only records the signal: its loop forwards it to the running
+//!   child, waits for the child, and exits ([`pending`]).
 //!
-//! The handler is installed the first time it is needed, for both signals, and does only
+//! The handler is installed the first time either is needed, for both signals, and does only
 //! async-signal-safe things: atomic loads and stores, `unlink`, `_exit`, `signal`, `raise`.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicPtr, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering::SeqCst};
 use std::sync::Once;
 
 /// The temporary file being written, as a C string owned by [`TempGuard`] (null: none).
 static TEMP: AtomicPtr<libc::c_char> = AtomicPtr::new(null_mut());
+/// `aiac sweep`: record signals instead of acting on them.
+static DEFER: AtomicBool = AtomicBool::new(false);
+/// The signal recorded in deferred mode (0: none).
+static PENDING: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    // SeqCst: one pointer, read and written on its own; the order of a guard's store of
-    // TEMP and its creation of the file is program order on one thread.
+    // SeqCst throughout: a handful of flags, each read and written on its own; the order of
+    // a guard's store of TEMP and its creation of the file is program order on one thread.
+    if DEFER.load(SeqCst) {
+        PENDING.store(sig, SeqCst);
+        return;
+    }
     let temp = TEMP.swap(null_mut(), SeqCst);
     if !temp.is_null() {
         // SAFETY: (1) `temp` came from `CString::into_raw` in `TempGuard::new` and is freed
@@ -47,7 +57,7 @@ fn install() {
             // SAFETY: (1) a zeroed sigaction is a valid value (no flags, empty mask) that
             // is then filled in; (2) `on_signal` has the signature sa_sigaction expects
             // without SA_SIGINFO and does only async-signal-safe work; (3) SA_RESTART keeps
-            // interrupted system calls going (the handler returns only to re-raise).
+            // the sweep's waits and writes going after a deferred signal.
             unsafe {
                 let mut sa: libc::sigaction = std::mem::zeroed();
                 sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
@@ -91,5 +101,19 @@ fn free(p: *mut libc::c_char) {
         // SAFETY: every non-null value of TEMP came from `CString::into_raw`, and whoever
         // swaps it out (here) is its only owner.
         drop(unsafe { CString::from_raw(p) });
+    }
+}
+
+/// `aiac sweep`: from now on SIGINT and SIGTERM are only recorded, for [`pending`].
+pub fn defer() {
+    DEFER.store(true, SeqCst);
+    install();
+}
+
+/// The signal received since [`defer`], if any.
+pub fn pending() -> Option<i32> {
+    match PENDING.load(SeqCst) {
+        0 => None,
+        s => Some(s),
     }
 }
