@@ -180,6 +180,24 @@ fn offset_floor_per_unit(nz: usize) -> f64 {
 /// K = 2 gives 1.04e-4, 1.48e-4, 2.09e-4 and 1.25e-4.
 const OFFSET_ROUNDING: f64 = 2.0;
 
+/// A number for a message: in scientific notation when plain notation would be long.
+fn short(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && !(1e-4..1e6).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
+}
+
+/// The upper end of a tolerance's range, for a message (none for f64's largest).
+fn upto(max: f64) -> String {
+    if max < f64::MAX {
+        format!(" to {}", short(max))
+    } else {
+        String::new()
+    }
+}
+
 /// Make one rank's sweeps slower: a performance-defect experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SlowRank {
@@ -262,7 +280,7 @@ impl Default for Config {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
     /// tol below [`MIN_TOL`], above the criterion's largest, NaN or infinite.
-    #[error("--tol must be a number from {min:e} (f64's machine epsilon: a criterion below it cannot be told from rounding) to {max}, got {tol}", min = MIN_TOL)]
+    #[error("--tol must be a number from {min:e} (f64's machine epsilon: a criterion below it cannot be told from rounding){}, got {}", upto(*.max), short(*.tol), min = MIN_TOL)]
     Tolerance {
         /// Given.
         tol: f64,
