@@ -150,7 +150,15 @@ struct Coll {
     /// arrived.
     words: Vec<Vec<u64>>,
     all_words: Arc<Vec<Vec<u64>>>,
+    /// The non-empty lists of an all-to-all round ([`Shared::all_to_all`]), per sender:
+    /// `(receiver, list)` in receiver order; every sender's once all arrived. Sparse, so a
+    /// round holds the words sent, not a count for every pair of ranks.
+    sparse: Vec<Sparse>,
+    all_sparse: Arc<Vec<Sparse>>,
 }
+
+/// One sender's non-empty lists of an all-to-all, by receiver (ascending).
+type Sparse = Vec<(usize, Vec<u64>)>;
 
 /// State shared by all ranks of one `World::run`.
 pub(crate) struct Shared {
@@ -181,6 +189,7 @@ impl Shared {
             coll: Mutex::new(Coll {
                 contrib: vec![Vec::new(); size],
                 words: vec![Vec::new(); size],
+                sparse: vec![Vec::new(); size],
                 ..Coll::default()
             }),
             coll_cv: Condvar::new(),
@@ -311,6 +320,19 @@ impl Shared {
         )
     }
 
+    /// Blocking all-to-all of sparse lists: every rank deposits its non-empty lists by
+    /// receiver and gets every sender's deposit, in rank order. A receiver finds its list in
+    /// each by binary search, so a round costs each rank O(size · log k), k its lists, not
+    /// O(size²).
+    fn all_to_all(&self, rank: usize, mine: Sparse) -> Result<Arc<Vec<Sparse>>, CommError> {
+        self.round(
+            &mut Some(mine),
+            |c, mine| c.sparse[rank] = mine.take().unwrap_or_default(),
+            |c| c.all_sparse = Arc::new(c.sparse.iter_mut().map(std::mem::take).collect()),
+            |c, _| Arc::clone(&c.all_sparse),
+        )
+    }
+
     /// The shared state of an agreed channel: made by whichever end is wired first, taken
     /// by the other.
     fn pair(&self, key: Key, make: impl FnOnce() -> PairKind) -> PairKind {
@@ -368,16 +390,19 @@ impl Collective for ThreadCtx {
                 format!("{} lists for {size} ranks", send.len()),
             ));
         }
-        // [count for each rank, then every list]
-        let mut mine: Vec<u64> = send.counts().map(|c| c as u64).collect();
-        mine.extend_from_slice(send.flat());
-        let all = self.shared.exchange(self.rank, mine)?;
+        // Only the non-empty lists travel (a rank talks to a handful of neighbours).
+        let mine: Sparse = (0..size)
+            .map(|p| (p, send.list(p)))
+            .filter(|(_, l)| !l.is_empty())
+            .map(|(p, l)| (p, l.to_vec()))
+            .collect();
+        let all = self.shared.all_to_all(self.rank, mine)?;
         let mut out = Lists::with_capacity(size, 0);
         for theirs in all.iter() {
-            let (counts, words) = theirs.split_at(size);
-            let start: u64 = counts[..self.rank].iter().sum();
-            let n = counts[self.rank];
-            out.push(&words[start as usize..(start + n) as usize]);
+            match theirs.binary_search_by_key(&self.rank, |(p, _)| *p) {
+                Ok(i) => out.push(&theirs[i].1),
+                Err(_) => out.end_list(),
+            }
         }
         Ok(out)
     }

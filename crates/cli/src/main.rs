@@ -18,6 +18,7 @@ mod progress;
 mod report;
 mod run;
 mod saved;
+mod signals;
 mod summary;
 mod sweep;
 
@@ -71,15 +72,23 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            // Under a launcher every rank parses the same arguments: rank 0 alone prints,
+            // and the others exit 0 at once, so that the launcher does not stop rank 0
+            // before it has printed (the job's exit code is rank 0's).
+            let other_rank = run::launched_rank().is_some_and(|r| r != 0);
+            if !other_rank {
+                let _ = e.print();
+                let _ = std::io::Write::flush(&mut std::io::stderr());
+            }
             // Help and version go to stdout with success; every usage error exits 1 (exit
             // code 2 means "not converged").
-            let _ = e.print();
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp
                 | clap::error::ErrorKind::DisplayVersion
                 | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
                     ExitCode::SUCCESS
                 }
+                _ if other_rank => ExitCode::SUCCESS,
                 _ => ExitCode::from(1),
             };
         }
@@ -92,7 +101,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(run::RunError::ReportedByRank0) => ExitCode::from(1),
+        Err(run::RunError::AlreadyReported) => ExitCode::from(1),
+        Err(run::RunError::LeftToRank0) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("aiac: error: {e}");
             ExitCode::from(1)

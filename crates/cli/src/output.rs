@@ -12,7 +12,7 @@ pub fn parent_dir(path: &Path) -> &Path {
     }
 }
 
-/// The temporary file [`write_atomically`] writes `path` through.
+/// The temporary file [`write_atomically`] writes `path` through: `.NAME.tmp-PID` beside it.
 fn temp_path(path: &Path) -> std::io::Result<PathBuf> {
     let name = path
         .file_name()
@@ -24,25 +24,227 @@ fn temp_path(path: &Path) -> std::io::Result<PathBuf> {
     )))
 }
 
-/// Write to a temporary file beside `path`, flush it to disk, rename it over `path`: readers
-/// see the old file or the whole new one, never a half-written one.
+/// The process id in a temporary file's name `.NAME.tmp-PID`, if it is one.
+fn temp_pid(name: &str) -> Option<i32> {
+    let (head, pid) = name.rsplit_once(".tmp-")?;
+    if !head.starts_with('.') || head.len() < 2 || pid.is_empty() {
+        return None;
+    }
+    if !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok().filter(|&p| p > 0)
+}
+
+/// Whether process `pid` exists (on this machine): `kill(pid, 0)` fails with ESRCH only when
+/// it does not.
+fn alive(pid: i32) -> bool {
+    use nix::sys::signal::kill;
+    use nix::unistd::Pid;
+    !matches!(
+        kill(Pid::from_raw(pid), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+/// Remove the temporary files that writers which no longer exist left in `dir` (killed by
+/// SIGKILL, or a crash, in the middle of a write): `.NAME.tmp-PID` regular files whose PID is
+/// not a running process. A writer on another machine sharing the directory is not seen by
+/// `kill`: its temporary file lives for the milliseconds of one write.
+pub fn clean_stale_temps(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = std::process::id() as i32;
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = temp_pid(&name.to_string_lossy()) else {
+            continue;
+        };
+        let regular = e.file_type().is_ok_and(|t| t.is_file());
+        if regular && pid != me && !alive(pid) {
+            tracing::debug!(file = %e.path().display(), pid, "removing a dead writer's temporary file");
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Where the bytes of an output path go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    /// `-`, `/dev/stdout` or `/dev/fd/1`: this process's standard output.
+    Stdout,
+    /// `/dev/stderr`, `/dev/fd/2`.
+    Stderr,
+    /// Not a regular file (a device such as `/dev/null` or `/dev/full`, a FIFO, a socket;
+    /// any other descriptor alias under `/dev/fd` or `/proc`): written in place, never
+    /// replaced.
+    InPlace(PathBuf),
+    /// A regular file, or nothing yet, at this path (the end of any symlinks): written
+    /// through a temporary file renamed over it.
+    Regular(PathBuf),
+}
+
+/// Symlinks followed before giving up (Linux's own limit).
+const MAX_LINKS: usize = 40;
+
+/// Follow `path` to what is written: through symlinks to their final target, so that a link
+/// stays a link and the file it names is replaced; special files and descriptor aliases
+/// are written in place.
+fn resolve(path: &Path) -> std::io::Result<Target> {
+    use std::io::{Error, ErrorKind};
+    if path.as_os_str() == "-" {
+        return Ok(Target::Stdout);
+    }
+    let mut p = path.to_path_buf();
+    for _ in 0..=MAX_LINKS {
+        for (alias, target) in [
+            ("/dev/stdout", Target::Stdout),
+            ("/dev/fd/1", Target::Stdout),
+            ("/proc/self/fd/1", Target::Stdout),
+            ("/dev/stderr", Target::Stderr),
+            ("/dev/fd/2", Target::Stderr),
+            ("/proc/self/fd/2", Target::Stderr),
+        ] {
+            if p == Path::new(alias) {
+                return Ok(target);
+            }
+        }
+        // Other descriptors, and anything under /proc, are what they are: no temporary
+        // file beside them, no rename.
+        if p.starts_with("/proc") || p.starts_with("/dev/fd") {
+            return Ok(Target::InPlace(path.to_path_buf()));
+        }
+        match std::fs::symlink_metadata(&p) {
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Target::Regular(p)),
+            Err(e) => return Err(e),
+            Ok(m) if m.file_type().is_symlink() => {
+                let t = std::fs::read_link(&p)?;
+                p = if t.is_absolute() {
+                    t
+                } else {
+                    parent_dir(&p).join(t)
+                };
+            }
+            Ok(m) if m.is_file() => return Ok(Target::Regular(p)),
+            Ok(m) if m.is_dir() => return Err(Error::from(ErrorKind::IsADirectory)),
+            Ok(_) => return Ok(Target::InPlace(p)),
+        }
+    }
+    Err(Error::other("too many levels of symbolic links"))
+}
+
+/// How long a write waits for a process to open a FIFO for reading.
+const FIFO_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Write `data` to a special file in place: a device, a FIFO (waiting at most [`FIFO_WAIT`]
+/// for a reader, never forever), a descriptor alias. A write error (ENOSPC on `/dev/full`,
+/// EPIPE) is returned.
+fn write_in_place(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let deadline = std::time::Instant::now() + FIFO_WAIT;
+    let mut f = loop {
+        // O_NONBLOCK: opening a FIFO nobody reads fails (ENXIO) instead of blocking.
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(std::io::Error::other(format!(
+                        "no process opened it for reading within {} s",
+                        FIFO_WAIT.as_secs()
+                    )));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    // Blocking writes from here on: a reader that is slow gets everything.
+    {
+        use std::os::fd::AsRawFd;
+        let fd = f.as_raw_fd();
+        // SAFETY: fcntl on a descriptor this function owns (open above), with valid
+        // commands; errors are checked.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    f.write_all(data)?;
+    f.flush()
+}
+
+/// Write `data` to `path`:
+///
+/// * a regular file (or a new one) is written to a temporary file beside it, flushed to disk
+///   and renamed over it: readers see the old file or the whole new one, never a half-written
+///   one. Through a symlink, the link's final target is the file replaced (the link stays).
+///   A SIGINT or SIGTERM during the write removes the temporary file (see
+///   [`crate::signals`]); temporary files of writers that died are removed afterwards.
+/// * `-` and `/dev/stdout` are standard output; a device, FIFO or descriptor alias is
+///   written in place: never renamed over, never replaced by a regular file.
+///
+/// A write error (`/dev/full`: no space left on device) is an error.
 pub fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let result = match resolve(path)? {
+        Target::Stdout => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(data).and_then(|()| out.flush())
+        }
+        Target::Stderr => {
+            let mut out = std::io::stderr().lock();
+            out.write_all(data).and_then(|()| out.flush())
+        }
+        Target::InPlace(p) => write_in_place(&p, data),
+        Target::Regular(p) => replace_file(&p, data),
+    };
+    tracing::debug!(path = %path.display(), bytes = data.len(), ok = result.is_ok(), "wrote");
+    result
+}
+
+/// Test hook: milliseconds to pause between writing the temporary file and renaming it, so
+/// the tests can signal a write in progress (`AIAC_TEST_PAUSE_IN_WRITE_MS`).
+fn test_pause() {
+    if let Some(ms) = std::env::var("AIAC_TEST_PAUSE_IN_WRITE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
+    }
+}
+
+/// The atomic replacement of the regular file (or nothing) at `path`.
+fn replace_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = temp_path(path)?;
+    let guard = crate::signals::TempGuard::new(&tmp);
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
+        // A replaced file keeps its permissions.
+        if let Ok(m) = std::fs::metadata(path) {
+            f.set_permissions(m.permissions())?;
+        }
         f.write_all(data)?;
         f.sync_all()?;
+        test_pause();
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    tracing::debug!(path = %path.display(), bytes = data.len(), ok = result.is_ok(), "wrote");
+    drop(guard);
+    clean_stale_temps(parent_dir(path));
     result
 }
 
-/// Fail before any work if a file could not be written at `path`: it must not be a directory,
-/// its directory must exist, and a file must be creatable there (tried with the temporary
+/// Fail before any work if a file could not be written at `path`: through its symlinks, it
+/// must not be a directory; a special file must exist and be writable; for a regular file
+/// its directory must exist and a file must be creatable there (tried with the temporary
 /// file the write will use, removed at once).
 pub fn check_file(flag: &'static str, path: &Path) -> Result<(), RunError> {
     let bad = |why: String| RunError::Output {
@@ -50,26 +252,53 @@ pub fn check_file(flag: &'static str, path: &Path) -> Result<(), RunError> {
         path: path.to_path_buf(),
         why,
     };
-    if path.is_dir() {
-        return Err(bad("is a directory".into()));
-    }
-    if path.file_name().is_none() {
+    let target = match resolve(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {
+            return Err(bad("is a directory".into()))
+        }
+        Err(e) => return Err(bad(e.to_string())),
+    };
+    let file = match target {
+        Target::Stdout | Target::Stderr => return Ok(()),
+        Target::InPlace(p) => {
+            let c = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()))
+                .map_err(|e| bad(e.to_string()))?;
+            // SAFETY: access reads a NUL-terminated path that lives across the call.
+            return match unsafe { libc::access(c.as_ptr(), libc::W_OK) } {
+                0 => Ok(()),
+                _ => Err(bad(format!(
+                    "cannot be written: {}",
+                    std::io::Error::last_os_error()
+                ))),
+            };
+        }
+        Target::Regular(p) => p,
+    };
+    if file.file_name().is_none() {
         return Err(bad("names no file".into()));
     }
-    let dir = parent_dir(path);
+    let dir = parent_dir(&file);
     if !dir.is_dir() {
         return Err(bad(format!("directory {} does not exist", dir.display())));
     }
-    let tmp = temp_path(path).map_err(|e| bad(e.to_string()))?;
-    match std::fs::OpenOptions::new()
+    // A probe of its own name (not the write's temporary file), removed at once.
+    let probe = parent_dir(&file).join(format!(
+        ".{}.probe-{}",
+        file.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
+    let guard = crate::signals::TempGuard::new(&probe);
+    let created = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(&tmp)
-    {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&tmp);
-            Ok(())
-        }
+        .open(&probe);
+    if created.is_ok() {
+        let _ = std::fs::remove_file(&probe);
+    }
+    drop(guard);
+    match created {
+        Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(bad(format!("cannot write in {}: {e}", dir.display()))),
     }
@@ -90,14 +319,17 @@ pub fn check_dir(flag: &'static str, dir: &Path) -> Result<(), RunError> {
     check_file(flag, &dir.join(".aiac-probe")).map_err(|_| bad("cannot write in it".into()))
 }
 
-/// Several output files of one command must be different files.
+/// Several output files of one command must be different files (after following symlinks;
+/// `-` and `/dev/stdout` are the same). A device named twice (`/dev/null`) is allowed.
 pub fn check_distinct(files: &[(&'static str, &Path)]) -> Result<(), RunError> {
+    let target = |p: &Path| resolve(p).unwrap_or_else(|_| Target::Regular(p.to_path_buf()));
     for (i, (fa, a)) in files.iter().enumerate() {
         for (fb, b) in &files[i + 1..] {
-            if a == b {
+            let (ta, tb) = (target(a), target(b));
+            if ta == tb && !matches!(ta, Target::InPlace(_)) {
                 return Err(RunError::Invalid(format!(
                     "{fa} and {fb} name the same file {}",
-                    a.display()
+                    b.display()
                 )));
             }
         }

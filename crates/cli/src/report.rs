@@ -29,8 +29,20 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode, RunError> {
     let files = saved::expand(&args.files).map_err(RunError::Invalid)?;
     let mut names = Vec::with_capacity(files.len());
     let mut runs = Vec::with_capacity(files.len());
-    for f in &files {
-        runs.push(saved::load(f).map_err(RunError::Invalid)?);
+    let mut skipped = 0;
+    for found in &files {
+        let f = &found.path;
+        match saved::load(f) {
+            Ok(run) => runs.push(run),
+            // A file found in a directory (a run killed while writing, a stray file) is
+            // skipped, not the directory; a file named on the command line must be right.
+            Err(e) if found.in_dir => {
+                eprintln!("aiac report: skipping {e}");
+                skipped += 1;
+                continue;
+            }
+            Err(e) => return Err(RunError::Invalid(e)),
+        }
         let stem = f
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -40,6 +52,11 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode, RunError> {
                 .trim_end_matches(".failed")
                 .to_string(),
         );
+    }
+    if runs.is_empty() {
+        return Err(RunError::Invalid(format!(
+            "no readable report among the {skipped} file(s) found"
+        )));
     }
     if let Some(dir) = &args.out {
         check_dir("--out", dir)?;

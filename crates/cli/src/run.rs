@@ -12,7 +12,7 @@ use chan_threads::World;
 use clap::{Args, ValueEnum};
 use jacobi::{
     Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, RacyRead, ReductionKind,
-    Report, RunConfig, SizeSpec, SlowRank, Variant,
+    Report, RunConfig, SizeSpec, SlowRank, Variant, MAX_SLOWDOWN,
 };
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -29,9 +29,15 @@ pub enum RunError {
     /// The MPI job cannot run as asked (launcher, size).
     #[error("{0}")]
     Launch(String),
-    /// The same error, already reported by rank 0: this rank only exits non-zero.
-    #[error("(reported by rank 0)")]
-    ReportedByRank0,
+    /// The error was already printed (by this rank or the one that prints for the job):
+    /// this rank only exits non-zero.
+    #[error("(reported)")]
+    AlreadyReported,
+    /// Under a launcher, before any library is initialised: rank 0 reports this error and
+    /// exits 1; this rank exits 0 at once, so the launcher does not stop rank 0 before it
+    /// has printed.
+    #[error("(left to rank 0)")]
+    LeftToRank0,
     /// An output file or directory cannot be written.
     #[error("{flag} {}: {why}", path.display())]
     Output {
@@ -186,6 +192,57 @@ pub(crate) fn parse_grid(s: &str) -> Result<ProcGrid, String> {
     ProcGrid::parse(s)
 }
 
+/// `--slowdown`: checked as it is parsed, so no run (nor sweep) starts with a factor that
+/// would never finish or overflow a duration.
+pub(crate) fn parse_slowdown(s: &str) -> Result<f64, String> {
+    let range = format!("a number from 1 to {MAX_SLOWDOWN} (times slower)");
+    match s.trim().parse::<f64>() {
+        Ok(v) if (1.0..=MAX_SLOWDOWN).contains(&v) => Ok(v),
+        _ => Err(format!("must be {range}, got '{s}'")),
+    }
+}
+
+/// The most ranks (threads backend) or threads (shared backend) one `aiac run` starts: a
+/// thread each, all in this process. Measured on 2 cores with a 4³ block per rank: 2048
+/// ranks start in 2.1 s (sync) and 2.7 s (async) and hold 196 MB and 319 MB, twice what 1024
+/// hold; 4096 take 11 s and 57 s to start (every rank a busy thread, and a step of a
+/// collective waits for the scheduler to come round to each), beyond what a run can use.
+pub(crate) const MAX_THREADS: usize = 2048;
+
+/// This process's rank in a job a launcher started, from the environment the launcher gives
+/// it (Open MPI's mpirun and oshrun, PMIx, MPICH's Hydra and Slurm's PMI), known before any
+/// library is initialised.
+pub(crate) fn launched_rank() -> Option<usize> {
+    ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// The size of the job a launcher started this process in, from its environment.
+pub(crate) fn launched_size() -> Option<usize> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// How many ranks of a launched job run on this machine (Open MPI's and MPICH's local size),
+/// if the launcher says.
+#[cfg_attr(not(any(feature = "mpi", feature = "shmem")), allow(dead_code))]
+fn launched_local_size() -> Option<usize> {
+    ["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// The memory this machine has available for a new run (`MemAvailable` of /proc/meminfo), if
+/// it says.
+fn mem_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
+}
+
 /// `aiac run`'s flags.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -196,8 +253,9 @@ pub struct RunArgs {
     /// view of a buffer written at any time.
     #[arg(long, value_enum, default_value_t = VariantArg::Sync)]
     variant: VariantArg,
-    /// Number of ranks (threads backend) or threads (shared backend), default 1. With
-    /// `--backend mpi` the ranks are mpirun's processes; a value given here must match them.
+    /// Number of ranks (threads backend) or threads (shared backend): from 1 (the default) to
+    /// 2048. With `--backend mpi` the ranks are mpirun's processes; a value given here must
+    /// match them.
     #[arg(short = 't', long = "threads")]
     pub(crate) threads: Option<usize>,
     /// The problem.
@@ -218,14 +276,16 @@ pub struct RunArgs {
     /// How the sync variant swaps its halos.
     #[arg(long, value_enum, default_value_t = ExchangeArg::Waitall)]
     exchange: ExchangeArg,
-    /// Laplace: stop when ‖b − A u_k‖₂ / ‖b − A u_0‖₂ < TOL (default 1e-4). Poisson: stop when
-    /// ‖u_k − u_{k−1}‖₂ ≤ TOL (default 1e-6).
+    /// Laplace: stop when ‖b − A u_k‖₂ / ‖b − A u_0‖₂ < TOL (default 1e-4; from 2.2e-16, f64's
+    /// machine epsilon, to 1). Poisson: stop when ‖u_k − u_{k−1}‖₂ ≤ TOL (default 1e-6; at
+    /// least 2.2e-16).
     #[arg(long, allow_hyphen_values = true)]
     tol: Option<f64>,
     /// Sync: test the criterion (a global reduction) every K iterations (default: 100 for
     /// Laplace, as the paper; 1 for Poisson, as Wang & Gobbert). Async and racy: start a
     /// round of the non-blocking reduction no sooner than K iterations after the previous one
     /// started (without the flag, the paper's scheme: as soon as the previous one returns).
+    /// From 1 to --max-iters.
     #[arg(long)]
     check_every: Option<u64>,
     /// Exchange halos every N iterations.
@@ -245,20 +305,22 @@ pub struct RunArgs {
     /// No rank iterates more than this.
     #[arg(long, default_value_t = 1_000_000)]
     max_iters: u64,
-    /// Add C to the boundary values and start the interior at C.
-    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
-    offset: f64,
+    /// Laplace only: add C to the boundary values and start the interior at C (default 0).
+    /// |C| is bounded by what f64 resolves at --tol on the grid (about 2.7e10 at 50³, tol 1e-4):
+    /// a larger offset swamps the solution's digits.
+    #[arg(long, allow_hyphen_values = true)]
+    offset: Option<f64>,
     /// Certify a convergence claim with a synchronous swap and reduction (default).
-    #[arg(long, overrides_with = "no_confirm")]
+    #[arg(long, conflicts_with = "no_confirm")]
     confirm: bool,
     /// Stop at the first convergence claim, as the paper does.
-    #[arg(long, overrides_with = "confirm")]
+    #[arg(long)]
     no_confirm: bool,
     /// Make this rank's sweeps slower.
     #[arg(long)]
     slow_rank: Option<usize>,
-    /// How many times slower (default 2).
-    #[arg(long, requires = "slow_rank", allow_hyphen_values = true)]
+    /// How many times slower: from 1 to 1000 (default 2).
+    #[arg(long, requires = "slow_rank", allow_hyphen_values = true, value_parser = parse_slowdown)]
     slowdown: Option<f64>,
     /// Write the whole report as JSON to FILE (schema aiac.run/1, docs/json-schema.md).
     #[arg(long, value_name = "FILE", help_heading = "Output")]
@@ -285,7 +347,7 @@ impl RunArgs {
         };
         let problem = match self.problem {
             ProblemArg::Laplace => Problem::Laplace {
-                offset: self.offset,
+                offset: self.offset.unwrap_or(0.0),
             },
             ProblemArg::Poisson => Problem::Poisson,
         };
@@ -370,8 +432,17 @@ impl RunArgs {
         if n == 0 {
             return Err(ConfigError::NoRanks.into());
         }
+        let info = self.backend.info();
+        if info.launcher.is_none() && n > MAX_THREADS {
+            return Err(RunError::Invalid(format!(
+                "-t/--threads must be from 1 to {MAX_THREADS} with {}: every rank is a thread \
+                 of this one process; got {n} (for more ranks, --backend mpi over several \
+                 machines)",
+                info.flag
+            )));
+        }
         self.reduction()?;
-        let plan = match self.backend.info().shared_memory {
+        let plan = match info.shared_memory {
             false => cfg.plan(n)?,
             true => cfg.shared_plan(n)?,
         };
@@ -381,7 +452,40 @@ impl RunArgs {
         if self.backend == BackendArg::Shmem && !cfg!(feature = "shmem") {
             return Err(not_built("shmem"));
         }
+        // Every rank on this machine: threads and shared memory are one process, and a
+        // sweep (or a user) starts launched runs here.
+        self.check_plan(&plan, n)?;
         Ok(plan)
+    }
+
+    /// The checks that need the decomposition: the flags that depend on each other, and the
+    /// memory `ranks_here` ranks of `plan` need on this machine against what it has.
+    pub(crate) fn check_plan(&self, plan: &Plan, ranks_here: usize) -> Result<(), RunError> {
+        if let (Some(_), ProblemArg::Poisson) = (self.offset, self.problem) {
+            return Err(RunError::Invalid(
+                "--offset applies to --problem laplace only: the Poisson problem's boundary \
+                 values are 0 and its exact solution is fixed"
+                    .into(),
+            ));
+        }
+        if let Some(k) = self.check_every {
+            if k > self.max_iters {
+                return Err(ConfigError::CheckEveryTooLarge {
+                    check_every: k,
+                    max_iters: self.max_iters,
+                }
+                .into());
+            }
+        }
+        let cfg = self.config();
+        let need = match self.backend.info().shared_memory {
+            false => cfg.memory_need(plan),
+            true => cfg.shared_memory_need(plan),
+        };
+        if let Some(available) = mem_available() {
+            need.check(need.of_ranks(ranks_here as u64), available)?;
+        }
+        Ok(())
     }
 
     /// The `config` object this run's report will have (what `aiac sweep` records for a run
@@ -433,7 +537,24 @@ pub fn run_on<C: Context>(
 /// `aiac run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
     tracing::debug!(?args, "aiac run");
-    (args.backend.info().run)(args)
+    let info = args.backend.info();
+    if let (None, Some(size)) = (info.launcher, launched_size()) {
+        if size > 1 {
+            // Every process of the job would solve the whole problem on its own and write
+            // the same files.
+            if launched_rank().is_some_and(|r| r != 0) {
+                return Err(RunError::LeftToRank0);
+            }
+            return Err(RunError::Launch(format!(
+                "{}: this process is one of {size} that a launcher (mpirun, oshrun) started, \
+                 and {} runs every rank inside one process: the job would make {size} \
+                 independent runs writing the same files. Run `aiac run {} -t {size}` without \
+                 the launcher, or `mpirun -np {size} aiac run --backend mpi`",
+                info.flag, info.flag, info.flag
+            )));
+        }
+    }
+    (info.run)(args)
 }
 
 /// `--backend threads`: one rank per thread of this process.
@@ -507,29 +628,50 @@ impl Launched for chan_shmem::ShmemCtx {
 
 /// `--backend mpi|shmem`: one rank per process of the job the launcher started.
 ///
-/// Input is checked on every rank before any collective call, identically, so a bad flag
-/// makes every rank stop; only rank 0 prints it, and the library is finalized cleanly. An
-/// error during the run may leave other ranks waiting in a collective call for this one: that
-/// rank prints it and aborts the job (`MPI_Abort`, `shmem_global_exit`), so nothing hangs.
+/// Input is checked on every rank before any collective call (the output files on rank 0,
+/// which writes them), then the ranks vote: if any rank refused, the lowest that did prints
+/// its message once, flushed, before a barrier that no rank leaves until it has, and every
+/// rank finalizes the library and exits 1. So the launcher cannot stop the printing rank
+/// before the message is out, and the message appears once. An error during the run may
+/// leave other ranks waiting in a collective call for this one: that rank prints it and
+/// aborts the job (`MPI_Abort`, `shmem_global_exit`), so nothing hangs.
 #[cfg(any(feature = "mpi", feature = "shmem"))]
 fn run_launched<C: Launched>(mut ctx: C, args: &RunArgs) -> Result<ExitCode, RunError> {
+    use std::io::Write;
     let cfg = &args.config();
     let (rank, size) = (ctx.rank(), ctx.size());
+    let here = launched_local_size().unwrap_or(1);
     let checked = job_matches::<C>(args, size)
         .and_then(|()| args.reduction().map_err(RunError::from))
         .and_then(|_| cfg.plan(size).map_err(RunError::from))
-        .and_then(|plan| check_output(args).map(|()| plan));
-    let plan = match checked {
-        Ok(plan) => plan,
-        Err(e) => {
-            let finalized = ctx.finalize();
-            if rank != 0 {
-                return Err(RunError::ReportedByRank0);
+        .and_then(|plan| args.check_plan(&plan, here).map(|()| plan))
+        .and_then(|plan| match rank {
+            0 => check_output(args).map(|()| plan),
+            _ => Ok(plan),
+        });
+    // The lowest rank that refused, or none (infinity).
+    let mut vote = [match &checked {
+        Ok(_) => f64::INFINITY,
+        Err(_) => rank as f64,
+    }];
+    let voted = ctx.all_reduce(&mut vote, chan_core::ReduceOp::Min);
+    let plan = match (checked, voted) {
+        (Ok(plan), Ok(())) if vote[0].is_infinite() => plan,
+        (checked, voted) => {
+            let printer = voted.is_err() || vote[0] == rank as f64;
+            if let (Err(e), true) = (&checked, printer) {
+                let mut err = std::io::stderr().lock();
+                let _ = writeln!(err, "aiac: error: {e}");
+                let _ = err.flush();
             }
-            if let Err(f) = finalized {
+            if voted.is_ok() {
+                // Nobody leaves before the message is out.
+                let _ = ctx.barrier();
+            }
+            if let Err(f) = ctx.finalize() {
                 eprintln!("aiac: while stopping {}: {f}", C::NAME);
             }
-            return Err(e);
+            return Err(RunError::AlreadyReported);
         }
     };
     match run_on(&mut ctx, cfg, &plan, args) {

@@ -145,9 +145,15 @@ pub fn parse(bytes: &[u8]) -> Result<Outcome, String> {
         }
     }
     if schema == jacobi::REPORT_SCHEMA {
-        serde_json::from_value(v)
-            .map(|r| Outcome::Ok(Box::new(r)))
-            .map_err(|e| format!("not a valid {} report: {e}", jacobi::REPORT_SCHEMA))
+        let r: Report = serde_json::from_value(v)
+            .map_err(|e| format!("not a valid {} report: {e}", jacobi::REPORT_SCHEMA))?;
+        if r.ranks.is_empty() {
+            return Err(format!(
+                "not a valid {} report: \"ranks\" is empty (a run has at least one rank)",
+                jacobi::REPORT_SCHEMA
+            ));
+        }
+        Ok(Outcome::Ok(Box::new(r)))
     } else if schema == FAILED_SCHEMA {
         serde_json::from_value(v)
             .map(|r| Outcome::Failed(Box::new(r)))
@@ -165,12 +171,60 @@ pub fn parse(bytes: &[u8]) -> Result<Outcome, String> {
     }
 }
 
+/// One file [`expand`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The path, as given or as found in a directory.
+    pub path: PathBuf,
+    /// Found in a directory given (not named itself): a file that cannot be read is skipped.
+    pub in_dir: bool,
+}
+
+/// What kind of thing a non-regular, non-directory file is, for messages.
+fn kind_of(m: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
 /// The JSON files a list of paths names: files as given, directories' `*.json` (and their
-/// `runs/` subdirectory's) in name order. Hidden files (temporaries) are skipped.
-pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
-    let mut out = Vec::new();
+/// `runs/` subdirectory's) in name order. Hidden files (temporaries) are skipped, and so is a
+/// file named twice (by two paths, or by a path and a directory: the same file after
+/// following symlinks counts once). A path that is not a regular file or a directory (a
+/// device, a FIFO) is refused without being opened, so nothing waits on it.
+pub fn expand(paths: &[PathBuf]) -> Result<Vec<Found>, String> {
+    let mut out: Vec<Found> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut push = |out: &mut Vec<Found>, path: PathBuf, in_dir: bool| {
+        let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        if seen.insert(key) {
+            out.push(Found { path, in_dir });
+        } else {
+            eprintln!(
+                "aiac report: {} is named more than once: counted once",
+                path.display()
+            );
+        }
+    };
     for p in paths {
-        if p.is_dir() {
+        let meta = match std::fs::metadata(p) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(format!("{}: no such file or directory", p.display()))
+            }
+            Err(e) => return Err(format!("{}: {e}", p.display())),
+        };
+        if meta.is_dir() {
             let mut found = Vec::new();
             for dir in [p.clone(), p.join("runs")] {
                 let Ok(rd) = std::fs::read_dir(&dir) else {
@@ -188,11 +242,18 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             if found.is_empty() {
                 return Err(format!("{}: no .json file in it", p.display()));
             }
-            out.extend(found);
-        } else if p.is_file() {
-            out.push(p.clone());
+            for f in found {
+                push(&mut out, f, true);
+            }
+        } else if meta.is_file() {
+            push(&mut out, p.clone(), false);
         } else {
-            return Err(format!("{}: no such file or directory", p.display()));
+            return Err(format!(
+                "{}: is {}, not a file: give reports saved by `aiac run --json` or a sweep's \
+                 directory",
+                p.display(),
+                kind_of(&meta)
+            ));
         }
     }
     Ok(out)

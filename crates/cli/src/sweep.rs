@@ -16,8 +16,8 @@
 use crate::output::{check_dir, write_atomically};
 use crate::progress::SweepProgress;
 use crate::run::{
-    parse_dims, parse_grid, BackendArg, DecompArg, ExchangeArg, ProblemArg, ReductionArg, RunError,
-    VariantArg,
+    parse_dims, parse_grid, parse_slowdown, BackendArg, DecompArg, ExchangeArg, ProblemArg,
+    ReductionArg, RunError, VariantArg,
 };
 use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
@@ -36,6 +36,20 @@ const LAUNCH_ENV: [(&str, &str); 4] = [
     ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
     ("OMPI_MCA_osc", "ucx"),
 ];
+
+/// The longest `--timeout`: a day.
+const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// `--timeout`: seconds, more than 0 and at most a day, checked as it is parsed.
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= MAX_TIMEOUT_S => Ok(v),
+        _ => Err(format!(
+            "must be a number of seconds more than 0 and at most {MAX_TIMEOUT_S} (a day), got \
+             '{s}'"
+        )),
+    }
+}
 
 /// `aiac sweep`'s flags: `aiac run`'s, each a list, and the sweep's own.
 #[derive(Debug, Args)]
@@ -99,29 +113,25 @@ pub struct SweepArgs {
     /// still times its iterations).
     #[arg(long, value_delimiter = ',', default_value = "1000000")]
     max_iters: Vec<u64>,
-    /// Offsets C of the Laplace problem's boundary values and start.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        allow_hyphen_values = true,
-        default_value = "0"
-    )]
+    /// Offsets C of the Laplace problem's boundary values and start (default 0).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     offset: Vec<f64>,
     /// Certify convergence claims (default).
-    #[arg(long, overrides_with = "no_confirm")]
+    #[arg(long, conflicts_with = "no_confirm")]
     confirm: bool,
     /// Stop at the first convergence claim, as the paper does.
-    #[arg(long, overrides_with = "confirm")]
+    #[arg(long)]
     no_confirm: bool,
     /// Make this rank's sweeps slower.
     #[arg(long)]
     slow_rank: Option<usize>,
-    /// How many times slower (default 2).
+    /// How many times slower: each from 1 to 1000 (default 2).
     #[arg(
         long,
         value_delimiter = ',',
         requires = "slow_rank",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        value_parser = parse_slowdown
     )]
     slowdown: Vec<f64>,
     /// Runs of each configuration; the tables show medians.
@@ -136,12 +146,15 @@ pub struct SweepArgs {
         help_heading = "Sweep"
     )]
     out: PathBuf,
-    /// Seconds a run may take before it is stopped and recorded as failed.
+    /// Seconds a run may take before it is stopped and recorded as failed: more than 0, at
+    /// most 86400 (a day).
     #[arg(
         long,
         value_name = "SECS",
         default_value_t = 600.0,
-        help_heading = "Sweep"
+        help_heading = "Sweep",
+        allow_hyphen_values = true,
+        value_parser = parse_timeout
     )]
     timeout: f64,
     /// No progress, no table (the files only).
@@ -371,14 +384,52 @@ fn on_path(name: &str) -> Option<PathBuf> {
 enum Ended {
     Exited(ExitStatus),
     TimedOut,
+    /// The sweep was signalled (SIGINT, SIGTERM): the child was given the signal and has
+    /// ended.
+    Signalled(i32),
 }
 
-/// Wait for `child` at most `timeout`; past it, stop it: SIGTERM (a launcher passes it on
-/// to the ranks it started and cleans up), then SIGKILL five seconds later. Children stay in
-/// the sweep's process group, so Ctrl-C on a terminal stops the run along with the sweep.
+/// Send `sig` to the child's process group (the child is its leader: a launcher and the
+/// ranks it started, or a run of the threads backend).
+fn signal_group(child: &Child, sig: nix::sys::signal::Signal) {
+    use nix::sys::signal::killpg;
+    use nix::unistd::Pid;
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    if killpg(pid, sig).is_err() {
+        let _ = nix::sys::signal::kill(pid, sig);
+    }
+}
+
+/// Stop `child`: `sig` to its process group (a launcher passes it on to the ranks it
+/// started and cleans up), then SIGKILL to the group five seconds later; wait for it.
+fn stop(child: &mut Child, sig: nix::sys::signal::Signal) -> std::io::Result<()> {
+    tracing::debug!(pid = child.id(), ?sig, "stopping the run");
+    signal_group(child, sig);
+    let grace = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < grace {
+        if child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tracing::debug!(pid = child.id(), "still running: SIGKILL");
+    signal_group(child, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.kill();
+    child.wait().map(|_| ())
+}
+
+/// Wait for `child` at most `timeout`; past it, stop it with SIGTERM. A SIGINT or SIGTERM to
+/// the sweep is passed on to the child, which is waited for. Each child leads its own process
+/// group, so the signal reaches the launcher's ranks too, once.
 fn wait_bounded(child: &mut Child, timeout: Duration) -> std::io::Result<Ended> {
     let deadline = Instant::now() + timeout;
     loop {
+        if let Some(sig) = crate::signals::pending() {
+            let s = nix::sys::signal::Signal::try_from(sig)
+                .unwrap_or(nix::sys::signal::Signal::SIGTERM);
+            stop(child, s)?;
+            return Ok(Ended::Signalled(sig));
+        }
         if let Some(st) = child.try_wait()? {
             return Ok(Ended::Exited(st));
         }
@@ -387,22 +438,14 @@ fn wait_bounded(child: &mut Child, timeout: Duration) -> std::io::Result<Ended> 
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
-    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    tracing::debug!(pid = child.id(), "timed out: SIGTERM");
-    let _ = kill(pid, Signal::SIGTERM);
-    let grace = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < grace {
-        if child.try_wait()?.is_some() {
-            return Ok(Ended::TimedOut);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    tracing::debug!(pid = child.id(), "still running: SIGKILL");
-    let _ = child.kill();
-    let _ = child.wait();
+    stop(child, nix::sys::signal::Signal::SIGTERM)?;
     Ok(Ended::TimedOut)
+}
+
+/// The sweep was signalled: its running child has been stopped; exit 128 + the signal.
+fn interrupted(sig: i32) -> ExitCode {
+    eprintln!("aiac sweep: stopped by signal {sig}; the running run was stopped too");
+    ExitCode::from(u8::try_from(128 + sig).unwrap_or(1))
 }
 
 /// The last `n` lines of a file.
@@ -426,6 +469,13 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
             "--timeout must be a positive number of seconds, got {}",
             args.timeout
         )));
+    }
+    if !args.offset.is_empty() && !args.problem.contains(&ProblemArg::Laplace) {
+        return Err(RunError::Invalid(
+            "--offset applies to --problem laplace only: the Poisson problem's boundary \
+             values are 0 and its exact solution is fixed"
+                .into(),
+        ));
     }
     // Every R, also those no run of this sweep will use (racy off MPI): a bad value is a
     // mistake whatever the runs.
@@ -495,6 +545,8 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
         }
     }
 
+    // From here a SIGINT or SIGTERM stops the running child and then the sweep.
+    crate::signals::defer();
     let progress = SweepProgress::new(n, args.quiet);
     let timeout = Duration::from_secs_f64(args.timeout);
     let mut names = Vec::with_capacity(n);
@@ -526,18 +578,28 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
             .map(|s| s.to_string_lossy().into_owned())
             .collect();
         tracing::debug!(?command, "starting");
+        if let Some(sig) = crate::signals::pending() {
+            drop(progress);
+            return Ok(interrupted(sig));
+        }
         let ended = std::fs::File::create(&log_path)
             .and_then(|log| {
                 let err = log.try_clone()?;
+                std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
                 cmd.stdin(Stdio::null())
                     .stdout(Stdio::from(log))
                     .stderr(Stdio::from(err))
                     .spawn()
             })
             .and_then(|mut child| wait_bounded(&mut child, timeout));
+        if let Ok(Ended::Signalled(sig)) = ended {
+            drop(progress);
+            return Ok(interrupted(sig));
+        }
         let (status, code) = match &ended {
             Ok(Ended::Exited(st)) => (None, st.code()),
             Ok(Ended::TimedOut) => (Some("timeout"), None),
+            Ok(Ended::Signalled(_)) => unreachable!("returned above"),
             Err(_) => (Some("failed"), None),
         };
         let report = match (status, code) {
@@ -560,6 +622,7 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
                 let why = match (&ended, code) {
                     (Err(e), _) => format!("could not start: {e}"),
                     (Ok(Ended::TimedOut), _) => format!("timed out after {} s", args.timeout),
+                    (Ok(Ended::Signalled(_)), _) => unreachable!("returned above"),
                     (_, Some(c)) if c != 0 && c != 2 => format!("exit code {c}"),
                     (_, Some(_)) => "no readable report".into(),
                     (_, None) => "killed by a signal".into(),
@@ -601,6 +664,9 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
 
     let csv_path = args.out.join("sweep.csv");
     let files = report::write_table_and_plots(&names, &runs, &csv_path, &plots_dir)?;
+    if let Some(sig) = crate::signals::pending() {
+        return Ok(interrupted(sig));
+    }
     let failed = runs.iter().filter(|o| o.run().is_none()).count();
     if !args.quiet {
         print!("{}", summary::summary(&runs));

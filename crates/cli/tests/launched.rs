@@ -493,3 +493,125 @@ fn sweep_over_a_launcher_prints_speedup_for_both_exchanges() {
         assert_eq!(table(&rep), table(&stdout));
     }
 }
+
+/// `mpirun -np 4 aiac ARGS`, killed after two minutes.
+fn mpirun4(args: &[&str]) -> Output {
+    Command::new("timeout")
+        .args(["-k", "5", "120", "mpirun", "-np", "4", AIAC])
+        .args(args)
+        .output()
+        .expect("timeout and mpirun start")
+}
+
+/// Under mpirun every rank finds the same bad input: the message reaches the user exactly
+/// once, whichever rank runs first (a usage error before MPI starts, a refused size after
+/// it, a threads run started by mpirun), and the job exits non-zero.
+#[test]
+fn input_errors_under_mpirun_are_printed_once() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["run", "--backend", "mpi", "--no-such-flag"],
+            "error: unexpected argument",
+        ),
+        (
+            &["run", "--backend", "mpi", "--local", "100000"],
+            "needs about",
+        ),
+        (&["run", "--backend", "threads", "--local", "4"], "one of 4"),
+    ];
+    for round in 0..3 {
+        for (args, needle) in cases {
+            let out = mpirun4(args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
+            assert_eq!(
+                err.matches(needle).count(),
+                1,
+                "round {round}, {args:?}: once: {err}"
+            );
+        }
+    }
+}
+
+/// The processes whose parent is `pid`, and theirs.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|s| s.parse::<u32>().ok());
+            if ppid == Some(p) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// Running (not gone, not a zombie).
+fn running(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string));
+    !matches!(state.as_deref(), None | Some("Z") | Some("X"))
+}
+
+/// `aiac sweep --backend mpi` signalled by its PID stops mpirun and its ranks, and waits for
+/// them, before it exits: nothing keeps running, nothing writes into its directory after.
+#[test]
+fn a_signalled_sweep_stops_mpirun_and_its_ranks() {
+    let dir = scratch("sweep-signal");
+    let out = dir.join("sw");
+    let mut sweep = Command::new(AIAC)
+        .args(["sweep", "--backend", "mpi", "-t", "2", "--local", "24"])
+        .args(["--tol", "1e-12", "--slow-rank", "0", "--slowdown", "1000"])
+        .args(["--quiet", "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // mpirun and both ranks have started.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut procs = Vec::new();
+    while std::time::Instant::now() < deadline {
+        procs = descendants(sweep.id());
+        let ranks = procs
+            .iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| c.starts_with(AIAC))
+            })
+            .count();
+        if ranks >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(procs.len() >= 3, "mpirun and 2 ranks: {procs:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(sweep.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = sweep.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed().as_secs() < 30, "the sweep did not stop");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(143));
+    for p in procs {
+        assert!(!running(p), "process {p} outlived the sweep");
+    }
+}

@@ -157,12 +157,54 @@ impl SizeSpec {
     }
 }
 
+/// The largest `--slowdown`: a rank 1000 times slower already waits a thousand sweeps' time
+/// per sweep; beyond it a run does not finish in any useful time.
+pub const MAX_SLOWDOWN: f64 = 1000.0;
+
+/// The smallest tolerance: f64's machine epsilon. A stopping criterion below it cannot be told
+/// from rounding (a relative residual below ε would need every residual below one ulp of
+/// the first one's scale).
+pub const MIN_TOL: f64 = f64::EPSILON;
+
+/// Rounding floor of the relative residual, per unit of `|offset|`, on a grid of `nz` planes
+/// (see [`Config::max_offset`]).
+fn offset_floor_per_unit(nz: usize) -> f64 {
+    // ‖rounding‖ ≈ K ε |C| √N over N = Gx Gy Gz points, against ‖b − A u₀‖ ≈ 0.85 √(Gx Gy)
+    // (the bottom face's bump, whose mean square over the unit square is 0.73).
+    OFFSET_ROUNDING * f64::EPSILON * (nz as f64).sqrt() / 0.85
+}
+
+/// K above: rounding per point of a residual whose values are about C, in units of ε |C|.
+/// Measured: the relative residual at which the paper's problem stops improving with offset
+/// C = 5e10 is 1.01e-4, 1.47e-4 and 2.10e-4 at 16³, 32³ and 64³ (1.10e-4 at 64³, C = 3e10);
+/// K = 2 gives 1.04e-4, 1.48e-4, 2.09e-4 and 1.25e-4.
+const OFFSET_ROUNDING: f64 = 2.0;
+
+/// A number for a message: in scientific notation when plain notation would be long.
+fn short(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && !(1e-4..1e6).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
+}
+
+/// The upper end of a tolerance's range, for a message (none for f64's largest).
+fn upto(max: f64) -> String {
+    if max < f64::MAX {
+        format!(" to {}", short(max))
+    } else {
+        String::new()
+    }
+}
+
 /// Make one rank's sweeps slower: a performance-defect experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SlowRank {
     /// The rank (or shared-memory thread) to slow down.
     pub rank: usize,
-    /// Its sweeps take this many times as long (≥ 1): after each sweep it busy-waits for
+    /// Its sweeps take this many times as long (1 to [`MAX_SLOWDOWN`]): after each sweep it
+    /// busy-waits for
     /// `(factor − 1)` times the sweep's duration, as a slower core would.
     pub factor: f64,
 }
@@ -237,9 +279,22 @@ impl Default for Config {
 /// A configuration that cannot run. Each message names the flag to fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
-    /// tol ≤ 0, NaN or infinite.
-    #[error("--tol must be a positive finite number, got {0}")]
-    Tolerance(f64),
+    /// tol below [`MIN_TOL`], above the criterion's largest, NaN or infinite.
+    #[error("--tol must be a number from {min:e} (f64's machine epsilon: a criterion below it cannot be told from rounding){}, got {}", upto(*.max), short(*.tol), min = MIN_TOL)]
+    Tolerance {
+        /// Given.
+        tol: f64,
+        /// The largest: 1 for the relative residual (it starts at 1), else f64's largest.
+        max: f64,
+    },
+    /// K larger than the iteration limit: the criterion would never be tested.
+    #[error("--check-every must be from 1 to --max-iters ({max_iters}), got {check_every}: a larger K never tests the criterion before --max-iters stops the run (K = --max-iters tests it once, at the end)")]
+    CheckEveryTooLarge {
+        /// Given.
+        check_every: u64,
+        /// `--max-iters`.
+        max_iters: u64,
+    },
     /// K = 0.
     #[error("--check-every must be at least 1, got 0")]
     CheckEvery,
@@ -255,6 +310,20 @@ pub enum ConfigError {
     /// offset NaN or infinite.
     #[error("--offset must be a finite number, got {0}")]
     Offset(f64),
+    /// An offset so large that f64 rounding alone keeps the relative residual above `tol`.
+    #[error("--offset {offset:e} swamps the solution in f64 for --tol {tol:e} on this grid: f64 keeps about 16 significant digits, so values near {offset:e} are rounded by about {ulp:.1e}, which leaves a relative residual of about {floor:.1e} (the solution itself varies by less than 1); use |--offset| up to {max:.1e} (or a larger --tol)")]
+    OffsetSwamps {
+        /// Given.
+        offset: f64,
+        /// The tolerance.
+        tol: f64,
+        /// The spacing of f64 values near the offset (ε |offset|).
+        ulp: f64,
+        /// The relative residual rounding alone leaves.
+        floor: f64,
+        /// The largest |offset| this tolerance and grid allow.
+        max: f64,
+    },
     /// A zero extent.
     #[error("--local/--global: every extent must be at least 1, got {0}")]
     ZeroExtent(Dims),
@@ -291,9 +360,19 @@ pub enum ConfigError {
         /// World size.
         size: usize,
     },
-    /// `--slowdown` below 1 or not finite.
-    #[error("--slowdown must be a finite number ≥ 1, got {0}")]
+    /// `--slowdown` outside 1 ..= [`MAX_SLOWDOWN`].
+    #[error("--slowdown must be a number from 1 to {max}, got {0}", max = MAX_SLOWDOWN)]
     Slowdown(f64),
+    /// The run would need more memory than the machine has available.
+    #[error("--local/--global: this run needs about {} ({} per rank: arrays, halos, channel buffers, history), but this machine has {} available (MemAvailable): use a smaller grid, a smaller --max-in-flight or fewer ranks", crate::memory::human_bytes(*.need), crate::memory::human_bytes(*.per_rank), crate::memory::human_bytes(*.available))]
+    OutOfMemory {
+        /// Bytes this machine would hold.
+        need: u64,
+        /// Bytes per rank.
+        per_rank: u64,
+        /// Bytes available.
+        available: u64,
+    },
     /// A world of no ranks.
     #[error("-t/--threads must be at least 1, got 0")]
     NoRanks,
@@ -326,8 +405,12 @@ impl Config {
     /// Check every parameter that does not depend on the world size.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let tol = self.criterion.tol();
-        if !(tol.is_finite() && tol > 0.0) {
-            return Err(ConfigError::Tolerance(tol));
+        let max = match self.criterion {
+            StopCriterion::RelativeResidual { .. } => 1.0,
+            StopCriterion::UpdateNorm { .. } => f64::MAX,
+        };
+        if !(MIN_TOL..=max).contains(&tol) {
+            return Err(ConfigError::Tolerance { tol, max });
         }
         if self.check_every == 0 {
             return Err(ConfigError::CheckEvery);
@@ -353,7 +436,7 @@ impl Config {
             return Err(ConfigError::ZeroExtent(dims));
         }
         if let Some(s) = self.slow {
-            if !(s.factor.is_finite() && s.factor >= 1.0) {
+            if !(1.0..=MAX_SLOWDOWN).contains(&s.factor) {
                 return Err(ConfigError::Slowdown(s.factor));
             }
         }
@@ -390,7 +473,40 @@ impl Config {
                 global: g,
             });
         }
+        if let (Problem::Laplace { offset }, Some(max)) = (self.problem, self.max_offset(g)) {
+            if offset.abs() > max {
+                let tol = self.criterion.tol();
+                return Err(ConfigError::OffsetSwamps {
+                    offset,
+                    tol,
+                    ulp: f64::EPSILON * offset.abs(),
+                    floor: offset.abs() * offset_floor_per_unit(g.z),
+                    max,
+                });
+            }
+        }
         Ok(plan)
+    }
+
+    /// The largest |offset| of the Laplace problem that f64 can solve to the relative
+    /// tolerance on a global grid `global`, or `None` for a criterion the offset does not
+    /// touch.
+    ///
+    /// The iterate's values are about C, so f64 rounds each of them, and each residual
+    /// computed from them, by about ε|C|: over the N = Gx·Gy·Gz points the rounding leaves
+    /// ‖b − A u‖ ≈ K ε|C|√N whatever the iterate (K = 2, measured), while ‖b − A u₀‖ ≈
+    /// 0.85 √(Gx·Gy) (the bump on the bottom face, the same for every C). The relative
+    /// residual cannot fall below their ratio, 2 ε|C|√Gz / 0.85, so C must keep it below
+    /// `tol`. Beyond about 2⁵³ even the
+    /// bump is lost (C + bump = C): the first residual is 0 and the run would "converge"
+    /// without an iteration.
+    pub fn max_offset(&self, global: Dims) -> Option<f64> {
+        match (self.problem, self.criterion) {
+            (Problem::Laplace { .. }, StopCriterion::RelativeResidual { tol }) => {
+                Some(tol / offset_floor_per_unit(global.z))
+            }
+            _ => None,
+        }
     }
 
     /// The slowdown factor of `rank` (1 when it is not the slow rank).
@@ -448,6 +564,45 @@ mod tests {
                 with(|c| c.size = SizeSpec::Global(Dims::new(10, 0, 10))),
                 "--global",
             ),
+            // Below what f64 can tell from rounding; above the relative residual's start.
+            (
+                with(|c| c.criterion = StopCriterion::RelativeResidual { tol: 1e-300 }),
+                "--tol must be a number from 2.220446049250313e-16",
+            ),
+            (
+                with(|c| c.criterion = StopCriterion::RelativeResidual { tol: 2.0 }),
+                "to 1, got 2",
+            ),
+            (
+                with(|c| c.criterion = StopCriterion::UpdateNorm { tol: 1e-17 }),
+                "--tol",
+            ),
+            (
+                with(|c| {
+                    c.slow = Some(SlowRank {
+                        rank: 0,
+                        factor: 1e6,
+                    })
+                }),
+                "--slowdown must be a number from 1 to 1000",
+            ),
+            (
+                with(|c| {
+                    c.slow = Some(SlowRank {
+                        rank: 0,
+                        factor: 1e308,
+                    })
+                }),
+                "--slowdown",
+            ),
+            (
+                with(|c| c.problem = Problem::Laplace { offset: 1e12 }),
+                "--offset 1e12 swamps the solution",
+            ),
+            (
+                with(|c| c.problem = Problem::Laplace { offset: -1e20 }),
+                "--offset",
+            ),
         ];
         for (c, flag) in cases {
             let e = c.plan(1).unwrap_err().to_string();
@@ -495,6 +650,31 @@ mod tests {
         ] {
             assert!(SizeSpec::parse_dims(bad).is_err(), "{bad}");
         }
+    }
+
+    /// The offset bound scales with the tolerance and the grid's depth, and what it lets
+    /// through converges (the solver's own tests run offsets 1 and 10).
+    #[test]
+    fn the_offset_bound() {
+        let c = Config::default();
+        let max = c.max_offset(Dims::cube(50)).unwrap();
+        assert!(max > 1e9 && max < 1e12, "{max:e}");
+        let finer = with(|c| c.criterion = StopCriterion::RelativeResidual { tol: 1e-6 });
+        assert!((finer.max_offset(Dims::cube(50)).unwrap() - max / 100.0).abs() < max * 1e-9);
+        assert!(c.max_offset(Dims::cube(200)).unwrap() < max);
+        let poisson = with(|c| {
+            c.problem = Problem::Poisson;
+            c.criterion = Problem::Poisson.default_criterion();
+        });
+        assert_eq!(poisson.max_offset(Dims::cube(50)), None);
+        assert!(with(|c| c.problem = Problem::Laplace { offset: max / 2.0 })
+            .plan(1)
+            .is_ok());
+        assert!(
+            with(|c| c.problem = Problem::Laplace { offset: -max * 2.0 })
+                .plan(1)
+                .is_err()
+        );
     }
 
     #[test]

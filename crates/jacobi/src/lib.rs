@@ -41,6 +41,7 @@ mod config;
 mod field;
 mod geometry;
 mod kernel;
+mod memory;
 mod problem;
 mod progress;
 mod record;
@@ -54,8 +55,10 @@ mod tests;
 
 pub use config::{
     Config, ConfigError, Decomp, Exchange, RacyRead, ReductionKind, SizeSpec, SlowRank, Variant,
+    MAX_SLOWDOWN, MIN_TOL,
 };
 pub use geometry::{Dims, Plan, ProcGrid};
+pub use memory::{human_bytes, MemoryNeed};
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{

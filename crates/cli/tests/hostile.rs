@@ -1,0 +1,590 @@
+//! What a hostile user tried (issue 15), each kept fixed: special files and symlinks as
+//! outputs, signals during a write and to a sweep, sizes that do not fit in memory, flags
+//! outside their ranges, offsets and tolerances f64 cannot honour, conflicting flags, a
+//! threads run under a launcher, and reports of broken or repeated files. Every bad input:
+//! one message naming the flag and its range, a non-zero exit, nothing overwritten, no hang
+//! (every command runs under a deadline).
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const AIAC: &str = env!("CARGO_BIN_EXE_aiac");
+
+/// Run `cmd`, killed (and the test failed) after `secs`.
+fn within(mut cmd: Command, secs: u64) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("aiac starts");
+    finish(child, secs, &format!("{cmd:?}"))
+}
+
+/// Collect a piped child's output, killing it (and failing) after `secs`.
+fn finish(mut child: Child, secs: u64, what: &str) -> Output {
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: t_out.join().unwrap(),
+        stderr: t_err.join().unwrap(),
+    }
+}
+
+fn aiac(args: &[&str]) -> Output {
+    let mut c = Command::new(AIAC);
+    c.args(args);
+    within(c, 120)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("aiac-hostile-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn names_in(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn temps_in(dir: &Path) -> Vec<String> {
+    names_in(dir)
+        .into_iter()
+        .filter(|n| n.contains(".tmp-"))
+        .collect()
+}
+
+/// One message naming every one of `words`, exit code 1, nothing on stdout.
+fn refused(args: &[&str], words: &[&str]) {
+    let r = aiac(args);
+    let err = text(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{args:?}: {err}");
+    for w in words {
+        assert!(err.contains(w), "{args:?}: does not say '{w}': {err}");
+    }
+    assert_eq!(
+        err.lines().filter(|l| l.contains("error")).count(),
+        1,
+        "{args:?}: one message: {err}"
+    );
+    assert!(r.stdout.is_empty(), "{args:?}: printed {}", text(&r.stdout));
+}
+
+fn mkfifo(p: &Path) {
+    let st = Command::new("mkfifo").arg(p).status().expect("mkfifo runs");
+    assert!(st.success());
+}
+
+/// A small run that converges at once, for the output tests.
+const SMALL: [&str; 4] = ["run", "--local", "4", "--quiet"];
+
+fn small_with(extra: &[&str]) -> Output {
+    let mut a = SMALL.to_vec();
+    a.extend_from_slice(extra);
+    aiac(&a)
+}
+
+#[test]
+fn devices_are_written_in_place_and_never_replaced() {
+    let r = small_with(&["--json", "/dev/null", "--csv", "/dev/null"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    let t = std::fs::symlink_metadata("/dev/null").unwrap().file_type();
+    assert!(t.is_char_device(), "/dev/null is still a device");
+
+    // A write error is an error: /dev/full has no space.
+    let r = small_with(&["--json", "/dev/full"]);
+    let err = text(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--json /dev/full") && err.contains("No space left"),
+        "{err}"
+    );
+    assert!(std::fs::symlink_metadata("/dev/full")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+
+    // `-` is standard output.
+    let r = small_with(&["--json", "-"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    let j: Value = serde_json::from_slice(&r.stdout).expect("the report on stdout");
+    assert_eq!(j["schema"], "aiac.run/1");
+}
+
+#[test]
+fn a_fifo_is_written_in_place() {
+    let dir = scratch("fifo");
+    let fifo = dir.join("pipe");
+    mkfifo(&fifo);
+    let f = fifo.clone();
+    let reader = std::thread::spawn(move || std::fs::read(f).unwrap());
+    let r = small_with(&["--json", fifo.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    let got: Value = serde_json::from_slice(&reader.join().unwrap()).expect("JSON through it");
+    assert_eq!(got["schema"], "aiac.run/1");
+    let t = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(t.is_fifo(), "still a FIFO");
+    assert_eq!(names_in(&dir), BTreeSet::from(["pipe".to_string()]));
+}
+
+#[test]
+fn symlinks_are_written_through() {
+    let dir = scratch("links");
+    let real = dir.join("real.json");
+    std::fs::write(&real, "old").unwrap();
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink("real.json", &link).unwrap();
+    let dangling = dir.join("dangling.csv");
+    std::os::unix::fs::symlink("new.csv", &dangling).unwrap();
+    let r = small_with(&[
+        "--json",
+        link.to_str().unwrap(),
+        "--csv",
+        dangling.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    for l in [&link, &dangling] {
+        assert!(std::fs::symlink_metadata(l).unwrap().is_symlink(), "{l:?}");
+    }
+    let j: Value = serde_json::from_slice(&std::fs::read(&real).unwrap()).unwrap();
+    assert_eq!(j["schema"], "aiac.run/1", "the target was replaced");
+    assert!(std::fs::read_to_string(dir.join("new.csv"))
+        .unwrap()
+        .starts_with("rank,"));
+    assert!(temps_in(&dir).is_empty());
+    // Two names of one file are refused before any work.
+    let r = small_with(&[
+        "--json",
+        link.to_str().unwrap(),
+        "--csv",
+        real.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r.stderr));
+    assert!(text(&r.stderr).contains("name the same file"));
+}
+
+#[test]
+fn report_refuses_special_files_without_waiting_on_them() {
+    let dir = scratch("report-special");
+    let fifo = dir.join("pipe.json");
+    mkfifo(&fifo);
+    for (f, what) in [
+        ("/dev/null", "a character device"),
+        (fifo.to_str().unwrap(), "a FIFO"),
+    ] {
+        let r = aiac(&["report", f]);
+        let err = text(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{f}: {err}");
+        assert!(err.contains(f) && err.contains(what), "{f}: {err}");
+        assert!(!err.contains("no such file"), "{f}: {err}");
+    }
+}
+
+/// A run's report, written by a real run, to build reports from.
+fn a_report(dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(name);
+    let r = small_with(&["--json", p.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    p
+}
+
+/// Rows of `aiac report FILES --out DIR`'s runs.csv (one per run counted).
+fn counted(files: &[&str], out: &Path) -> usize {
+    let mut a = vec!["report"];
+    a.extend_from_slice(files);
+    a.extend(["--out", out.to_str().unwrap()]);
+    let r = aiac(&a);
+    assert_eq!(r.status.code(), Some(0), "{files:?}: {}", text(&r.stderr));
+    std::fs::read_to_string(out.join("runs.csv"))
+        .unwrap()
+        .lines()
+        .count()
+        - 1
+}
+
+#[test]
+fn report_skips_broken_files_in_a_directory_and_counts_a_file_once() {
+    let dir = scratch("report-broken");
+    let runs = dir.join("runs");
+    std::fs::create_dir(&runs).unwrap();
+    let good = a_report(&runs, "a.json");
+    let bytes = std::fs::read(&good).unwrap();
+    std::fs::write(runs.join("b.json"), &bytes[..bytes.len() / 2]).unwrap();
+    let r = aiac(&["report", runs.to_str().unwrap()]);
+    let err = text(&r.stderr);
+    assert_eq!(r.status.code(), Some(0), "{err}");
+    assert!(err.contains("skipping") && err.contains("b.json"), "{err}");
+    assert!(text(&r.stdout).contains("sync"), "the good run is reported");
+    // Named on the command line, the broken file is an error.
+    let r = aiac(&["report", runs.join("b.json").to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(1));
+
+    // A report of no rank is refused.
+    let mut j: Value = serde_json::from_slice(&bytes).unwrap();
+    j["ranks"] = Value::Array(vec![]);
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, serde_json::to_vec(&j).unwrap()).unwrap();
+    let r = aiac(&["report", empty.to_str().unwrap()]);
+    let err = text(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains("\"ranks\" is empty"), "{err}");
+
+    // The same file twice (as given, through another path, and inside a directory given)
+    // is one run.
+    std::fs::remove_file(runs.join("b.json")).unwrap();
+    let g = good.to_str().unwrap();
+    let other = format!("{}/../runs/a.json", runs.display());
+    let n = counted(&[g, &other, runs.to_str().unwrap()], &dir.join("out"));
+    assert_eq!(n, 1, "counted once");
+}
+
+/// The temporary file of `name` in `dir`, once it exists (at most 60 s).
+fn wait_for_temp(dir: &Path, child: &mut Child) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if !temps_in(dir).is_empty() {
+            return true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+fn pid_of(c: &Child) -> Pid {
+    Pid::from_raw(c.id() as i32)
+}
+
+#[test]
+fn a_signal_during_a_write_removes_the_temporary_file() {
+    let dir = scratch("signal-write");
+    let json = dir.join("r.json");
+    std::fs::write(&json, "old").unwrap();
+    // Held in the middle of the write (the test hook), then signalled: 130 and 143.
+    for (sig, code) in [(Signal::SIGINT, 130), (Signal::SIGTERM, 143)] {
+        let mut child = Command::new(AIAC)
+            .args(SMALL)
+            .args(["--json", json.to_str().unwrap()])
+            .env("AIAC_TEST_PAUSE_IN_WRITE_MS", "20000")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(wait_for_temp(&dir, &mut child), "the write started");
+        kill(pid_of(&child), sig).unwrap();
+        let st = child.wait().unwrap();
+        assert_eq!(st.code(), Some(code), "{sig:?}");
+        assert!(temps_in(&dir).is_empty(), "{sig:?}: {:?}", names_in(&dir));
+        assert_eq!(std::fs::read_to_string(&json).unwrap(), "old", "untouched");
+    }
+    // At a few moments of a run with a large history (every rank's rounds): whatever the
+    // moment, no temporary file is left.
+    for delay_ms in [0, 30, 80, 150, 300, 600] {
+        let mut child = Command::new(AIAC)
+            .args(["run", "-t", "16", "--variant", "async", "--local", "6"])
+            .args(["--max-iters", "3000", "--check-every", "1", "--quiet"])
+            .args(["--json", json.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = kill(pid_of(&child), Signal::SIGINT);
+        let _ = child.wait().unwrap();
+        assert!(
+            temps_in(&dir).is_empty(),
+            "{delay_ms} ms: {:?}",
+            names_in(&dir)
+        );
+    }
+}
+
+#[test]
+fn temporary_files_of_dead_writers_are_removed_at_the_next_write() {
+    let dir = scratch("stale");
+    // A PID that no longer runs: a child that has exited and been waited for.
+    let dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    let _ = { dead }.wait();
+    let stale = format!(".x.json.tmp-{dead_pid}");
+    let live = format!(".y.json.tmp-{}", std::process::id());
+    let other = "notes.tmp-1".to_string(); // not a temporary file of aiac's
+    for n in [&stale, &live, &other] {
+        std::fs::write(dir.join(n), "partial").unwrap();
+    }
+    let r = small_with(&["--json", dir.join("r.json").to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    let left = names_in(&dir);
+    assert!(!left.contains(&stale), "{left:?}");
+    assert!(
+        left.contains(&live) && left.contains(&other),
+        "only dead writers' files go: {left:?}"
+    );
+}
+
+#[test]
+fn sizes_that_do_not_fit_are_refused_with_the_figure() {
+    for local in ["100000", "4294967297,1,1", "65536,65536,1"] {
+        refused(
+            &["run", "--local", local],
+            &["--local/--global", "needs about", "MemAvailable"],
+        );
+    }
+    // So is an R that makes the channel buffers too large.
+    refused(
+        &[
+            "run",
+            "--variant",
+            "async",
+            "--local",
+            "2000,2000,1",
+            "--max-in-flight",
+            "65536",
+        ],
+        &["needs about", "--max-in-flight"],
+    );
+}
+
+#[test]
+fn flags_outside_their_ranges_are_refused_when_parsed() {
+    for v in ["1e308", "1e6", "0.5", "NaN"] {
+        refused(
+            &["run", "--slow-rank", "0", "--slowdown", v],
+            &["--slowdown", "from 1 to 1000"],
+        );
+    }
+    let dir = scratch("ranges");
+    let out = dir.join("sw");
+    for v in ["1e300", "0", "-1", "inf"] {
+        refused(
+            &["sweep", "--timeout", v, "--out", out.to_str().unwrap()],
+            &["--timeout", "86400"],
+        );
+    }
+    refused(
+        &["sweep", "--slow-rank", "0", "--slowdown", "2,1e6"],
+        &["--slowdown", "from 1 to 1000"],
+    );
+    assert!(!out.exists(), "nothing created");
+    refused(&["run", "-t", "2049"], &["-t/--threads", "from 1 to 2048"]);
+    refused(
+        &["run", "--backend", "shared", "-t", "100000"],
+        &["-t/--threads", "2048"],
+    );
+}
+
+#[test]
+fn offsets_and_tolerances_f64_cannot_honour_are_refused() {
+    for offset in ["1e12", "-1e15", "1e300"] {
+        refused(
+            &["run", "--offset", offset],
+            &["--offset", "swamps the solution", "--tol"],
+        );
+    }
+    // Within the bound the run converges as without the offset.
+    let r = aiac(&["run", "--local", "8", "--offset", "1e6", "--quiet"]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    refused(
+        &["run", "--tol", "1e-300"],
+        &["--tol", "2.220446049250313e-16"],
+    );
+    refused(&["run", "--tol", "5"], &["--tol", "to 1"]);
+    refused(
+        &["run", "--check-every", "1000000000000"],
+        &["--check-every", "--max-iters (1000000)"],
+    );
+    refused(
+        &["run", "--check-every", "200", "--max-iters", "100"],
+        &["--check-every", "from 1 to --max-iters (100)"],
+    );
+}
+
+#[test]
+fn conflicting_and_meaningless_flags_are_refused() {
+    refused(
+        &["run", "--confirm", "--no-confirm"],
+        &["--confirm", "--no-confirm", "cannot be used with"],
+    );
+    refused(
+        &["sweep", "--no-confirm", "--confirm"],
+        &["--confirm", "cannot be used with"],
+    );
+    refused(
+        &["run", "--problem", "poisson", "--offset", "5"],
+        &["--offset", "--problem laplace"],
+    );
+    refused(
+        &["sweep", "--problem", "poisson", "--offset", "5"],
+        &["--offset", "--problem laplace"],
+    );
+}
+
+/// As a launcher's rank `rank` of `size` would see it (the environment Open MPI gives).
+fn as_rank(rank: usize, size: usize, args: &[&str]) -> Output {
+    let mut c = Command::new(AIAC);
+    c.args(args)
+        .env("OMPI_COMM_WORLD_RANK", rank.to_string())
+        .env("OMPI_COMM_WORLD_SIZE", size.to_string());
+    within(c, 60)
+}
+
+#[test]
+fn a_threads_run_under_a_launcher_is_refused_once() {
+    for backend in ["threads", "shared"] {
+        let args = ["run", "--backend", backend, "--local", "4"];
+        let r = as_rank(0, 2, &args);
+        let err = text(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("--backend {backend}")) && err.contains("one of 2"),
+            "{err}"
+        );
+        // The other ranks leave the message and the exit code to rank 0.
+        let r = as_rank(1, 2, &args);
+        assert_eq!(r.status.code(), Some(0));
+        assert!(r.stderr.is_empty() && r.stdout.is_empty());
+    }
+    // A job of one is a plain run.
+    let r = as_rank(0, 1, &SMALL);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+}
+
+#[test]
+fn parse_errors_under_a_launcher_are_printed_by_rank_0_alone() {
+    let r = as_rank(0, 4, &["run", "--no-such-flag"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(text(&r.stderr).contains("--no-such-flag"));
+    for rank in 1..4 {
+        let r = as_rank(rank, 4, &["run", "--no-such-flag"]);
+        assert!(r.stderr.is_empty(), "rank {rank}: {}", text(&r.stderr));
+        assert_eq!(r.status.code(), Some(0), "rank {rank}");
+    }
+}
+
+/// The processes whose parent is `pid`, and theirs.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        let Ok(rd) = std::fs::read_dir("/proc") else {
+            break;
+        };
+        for e in rd.flatten() {
+            let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: the fields after the last ')'.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|s| s.parse::<u32>().ok());
+            if ppid == Some(p) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
+fn exists(pid: u32) -> bool {
+    // A zombie has been reaped by nobody yet; it runs nothing.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string));
+    !matches!(state.as_deref(), None | Some("Z") | Some("X"))
+}
+
+/// A sweep whose one run outlasts the test: a slowed rank, a tolerance it takes thousands
+/// of slowed sweeps to reach.
+pub fn long_sweep(out: &Path, extra: &[&str]) -> Child {
+    Command::new(AIAC)
+        .args([
+            "sweep",
+            "--local",
+            "24",
+            "--tol",
+            "1e-12",
+            "--slow-rank",
+            "0",
+        ])
+        .args([
+            "--slowdown",
+            "1000",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_signalled_sweep_stops_its_run_and_waits_for_it() {
+    for (sig, code) in [(Signal::SIGTERM, 143), (Signal::SIGINT, 130)] {
+        let dir = scratch(&format!("sweep-signal-{sig:?}"));
+        let sweep = long_sweep(&dir.join("sw"), &[]);
+        // Its run has started: the sweep has a child.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut kids = Vec::new();
+        while kids.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            kids = descendants(sweep.id());
+        }
+        assert!(!kids.is_empty(), "the sweep started its run");
+        kill(pid_of(&sweep), sig).unwrap();
+        let out = finish(sweep, 30, "the signalled sweep");
+        assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
+        for k in kids {
+            assert!(!exists(k), "{sig:?}: run process {k} outlived the sweep");
+        }
+        assert!(text(&out.stderr).contains("stopped by signal"));
+    }
+}
