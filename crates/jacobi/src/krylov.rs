@@ -270,8 +270,9 @@ impl Krylov<'_> {
     ) -> Result<[f64; N], Error> {
         let t = Instant::now();
         let v = self.reduce_aside(ctx, v)?;
-        self.flight += t.elapsed();
-        self.waiting += t.elapsed();
+        let took = t.elapsed();
+        self.flight += took;
+        self.waiting += took;
         self.reductions += 1;
         Ok(v)
     }

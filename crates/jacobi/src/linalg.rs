@@ -33,18 +33,25 @@ pub(crate) struct Vector {
 }
 
 impl Vector {
-    /// A vector of zeros (halo included).
+    /// A vector of zeros (halo included). Successive vectors start on different cache-line
+    /// offsets ([`Grid::staggered`]), so the fused updates' streams do not evict each other.
     pub(crate) fn zeros(shape: &Shape) -> Self {
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        // Relaxed: only spreads offsets; any interleaving of threads is as good.
+        static NEXT: AtomicUsize = AtomicUsize::new(1);
+        let lines = NEXT.fetch_add(1, Relaxed) % 16;
         Vector {
             shape: *shape,
-            v: Grid::new(shape.len, 0.0),
+            v: Grid::staggered(shape.len, 0.0, lines),
         }
     }
 
     /// A vector of `value` at every owned point, zero in the halo.
     pub(crate) fn filled(shape: &Shape, value: f64) -> Self {
         let mut v = Vector::zeros(shape);
-        for_rows(shape, |b, m| v.v[b..b + m].fill(value));
+        for (b, m) in rows(shape) {
+            v.v[b..b + m].fill(value);
+        }
         v
     }
 }
@@ -58,15 +65,11 @@ impl Halo for Vector {
     }
 }
 
-/// Call `f(first index, length)` for every row of owned points.
+/// `(first index, length)` of every row of owned points.
 #[inline(always)]
-fn for_rows(sh: &Shape, mut f: impl FnMut(usize, usize)) {
+fn rows(sh: &Shape) -> impl Iterator<Item = (usize, usize)> + '_ {
     let n = sh.n;
-    for z in 1..=n.z {
-        for y in 1..=n.y {
-            f(sh.index(1, y, z), n.x);
-        }
-    }
+    (1..=n.z).flat_map(move |z| (1..=n.y).map(move |y| (sh.index(1, y, z), n.x)))
 }
 
 /// Σ of four lanes in a fixed order.
@@ -201,7 +204,7 @@ fn residual_body(
 ) -> [f64; 2] {
     let (sx, pl) = (sh.sx, sh.plane);
     let (mut rr, mut gap) = ([0.0f64; 4], [0.0f64; 4]);
-    for_rows(sh, |b, m| {
+    for (b, m) in rows(sh) {
         let c = &u[b..b + m];
         let xm = &u[b - 1..b - 1 + m];
         let xp = &u[b + 1..b + 1 + m];
@@ -225,7 +228,7 @@ fn residual_body(
                 gap[i % 4] += d * d;
             }
         }
-    });
+    }
     [lanes(rr), lanes(gap)]
 }
 
@@ -234,12 +237,12 @@ fn residual_body(
 pub(crate) fn scale(sh: &Shape, d: &[f64], src: &[f64], dst: &mut [f64]) -> f64 {
     check(sh, &[d, src, dst]);
     let mut acc = [0.0f64; 4];
-    for_rows(sh, |b, m| {
+    for (b, m) in rows(sh) {
         for i in b..b + m {
             dst[i] = d[i] * src[i];
             acc[(i - b) % 4] += src[i] * dst[i];
         }
-    });
+    }
     lanes(acc)
 }
 
@@ -247,11 +250,11 @@ pub(crate) fn scale(sh: &Shape, d: &[f64], src: &[f64], dst: &mut [f64]) -> f64 
 pub(crate) fn dot(sh: &Shape, a: &[f64], b: &[f64]) -> f64 {
     check(sh, &[a, b]);
     let mut acc = [0.0f64; 4];
-    for_rows(sh, |s, m| {
+    for (s, m) in rows(sh) {
         for i in s..s + m {
             acc[(i - s) % 4] += a[i] * b[i];
         }
-    });
+    }
     lanes(acc)
 }
 
@@ -260,11 +263,11 @@ pub(crate) fn direction(sh: &Shape, z: &[f64], beta: f64, p: &mut [f64]) {
     check(sh, &[z, p]);
     multiversion!(
         fn direction_avx2(sh: &Shape, z: &[f64], beta: f64, p: &mut [f64]) -> () {
-            for_rows(sh, |b, m| {
+            for (b, m) in rows(sh) {
                 for (pi, zi) in p[b..b + m].iter_mut().zip(&z[b..b + m]) {
                     *pi = zi + beta * *pi;
                 }
-            })
+            }
         }
     )
 }
@@ -302,7 +305,7 @@ pub(crate) struct CgVectors<'a> {
 fn cg_update_body(sh: &Shape, alpha: f64, v: CgVectors<'_>) -> [f64; 2] {
     let CgVectors { x, r, p, q, mut pc } = v;
     let (mut rz, mut rr) = ([0.0f64; 4], [0.0f64; 4]);
-    for_rows(sh, |b, m| {
+    for (b, m) in rows(sh) {
         let (x, r) = (&mut x[b..b + m], &mut r[b..b + m]);
         let (p, q) = (&p[b..b + m], &q[b..b + m]);
         match &mut pc {
@@ -346,7 +349,7 @@ fn cg_update_body(sh: &Shape, alpha: f64, v: CgVectors<'_>) -> [f64; 2] {
                 }
             }
         }
-    });
+    }
     let rr = lanes(rr);
     [if pc.is_some() { lanes(rz) } else { rr }, rr]
 }
@@ -420,7 +423,7 @@ fn pipe_update_body(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f
         mut pc,
     } = v;
     let (mut g, mut d, mut rr) = ([0.0f64; 4], [0.0f64; 4], [0.0f64; 4]);
-    for_rows(sh, |b, m| {
+    for (b, m) in rows(sh) {
         let rg = b..b + m;
         let (x, r, w) = (&mut x[rg.clone()], &mut r[rg.clone()], &mut w[rg.clone()]);
         let (n, z, s, p) = (
@@ -499,7 +502,7 @@ fn pipe_update_body(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f
                 }
             }
         }
-    });
+    }
     let rr = lanes(rr);
     let gamma = if pc.is_some() { lanes(g) } else { rr };
     [gamma, lanes(d), rr]
