@@ -258,6 +258,18 @@ pub(crate) fn dot(sh: &Shape, a: &[f64], b: &[f64]) -> f64 {
     lanes(acc)
 }
 
+/// Σ a·d·b over the owned points (a dot product in the metric of a diagonal).
+pub(crate) fn dot3(sh: &Shape, a: &[f64], d: &[f64], b: &[f64]) -> f64 {
+    check(sh, &[a, d, b]);
+    let mut acc = [0.0f64; 4];
+    for (s, m) in rows(sh) {
+        for i in s..s + m {
+            acc[(i - s) % 4] += a[i] * (d[i] * b[i]);
+        }
+    }
+    lanes(acc)
+}
+
 /// `p = z + β p` at every owned point (CG's new direction; `z` the preconditioned residual).
 pub(crate) fn direction(sh: &Shape, z: &[f64], beta: f64, p: &mut [f64]) {
     check(sh, &[z, p]);
@@ -356,8 +368,11 @@ fn cg_update_body(sh: &Shape, alpha: f64, v: CgVectors<'_>) -> [f64; 2] {
 
 /// The vectors of pipelined CG (Ghysels and Vanroose, *Hiding global synchronization
 /// latency in the preconditioned Conjugate Gradient algorithm*, Parallel Computing 40(7),
-/// 2014, Algorithm 4) that its fused update touches. Without a preconditioner `u ≡ r`,
-/// `m ≡ w` and `q ≡ s`, and those three are not stored (`pc` is `None`).
+/// 2014, Algorithm 4) that its fused update touches. Its preconditioned vectors `u = M r`,
+/// `q = M s` and `m = M w` are, for a diagonal M, formed pointwise from `r`, `s` and `w`
+/// (the values their recurrences give in exact arithmetic) instead of being stored and
+/// carried: only `m` is written, for the next matrix-vector product. Without a
+/// preconditioner `u ≡ r`, `q ≡ s`, `m ≡ w` (`pc` is `None`).
 pub(crate) struct PipeVectors<'a> {
     /// The iterate.
     pub(crate) x: &'a mut [f64],
@@ -373,35 +388,23 @@ pub(crate) struct PipeVectors<'a> {
     pub(crate) s: &'a mut [f64],
     /// The direction.
     pub(crate) p: &'a mut [f64],
-    /// With a preconditioner: the inverse diagonal, u = M r, m = M w, q = M s.
-    pub(crate) pc: Option<PipePc<'a>>,
-}
-
-/// The preconditioned vectors of [`PipeVectors`].
-pub(crate) struct PipePc<'a> {
-    /// The inverse diagonal.
-    pub(crate) d: &'a [f64],
-    /// u = M r.
-    pub(crate) u: &'a mut [f64],
-    /// m = M w: read this iteration, written for the next.
-    pub(crate) m: &'a mut [f64],
-    /// q = M s.
-    pub(crate) q: &'a mut [f64],
+    /// With a preconditioner: the inverse diagonal, and m = M w written for the next SpMV.
+    pub(crate) pc: Option<(&'a [f64], &'a mut [f64])>,
 }
 
 /// One iteration of pipelined CG after its reduction, fused into one pass with the next
 /// reduction's dot products:
 ///
 /// ```text
-/// z = n + β z   q = m + β q   s = w + β s   p = u + β p
-/// x += α p      r −= α s      u −= α q      w −= α z      m = M w (for the next SpMV)
+/// z = n + β z   s = w + β s   p = u + β p   (q = M s)
+/// x += α p      r −= α s      w −= α z      (u = M r)   m = M w (for the next SpMV)
 /// ```
 ///
 /// Returns `[γ, δ, ρ] = [(r, u), (w, u), (r, r)]` of the new vectors.
 pub(crate) fn pipe_update(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f64; 3] {
     check(sh, &[v.x, v.r, v.w, v.n, v.z, v.s, v.p]);
-    if let Some(pc) = &v.pc {
-        check(sh, &[pc.d, pc.u, pc.m, pc.q]);
+    if let Some((d, m)) = &v.pc {
+        check(sh, &[d, m]);
     }
     multiversion!(
         fn pipe_update_avx2(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f64; 3] {
@@ -460,44 +463,37 @@ fn pipe_update_body(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f
                     d[i - k] += w[i] * r[i];
                 }
             }
-            Some(pc) => {
-                let (dg, u, mm, q) = (
-                    &pc.d[rg.clone()],
-                    &mut pc.u[rg.clone()],
-                    &mut pc.m[rg.clone()],
-                    &mut pc.q[rg.clone()],
-                );
+            Some((dg, mm)) => {
+                let (dg, mm) = (&dg[rg.clone()], &mut mm[rg.clone()]);
                 let mut k = 0;
                 while k + 4 <= m {
                     for l in 0..4 {
                         let i = k + l;
                         z[i] = n[i] + beta * z[i];
-                        q[i] = mm[i] + beta * q[i];
                         s[i] = w[i] + beta * s[i];
-                        p[i] = u[i] + beta * p[i];
+                        p[i] = dg[i] * r[i] + beta * p[i];
                         x[i] += alpha * p[i];
                         r[i] -= alpha * s[i];
-                        u[i] -= alpha * q[i];
                         w[i] -= alpha * z[i];
                         mm[i] = dg[i] * w[i];
-                        g[l] += r[i] * u[i];
-                        d[l] += w[i] * u[i];
+                        let u = dg[i] * r[i];
+                        g[l] += r[i] * u;
+                        d[l] += w[i] * u;
                         rr[l] += r[i] * r[i];
                     }
                     k += 4;
                 }
                 for i in k..m {
                     z[i] = n[i] + beta * z[i];
-                    q[i] = mm[i] + beta * q[i];
                     s[i] = w[i] + beta * s[i];
-                    p[i] = u[i] + beta * p[i];
+                    p[i] = dg[i] * r[i] + beta * p[i];
                     x[i] += alpha * p[i];
                     r[i] -= alpha * s[i];
-                    u[i] -= alpha * q[i];
                     w[i] -= alpha * z[i];
                     mm[i] = dg[i] * w[i];
-                    g[i - k] += r[i] * u[i];
-                    d[i - k] += w[i] * u[i];
+                    let u = dg[i] * r[i];
+                    g[i - k] += r[i] * u;
+                    d[i - k] += w[i] * u;
                     rr[i - k] += r[i] * r[i];
                 }
             }
