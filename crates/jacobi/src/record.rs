@@ -107,7 +107,9 @@ pub struct RankRecord {
     pub converged: bool,
     /// Reported and true residuals.
     pub residual: Residuals,
-    /// Rounds of the non-blocking reduction completed (async, racy).
+    /// Rounds of the non-blocking reduction completed (async, racy); Krylov solvers: the
+    /// iterations' global reductions (cg: two per iteration, pipecg: one per iteration and
+    /// the one that saw convergence).
     pub reductions: u64,
     /// Every certification, in order.
     pub certifications: Vec<Certification>,
