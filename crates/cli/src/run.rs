@@ -11,8 +11,9 @@ use chan_core::Context;
 use chan_threads::World;
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Decomp, Dims, Exchange, Plan, Problem, ProcGrid, RacyRead, ReductionKind,
-    Report, RunConfig, SizeSpec, SlowRank, Variant, MAX_SLOWDOWN,
+    Config, ConfigError, Decomp, Dims, Exchange, Pc, Plan, Problem, ProcGrid, RacyRead,
+    ReductionKind, Report, RunConfig, SizeSpec, SlowRank, Solver, StopCriterion, Variant,
+    MAX_SLOWDOWN,
 };
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -139,6 +140,41 @@ pub enum VariantArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum SolverArg {
+    /// The paper's Jacobi iteration (sync, async or racy).
+    Jacobi,
+    /// Conjugate gradients: halos over sync channels, blocking all-reduces.
+    Cg,
+    /// CG with the interior's matrix-vector product computed while the halos travel.
+    #[value(name = "cg-overlap")]
+    CgOverlap,
+    /// Pipelined CG (Ghysels–Vanroose): one non-blocking reduction per iteration, hidden
+    /// behind the matrix-vector product.
+    #[value(name = "pipecg")]
+    PipeCg,
+}
+
+impl SolverArg {
+    pub(crate) fn solver(self) -> Solver {
+        match self {
+            SolverArg::Jacobi => Solver::Jacobi,
+            SolverArg::Cg => Solver::Cg,
+            SolverArg::CgOverlap => Solver::CgOverlap,
+            SolverArg::PipeCg => Solver::PipeCg,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum PcArg {
+    /// No preconditioner.
+    None,
+    /// Jacobi (diagonal) scaling; the 7-point operator's diagonal is constant (6), so the
+    /// iterations do not change.
+    Jacobi,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
 pub enum ProblemArg {
     /// The paper's Laplace problem on the unit cube (stops on the relative residual).
     Laplace,
@@ -249,6 +285,14 @@ pub struct RunArgs {
     /// Where the ranks run.
     #[arg(long, value_enum, default_value_t = BackendArg::Threads)]
     pub(crate) backend: BackendArg,
+    /// The iterative method. The Krylov solvers (cg, cg-overlap, pipecg) are synchronous,
+    /// stop on ‖b − A x‖₂/‖b‖₂ < TOL (default 1e-8) and run over channels (not --backend
+    /// shared).
+    #[arg(long, value_enum, default_value_t = SolverArg::Jacobi)]
+    solver: SolverArg,
+    /// The Krylov solvers' preconditioner.
+    #[arg(long, value_enum, default_value_t = PcArg::None)]
+    pc: PcArg,
     /// sync: halo swap and reduction in lock-step; async: newest whole message; racy: atomic
     /// view of a buffer written at any time.
     #[arg(long, value_enum, default_value_t = VariantArg::Sync)]
@@ -276,13 +320,16 @@ pub struct RunArgs {
     /// How the sync variant swaps its halos.
     #[arg(long, value_enum, default_value_t = ExchangeArg::Waitall)]
     exchange: ExchangeArg,
-    /// Laplace: stop when ‖b − A u_k‖₂ / ‖b − A u_0‖₂ < TOL (default 1e-4; from 2.2e-16, f64's
-    /// machine epsilon, to 1). Poisson: stop when ‖u_k − u_{k−1}‖₂ ≤ TOL (default 1e-6; at
-    /// least 2.2e-16).
+    /// Jacobi on Laplace: stop when ‖b − A u_k‖₂ / ‖b − A u_0‖₂ < TOL (default 1e-4); on
+    /// Poisson: when ‖u_k − u_{k−1}‖₂ ≤ TOL (default 1e-6). Krylov solvers: when
+    /// ‖b − A x‖₂ / ‖b‖₂ < TOL (default 1e-8, both problems). From 2.2e-16, f64's machine
+    /// epsilon (a relative residual at most 1).
     #[arg(long, allow_hyphen_values = true)]
     tol: Option<f64>,
-    /// Sync: test the criterion (a global reduction) every K iterations (default: 100 for
-    /// Laplace, as the paper; 1 for Poisson, as Wang & Gobbert). Async and racy: start a
+    /// Krylov solvers: compute the true residual every K iterations (default 100) and
+    /// replace the recurrence residual when it has drifted. Sync: test the criterion (a global
+    /// reduction) every K iterations (default: 100 for Laplace, as the paper; 1 for Poisson,
+    /// as Wang & Gobbert). Async and racy: start a
     /// round of the non-blocking reduction no sooner than K iterations after the previous one
     /// started (without the flag, the paper's scheme: as soon as the previous one returns).
     /// From 1 to --max-iters.
@@ -322,7 +369,7 @@ pub struct RunArgs {
     /// How many times slower: from 1 to 1000 (default 2).
     #[arg(long, requires = "slow_rank", allow_hyphen_values = true, value_parser = parse_slowdown)]
     slowdown: Option<f64>,
-    /// Write the whole report as JSON to FILE (schema aiac.run/1, docs/json-schema.md).
+    /// Write the whole report as JSON to FILE (schema aiac.run/2, docs/json-schema.md).
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     json: Option<PathBuf>,
     /// Write one CSV row per rank to FILE (iterations, times, messages, residuals).
@@ -351,9 +398,24 @@ impl RunArgs {
             },
             ProblemArg::Poisson => Problem::Poisson,
         };
-        let criterion = problem.default_criterion();
+        let solver = self.solver.solver();
+        let criterion = if solver.is_krylov() {
+            StopCriterion::RelativeResidual { tol: 1e-8 }
+        } else {
+            problem.default_criterion()
+        };
+        let check_every = match (self.check_every, solver.is_krylov()) {
+            (Some(k), _) => k,
+            (None, true) => 100,
+            (None, false) => problem.default_check_every(),
+        };
         Config {
             problem,
+            solver,
+            pc: match self.pc {
+                PcArg::None => Pc::None,
+                PcArg::Jacobi => Pc::Jacobi,
+            },
             variant: match self.variant {
                 VariantArg::Sync => Variant::Sync,
                 VariantArg::Async => Variant::Async,
@@ -371,9 +433,10 @@ impl RunArgs {
                 ExchangeArg::Overlap => Exchange::Overlap,
             },
             criterion: self.tol.map_or(criterion, |t| criterion.with_tol(t)),
-            check_every: self.check_every.unwrap_or(problem.default_check_every()),
+            check_every,
             // Shared memory has no reduction rounds: K only samples its history there.
             pace_reductions: self.check_every.is_some()
+                && !solver.is_krylov()
                 && self.variant != VariantArg::Sync
                 && self.backend != BackendArg::Shared,
             halo_every: self.halo_every,
@@ -817,6 +880,10 @@ pub(crate) fn rank_csv(run: &Report) -> Csv {
         "superseded",
         "batch_mean",
         "error_max",
+        "solver",
+        "reduce_flight_s",
+        "reduce_wait_s",
+        "replacements",
     ]);
     let variant = run.config.variant();
     for r in &run.ranks {
@@ -851,6 +918,12 @@ pub(crate) fn rank_csv(run: &Report) -> Csv {
             r.messages.superseded.to_string(),
             crate::output::opt((n > 0).then(|| sum as f64 / n as f64)),
             crate::output::opt(r.error_max),
+            run.config.config.solver.name().to_string(),
+            crate::output::opt(r.krylov.as_ref().map(|k| k.reduce_flight_s)),
+            crate::output::opt(r.krylov.as_ref().map(|k| k.reduce_wait_s)),
+            r.krylov
+                .as_ref()
+                .map_or(String::new(), |k| k.replacements.to_string()),
         ]);
     }
     csv

@@ -1,7 +1,9 @@
 //! Saved runs, read back from JSON: a run's report (`aiac run --json`, a [`jacobi::Report`],
-//! schema `aiac.run/1`, see docs/json-schema.md) or the record `aiac sweep` leaves for a run
+//! schema `aiac.run/2`, see docs/json-schema.md) or the record `aiac sweep` leaves for a run
 //! that failed (`aiac.failed-run/1`). The tables, CSV files and plots are all made from these
 //! typed values, so `aiac report` redraws exactly what `aiac run` and `aiac sweep` drew.
+//! Reports of the earlier schema `aiac.run/1` (Jacobi only) are read too: their missing
+//! fields take the values every run had then (solver jacobi, no preconditioner).
 
 use chan_core::{ChannelStats, Histogram, ModeKind};
 use jacobi::{RankRecord, Report, RunConfig, SizeSpec, Variant};
@@ -12,24 +14,31 @@ use std::path::{Path, PathBuf};
 /// The schema of a failed run's record.
 pub const FAILED_SCHEMA: &str = "aiac.failed-run/1";
 
-/// Whether a run flag means anything for a run of `variant` on `backend` solving `problem`:
-/// the rule `aiac sweep` skips flags by, and the summary and plots blank columns by.
-pub fn applies(flag: &str, variant: &str, backend: &str, problem: &str) -> bool {
+/// Whether a run flag means anything for a run of `solver` in `variant` on `backend` solving
+/// `problem`: the rule `aiac sweep` skips flags by, and the summary and plots blank columns
+/// by.
+pub fn applies(flag: &str, solver: &str, variant: &str, backend: &str, problem: &str) -> bool {
+    let jacobi = solver == "jacobi";
     match flag {
+        // The Krylov solvers are synchronous, swap every iteration, have no R.
+        "--variant" | "--halo-every" => jacobi,
+        "--pc" => !jacobi,
         // Sync over channels swaps halos; shared memory reads them in place.
-        "--exchange" => variant == "sync" && backend != "shared",
-        // Sync checks every K; async and racy over channels pace their reductions by K.
-        "--check-every" => variant == "sync" || backend != "shared",
+        "--exchange" => jacobi && variant == "sync" && backend != "shared",
+        // Sync checks every K; async and racy over channels pace their reductions by K;
+        // Krylov solvers check their true residual every K.
+        "--check-every" => !jacobi || variant == "sync" || backend != "shared",
         // Messages in flight bind async channels over any channel backend, racy ones only
         // over MPI: a racy send over threads or SHMEM has completed when it returns.
+        "--max-in-flight" if !jacobi => false,
         "--max-in-flight" => match variant {
             "async" => backend != "shared",
             "racy" => backend == "mpi",
             _ => false,
         },
         "--offset" => problem == "laplace",
-        // Only MPI has a choice, and only async and racy test a non-blocking reduction.
-        "--reduction" => backend == "mpi" && variant != "sync",
+        // Only MPI has a choice, and only async, racy and pipecg use a non-blocking reduction.
+        "--reduction" => backend == "mpi" && (variant != "sync" || solver == "pipecg"),
         _ => true,
     }
 }
@@ -52,7 +61,13 @@ pub trait ConfigExt {
 
 impl ConfigExt for RunConfig {
     fn applies(&self, flag: &str) -> bool {
-        applies(flag, self.config.variant.name(), &self.backend, "")
+        applies(
+            flag,
+            self.config.solver.name(),
+            self.config.variant.name(),
+            &self.backend,
+            "",
+        )
     }
 
     fn key(&self) -> String {
@@ -144,13 +159,12 @@ pub fn parse(bytes: &[u8]) -> Result<Outcome, String> {
             c.insert("reduction".into(), kind.into());
         }
     }
-    if schema == jacobi::REPORT_SCHEMA {
-        let r: Report = serde_json::from_value(v)
-            .map_err(|e| format!("not a valid {} report: {e}", jacobi::REPORT_SCHEMA))?;
+    if schema == jacobi::REPORT_SCHEMA || schema == jacobi::REPORT_SCHEMA_V1 {
+        let r: Report =
+            serde_json::from_value(v).map_err(|e| format!("not a valid {schema} report: {e}"))?;
         if r.ranks.is_empty() {
             return Err(format!(
-                "not a valid {} report: \"ranks\" is empty (a run has at least one rank)",
-                jacobi::REPORT_SCHEMA
+                "not a valid {schema} report: \"ranks\" is empty (a run has at least one rank)"
             ));
         }
         Ok(Outcome::Ok(Box::new(r)))
@@ -160,13 +174,15 @@ pub fn parse(bytes: &[u8]) -> Result<Outcome, String> {
             .map_err(|e| format!("not a valid {FAILED_SCHEMA} record: {e}"))
     } else if schema.is_empty() {
         Err(format!(
-            "no \"schema\" field: not an aiac report ({} or {FAILED_SCHEMA})",
-            jacobi::REPORT_SCHEMA
+            "no \"schema\" field: not an aiac report ({}, {} or {FAILED_SCHEMA})",
+            jacobi::REPORT_SCHEMA,
+            jacobi::REPORT_SCHEMA_V1
         ))
     } else {
         Err(format!(
-            "schema \"{schema}\" is not one this aiac reads ({} or {FAILED_SCHEMA})",
-            jacobi::REPORT_SCHEMA
+            "schema \"{schema}\" is not one this aiac reads ({}, {} or {FAILED_SCHEMA})",
+            jacobi::REPORT_SCHEMA,
+            jacobi::REPORT_SCHEMA_V1
         ))
     }
 }

@@ -82,9 +82,33 @@ fn num(v: Option<f64>) -> String {
 /// The configuration columns, in table order.
 pub const COLUMNS: &[Column] = &[
     Column {
+        header: "solver",
+        name: "",
+        value: |c| c.config.solver.name().into(),
+        always: false,
+    },
+    Column {
+        header: "pc",
+        name: "pc",
+        value: |c| {
+            if c.applies("--pc") {
+                c.config.pc.name().into()
+            } else {
+                "-".into()
+            }
+        },
+        always: false,
+    },
+    Column {
         header: "variant",
         name: "",
-        value: |c| c.config.variant.name().into(),
+        value: |c| {
+            if c.applies("--variant") {
+                c.config.variant.name().into()
+            } else {
+                "-".into()
+            }
+        },
         always: true,
     },
     Column {
@@ -168,14 +192,22 @@ pub const COLUMNS: &[Column] = &[
     Column {
         header: "N",
         name: "N",
-        value: |c| c.config.halo_every.to_string(),
+        value: |c| {
+            if c.applies("--halo-every") {
+                c.config.halo_every.to_string()
+            } else {
+                "-".into()
+            }
+        },
         always: false,
     },
     Column {
         header: "K",
         name: "K",
         value: |c| {
-            let paced = c.config.pace_reductions || c.config.variant == jacobi::Variant::Sync;
+            let paced = c.config.pace_reductions
+                || c.config.variant == jacobi::Variant::Sync
+                || c.config.solver.is_krylov();
             if c.applies("--check-every") && paced {
                 c.config.check_every.to_string()
             } else {
@@ -235,13 +267,21 @@ pub fn shown_columns(configs: &[&RunConfig]) -> Vec<&'static Column> {
         .collect()
 }
 
-/// The columns that tell these configurations apart in a legend: the variant and whatever
-/// differs.
+/// The columns that tell these configurations apart in a legend: the variant (the solver,
+/// for Krylov runs) and whatever differs.
 pub fn legend_columns(configs: &[&RunConfig]) -> Vec<&'static Column> {
     COLUMNS
         .iter()
         .filter(|c| c.header == "variant" || varies(c, configs))
         .collect()
+}
+
+/// The size column's value (`64x64x64`, `50x50x50/rank`).
+fn size_of(c: &RunConfig) -> String {
+    COLUMNS
+        .iter()
+        .find(|col| col.header == "size")
+        .map_or(String::new(), |col| (col.value)(c))
 }
 
 /// A legend label for `cfg` among these columns (`sync R=2 p=4`), leaving out `skip`.
@@ -311,6 +351,9 @@ pub fn summary(outcomes: &[Outcome]) -> String {
     let any_error = outcomes
         .iter()
         .any(|o| o.run().is_some_and(|r| r.error_max.is_some()));
+    let any_hidden = outcomes
+        .iter()
+        .any(|o| o.run().is_some_and(|r| r.reductions_hidden().is_some()));
     let mut s = format!(
         "aiac summary: {} configuration(s), {total} run(s), {ok} with a report, {} failed; \
          medians over up to {repeats} repeat(s)\n",
@@ -327,6 +370,9 @@ pub fn summary(outcomes: &[Outcome]) -> String {
     );
     if any_error {
         header.push("error max".into());
+    }
+    if any_hidden {
+        header.push("red. hidden".into());
     }
     header.push("result".into());
     let mut rows = vec![header];
@@ -351,6 +397,12 @@ pub fn summary(outcomes: &[Outcome]) -> String {
             row.push(
                 median(g.ok().filter_map(|r| r.error_max).collect())
                     .map_or("-".into(), |v| format!("{v:.2e}")),
+            );
+        }
+        if any_hidden {
+            row.push(
+                median(g.ok().filter_map(Report::reductions_hidden).collect())
+                    .map_or("-".into(), |v| format!("{:.0}%", 100.0 * v)),
             );
         }
         row.push(if n_ok == 0 {
@@ -403,12 +455,12 @@ fn speedup(groups: &[Group<'_>], cols: &[&Column]) -> String {
         s.push_str(&if strong {
             format!(
                 "speedup S_p = T_1/T_p and efficiency E_p = S_p/p: {what}, global {}\n",
-                (COLUMNS[4].value)(c0)
+                size_of(c0)
             )
         } else {
             format!(
                 "weak scaling (fixed points per rank) efficiency E_p = T_1/T_p: {what}, {}\n",
-                (COLUMNS[4].value)(c0)
+                size_of(c0)
             )
         });
         if let Some((p0, _)) = base.filter(|(p0, _)| *p0 != 1) {
@@ -491,6 +543,9 @@ pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
         "skipped",
         "received",
         "superseded",
+        "solver",
+        "pc",
+        "reductions_hidden",
     ]);
     use crate::output::opt;
     for (name, o) in names.iter().zip(runs) {
@@ -545,6 +600,11 @@ pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
             ]),
             None => row.extend(std::iter::repeat_n(String::new(), 15)),
         }
+        row.extend([
+            c.config.solver.name().to_string(),
+            col("pc"),
+            opt(o.run().and_then(Report::reductions_hidden)),
+        ]);
         csv.row(row);
     }
     csv

@@ -11,13 +11,15 @@
 //! to sync over channels, `--check-every` to sync and to async and racy over channels,
 //! `--reduction` to async and racy over MPI, `--max-in-flight` (R) to async over channels and
 //! to racy over MPI only (a racy send over threads or SHMEM has completed when it returns, so R
-//! never binds it), `--offset` to the Laplace problem.
+//! never binds it), `--offset` to the Laplace problem; `--variant`, `--halo-every`,
+//! `--exchange` and R to the Jacobi solver, `--pc` to the Krylov solvers (`--solver
+//! jacobi,cg,pipecg` compares them).
 
 use crate::output::{check_dir, write_atomically};
 use crate::progress::SweepProgress;
 use crate::run::{
-    parse_dims, parse_grid, parse_slowdown, BackendArg, DecompArg, ExchangeArg, ProblemArg,
-    ReductionArg, RunError, VariantArg,
+    parse_dims, parse_grid, parse_slowdown, BackendArg, DecompArg, ExchangeArg, PcArg, ProblemArg,
+    ReductionArg, RunError, SolverArg, VariantArg,
 };
 use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
@@ -64,6 +66,12 @@ pub struct SweepArgs {
     /// Backends; mpi runs are started with `mpirun -np P`, shmem runs with `oshrun -np P`.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "threads")]
     backend: Vec<BackendArg>,
+    /// Solvers (jacobi, cg, cg-overlap, pipecg).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "jacobi")]
+    solver: Vec<SolverArg>,
+    /// Preconditioners of the Krylov solvers (none, jacobi).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pc: Vec<PcArg>,
     /// Variants.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "sync")]
     variant: Vec<VariantArg>,
@@ -193,6 +201,16 @@ impl SweepArgs {
         let s = |v: &[f64]| v.iter().map(f64::to_string).collect::<Vec<_>>();
         vec![
             Axis {
+                flag: "--solver",
+                short: "",
+                values: self.solver.iter().map(name_of).collect(),
+            },
+            Axis {
+                flag: "--pc",
+                short: "pc",
+                values: self.pc.iter().map(name_of).collect(),
+            },
+            Axis {
                 flag: "--variant",
                 short: "",
                 values: self.variant.iter().map(name_of).collect(),
@@ -301,7 +319,8 @@ impl SweepArgs {
             let variant = val("--variant").unwrap_or("sync");
             let backend = val("--backend").unwrap_or("threads");
             let problem = val("--problem").unwrap_or("laplace");
-            let applies = |flag: &str| saved::applies(flag, variant, backend, problem);
+            let solver = val("--solver").unwrap_or("jacobi");
+            let applies = |flag: &str| saved::applies(flag, solver, variant, backend, problem);
             let mut argv = Vec::new();
             let mut label = Vec::new();
             for (a, &i) in axes.iter().zip(&idx) {
@@ -338,7 +357,11 @@ impl SweepArgs {
             let backend = BackendArg::from_str(backend, false).unwrap_or(BackendArg::Threads);
             let ranks = val("-t").and_then(|v| v.parse().ok()).unwrap_or(1);
             let label = if label.is_empty() {
-                variant.to_string()
+                if solver == "jacobi" {
+                    variant.to_string()
+                } else {
+                    solver.to_string()
+                }
             } else {
                 label.join(" ")
             };

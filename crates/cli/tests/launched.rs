@@ -615,3 +615,29 @@ fn a_signalled_sweep_stops_mpirun_and_its_ranks() {
         assert!(!running(p), "process {p} outlived the sweep");
     }
 }
+
+/// CG and pipelined CG over MPI and SHMEM on 1, 2, 3 and 4 ranks take the iteration count of
+/// the threads backend on one rank, and converge to the same tolerance, certified.
+#[test]
+fn krylov_over_a_launcher_matches_a_serial_run() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("krylov-{}", l.backend));
+        for solver in ["cg", "cg-overlap", "pipecg"] {
+            let args = ["--solver", solver, "--global", "12,8,8", "--quiet"];
+            let serial_json = dir.join(format!("{solver}-serial.json"));
+            let serial = report(&threads(1, &args, &serial_json), &serial_json, "serial");
+            let want = serial["iterations"]["max"].as_f64().unwrap();
+            assert!(want > 10.0, "{solver}: {want} iterations");
+            for np in 1..=4 {
+                let json = dir.join(format!("{solver}-{np}.json"));
+                let what = format!("{solver} over {} np={np}", l.backend);
+                let j = report(&launch(l, np, &args, &json), &json, &what);
+                assert_eq!(j["config"]["ranks"], np);
+                assert_eq!(j["config"]["solver"], solver);
+                assert_eq!(j["iterations"]["min"].as_f64(), Some(want), "{what}");
+                assert_eq!(j["iterations"]["max"].as_f64(), Some(want), "{what}");
+                assert!(j["residual"]["true"].as_f64().unwrap() < 1e-8, "{what}");
+            }
+        }
+    }
+}

@@ -74,6 +74,16 @@ fn bad_input_names_the_flag_exits_1_and_writes_nothing() {
         (&["--exchange", "sideways"], "--exchange"),
         (&["--decomp", "w"], "--decomp"),
         (&["--backend", "carrier-pigeon"], "--backend"),
+        (&["--solver", "cg", "--variant", "racy"], "--variant racy"),
+        (
+            &["--solver", "pipecg", "--variant", "async"],
+            "--solver pipecg",
+        ),
+        (&["--backend", "shared", "--solver", "cg"], "--solver"),
+        (&["--solver", "cg", "--exchange", "overlap"], "--exchange"),
+        (&["--solver", "cg", "--halo-every", "2"], "--halo-every"),
+        (&["--pc", "jacobi"], "--pc"),
+        (&["--solver", "bicgstab"], "--solver"),
     ];
     for (args, flag) in cases {
         let mut all = vec!["run", "--quiet", "--json", o];
@@ -280,4 +290,65 @@ fn help_succeeds() {
     ] {
         assert!(s.contains(flag), "help lacks {flag}");
     }
+}
+
+/// A Krylov run writes schema aiac.run/2 with its solver, preconditioner and per-rank
+/// Krylov record, prints how much of its reductions it hid, and `aiac report` still reads
+/// an aiac.run/1 report (written before the Krylov solvers).
+#[test]
+fn a_krylov_report_and_an_old_report() {
+    let dir = scratch("krylov");
+    let json = dir.join("p.json");
+    let o = aiac(&[
+        "run",
+        "--solver",
+        "pipecg",
+        "--pc",
+        "jacobi",
+        "-t",
+        "2",
+        "--global",
+        "12",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("pipecg (pc jacobi)"), "{stdout}");
+    assert!(stdout.contains("hidden behind computation"), "{stdout}");
+    let j = read_json(&json);
+    assert_eq!(j["schema"], "aiac.run/2");
+    assert_eq!(j["config"]["solver"], "pipecg");
+    assert_eq!(j["config"]["pc"], "jacobi");
+    assert_eq!(j["config"]["criterion"]["tol"], 1e-8);
+    assert!(j["residual"]["true"].as_f64().unwrap() < 1e-8);
+    for r in j["ranks"].as_array().unwrap() {
+        let k = &r["krylov"];
+        assert!(k["reduce_flight_s"].as_f64().unwrap() >= k["reduce_wait_s"].as_f64().unwrap());
+        assert!(k["breakdown"].is_null());
+    }
+    // The same report as schema 1 wrote it: no solver, no pc, no krylov records.
+    let mut old = j.clone();
+    old["schema"] = "aiac.run/1".into();
+    old["config"].as_object_mut().unwrap().remove("solver");
+    old["config"].as_object_mut().unwrap().remove("pc");
+    for r in old["ranks"].as_array_mut().unwrap() {
+        r.as_object_mut().unwrap().remove("krylov");
+    }
+    let old_path = dir.join("old.json");
+    std::fs::write(&old_path, serde_json::to_vec(&old).unwrap()).unwrap();
+    let o = aiac(&["report", old_path.to_str().unwrap(), json.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("2 run(s)"), "{stdout}");
 }

@@ -37,6 +37,75 @@ impl std::fmt::Display for Variant {
     }
 }
 
+/// The iterative method (`--solver`). Every one is written once over chan-core's
+/// [`chan_core::Context`] and runs over every channel backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Solver {
+    /// The paper's Jacobi iteration, in any [`Variant`].
+    #[default]
+    #[serde(rename = "jacobi")]
+    Jacobi,
+    /// Conjugate gradients on A = 6I − adjacency: halos through Sync channels, the two dot
+    /// products of each iteration through the backend's blocking all-reduce.
+    #[serde(rename = "cg")]
+    Cg,
+    /// CG with the halo exchange overlapped: the interior of the matrix-vector product is
+    /// computed while the halo messages travel, then the boundary layer (Hoefler et al.).
+    #[serde(rename = "cg-overlap")]
+    CgOverlap,
+    /// Pipelined CG (Ghysels and Vanroose; PETSc's KSPPIPECG): one non-blocking reduction per
+    /// iteration, progressed while the preconditioner and the matrix-vector product run.
+    #[serde(rename = "pipecg")]
+    PipeCg,
+}
+
+impl Solver {
+    /// `jacobi`, `cg`, `cg-overlap`, `pipecg`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Solver::Jacobi => "jacobi",
+            Solver::Cg => "cg",
+            Solver::CgOverlap => "cg-overlap",
+            Solver::PipeCg => "pipecg",
+        }
+    }
+
+    /// A Krylov solver (every one but Jacobi): synchronous, stops on ‖b − A x‖₂/‖b‖₂.
+    pub fn is_krylov(self) -> bool {
+        self != Solver::Jacobi
+    }
+}
+
+impl std::fmt::Display for Solver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The preconditioner of the Krylov solvers (`--pc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pc {
+    /// None: M = I.
+    #[default]
+    None,
+    /// Jacobi (diagonal) scaling, M = D⁻¹, applied as a pointwise product with a stored
+    /// inverse diagonal. For the 7-point operator D = 6I is constant, so it changes neither
+    /// the iterates nor the iteration count (M = I/6 only rescales the recurrences), and costs
+    /// one more vector stream per iteration; it is here so that the code is general.
+    Jacobi,
+}
+
+impl Pc {
+    /// `none`, `jacobi`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pc::None => "none",
+            Pc::Jacobi => "jacobi",
+        }
+    }
+}
+
 /// How the process grid is shaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -214,7 +283,13 @@ pub struct SlowRank {
 pub struct Config {
     /// The equation, its boundary values and starting guess.
     pub problem: Problem,
-    /// sync, async or racy.
+    /// The iterative method: Jacobi (the default) or a Krylov solver.
+    #[serde(default)]
+    pub solver: Solver,
+    /// The Krylov solvers' preconditioner.
+    #[serde(default)]
+    pub pc: Pc,
+    /// sync, async or racy (Jacobi; the Krylov solvers are sync only).
     pub variant: Variant,
     /// The grid size.
     pub size: SizeSpec,
@@ -226,7 +301,9 @@ pub struct Config {
     pub exchange: Exchange,
     /// When to stop.
     pub criterion: StopCriterion,
-    /// K. Sync: reduce the global residual every K iterations. Async and racy over channels:
+    /// K. Krylov solvers: compute the true residual b − A x every K iterations and replace
+    /// the recurrence residual when the two have drifted apart. Sync: reduce the global
+    /// residual every K iterations. Async and racy over channels:
     /// with [`Config::pace_reductions`], start a round of the non-blocking reduction no sooner
     /// than K iterations after the previous one started. Shared-memory async and racy: record
     /// the running residual in the history every K iterations.
@@ -258,6 +335,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             problem: Problem::Laplace { offset: 0.0 },
+            solver: Solver::Jacobi,
+            pc: Pc::None,
             variant: Variant::Sync,
             size: SizeSpec::Local(Dims::cube(50)),
             grid: None,
@@ -389,6 +468,34 @@ pub enum ConfigError {
         /// The global grid asked for.
         global: Dims,
     },
+    /// A Krylov solver with an asynchronous variant.
+    #[error(
+        "--solver {solver} is synchronous: --variant {variant} does not apply to it (every \
+         iteration needs exact global dot products; use --variant sync, or --solver jacobi \
+         for the asynchronous variants)"
+    )]
+    KrylovVariant {
+        /// The solver.
+        solver: Solver,
+        /// The variant asked for.
+        variant: Variant,
+    },
+    /// A flag of the Jacobi solver with a Krylov solver, or the other way round.
+    #[error("{flag} applies to {applies}, not to --solver {solver}")]
+    SolverFlag {
+        /// The flag.
+        flag: &'static str,
+        /// The solvers it applies to.
+        applies: &'static str,
+        /// The solver asked for.
+        solver: Solver,
+    },
+    /// A Krylov solver asked to stop on the update norm.
+    #[error(
+        "--solver {0} stops on the relative residual ‖b − A x‖₂/‖b‖₂ (give --tol for it), \
+         not on the update norm"
+    )]
+    KrylovCriterion(Solver),
     /// A flag the chosen backend cannot honour.
     #[error("{flag} is not supported with {backend}: {why}")]
     Unsupported {
@@ -425,6 +532,15 @@ impl Config {
         if self.max_iters == 0 {
             return Err(ConfigError::MaxIters);
         }
+        if self.solver.is_krylov() {
+            self.validate_krylov()?;
+        } else if self.pc != Pc::None {
+            return Err(ConfigError::SolverFlag {
+                flag: "--pc",
+                applies: "the Krylov solvers (--solver cg, cg-overlap, pipecg)",
+                solver: self.solver,
+            });
+        }
         if self.exchange != Exchange::Waitall && self.variant != Variant::Sync {
             return Err(ConfigError::ExchangeNeedsSync(self.exchange.name()));
         }
@@ -439,6 +555,33 @@ impl Config {
             if !(1.0..=MAX_SLOWDOWN).contains(&s.factor) {
                 return Err(ConfigError::Slowdown(s.factor));
             }
+        }
+        Ok(())
+    }
+
+    /// What a Krylov solver cannot do: run asynchronously, swap halos other than every
+    /// iteration, stop on the update norm.
+    fn validate_krylov(&self) -> Result<(), ConfigError> {
+        let solver = self.solver;
+        if self.variant != Variant::Sync {
+            return Err(ConfigError::KrylovVariant {
+                solver,
+                variant: self.variant,
+            });
+        }
+        let jacobi_only = |flag| ConfigError::SolverFlag {
+            flag,
+            applies: "--solver jacobi (cg-overlap overlaps the halo exchange of CG)",
+            solver,
+        };
+        if self.exchange != Exchange::Waitall {
+            return Err(jacobi_only("--exchange"));
+        }
+        if self.halo_every != 1 {
+            return Err(jacobi_only("--halo-every"));
+        }
+        if let StopCriterion::UpdateNorm { .. } = self.criterion {
+            return Err(ConfigError::KrylovCriterion(solver));
         }
         Ok(())
     }

@@ -182,41 +182,34 @@ impl Field {
 
     /// The owned layer next to `face` (what the neighbour needs) and the halo layer beyond it.
     fn layers(&self, face: Face) -> (usize, usize) {
-        let n = self.geom.local.get(face.axis);
-        if face.high {
-            (n, n + 1)
-        } else {
-            (1, 0)
-        }
+        layers(self.geom.local, face)
+    }
+
+    /// The block's array shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// The current iterate (with its halo).
+    pub fn iterate(&self) -> &[f64] {
+        &self.u
+    }
+
+    /// The current iterate, to update in place (the Krylov solvers' x). Its halo holds the
+    /// Dirichlet values and the neighbours' last exchanged values: write owned points only.
+    pub fn iterate_mut(&mut self) -> &mut [f64] {
+        &mut self.u
+    }
+
+    /// `h² f` at the owned points, for a problem with a source term.
+    pub fn rhs(&self) -> Option<&[f64]> {
+        self.rhs.as_deref()
     }
 
     /// Copy the owned layer next to `face` into `buf` (the message to the neighbour there).
     /// Order: the two other axes, lower axis fastest; the neighbour unpacks in the same order.
     pub fn pack(&self, face: Face, buf: &mut [f64]) {
-        assert_eq!(buf.len(), self.face_len(face), "pack: wrong message length");
-        let (own, _) = self.layers(face);
-        let (sh, n, u) = (&self.shape, self.geom.local, &self.u);
-        match face.axis {
-            Axis::X => {
-                let mut k = 0;
-                on_layer(sh, n, face, own, |i| {
-                    buf[k] = u[i];
-                    k += 1;
-                });
-            }
-            Axis::Y => {
-                for (z, row) in (1..=n.z).zip(buf.chunks_exact_mut(n.x)) {
-                    let b = sh.index(1, own, z);
-                    row.copy_from_slice(&u[b..b + n.x]);
-                }
-            }
-            Axis::Z => {
-                for (y, row) in (1..=n.y).zip(buf.chunks_exact_mut(n.x)) {
-                    let b = sh.index(1, y, own);
-                    row.copy_from_slice(&u[b..b + n.x]);
-                }
-            }
-        }
+        pack_layer(&self.shape, face, &self.u, buf);
     }
 
     /// Write a neighbour's message into the halo beyond `face`, in both arrays.
@@ -278,6 +271,63 @@ impl Field {
         }
         out
     }
+}
+
+/// The owned layer next to `face` of a block of `n` points (what the neighbour needs) and the
+/// halo layer beyond it, along the face's axis.
+fn layers(n: Dims, face: Face) -> (usize, usize) {
+    let n = n.get(face.axis);
+    if face.high {
+        (n, n + 1)
+    } else {
+        (1, 0)
+    }
+}
+
+/// Copy the owned layer of `arr` (an array of shape `sh`) next to `face` into `buf`, in
+/// message order: what [`Field::pack`] does for the iterate, for any array.
+pub(crate) fn pack_layer(sh: &Shape, face: Face, arr: &[f64], buf: &mut [f64]) {
+    let n = sh.n;
+    let len = match face.axis {
+        Axis::X => n.y * n.z,
+        Axis::Y => n.x * n.z,
+        Axis::Z => n.x * n.y,
+    };
+    assert_eq!(buf.len(), len, "pack: wrong message length");
+    let (own, _) = layers(n, face);
+    match face.axis {
+        Axis::X => {
+            let mut k = 0;
+            on_layer(sh, n, face, own, |i| {
+                buf[k] = arr[i];
+                k += 1;
+            });
+        }
+        Axis::Y => {
+            for (z, row) in (1..=n.z).zip(buf.chunks_exact_mut(n.x)) {
+                let b = sh.index(1, own, z);
+                row.copy_from_slice(&arr[b..b + n.x]);
+            }
+        }
+        Axis::Z => {
+            for (y, row) in (1..=n.y).zip(buf.chunks_exact_mut(n.x)) {
+                let b = sh.index(1, y, own);
+                row.copy_from_slice(&arr[b..b + n.x]);
+            }
+        }
+    }
+}
+
+/// Write a neighbour's message into the halo of `arr` beyond `face` (the inverse of
+/// [`pack_layer`] on the neighbour's side).
+pub(crate) fn unpack_layer(sh: &Shape, face: Face, arr: &mut [f64], data: &[f64]) {
+    let (_, halo) = layers(sh.n, face);
+    let mut k = 0;
+    on_layer(sh, sh.n, face, halo, |i| {
+        arr[i] = data[k];
+        k += 1;
+    });
+    assert_eq!(k, data.len(), "unpack: wrong message length");
 }
 
 /// Call `f` with the array index of every point of the plane `layer` across `face`'s axis,

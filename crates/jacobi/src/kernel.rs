@@ -94,12 +94,23 @@ pub struct Grid {
 impl Grid {
     /// `len` values, all `v`.
     pub fn new(len: usize, v: f64) -> Self {
-        let buf = vec![v; len + ROW_ALIGN];
+        Grid::staggered(len, v, 0)
+    }
+
+    /// `len` values, all `v`, starting `lines` cache lines (of 64 bytes) past the 32-byte
+    /// boundary [`Grid::new`] would use. Large allocations start at the same offset within a
+    /// page, so a kernel streaming through many arrays at once (pipelined CG's update reads
+    /// and writes eleven) maps them all to the same L1 set and evicts its own lines; giving
+    /// each array its own `lines` spreads them over the sets.
+    pub fn staggered(len: usize, v: f64, lines: usize) -> Self {
+        let shift = 8 * lines;
+        let buf = vec![v; len + ROW_ALIGN + shift];
         // Element `off + 1` on a 32-byte boundary; f64 alignment makes one of 0..4 work.
         let addr = buf.as_ptr() as usize;
         let off = (0..ROW_ALIGN)
             .find(|k| (addr + (k + 1) * 8) % 32 == 0)
-            .unwrap_or(0);
+            .unwrap_or(0)
+            + shift;
         Grid { buf, off, len }
     }
 

@@ -11,6 +11,11 @@
 //!   with `try_send` (at most R in flight) and tests a non-blocking reduction;
 //! * **racy**: the same, reading the halo through the racy channel's atomic view.
 //!
+//! Beside Jacobi, the same entry points run the Krylov solvers ([`Config::solver`]): CG, CG
+//! with the halo exchange overlapped, and pipelined CG with one non-blocking reduction per
+//! iteration (Hoefler et al.; Ghysels and Vanroose), with an optional Jacobi preconditioner
+//! ([`Config::pc`]), over the same channels.
+//!
 //! The API is small: a [`Config`] (with its [`Problem`] and [`StopCriterion`]), one
 //! distributed entry point, [`solve`] (generic over chan-core's [`chan_core::Context`], so the
 //! same code runs over threads, MPI and SHMEM), one shared-memory entry point,
@@ -40,7 +45,10 @@
 mod config;
 mod field;
 mod geometry;
+mod halo;
 mod kernel;
+mod krylov;
+mod linalg;
 mod memory;
 mod problem;
 mod progress;
@@ -54,16 +62,16 @@ mod solver;
 mod tests;
 
 pub use config::{
-    Config, ConfigError, Decomp, Exchange, RacyRead, ReductionKind, SizeSpec, SlowRank, Variant,
-    MAX_SLOWDOWN, MIN_TOL,
+    Config, ConfigError, Decomp, Exchange, Pc, RacyRead, ReductionKind, SizeSpec, SlowRank, Solver,
+    Variant, MAX_SLOWDOWN, MIN_TOL,
 };
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use memory::{human_bytes, MemoryNeed};
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{
-    gather_records, Certification, MessageTotals, RankRecord, Report, ReportResiduals, Residuals,
-    RunConfig, Spread, StopReason, REPORT_SCHEMA,
+    gather_records, Certification, KrylovRecord, MessageTotals, RankRecord, Report,
+    ReportResiduals, Residuals, RunConfig, Spread, StopReason, REPORT_SCHEMA, REPORT_SCHEMA_V1,
 };
 pub use shared::{solve_shared, solve_shared_with};
 pub use solver::{solve, solve_with};

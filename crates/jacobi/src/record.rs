@@ -16,14 +16,18 @@ pub enum StopReason {
     Criterion,
     /// `max_iters` reached (by this rank, or by another in async/racy runs).
     MaxIters,
+    /// A Krylov solver broke down (a curvature `p·Ap ≤ 0`, `r·z ≤ 0`, or NaN): the problem
+    /// is not symmetric positive definite. [`KrylovRecord::breakdown`] says what failed.
+    Breakdown,
 }
 
 impl StopReason {
-    /// `criterion` or `max_iters`, as in JSON.
+    /// `criterion`, `max_iters` or `breakdown`, as in JSON.
     pub fn name(self) -> &'static str {
         match self {
             StopReason::Criterion => "criterion",
             StopReason::MaxIters => "max_iters",
+            StopReason::Breakdown => "breakdown",
         }
     }
 }
@@ -37,7 +41,8 @@ pub struct Residuals {
     /// The true residual of the final global iterate, after a synchronous halo swap.
     #[serde(rename = "true")]
     pub true_residual: f64,
-    /// ‖b − A u_0‖₂, the denominator.
+    /// The denominator of the relative residual: ‖b − A u_0‖₂ (Jacobi), ‖b‖₂ (Krylov
+    /// solvers, PETSc's default test with x₀ = 0).
     pub initial_norm: f64,
 }
 
@@ -102,7 +107,9 @@ pub struct RankRecord {
     pub converged: bool,
     /// Reported and true residuals.
     pub residual: Residuals,
-    /// Rounds of the non-blocking reduction completed (async, racy).
+    /// Rounds of the non-blocking reduction completed (async, racy); Krylov solvers: the
+    /// iterations' global reductions (cg: two per iteration, pipecg: one per iteration and
+    /// the one that saw convergence).
     pub reductions: u64,
     /// Every certification, in order.
     pub certifications: Vec<Certification>,
@@ -118,10 +125,40 @@ pub struct RankRecord {
     /// exact solution.
     #[serde(default)]
     pub error_max: Option<f64>,
+    /// What a Krylov solver adds (`None` for Jacobi).
+    #[serde(default)]
+    pub krylov: Option<KrylovRecord>,
     /// The steps of the first overlapped halo exchange, in the order they happened (sync
     /// `--exchange overlap`): this rank's own diagnostic, not gathered.
     #[serde(skip)]
     pub(crate) exchange_trace: Vec<ExchangeStep>,
+}
+
+/// What one rank of a Krylov solve did beyond the common record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KrylovRecord {
+    /// Σ over the run's global reductions of the time each was in flight: from its start to
+    /// the moment this rank saw its result (blocking all-reduces: the time in the call).
+    pub reduce_flight_s: f64,
+    /// Σ of the time this rank spent inside the reductions' calls (`test`, `wait`, the
+    /// blocking all-reduce). `1 − wait/flight` is the share hidden behind computation.
+    pub reduce_wait_s: f64,
+    /// True residuals computed during the solve (every `check_every` iterations and at
+    /// every convergence claim).
+    pub true_residual_checks: u64,
+    /// Residual replacements (r ← b − A x) done.
+    pub replacements: u64,
+    /// What broke down, and at which iteration, when the run stopped on a breakdown.
+    pub breakdown: Option<String>,
+}
+
+impl KrylovRecord {
+    /// The share of the reductions' flight time this rank did not spend waiting (0 for
+    /// blocking reductions; `None` without reductions).
+    pub fn hidden(&self) -> Option<f64> {
+        (self.reduce_flight_s > 0.0)
+            .then(|| (1.0 - self.reduce_wait_s / self.reduce_flight_s).clamp(0.0, 1.0))
+    }
 }
 
 /// A step of an overlapped halo exchange.
@@ -223,7 +260,11 @@ impl RunConfig {
 
 /// The `schema` of [`Report`]'s JSON document (`aiac run --json`): bumped whenever a field
 /// changes meaning or goes away (adding fields keeps it).
-pub const REPORT_SCHEMA: &str = "aiac.run/1";
+pub const REPORT_SCHEMA: &str = "aiac.run/2";
+
+/// The earlier schema `aiac report` still reads: `aiac.run/1`, written before the Krylov
+/// solvers (no `config.solver`, `config.pc`, `ranks[].krylov`; `stop` never `breakdown`).
+pub const REPORT_SCHEMA_V1: &str = "aiac.run/1";
 
 /// The report of one run: what rank 0 prints and writes. Its JSON form is documented field
 /// by field in `docs/json-schema.md`. `aiac run` writes every file from this value and
@@ -295,7 +336,9 @@ impl Report {
             messages.received += r.messages.received;
             messages.superseded += r.messages.superseded;
         }
-        let stop = if ranks.iter().all(|r| r.stop == StopReason::Criterion) {
+        let stop = if ranks.iter().any(|r| r.stop == StopReason::Breakdown) {
+            StopReason::Breakdown
+        } else if ranks.iter().all(|r| r.stop == StopReason::Criterion) {
             StopReason::Criterion
         } else {
             StopReason::MaxIters
@@ -326,14 +369,27 @@ impl Report {
         }
     }
 
-    /// `converged`; `max_iters` (stopped at `--max-iters`); or `not_converged` (a convergence
-    /// claim the true residual did not confirm, possible with `--no-confirm`).
+    /// `converged`; `max_iters` (stopped at `--max-iters`); `not_converged` (a convergence
+    /// claim the true residual did not confirm, possible with `--no-confirm`); or
+    /// `breakdown` (a Krylov solver broke down).
     pub fn status(&self) -> &'static str {
         match (self.converged, self.stop) {
             (true, _) => "converged",
             (false, StopReason::MaxIters) => "max_iters",
             (false, StopReason::Criterion) => "not_converged",
+            (false, StopReason::Breakdown) => "breakdown",
         }
+    }
+
+    /// The share of the global reductions' flight time hidden behind computation, over every
+    /// rank (`1 − Σ wait / Σ flight`): `None` for a solver that reports none (Jacobi).
+    pub fn reductions_hidden(&self) -> Option<f64> {
+        let (mut flight, mut wait) = (0.0, 0.0);
+        for k in self.ranks.iter().filter_map(|r| r.krylov.as_ref()) {
+            flight += k.reduce_flight_s;
+            wait += k.reduce_wait_s;
+        }
+        (flight > 0.0).then(|| (1.0 - wait / flight).clamp(0.0, 1.0))
     }
 
     /// Iterations per second: the mean iterations over ranks over the solve time.
@@ -351,19 +407,32 @@ impl Report {
         let c = &self.config;
         let fmt_opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3e}"));
         let mut s = String::new();
+        let method = if c.config.solver.is_krylov() {
+            format!("{} (pc {})", c.config.solver, c.config.pc.name())
+        } else {
+            format!(
+                "{}{}",
+                c.config.variant,
+                match c.config.exchange {
+                    crate::config::Exchange::Waitall => String::new(),
+                    e => format!(" ({} exchange)", e.name()),
+                }
+            )
+        };
         s.push_str(&format!(
-            "aiac run: {} {}{} on {} rank(s), grid {}, {} points ({} per rank), {} {:.1e}\n",
+            "aiac run: {} {} on {} rank(s), grid {}, {} points ({} per rank), {} {:.1e}\n",
             c.config.problem.name(),
-            c.config.variant,
-            match c.config.exchange {
-                crate::config::Exchange::Waitall => String::new(),
-                e => format!(" ({} exchange)", e.name()),
-            },
+            method,
             c.ranks,
             c.process_grid,
             c.global,
             c.local,
             match c.config.criterion {
+                crate::problem::StopCriterion::RelativeResidual { .. }
+                    if c.config.solver.is_krylov() =>
+                {
+                    "‖b − A x‖/‖b‖ <"
+                }
                 crate::problem::StopCriterion::RelativeResidual { .. } => "relative residual <",
                 crate::problem::StopCriterion::UpdateNorm { .. } => "‖u_k − u_k−1‖ ≤",
             },
@@ -400,6 +469,28 @@ impl Report {
                 "  error (max)      {e:.3e}   against the exact solution\n"
             ));
         }
+        if let Some(h) = self.reductions_hidden() {
+            let n = self.ranks.len().max(1) as f64;
+            let ks = self.ranks.iter().filter_map(|r| r.krylov.as_ref());
+            let (flight, wait) = ks.fold((0.0, 0.0), |(f, w), k| {
+                (f + k.reduce_flight_s, w + k.reduce_wait_s)
+            });
+            s.push_str(&format!(
+                "  reductions       {} per rank: in flight {:.4} s, waited {:.4} s (mean per rank): {:.0}% hidden behind computation\n",
+                self.ranks[0].reductions,
+                flight / n,
+                wait / n,
+                100.0 * h
+            ));
+        }
+        if let Some(k) = self.ranks[0].krylov.as_ref() {
+            if k.replacements > 0 || k.true_residual_checks > 0 {
+                s.push_str(&format!(
+                    "  true residual    computed {} time(s) during the solve, {} residual replacement(s)\n",
+                    k.true_residual_checks, k.replacements
+                ));
+            }
+        }
         if !self.certifications.is_empty() {
             let rejected = self.certifications.iter().filter(|c| !c.accepted).count();
             s.push_str(&format!(
@@ -419,6 +510,14 @@ impl Report {
                     "NOT converged: the unconfirmed claim was wrong (true residual above tol)"
                         .to_string()
                 }
+                (false, StopReason::Breakdown) => format!(
+                    "NOT converged: breakdown, {}",
+                    self.ranks[0]
+                        .krylov
+                        .as_ref()
+                        .and_then(|k| k.breakdown.as_deref())
+                        .unwrap_or("see the ranks' records")
+                ),
             }
         ));
         s

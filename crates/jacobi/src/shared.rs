@@ -48,6 +48,14 @@ impl Config {
     /// configuration as [`Config::plan`] does, and the flags shared memory cannot honour.
     pub fn shared_plan(&self, threads: usize) -> Result<Plan, ConfigError> {
         let procs = ProcGrid(Dims::new(1, 1, threads));
+        if self.solver.is_krylov() {
+            return Err(ConfigError::Unsupported {
+                flag: "--solver",
+                backend: "--backend shared",
+                why: "the Krylov solvers (cg, cg-overlap, pipecg) run over channels: use \
+                      --backend threads for one process",
+            });
+        }
         if let Some(g) = self.grid {
             if g != procs {
                 return Err(ConfigError::Unsupported {
@@ -167,6 +175,7 @@ fn record(
         messages: MessageTotals::default(),
         channels: Vec::new(),
         error_max,
+        krylov: None,
         exchange_trace: Vec::new(),
     }
 }

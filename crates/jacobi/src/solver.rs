@@ -1,5 +1,6 @@
 //! The solver, written once against chan-core's [`Context`]: the same function runs over
-//! threads, MPI and SHMEM, in sync, async or racy form.
+//! threads, MPI and SHMEM, in sync, async or racy form. [`solve`] dispatches on
+//! [`Config::solver`]: the Krylov solvers are in `krylov.rs`.
 //!
 //! Every decision that ends or changes the course of a run is taken from a value every rank
 //! sees identically: a blocking all-reduce (sync checks, certification) or one round of the
@@ -9,6 +10,7 @@
 use crate::config::{Config, ConfigError, Exchange, RacyRead, Variant};
 use crate::field::Field;
 use crate::geometry::{Axis, Face, Geometry, Plan};
+use crate::halo;
 use crate::kernel::Region;
 use crate::problem::StopCriterion;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
@@ -18,8 +20,7 @@ use crate::record::{
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{
-    close_all, Async, Channel, ChannelConfig, ChannelSpec, ChannelStats, CreateError, Racy,
-    ReduceOp, Sync, TrySendError,
+    close_all, Async, Channel, ChannelSpec, ChannelStats, Racy, ReduceOp, Sync, TrySendError,
 };
 use std::time::{Duration, Instant};
 
@@ -61,6 +62,9 @@ pub(crate) fn solve_rank<C: Context>(
     plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<RankOutcome, Error> {
+    if cfg.solver.is_krylov() {
+        return crate::krylov::solve_rank(ctx, cfg, plan, progress, crate::linalg::SEVEN_POINT);
+    }
     if plan.procs.size() != ctx.size() {
         return Err(ConfigError::GridSize {
             grid: plan.procs,
@@ -274,20 +278,13 @@ impl Run<'_> {
         chans: &mut [Channel<B, Sync>],
     ) -> Result<f64, Error> {
         let t = Instant::now();
-        for (ch, &face) in chans.iter_mut().zip(&self.faces) {
-            ch.set_iteration(self.it);
-            let field = &self.field;
-            ch.send_with(|buf| field.pack(face, buf))?;
-        }
+        halo::post(chans, &self.faces, self.it, &self.field)?;
         self.comm += t.elapsed();
         self.step(ExchangeStep::Posted);
         let inner = self.sweep_regions(true);
         self.step(ExchangeStep::InteriorSwept);
         let t = Instant::now();
-        for (ch, &face) in chans.iter_mut().zip(&self.faces) {
-            let m = ch.recv()?;
-            self.field.unpack(face, m.data());
-        }
+        halo::complete(chans, &self.faces, &mut self.field)?;
         self.comm += t.elapsed();
         self.step(ExchangeStep::HalosArrived);
         let outer = self.sweep_regions(false);
@@ -352,32 +349,14 @@ impl Run<'_> {
     }
 
     fn specs(&self, tag_base: u32, r: usize) -> Result<Vec<ChannelSpec>, Error> {
-        let geom = self.field.geometry();
-        self.faces
-            .iter()
-            .map(|&f| {
-                let peer = geom.neighbours[f.index()].expect("faces have neighbours");
-                let cfg =
-                    ChannelConfig::new(self.field.face_len(f), r).map_err(CreateError::from)?;
-                ChannelSpec::new(peer, tag_base + f.axis.index() as u32, cfg)
-                    .map_err(|e| Error::Create(e.into()))
-            })
-            .collect()
+        halo::specs(&self.field, &self.faces, tag_base, r)
     }
 
     /// A blocking halo swap over Sync channels: send every face, then receive every face.
     /// Sends only wait for a slot, which the peer freed when it received the previous swap.
     fn exchange<B: Backend>(&mut self, chans: &mut [Channel<B, Sync>]) -> Result<(), Error> {
         let t = Instant::now();
-        for (ch, &face) in chans.iter_mut().zip(&self.faces) {
-            ch.set_iteration(self.it);
-            let field = &self.field;
-            ch.send_with(|buf| field.pack(face, buf))?;
-        }
-        for (ch, &face) in chans.iter_mut().zip(&self.faces) {
-            let m = ch.recv()?;
-            self.field.unpack(face, m.data());
-        }
+        halo::swap(chans, &self.faces, self.it, &mut self.field)?;
         self.comm += t.elapsed();
         Ok(())
     }
@@ -651,6 +630,7 @@ impl Run<'_> {
             certifications: self.certifications.clone(),
             history: self.history.clone(),
             error_max: self.field.error_max(&self.cfg.problem),
+            krylov: None,
             exchange_trace: self.trace.clone(),
             messages,
             channels: channels.to_vec(),

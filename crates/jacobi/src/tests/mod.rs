@@ -2,6 +2,7 @@
 //! oracle, the overlapped exchange's trace. Tests of the public API are in `tests/`.
 
 mod common;
+mod krylov;
 mod poisson;
 mod solution_properties;
 mod sync_agreement;
