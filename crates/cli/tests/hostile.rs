@@ -148,7 +148,7 @@ fn devices_are_written_in_place_and_never_replaced() {
     let r = small_with(&["--json", "-"]);
     assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
     let j: Value = serde_json::from_slice(&r.stdout).expect("the report on stdout");
-    assert_eq!(j["schema"], "aiac.run/1");
+    assert_eq!(j["schema"], jacobi::REPORT_SCHEMA);
 }
 
 #[test]
@@ -161,7 +161,7 @@ fn a_fifo_is_written_in_place() {
     let r = small_with(&["--json", fifo.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
     let got: Value = serde_json::from_slice(&reader.join().unwrap()).expect("JSON through it");
-    assert_eq!(got["schema"], "aiac.run/1");
+    assert_eq!(got["schema"], jacobi::REPORT_SCHEMA);
     let t = std::fs::symlink_metadata(&fifo).unwrap().file_type();
     assert!(t.is_fifo(), "still a FIFO");
     assert_eq!(names_in(&dir), BTreeSet::from(["pipe".to_string()]));
@@ -187,7 +187,11 @@ fn symlinks_are_written_through() {
         assert!(std::fs::symlink_metadata(l).unwrap().is_symlink(), "{l:?}");
     }
     let j: Value = serde_json::from_slice(&std::fs::read(&real).unwrap()).unwrap();
-    assert_eq!(j["schema"], "aiac.run/1", "the target was replaced");
+    assert_eq!(
+        j["schema"],
+        jacobi::REPORT_SCHEMA,
+        "the target was replaced"
+    );
     assert!(std::fs::read_to_string(dir.join("new.csv"))
         .unwrap()
         .starts_with("rank,"));
