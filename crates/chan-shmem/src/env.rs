@@ -5,8 +5,8 @@ use crate::sym::{barrier_all, quiet, shmem_err, Sym};
 use crate::transport::{Core, ShmemEnd};
 use crate::Shmem;
 use chan_core::backend::{
-    vote, Agreed, AgreedEnd, ChannelHooks, Collective, Delivery, Lists, ReservedTags,
-    Shared as SharedBuf, Slots,
+    vote, Agreed, AgreedEnd, ChannelHooks, Collective, Delivery, EnvVarError, Lists, ReservedTags,
+    Shared as SharedBuf, Slots, WaitPolicy,
 };
 use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
 use openshmem_sys as ffi;
@@ -33,6 +33,27 @@ pub enum InitError {
     /// Setting up aiac's collective work arrays failed.
     #[error("setting up SHMEM collectives: {0}")]
     Comm(#[from] CommError),
+    /// `AIAC_WAIT` holds a value it does not accept.
+    #[error(transparent)]
+    Env(#[from] EnvVarError),
+}
+
+/// How this PE's waiting loops wait (see [`WaitPolicy::detect`]): `oshrun` is Open MPI's
+/// launcher, and tells every PE what `mpirun` tells a rank: `OMPI_COMM_WORLD_LOCAL_SIZE`, the
+/// PEs on this node, and `OMPI_MCA_orte_bound_at_launch=1` when it bound each PE to its own
+/// core (it does only when the node has a core for each).
+fn wait_from_env() -> Result<WaitPolicy, EnvVarError> {
+    let var = |name| std::env::var(name).ok().map(|v| v.trim().to_owned());
+    let verdict = match (
+        var("OMPI_MCA_mpi_yield_when_idle"),
+        var("OMPI_MCA_orte_bound_at_launch"),
+    ) {
+        (Some(y), _) if !y.is_empty() => Some(!matches!(y.as_str(), "0" | "false" | "no")),
+        (_, Some(b)) if b == "1" => Some(false),
+        _ => None,
+    };
+    let local = var("OMPI_COMM_WORLD_LOCAL_SIZE").and_then(|v| v.parse().ok());
+    WaitPolicy::detect(verdict, local)
 }
 
 /// `finalize` found something wrong. SHMEM is finalized anyway, or, with channels still open,
@@ -269,6 +290,8 @@ pub(crate) struct Shared {
     /// Live channel sets, in creation order (the same list on every PE).
     sets: RefCell<Vec<Rc<SetMem>>>,
     shut: Cell<bool>,
+    /// How waiting loops wait, and whether an empty poll yields (oversubscribed node).
+    pub(crate) wait: WaitPolicy,
 }
 
 impl Shared {
@@ -333,7 +356,13 @@ impl ShmemCtx {
     /// component is UCX's: when `OMPI_MCA_osc` is not set, this sets it to `ucx` in the
     /// process's environment before initialising. Call `init` before starting threads that
     /// read the environment.
+    ///
+    /// `AIAC_WAIT` is read first (`spin` or `yield`; unset: yield when the launcher placed
+    /// more PEs on the node than it has cores, see [`WaitPolicy`]); another value is
+    /// [`InitError::Env`].
     pub fn init() -> Result<Self, InitError> {
+        // Read before SHMEM starts: a bad value fails init without touching the library.
+        let wait = wait_from_env()?;
         if STATE
             .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
@@ -368,6 +397,7 @@ impl ShmemCtx {
                 coll: RefCell::new(Some(coll)),
                 sets: RefCell::new(Vec::new()),
                 shut: Cell::new(false),
+                wait,
             }),
             reserved_tags: ReservedTags::new(),
         })
@@ -392,6 +422,12 @@ impl ShmemCtx {
         // SAFETY: SHMEM is initialised while self exists.
         unsafe { ffi::shmem_global_exit(status) };
         std::process::exit(status)
+    }
+
+    /// How this PE's waiting loops wait: [`WaitPolicy::Yield`] on an oversubscribed node
+    /// (more PEs than cores), from `AIAC_WAIT` or the launcher's environment at init.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.sh.wait
     }
 
     /// Channel sets whose memory is still allocated (closed ones included until reclaimed).
