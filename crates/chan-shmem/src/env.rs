@@ -33,9 +33,29 @@ pub enum InitError {
     /// Setting up aiac's collective work arrays failed.
     #[error("setting up SHMEM collectives: {0}")]
     Comm(#[from] CommError),
-    /// `AIAC_WAIT` holds a value it does not accept.
+    /// An environment variable aiac reads (`AIAC_WAIT`, `AIAC_SHMEM_REMOTE`) holds a value
+    /// it does not accept.
     #[error(transparent)]
     Env(#[from] EnvVarError),
+}
+
+/// The variable that forces the between-nodes path: `1` (unset, empty or `0`: off).
+pub(crate) const REMOTE_ENV: &str = "AIAC_SHMEM_REMOTE";
+
+/// `AIAC_SHMEM_REMOTE`: whether to treat every peer as if on another node.
+fn remote_from_env() -> Result<bool, EnvVarError> {
+    match std::env::var_os(REMOTE_ENV) {
+        None => Ok(false),
+        Some(v) => match v.to_str().map(str::trim) {
+            Some("" | "0") => Ok(false),
+            Some("1") => Ok(true),
+            _ => Err(EnvVarError {
+                var: REMOTE_ENV,
+                value: v.to_string_lossy().into_owned(),
+                allowed: "1 (every peer takes the between-nodes path), 0 or unset",
+            }),
+        },
+    }
 }
 
 /// How this PE's waiting loops wait (see [`WaitPolicy::detect`]): `oshrun` is Open MPI's
@@ -292,6 +312,8 @@ pub(crate) struct Shared {
     shut: Cell<bool>,
     /// How waiting loops wait, and whether an empty poll yields (oversubscribed node).
     pub(crate) wait: WaitPolicy,
+    /// `AIAC_SHMEM_REMOTE=1`: no peer is mapped with `shmem_ptr`; every send is a put.
+    pub(crate) remote: bool,
 }
 
 impl Shared {
@@ -357,12 +379,14 @@ impl ShmemCtx {
     /// process's environment before initialising. Call `init` before starting threads that
     /// read the environment.
     ///
-    /// `AIAC_WAIT` is read first (`spin` or `yield`; unset: yield when the launcher placed
-    /// more PEs on the node than it has cores, see [`WaitPolicy`]); another value is
-    /// [`InitError::Env`].
+    /// Two variables of aiac's are read first (a value outside their range is
+    /// [`InitError::Env`]): `AIAC_WAIT` (`spin` or `yield`; unset: yield when the launcher
+    /// placed more PEs on the node than it has cores, see [`WaitPolicy`]) and
+    /// `AIAC_SHMEM_REMOTE` (`1`: take the between-nodes path to every peer, see
+    /// [`ShmemCtx::remote_only`]).
     pub fn init() -> Result<Self, InitError> {
         // Read before SHMEM starts: a bad value fails init without touching the library.
-        let wait = wait_from_env()?;
+        let (wait, remote) = (wait_from_env()?, remote_from_env()?);
         if STATE
             .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
@@ -398,6 +422,7 @@ impl ShmemCtx {
                 sets: RefCell::new(Vec::new()),
                 shut: Cell::new(false),
                 wait,
+                remote,
             }),
             reserved_tags: ReservedTags::new(),
         })
@@ -428,6 +453,13 @@ impl ShmemCtx {
     /// (more PEs than cores), from `AIAC_WAIT` or the launcher's environment at init.
     pub fn wait_policy(&self) -> WaitPolicy {
         self.sh.wait
+    }
+
+    /// True when `AIAC_SHMEM_REMOTE=1` forced the between-nodes path at init: no peer's
+    /// memory is mapped with `shmem_ptr`, so a racy send is a bulk put, `shmem_fence` and a
+    /// put of the count, as between PEs on different nodes.
+    pub fn remote_only(&self) -> bool {
+        self.sh.remote
     }
 
     /// Channel sets whose memory is still allocated (closed ones included until reclaimed).

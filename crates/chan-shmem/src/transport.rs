@@ -44,7 +44,8 @@
 //!   atomics. A send lands straight in the view, so nothing is ever in flight. When the peer's
 //!   memory is mapped into this process (`shmem_ptr`: a PE on the same node), the sender
 //!   writes every word through atomics (`AtomicF64Slice::store_from`) and `COUNT` with a
-//!   release store; otherwise it puts the buffer, `shmem_fence`s and puts `COUNT`. See
+//!   release store; otherwise (a peer on another node, or every peer with
+//!   `AIAC_SHMEM_REMOTE=1`) it puts the buffer, `shmem_fence`s and puts `COUNT`. See
 //!   "Whole words" below for why.
 //! * **Close**: `begin_close` puts a fence and then `sent + 1` into the peer's `CLOSE`: every
 //!   earlier put of this end (data, flags, acks) is delivered before the peer sees it.
@@ -238,7 +239,7 @@ enum State {
 /// One channel end: its inbound region, the peer's, and the counts of both protocols.
 pub(crate) struct Core {
     /// Keeps SHMEM initialised, and the set's memory allocated, while this end exists; its
-    /// wait policy.
+    /// wait policy and remote switch.
     sh: Rc<Shared>,
     /// Keeps this end counted as open in its set until dropped.
     set: Rc<SetMem>,
@@ -293,8 +294,8 @@ impl Core {
             )
         };
         // SAFETY: `remote` is the peer's region of `shape` in the live set (above).
-        let direct = shape
-            .racy
+        // AIAC_SHMEM_REMOTE=1 (sh.remote) maps nothing: every peer is as if on another node.
+        let direct = (shape.racy && !sh.remote)
             .then(|| unsafe { Direct::map(&remote, shape.len, peer as c_int) })
             .flatten();
         set.opened();

@@ -9,6 +9,11 @@
 //! `ShmemCtx::finalize`, which fails if a channel is still open.
 //!
 //! `cargo test -p chan-shmem --all-features --test shmem_checks [-- FILTER]`
+//!
+//! With `AIAC_SHMEM_REMOTE=1` every PE takes the between-nodes path to every peer (no
+//! `shmem_ptr` mapping: a racy send is a bulk put, `shmem_fence` and a put of the count), and
+//! each child first checks that the switch took effect. `scripts/test` runs the checks once
+//! that way.
 
 use chan_core::traits::*;
 use chan_core::{close_all, Async, ChannelConfig, ChannelSpec, CreateError, Racy, Sync};
@@ -35,6 +40,9 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("drop_without_close", &[2, 3, 4], 30),
     ("jacobi_sync_matches_serial", &[2, 4], 60),
     ("collectives_match", &[1, 2, 3, 4], 30),
+    // 32 rings of 4 PEs, 64 KB racy messages into one buffer per end: with AIAC_SHMEM_REMOTE=1
+    // every one a bulk put (the between-nodes path), which must land as whole words.
+    ("racy_whole_words", &[4], 120),
 ];
 
 /// Messages in flight both ways, `close`, then `shmem_finalize`: this many separate jobs.
@@ -61,6 +69,7 @@ fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
         "close_then_finalize" => testkit::close_unread(ctx),
         "drop_without_close" => testkit::drop_without_close(ctx),
         "jacobi_sync_matches_serial" => jacobi_sync_matches_serial(ctx),
+        "racy_whole_words" => testkit::racy_whole_words(ctx, 32, 40, 8192),
         other => Err(format!("unknown case {other}")),
     }
 }
@@ -409,7 +418,13 @@ fn child(case: &str) -> ExitCode {
         }
     };
     let rank = ctx.rank();
-    if let Err(e) = run_case(&mut ctx, case) {
+    let remote_asked = std::env::var_os("AIAC_SHMEM_REMOTE").is_some_and(|v| v == "1");
+    let checked = if remote_asked && !ctx.remote_only() {
+        Err("AIAC_SHMEM_REMOTE=1, but the context maps its peers".to_string())
+    } else {
+        run_case(&mut ctx, case)
+    };
+    if let Err(e) = checked {
         eprintln!("PE {rank}: {case}: {e}");
         ctx.abort(1);
     }
