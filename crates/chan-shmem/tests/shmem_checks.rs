@@ -440,6 +440,9 @@ fn main() -> ExitCode {
     if let Some(case) = jobs::child_case(&args) {
         return child(case);
     }
+    if std::env::var_os("AIAC_SHMEM_REMOTE").is_some_and(|v| v == "1") {
+        println!("\nAIAC_SHMEM_REMOTE=1: every PE takes the between-nodes path to every peer");
+    }
     let mut all = jobs::per_count(CASES);
     for k in 0..CLOSE_FINALIZE_JOBS {
         let n = 2 + k % 2;
