@@ -170,8 +170,8 @@ pub trait Backend: Sized + Send + 'static {
 /// spins keeps it off the core for the rest of its time slice ([`WaitPolicy::Yield`]): waits
 /// back off (a few spins, then `sched_yield`, then short sleeps), and a poll that found nothing
 /// yields, as Open MPI's progress engine does when its launcher found the node oversubscribed
-/// (`mpi_yield_when_idle`). Measured on 2 cores, 8 processes: a SHMEM sync Jacobi solve that
-/// spins takes 40 times as long as one that yields (docs/performance.md).
+/// (`mpi_yield_when_idle`). Measured on 2 cores, 8 processes: a SHMEM sync Jacobi solve took
+/// 35 s spinning and 0.1 s yielding (docs/performance.md, "Oversubscribed").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitPolicy {
     /// Busy-poll: one process per core.
