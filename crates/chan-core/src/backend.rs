@@ -19,7 +19,8 @@ pub use crate::atomic::AtomicF64Buf;
 pub use crate::handshake::{Agreed, AgreedEnd};
 pub use crate::mode::{Delivery, Shared, Slots};
 pub use crate::transport::{
-    Arrival, Backend, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport, Transport,
+    Arrival, Backend, CloseReport, EnvVarError, Header, MailboxTransport, RacyPoll, RacyTransport,
+    Transport, WaitPolicy,
 };
 
 use crate::config::ChannelSpec;

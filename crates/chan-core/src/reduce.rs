@@ -292,8 +292,9 @@ impl<B: Backend> Reduction for TreeReduction<B> {
                     c.check_world()?;
                 }
             }
-            // Wait as the backend's transport does (MPI and SHMEM busy-poll, threads yield
-            // after a while); a tree of one rank completes at its first step.
+            // Wait as the backend's transport does (MPI and SHMEM busy-poll with a core per
+            // rank and back off and yield on an oversubscribed node, threads yield after a
+            // while); a tree of one rank completes at its first step.
             if let Some(c) = self.parent.as_mut().or(self.children.first_mut()) {
                 c.relax(spins);
             }

@@ -6,7 +6,8 @@ use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
 use crate::transport::{Core, MpiDelivery, MpiEnd, Wire, HDR};
 use crate::Mpi;
 use chan_core::backend::{
-    vote, Agreed, ChannelHooks, Collective, Lists, ReservedTags, Shared as SharedDelivery, Slots,
+    vote, Agreed, ChannelHooks, Collective, EnvVarError, Lists, ReservedTags,
+    Shared as SharedDelivery, Slots, WaitPolicy,
 };
 use chan_core::transport::CloseReport;
 use chan_core::{CommError, CreateError, ReduceOp, TreeReduction};
@@ -25,6 +26,27 @@ pub enum InitError {
     /// Setting up aiac's communicator failed.
     #[error("setting up the MPI communicator: {0}")]
     Comm(#[from] CommError),
+    /// `AIAC_WAIT` holds a value it does not accept.
+    #[error(transparent)]
+    Env(#[from] EnvVarError),
+}
+
+/// How this rank's waiting loops wait (see [`WaitPolicy::detect`]), from the environment Open
+/// MPI's `mpirun` gives every rank: `OMPI_COMM_WORLD_LOCAL_SIZE`, the ranks on this node, and
+/// `OMPI_MCA_orte_bound_at_launch=1` when it bound each rank to its own core (it does only
+/// when the node has a core for each).
+fn wait_from_env() -> Result<WaitPolicy, EnvVarError> {
+    let var = |name| std::env::var(name).ok().map(|v| v.trim().to_owned());
+    let verdict = match (
+        var("OMPI_MCA_mpi_yield_when_idle"),
+        var("OMPI_MCA_orte_bound_at_launch"),
+    ) {
+        (Some(y), _) if !y.is_empty() => Some(!matches!(y.as_str(), "0" | "false" | "no")),
+        (_, Some(b)) if b == "1" => Some(false),
+        _ => None,
+    };
+    let local = var("OMPI_COMM_WORLD_LOCAL_SIZE").and_then(|v| v.parse().ok());
+    WaitPolicy::detect(verdict, local)
 }
 
 /// `finalize` found something wrong. MPI is finalized anyway (or, with channels still open,
@@ -74,6 +96,8 @@ pub(crate) struct Shared {
     next_id: Cell<u64>,
     universe: RefCell<Option<mpi::environment::Universe>>,
     shut: Cell<bool>,
+    /// How waiting loops wait between polls (oversubscribed node: back off and yield).
+    pub(crate) wait: WaitPolicy,
 }
 
 impl Shared {
@@ -143,10 +167,8 @@ impl Shared {
         let mut spins = 0u32;
         while self.unfinished.get() > 0 {
             self.progress_closing();
+            self.wait.relax(spins);
             spins = spins.saturating_add(1);
-            if spins > 64 {
-                std::thread::yield_now();
-            }
         }
         for c in std::mem::take(&mut *self.closing.borrow_mut()) {
             if let Some(Err(e)) = c.outcome {
@@ -231,7 +253,13 @@ impl std::fmt::Debug for MpiCtx {
 impl MpiCtx {
     /// Initialise MPI (`MPI_Init_thread`, funneled) and aiac's own communicator (a duplicate of
     /// `MPI_COMM_WORLD` with `MPI_ERRORS_RETURN`, so that every error comes back as a value).
+    ///
+    /// `AIAC_WAIT` is read first (`spin` or `yield`; unset: yield when the launcher placed
+    /// more ranks on the node than it has cores, see [`WaitPolicy`]); another value is
+    /// [`InitError::Env`].
     pub fn init() -> Result<Self, InitError> {
+        // Read before MPI starts: a bad value fails init without touching the library.
+        let wait = wait_from_env()?;
         let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
             .ok_or(InitError::AlreadyInitialized)?;
         let world = universe.world();
@@ -280,6 +308,7 @@ impl MpiCtx {
                 next_id: Cell::new(0),
                 universe: RefCell::new(Some(universe)),
                 shut: Cell::new(false),
+                wait,
             }),
             reserved_tags: ReservedTags::new(),
             reduction_kind: ReductionKind::default(),
@@ -292,6 +321,12 @@ impl MpiCtx {
     /// the same (a reduction's creation is collective).
     pub fn set_reduction_kind(&mut self, kind: ReductionKind) {
         self.reduction_kind = kind;
+    }
+
+    /// How this rank's waiting loops wait: [`WaitPolicy::Yield`] on an oversubscribed node
+    /// (more ranks than cores), from `AIAC_WAIT` or the launcher's environment at init.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.sh.wait
     }
 
     /// Non-blocking MPI operations started by aiac and not yet completed or cancelled.

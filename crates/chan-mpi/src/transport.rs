@@ -649,11 +649,13 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
         let (sh, core) = self.parts();
         core.start_staged(header, &sh.requests)
     }
-    /// Busy-poll, as `MPI_Wait` does: every step of MPI's rendezvous protocol waits for
-    /// the other rank's progress, and a `sched_yield` between polls delays each step.
-    /// Open MPI yields inside its own progress engine when the node is oversubscribed.
-    fn relax(&mut self, _spins: u32) {
-        std::hint::spin_loop();
+    /// The rank's [`WaitPolicy`](chan_core::backend::WaitPolicy). With a core per rank it
+    /// busy-polls, as `MPI_Wait` does: every step of MPI's rendezvous protocol waits for the
+    /// other rank's progress, and a `sched_yield` between polls delays each step. On an
+    /// oversubscribed node it backs off and yields (Open MPI's progress engine, which every
+    /// poll runs, then yields too when it finds nothing to do).
+    fn relax(&mut self, spins: u32) {
+        self.sh.wait.relax(spins);
     }
     fn peer_closed(&mut self) -> bool {
         let (sh, core) = self.parts();

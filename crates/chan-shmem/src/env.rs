@@ -5,8 +5,8 @@ use crate::sym::{barrier_all, quiet, shmem_err, Sym};
 use crate::transport::{Core, ShmemEnd};
 use crate::Shmem;
 use chan_core::backend::{
-    vote, Agreed, AgreedEnd, ChannelHooks, Collective, Delivery, Lists, ReservedTags,
-    Shared as SharedBuf, Slots,
+    vote, Agreed, AgreedEnd, ChannelHooks, Collective, Delivery, EnvVarError, Lists, ReservedTags,
+    Shared as SharedBuf, Slots, WaitPolicy,
 };
 use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
 use openshmem_sys as ffi;
@@ -33,6 +33,47 @@ pub enum InitError {
     /// Setting up aiac's collective work arrays failed.
     #[error("setting up SHMEM collectives: {0}")]
     Comm(#[from] CommError),
+    /// An environment variable aiac reads (`AIAC_WAIT`, `AIAC_SHMEM_REMOTE`) holds a value
+    /// it does not accept.
+    #[error(transparent)]
+    Env(#[from] EnvVarError),
+}
+
+/// The variable that forces the between-nodes path: `1` (unset, empty or `0`: off).
+pub(crate) const REMOTE_ENV: &str = "AIAC_SHMEM_REMOTE";
+
+/// `AIAC_SHMEM_REMOTE`: whether to treat every peer as if on another node.
+fn remote_from_env() -> Result<bool, EnvVarError> {
+    match std::env::var_os(REMOTE_ENV) {
+        None => Ok(false),
+        Some(v) => match v.to_str().map(str::trim) {
+            Some("" | "0") => Ok(false),
+            Some("1") => Ok(true),
+            _ => Err(EnvVarError {
+                var: REMOTE_ENV,
+                value: v.to_string_lossy().into_owned(),
+                allowed: "1 (every peer takes the between-nodes path), 0 or unset",
+            }),
+        },
+    }
+}
+
+/// How this PE's waiting loops wait (see [`WaitPolicy::detect`]): `oshrun` is Open MPI's
+/// launcher, and tells every PE what `mpirun` tells a rank: `OMPI_COMM_WORLD_LOCAL_SIZE`, the
+/// PEs on this node, and `OMPI_MCA_orte_bound_at_launch=1` when it bound each PE to its own
+/// core (it does only when the node has a core for each).
+fn wait_from_env() -> Result<WaitPolicy, EnvVarError> {
+    let var = |name| std::env::var(name).ok().map(|v| v.trim().to_owned());
+    let verdict = match (
+        var("OMPI_MCA_mpi_yield_when_idle"),
+        var("OMPI_MCA_orte_bound_at_launch"),
+    ) {
+        (Some(y), _) if !y.is_empty() => Some(!matches!(y.as_str(), "0" | "false" | "no")),
+        (_, Some(b)) if b == "1" => Some(false),
+        _ => None,
+    };
+    let local = var("OMPI_COMM_WORLD_LOCAL_SIZE").and_then(|v| v.parse().ok());
+    WaitPolicy::detect(verdict, local)
 }
 
 /// `finalize` found something wrong. SHMEM is finalized anyway, or, with channels still open,
@@ -269,6 +310,10 @@ pub(crate) struct Shared {
     /// Live channel sets, in creation order (the same list on every PE).
     sets: RefCell<Vec<Rc<SetMem>>>,
     shut: Cell<bool>,
+    /// How waiting loops wait, and whether an empty poll yields (oversubscribed node).
+    pub(crate) wait: WaitPolicy,
+    /// `AIAC_SHMEM_REMOTE=1`: no peer is mapped with `shmem_ptr`; every send is a put.
+    pub(crate) remote: bool,
 }
 
 impl Shared {
@@ -333,7 +378,15 @@ impl ShmemCtx {
     /// component is UCX's: when `OMPI_MCA_osc` is not set, this sets it to `ucx` in the
     /// process's environment before initialising. Call `init` before starting threads that
     /// read the environment.
+    ///
+    /// Two variables of aiac's are read first (a value outside their range is
+    /// [`InitError::Env`]): `AIAC_WAIT` (`spin` or `yield`; unset: yield when the launcher
+    /// placed more PEs on the node than it has cores, see [`WaitPolicy`]) and
+    /// `AIAC_SHMEM_REMOTE` (`1`: take the between-nodes path to every peer, see
+    /// [`ShmemCtx::remote_only`]).
     pub fn init() -> Result<Self, InitError> {
+        // Read before SHMEM starts: a bad value fails init without touching the library.
+        let (wait, remote) = (wait_from_env()?, remote_from_env()?);
         if STATE
             .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
@@ -368,6 +421,8 @@ impl ShmemCtx {
                 coll: RefCell::new(Some(coll)),
                 sets: RefCell::new(Vec::new()),
                 shut: Cell::new(false),
+                wait,
+                remote,
             }),
             reserved_tags: ReservedTags::new(),
         })
@@ -392,6 +447,19 @@ impl ShmemCtx {
         // SAFETY: SHMEM is initialised while self exists.
         unsafe { ffi::shmem_global_exit(status) };
         std::process::exit(status)
+    }
+
+    /// How this PE's waiting loops wait: [`WaitPolicy::Yield`] on an oversubscribed node
+    /// (more PEs than cores), from `AIAC_WAIT` or the launcher's environment at init.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.sh.wait
+    }
+
+    /// True when `AIAC_SHMEM_REMOTE=1` forced the between-nodes path at init: no peer's
+    /// memory is mapped with `shmem_ptr`, so a racy send is a bulk put, `shmem_fence` and a
+    /// put of the count, as between PEs on different nodes.
+    pub fn remote_only(&self) -> bool {
+        self.sh.remote
     }
 
     /// Channel sets whose memory is still allocated (closed ones included until reclaimed).

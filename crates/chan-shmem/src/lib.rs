@@ -46,6 +46,23 @@
 //! [`Context::open`](chan_core::Context::open) calls first, or [`ShmemCtx::finalize`]. Both
 //! are collective.
 //!
+//! ## Waiting on an oversubscribed node
+//! Blocking operations (a Sync receive, a send waiting for a slot, a close waiting for the
+//! peer's total, a tree reduction's `wait`) poll words in local memory that a peer's put
+//! changes. With a core per PE they spin. With more PEs on the node than cores the peer may be
+//! descheduled, so they back off and yield, and a poll that finds nothing yields too, as Open
+//! MPI does under `mpi_yield_when_idle` ([`chan_core::backend::WaitPolicy`]; detected at
+//! [`ShmemCtx::init`] from the launcher's environment, or forced with `AIAC_WAIT=spin|yield`).
+//!
+//! ## The between-nodes path, on one node
+//! `AIAC_SHMEM_REMOTE=1` (read at [`ShmemCtx::init`]) makes every PE treat every peer as on
+//! another node: no peer is mapped with `shmem_ptr`, so a racy send is a bulk put,
+//! `shmem_fence` and a put of the count, which is the only thing that differs between nodes
+//! (mailboxes and control words are puts on both paths). `scripts/test` runs the SHMEM checks
+//! once this way. On one node the bulk put is a copy into the peer's mapped heap, so the racy
+//! checks on this path also test that such a copy writes whole words (see `src/transport.rs`,
+//! "Whole words").
+//!
 //! ## Open MPI 4.1
 //! OSHMEM crashes in `shmem_finalize` unless `OMPI_MCA_osc=ucx`; [`ShmemCtx::init`] sets it when
 //! it is unset. As root, `oshrun` needs `OMPI_ALLOW_RUN_AS_ROOT=1

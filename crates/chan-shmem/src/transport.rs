@@ -44,7 +44,8 @@
 //!   atomics. A send lands straight in the view, so nothing is ever in flight. When the peer's
 //!   memory is mapped into this process (`shmem_ptr`: a PE on the same node), the sender
 //!   writes every word through atomics (`AtomicF64Slice::store_from`) and `COUNT` with a
-//!   release store; otherwise it puts the buffer, `shmem_fence`s and puts `COUNT`. See
+//!   release store; otherwise (a peer on another node, or every peer with
+//!   `AIAC_SHMEM_REMOTE=1`) it puts the buffer, `shmem_fence`s and puts `COUNT`. See
 //!   "Whole words" below for why.
 //! * **Close**: `begin_close` puts a fence and then `sent + 1` into the peer's `CLOSE`: every
 //!   earlier put of this end (data, flags, acks) is delivered before the peer sees it.
@@ -237,8 +238,9 @@ enum State {
 
 /// One channel end: its inbound region, the peer's, and the counts of both protocols.
 pub(crate) struct Core {
-    /// Keeps SHMEM initialised, and the set's memory allocated, while this end exists.
-    _sh: Rc<Shared>,
+    /// Keeps SHMEM initialised, and the set's memory allocated, while this end exists; its
+    /// wait policy and remote switch.
+    sh: Rc<Shared>,
     /// Keeps this end counted as open in its set until dropped.
     set: Rc<SetMem>,
     peer: usize,
@@ -292,13 +294,13 @@ impl Core {
             )
         };
         // SAFETY: `remote` is the peer's region of `shape` in the live set (above).
-        let direct = shape
-            .racy
+        // AIAC_SHMEM_REMOTE=1 (sh.remote) maps nothing: every peer is as if on another node.
+        let direct = (shape.racy && !sh.remote)
             .then(|| unsafe { Direct::map(&remote, shape.len, peer as c_int) })
             .flatten();
         set.opened();
         Core {
-            _sh: sh,
+            sh,
             set,
             peer,
             pe: peer as c_int,
@@ -509,6 +511,10 @@ impl Core {
             // Acquire: pairs with the sender's fence between its data put and this flag put;
             // the slot reads below happen after the flag was seen.
             if self.flag(k).load(Acquire) != seq {
+                if self.reported == before {
+                    // Nothing new: on an oversubscribed node, let the sender run.
+                    self.sh.wait.idle();
+                }
                 break;
             }
             // SAFETY: slot k's stamp word; the message is complete (flag seen) and the sender
@@ -569,6 +575,8 @@ impl Core {
         let count = self.ctrl(COUNT).load(Acquire);
         let arrived = count.saturating_sub(self.racy_seen);
         if arrived == 0 {
+            // Nothing new: on an oversubscribed node, let the sender run.
+            self.sh.wait.idle();
             return RacyPoll::default();
         }
         self.racy_seen = count;
@@ -613,11 +621,13 @@ impl Core {
         if self.state != State::Closing {
             return Err(shmem_err("close", "finish_close without begin_close"));
         }
+        let mut spins = 0u32;
         let total = loop {
             if let Some(t) = self.peer_total() {
                 break t;
             }
-            std::hint::spin_loop();
+            self.sh.wait.relax(spins);
+            spins = spins.saturating_add(1);
         };
         self.state = State::Closed;
         let seen = if self.shape.racy {
@@ -734,10 +744,12 @@ impl<D: Delivery> Transport for ShmemEnd<D> {
     fn peer_closed(&mut self) -> bool {
         self.core.peer_total().is_some()
     }
-    /// Busy-poll: the wait is for a word a peer's put changes in local memory; a
-    /// `sched_yield` between loads only delays seeing it.
-    fn relax(&mut self, _spins: u32) {
-        std::hint::spin_loop();
+    /// The PE's [`WaitPolicy`](chan_core::backend::WaitPolicy). With a core per PE it
+    /// busy-polls: the wait is for a word a peer's put changes in local memory, and a
+    /// `sched_yield` between loads only delays seeing it. On an oversubscribed node the peer
+    /// that will write the word may be waiting for this core: back off and yield.
+    fn relax(&mut self, spins: u32) {
+        self.core.sh.wait.relax(spins);
     }
     fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
         debug_assert_eq!(

@@ -9,6 +9,11 @@
 //! `ShmemCtx::finalize`, which fails if a channel is still open.
 //!
 //! `cargo test -p chan-shmem --all-features --test shmem_checks [-- FILTER]`
+//!
+//! With `AIAC_SHMEM_REMOTE=1` every PE takes the between-nodes path to every peer (no
+//! `shmem_ptr` mapping: a racy send is a bulk put, `shmem_fence` and a put of the count), and
+//! each child first checks that the switch took effect. `scripts/test` runs the checks once
+//! that way.
 
 use chan_core::traits::*;
 use chan_core::{close_all, Async, ChannelConfig, ChannelSpec, CreateError, Racy, Sync};
@@ -34,6 +39,9 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("reclaim_after_close", &[2, 3], 30),
     ("drop_without_close", &[2, 3, 4], 30),
     ("collectives_match", &[1, 2, 3, 4], 30),
+    // 32 rings of 4 PEs, 64 KB racy messages into one buffer per end: with AIAC_SHMEM_REMOTE=1
+    // every one a bulk put (the between-nodes path), which must land as whole words.
+    ("racy_whole_words", &[4], 120),
 ];
 
 /// Messages in flight both ways, `close`, then `shmem_finalize`: this many separate jobs.
@@ -59,6 +67,7 @@ fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
         "reclaim_after_close" => reclaim_after_close(ctx),
         "close_then_finalize" => testkit::close_unread(ctx),
         "drop_without_close" => testkit::drop_without_close(ctx),
+        "racy_whole_words" => testkit::racy_whole_words(ctx, 32, 40, 8192),
         other => Err(format!("unknown case {other}")),
     }
 }
@@ -353,7 +362,13 @@ fn child(case: &str) -> ExitCode {
         }
     };
     let rank = ctx.rank();
-    if let Err(e) = run_case(&mut ctx, case) {
+    let remote_asked = std::env::var_os("AIAC_SHMEM_REMOTE").is_some_and(|v| v == "1");
+    let checked = if remote_asked && !ctx.remote_only() {
+        Err("AIAC_SHMEM_REMOTE=1, but the context maps its peers".to_string())
+    } else {
+        run_case(&mut ctx, case)
+    };
+    if let Err(e) = checked {
         eprintln!("PE {rank}: {case}: {e}");
         ctx.abort(1);
     }
@@ -368,6 +383,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(case) = jobs::child_case(&args) {
         return child(case);
+    }
+    if std::env::var_os("AIAC_SHMEM_REMOTE").is_some_and(|v| v == "1") {
+        println!("\nAIAC_SHMEM_REMOTE=1: every PE takes the between-nodes path to every peer");
     }
     let mut all = jobs::per_count(CASES);
     for k in 0..CLOSE_FINALIZE_JOBS {

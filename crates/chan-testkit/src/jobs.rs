@@ -3,6 +3,10 @@
 //! each under `timeout`, so a hang is a failure with the job's output rather than a stuck test
 //! run. A backend's checks supply the cases and the child side; this module launches, filters
 //! and reports, the same way for every backend.
+//!
+//! `AIAC_LAUNCHER_ARGS` adds arguments to every launch, before `-np`: another transport
+//! (`--mca pml ob1 --mca btl self,tcp` runs the MPI checks over TCP, as between nodes), or a
+//! host file on a cluster (`--hostfile hosts --map-by node`). Split on whitespace.
 
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -56,21 +60,47 @@ pub fn child_case(args: &[String]) -> Option<&str> {
     Some(args.get(i + 1).map_or("", String::as_str))
 }
 
+/// Environment variable: words (comma-separated) naming jobs to leave out of [`run_all`].
+pub const SKIP_CASES: &str = "AIAC_SKIP_CASES";
+
 /// Run every job whose name contains one of the plain words among `args` (all when there is
-/// none; cargo's harness flags start with `-` and are ignored), one after the other, and report
-/// each as a test line. Failure when any job failed or hung, with its output.
+/// none; cargo's harness flags start with `-` and are ignored) and none of the words in
+/// [`SKIP_CASES`] (comma-separated), one after the other, and report each as a test line.
+/// Failure when any job failed or hung, with its output.
 pub fn run_all(launcher: &Launcher, args: &[String], mut jobs: Vec<Job>) -> ExitCode {
+    let extra = launcher_args();
     let filter: Vec<&str> = args
         .iter()
         .map(String::as_str)
         .filter(|a| !a.starts_with('-'))
         .collect();
+    let skip_var = std::env::var(SKIP_CASES).unwrap_or_default();
+    let skip: Vec<&str> = skip_var.split(',').filter(|w| !w.is_empty()).collect();
     jobs.retain(|j| filter.is_empty() || filter.iter().any(|f| j.name.contains(f)));
-    println!("\nrunning {} {} jobs", jobs.len(), launcher.what);
+    let before = jobs.len();
+    jobs.retain(|j| !skip.iter().any(|w| j.name.contains(w)));
+    if jobs.len() < before {
+        println!(
+            "
+{SKIP_CASES}={skip_var}: {} job(s) left out",
+            before - jobs.len()
+        );
+    }
+    if extra.is_empty() {
+        println!("\nrunning {} {} jobs", jobs.len(), launcher.what);
+    } else {
+        println!(
+            "\nrunning {} {} jobs with {LAUNCHER_ARGS}: {} {}",
+            jobs.len(),
+            launcher.what,
+            launcher.program,
+            extra.join(" ")
+        );
+    }
     let t = Instant::now();
     let mut failures = Vec::new();
     for job in &jobs {
-        match launch(launcher, job) {
+        match launch(launcher, &extra, job) {
             Ok(t) => println!("test {} ... ok ({:.1} s)", job.name, t.as_secs_f64()),
             Err(e) => {
                 println!("test {} ... FAILED", job.name);
@@ -99,12 +129,23 @@ pub fn run_all(launcher: &Launcher, args: &[String], mut jobs: Vec<Job>) -> Exit
     ExitCode::FAILURE
 }
 
+/// The variable whose words go to the launcher before `-np` (see the module docs).
+pub const LAUNCHER_ARGS: &str = "AIAC_LAUNCHER_ARGS";
+
+/// The words of [`LAUNCHER_ARGS`], none when it is unset.
+fn launcher_args() -> Vec<String> {
+    std::env::var(LAUNCHER_ARGS)
+        .map(|v| v.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
 /// Launch one job; Err with its output when it fails or hangs.
-fn launch(l: &Launcher, job: &Job) -> Result<Duration, String> {
+fn launch(l: &Launcher, extra: &[String], job: &Job) -> Result<Duration, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let t = Instant::now();
     let out = Command::new("timeout")
         .args(["-k", "5", &job.limit_s.to_string(), l.program])
+        .args(extra)
         .args(["--oversubscribe", "-np", &job.procs.to_string()])
         .arg(&exe)
         .args(["--child", job.case])
@@ -119,8 +160,13 @@ fn launch(l: &Launcher, job: &Job) -> Result<Duration, String> {
         Some(c) => format!("exit status {c}"),
         None => "killed by a signal".into(),
     };
+    let over = if extra.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} {})", l.program, extra.join(" "))
+    };
     Err(format!(
-        "{} with {} {}: {why}\n--- stdout\n{}--- stderr\n{}",
+        "{} with {} {}{over}: {why}\n--- stdout\n{}--- stderr\n{}",
         job.case,
         job.procs,
         l.unit,

@@ -318,13 +318,13 @@ impl Run<'_> {
                             ch.set_iteration(self.it);
                             let field = &self.field;
                             ch.send_with(|buf| field.pack(out, buf))?;
+                            // Wait as the transport does: spin with a core per rank, back
+                            // off and yield on an oversubscribed node.
                             let mut spins = 0u32;
                             while ch.in_flight()? > 0 {
                                 ch.check_world()?;
+                                ch.relax(spins);
                                 spins = spins.saturating_add(1);
-                                if spins > 4096 {
-                                    std::thread::yield_now();
-                                }
                             }
                         }
                     } else if let Some(k) = channel_of(&self.faces, out.opposite()) {
