@@ -66,20 +66,14 @@ pub(crate) fn solve_rank<C: Context>(
     progress: Option<&dyn Progress>,
     diag: f64,
 ) -> Result<RankOutcome, Error> {
-    let Block {
-        geom,
-        field,
-        faces,
-        interior,
-        shell,
-    } = Block::of_rank(ctx, cfg, plan)?;
+    let block = Block::of_rank(ctx, cfg, plan)?;
     let mut k = Krylov {
         cfg,
         diag,
-        interior,
-        shell,
-        faces,
-        field,
+        interior: block.interior,
+        shell: block.shell,
+        faces: block.faces,
+        field: block.field,
         bnorm_sq: 0.0,
         it: 0,
         compute: Duration::ZERO,
@@ -123,8 +117,8 @@ pub(crate) fn solve_rank<C: Context>(
     let record = RankRecord {
         rank: ctx.rank(),
         backend: C::Backend::NAME.to_string(),
-        coords: geom.coords,
-        local: geom.local,
+        coords: block.geom.coords,
+        local: block.geom.local,
         iterations: k.it,
         time_s: time.as_secs_f64(),
         compute_s: k.compute.as_secs_f64(),

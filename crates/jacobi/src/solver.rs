@@ -102,22 +102,16 @@ pub(crate) fn solve_rank<C: Context>(
     if cfg.solver.is_krylov() {
         return crate::krylov::solve_rank(ctx, cfg, plan, progress, crate::linalg::SEVEN_POINT);
     }
-    let Block {
-        geom,
-        field,
-        faces,
-        interior,
-        shell,
-    } = Block::of_rank(ctx, cfg, plan)?;
+    let block = Block::of_rank(ctx, cfg, plan)?;
     let mut run = Run {
         cfg,
         rank: ctx.rank(),
-        interior,
-        shell,
+        interior: block.interior,
+        shell: block.shell,
         trace: Vec::with_capacity(4),
         slowdown: cfg.slowdown_of(ctx.rank()),
-        faces,
-        field,
+        faces: block.faces,
+        field: block.field,
         res0_sq: 0.0,
         it: 0,
         compute: Duration::ZERO,
@@ -135,7 +129,14 @@ pub(crate) fn solve_rank<C: Context>(
         Variant::Async => run.asynchronous::<C, Async>(ctx)?,
         Variant::Racy => run.asynchronous::<C, Racy>(ctx)?,
     };
-    let record = run.record(C::Backend::NAME, &geom, stop, true_res, time, &channels);
+    let record = run.record(
+        C::Backend::NAME,
+        &block.geom,
+        stop,
+        true_res,
+        time,
+        &channels,
+    );
     Ok(RankOutcome {
         record,
         field: run.field,
