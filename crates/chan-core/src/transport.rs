@@ -246,6 +246,26 @@ impl WaitPolicy {
         })
     }
 
+    /// [`WaitPolicy::detect`] for a process started by Open MPI's `mpirun` or `oshrun`, from
+    /// the environment it gives every process: a user's `OMPI_MCA_mpi_yield_when_idle`
+    /// (anything but empty, `0`, `false` or `no`: yield), else
+    /// `OMPI_MCA_orte_bound_at_launch=1` when it bound each process to its own core (it does
+    /// only when the node has a core for each: spin), and `OMPI_COMM_WORLD_LOCAL_SIZE`, the
+    /// job's processes on this node.
+    pub fn from_open_mpi_env() -> Result<Self, EnvVarError> {
+        let var = |name| std::env::var(name).ok().map(|v| v.trim().to_owned());
+        let verdict = match (
+            var("OMPI_MCA_mpi_yield_when_idle"),
+            var("OMPI_MCA_orte_bound_at_launch"),
+        ) {
+            (Some(y), _) if !y.is_empty() => Some(!matches!(y.as_str(), "0" | "false" | "no")),
+            (_, Some(b)) if b == "1" => Some(false),
+            _ => None,
+        };
+        let local = var("OMPI_COMM_WORLD_LOCAL_SIZE").and_then(|v| v.parse().ok());
+        Self::detect(verdict, local)
+    }
+
     /// Wait once between polls of a blocking operation; `spins` counts the polls so far.
     /// `Spin`: one `spin_loop` hint. `Yield`: a few spins, then `sched_yield`, then 50 µs naps.
     #[inline]

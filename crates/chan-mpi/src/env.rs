@@ -31,24 +31,6 @@ pub enum InitError {
     Env(#[from] EnvVarError),
 }
 
-/// How this rank's waiting loops wait (see [`WaitPolicy::detect`]), from the environment Open
-/// MPI's `mpirun` gives every rank: `OMPI_COMM_WORLD_LOCAL_SIZE`, the ranks on this node, and
-/// `OMPI_MCA_orte_bound_at_launch=1` when it bound each rank to its own core (it does only
-/// when the node has a core for each).
-fn wait_from_env() -> Result<WaitPolicy, EnvVarError> {
-    let var = |name| std::env::var(name).ok().map(|v| v.trim().to_owned());
-    let verdict = match (
-        var("OMPI_MCA_mpi_yield_when_idle"),
-        var("OMPI_MCA_orte_bound_at_launch"),
-    ) {
-        (Some(y), _) if !y.is_empty() => Some(!matches!(y.as_str(), "0" | "false" | "no")),
-        (_, Some(b)) if b == "1" => Some(false),
-        _ => None,
-    };
-    let local = var("OMPI_COMM_WORLD_LOCAL_SIZE").and_then(|v| v.parse().ok());
-    WaitPolicy::detect(verdict, local)
-}
-
 /// `finalize` found something wrong. MPI is finalized anyway (or, with channels still open,
 /// will be when the last of them is dropped).
 #[derive(Debug, thiserror::Error)]
@@ -259,7 +241,7 @@ impl MpiCtx {
     /// [`InitError::Env`].
     pub fn init() -> Result<Self, InitError> {
         // Read before MPI starts: a bad value fails init without touching the library.
-        let wait = wait_from_env()?;
+        let wait = WaitPolicy::from_open_mpi_env()?;
         let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
             .ok_or(InitError::AlreadyInitialized)?;
         let world = universe.world();

@@ -58,24 +58,6 @@ fn remote_from_env() -> Result<bool, EnvVarError> {
     }
 }
 
-/// How this PE's waiting loops wait (see [`WaitPolicy::detect`]): `oshrun` is Open MPI's
-/// launcher, and tells every PE what `mpirun` tells a rank: `OMPI_COMM_WORLD_LOCAL_SIZE`, the
-/// PEs on this node, and `OMPI_MCA_orte_bound_at_launch=1` when it bound each PE to its own
-/// core (it does only when the node has a core for each).
-fn wait_from_env() -> Result<WaitPolicy, EnvVarError> {
-    let var = |name| std::env::var(name).ok().map(|v| v.trim().to_owned());
-    let verdict = match (
-        var("OMPI_MCA_mpi_yield_when_idle"),
-        var("OMPI_MCA_orte_bound_at_launch"),
-    ) {
-        (Some(y), _) if !y.is_empty() => Some(!matches!(y.as_str(), "0" | "false" | "no")),
-        (_, Some(b)) if b == "1" => Some(false),
-        _ => None,
-    };
-    let local = var("OMPI_COMM_WORLD_LOCAL_SIZE").and_then(|v| v.parse().ok());
-    WaitPolicy::detect(verdict, local)
-}
-
 /// `finalize` found something wrong. SHMEM is finalized anyway, or, with channels still open,
 /// when the last of them is dropped.
 #[derive(Debug, thiserror::Error)]
@@ -386,7 +368,7 @@ impl ShmemCtx {
     /// [`ShmemCtx::remote_only`]).
     pub fn init() -> Result<Self, InitError> {
         // Read before SHMEM starts: a bad value fails init without touching the library.
-        let (wait, remote) = (wait_from_env()?, remote_from_env()?);
+        let (wait, remote) = (WaitPolicy::from_open_mpi_env()?, remote_from_env()?);
         if STATE
             .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()

@@ -9,83 +9,14 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const AIAC: &str = env!("CARGO_BIN_EXE_aiac");
+mod common;
 
-/// Run `cmd`, killed (and the test failed) after `secs`.
-fn within(mut cmd: Command, secs: u64) -> Output {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("aiac starts");
-    finish(child, secs, &format!("{cmd:?}"))
-}
-
-/// Collect a piped child's output, killing it (and failing) after `secs`.
-fn finish(mut child: Child, secs: u64, what: &str) -> Output {
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {secs} s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Output {
-        status,
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
-    }
-}
-
-fn aiac(args: &[&str]) -> Output {
-    let mut c = Command::new(AIAC);
-    c.args(args);
-    within(c, 120)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("aiac-hostile-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn names_in(dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
+use common::{aiac, descendants, finish, names_in, running, scratch, text, within, AIAC};
 
 fn temps_in(dir: &Path) -> Vec<String> {
     names_in(dir)
@@ -507,42 +438,6 @@ fn parse_errors_under_a_launcher_are_printed_by_rank_0_alone() {
     }
 }
 
-/// The processes whose parent is `pid`, and theirs.
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        let Ok(rd) = std::fs::read_dir("/proc") else {
-            break;
-        };
-        for e in rd.flatten() {
-            let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            // pid (comm) state ppid ...: the fields after the last ')'.
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|s| s.parse::<u32>().ok());
-            if ppid == Some(p) {
-                out.push(child);
-                frontier.push(child);
-            }
-        }
-    }
-    out
-}
-
-fn exists(pid: u32) -> bool {
-    // A zombie has been reaped by nobody yet; it runs nothing.
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string));
-    !matches!(state.as_deref(), None | Some("Z") | Some("X"))
-}
-
 /// A sweep whose one run outlasts the test: a slowed rank, a tolerance it takes thousands
 /// of slowed sweeps to reach.
 pub fn long_sweep(out: &Path, extra: &[&str]) -> Child {
@@ -587,7 +482,7 @@ fn a_signalled_sweep_stops_its_run_and_waits_for_it() {
         let out = finish(sweep, 30, "the signalled sweep");
         assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
         for k in kids {
-            assert!(!exists(k), "{sig:?}: run process {k} outlived the sweep");
+            assert!(!running(k), "{sig:?}: run process {k} outlived the sweep");
         }
         assert!(text(&out.stderr).contains("stopped by signal"));
     }

@@ -4,10 +4,12 @@
 //! job under `timeout`, so a hang fails the test instead of stalling the suite.
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-const AIAC: &str = env!("CARGO_BIN_EXE_aiac");
+mod common;
+
+use common::{descendants, running, scratch, AIAC};
 
 /// A backend whose ranks are processes started by a launcher.
 struct Launcher {
@@ -27,13 +29,6 @@ const LAUNCHERS: [Launcher; 2] = [
         backend: "shmem",
     },
 ];
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("aiac-mpi-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// `LAUNCHER -np N aiac run --backend B ARGS --json FILE`, killed after two minutes.
 fn launch(l: &Launcher, np: usize, args: &[&str], json: &Path) -> Output {
@@ -531,38 +526,6 @@ fn input_errors_under_mpirun_are_printed_once() {
             );
         }
     }
-}
-
-/// The processes whose parent is `pid`, and theirs.
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                .and_then(|s| s.parse::<u32>().ok());
-            if ppid == Some(p) {
-                out.push(child);
-                frontier.push(child);
-            }
-        }
-    }
-    out
-}
-
-/// Running (not gone, not a zombie).
-fn running(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string));
-    !matches!(state.as_deref(), None | Some("Z") | Some("X"))
 }
 
 /// `aiac sweep --backend mpi` signalled by its PID stops mpirun and its ranks, and waits for

@@ -1,23 +1,10 @@
 //! `aiac run` end to end, on the built binary: bad input, exit codes, the JSON report.
 
+mod common;
+
+use common::{aiac, scratch};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn aiac(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_aiac"))
-        .args(args)
-        .output()
-        .expect("running aiac")
-}
-
-/// A fresh, empty directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("aiac-run-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn read_json(p: &PathBuf) -> Value {
     serde_json::from_slice(&std::fs::read(p).expect("the report exists")).expect("valid JSON")

@@ -40,7 +40,7 @@
 //! stops the run with [`StopReason::Breakdown`] and says which quantity failed; the iterate
 //! is the last finite one, so no NaN reaches the report.
 
-use crate::config::{Config, ConfigError, Pc, Solver};
+use crate::config::{Config, Pc, Solver};
 use crate::field::Field;
 use crate::geometry::{Face, Plan};
 use crate::halo::{self, Halo};
@@ -50,7 +50,7 @@ use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
     Certification, KrylovRecord, MessageTotals, RankRecord, Residuals, StopReason,
 };
-use crate::solver::RankOutcome;
+use crate::solver::{Block, RankOutcome};
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{close_all, Channel, ReduceOp, Sync};
@@ -66,27 +66,14 @@ pub(crate) fn solve_rank<C: Context>(
     progress: Option<&dyn Progress>,
     diag: f64,
 ) -> Result<RankOutcome, Error> {
-    if plan.procs.size() != ctx.size() {
-        return Err(ConfigError::GridSize {
-            grid: plan.procs,
-            size: ctx.size(),
-        }
-        .into());
-    }
-    let geom = plan.geometry(ctx.rank());
-    let field = Field::new(&geom, &cfg.problem);
-    let faces: Vec<Face> = Face::ALL
-        .into_iter()
-        .filter(|f| geom.neighbours[f.index()].is_some())
-        .collect();
-    let (interior, shell) = field.interior_and_shell();
+    let block = Block::of_rank(ctx, cfg, plan)?;
     let mut k = Krylov {
         cfg,
         diag,
-        interior,
-        shell,
-        faces,
-        field,
+        interior: block.interior,
+        shell: block.shell,
+        faces: block.faces,
+        field: block.field,
         bnorm_sq: 0.0,
         it: 0,
         compute: Duration::ZERO,
@@ -130,8 +117,8 @@ pub(crate) fn solve_rank<C: Context>(
     let record = RankRecord {
         rank: ctx.rank(),
         backend: C::Backend::NAME.to_string(),
-        coords: geom.coords,
-        local: geom.local,
+        coords: block.geom.coords,
+        local: block.geom.local,
         iterations: k.it,
         time_s: time.as_secs_f64(),
         compute_s: k.compute.as_secs_f64(),

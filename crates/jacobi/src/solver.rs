@@ -55,6 +55,43 @@ pub fn solve_with<C: Context>(
     solve_rank(ctx, cfg, plan, progress).map(|o| o.record)
 }
 
+/// This rank's block of the grid, set up the same way for every solver: its geometry, the
+/// starting iterate, the faces with a neighbour, and the interior and shell of owned points.
+pub(crate) struct Block {
+    pub geom: Geometry,
+    pub field: Field,
+    pub faces: Vec<Face>,
+    pub interior: Region,
+    pub shell: Vec<Region>,
+}
+
+impl Block {
+    /// `ctx`'s block of `plan`; an error if `plan`'s process grid is not `ctx`'s size.
+    pub(crate) fn of_rank<C: Context>(ctx: &C, cfg: &Config, plan: &Plan) -> Result<Self, Error> {
+        if plan.procs.size() != ctx.size() {
+            return Err(ConfigError::GridSize {
+                grid: plan.procs,
+                size: ctx.size(),
+            }
+            .into());
+        }
+        let geom = plan.geometry(ctx.rank());
+        let field = Field::new(&geom, &cfg.problem);
+        let faces: Vec<Face> = Face::ALL
+            .into_iter()
+            .filter(|f| geom.neighbours[f.index()].is_some())
+            .collect();
+        let (interior, shell) = field.interior_and_shell();
+        Ok(Block {
+            geom,
+            field,
+            faces,
+            interior,
+            shell,
+        })
+    }
+}
+
 /// As [`solve_with`], also returning the final iterate.
 pub(crate) fn solve_rank<C: Context>(
     ctx: &mut C,
@@ -65,29 +102,16 @@ pub(crate) fn solve_rank<C: Context>(
     if cfg.solver.is_krylov() {
         return crate::krylov::solve_rank(ctx, cfg, plan, progress, crate::linalg::SEVEN_POINT);
     }
-    if plan.procs.size() != ctx.size() {
-        return Err(ConfigError::GridSize {
-            grid: plan.procs,
-            size: ctx.size(),
-        }
-        .into());
-    }
-    let geom = plan.geometry(ctx.rank());
-    let field = Field::new(&geom, &cfg.problem);
-    let faces: Vec<Face> = Face::ALL
-        .into_iter()
-        .filter(|f| geom.neighbours[f.index()].is_some())
-        .collect();
-    let (interior, shell) = field.interior_and_shell();
+    let block = Block::of_rank(ctx, cfg, plan)?;
     let mut run = Run {
         cfg,
         rank: ctx.rank(),
-        interior,
-        shell,
+        interior: block.interior,
+        shell: block.shell,
         trace: Vec::with_capacity(4),
         slowdown: cfg.slowdown_of(ctx.rank()),
-        faces,
-        field,
+        faces: block.faces,
+        field: block.field,
         res0_sq: 0.0,
         it: 0,
         compute: Duration::ZERO,
@@ -105,7 +129,14 @@ pub(crate) fn solve_rank<C: Context>(
         Variant::Async => run.asynchronous::<C, Async>(ctx)?,
         Variant::Racy => run.asynchronous::<C, Racy>(ctx)?,
     };
-    let record = run.record(C::Backend::NAME, &geom, stop, true_res, time, &channels);
+    let record = run.record(
+        C::Backend::NAME,
+        &block.geom,
+        stop,
+        true_res,
+        time,
+        &channels,
+    );
     Ok(RankOutcome {
         record,
         field: run.field,

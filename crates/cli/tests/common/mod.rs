@@ -1,0 +1,126 @@
+//! Helpers shared by the cli integration tests: running the built binary under a deadline,
+//! scratch directories, and looking at processes through /proc. Each test binary uses a
+//! subset, hence the `dead_code` allowance.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const AIAC: &str = env!("CARGO_BIN_EXE_aiac");
+
+/// Run `cmd`, killed (and the test failed) after `secs`.
+pub fn within(mut cmd: Command, secs: u64) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("aiac starts");
+    finish(child, secs, &format!("{cmd:?}"))
+}
+
+/// Collect a piped child's output, killing it (and failing) after `secs`.
+pub fn finish(mut child: Child, secs: u64, what: &str) -> Output {
+    // Read both pipes on threads so a chatty child cannot block on a full pipe.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: t_out.join().unwrap(),
+        stderr: t_err.join().unwrap(),
+    }
+}
+
+/// `aiac ARGS`, killed (and the test failed) after two minutes.
+pub fn aiac(args: &[&str]) -> Output {
+    let mut c = Command::new(AIAC);
+    c.args(args);
+    within(c, 120)
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A fresh, empty directory for one test, named after the test binary and this process.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "aiac-{}-{}-{name}",
+        env!("CARGO_CRATE_NAME"),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The names of the entries of `dir` (none if it cannot be read).
+pub fn names_in(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The processes whose parent is `pid`, and theirs.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        let Ok(rd) = std::fs::read_dir("/proc") else {
+            break;
+        };
+        for e in rd.flatten() {
+            let Ok(child) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: the fields after the last ')'.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|s| s.parse::<u32>().ok());
+            if ppid == Some(p) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// Running (not gone, not a zombie: a zombie has been reaped by nobody yet; it runs nothing).
+pub fn running(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string));
+    !matches!(state.as_deref(), None | Some("Z") | Some("X"))
+}
