@@ -45,6 +45,15 @@ fn configs() -> Vec<(&'static str, Config)> {
     vec![("laplace", laplace), ("poisson", poisson)]
 }
 
+/// The async and racy forms of a configuration, with room to converge.
+fn unsynced(cfg: &Config) -> [Config; 2] {
+    [Variant::Async, Variant::Racy].map(|variant| Config {
+        variant,
+        max_iters: 200_000,
+        ..cfg.clone()
+    })
+}
+
 /// The same configuration on one thread: no halo at all, the serial iterates.
 fn serial(cfg: &Config) -> Result<RankRecord, String> {
     World::new(1)
@@ -133,13 +142,8 @@ fn every_check<C: Context>(ctx: &mut C, backend: &str) -> Check {
         if ctx.rank() == 0 {
             same_iterates(&what, &got, &serial(&cfg)?)?;
         }
-        for variant in [Variant::Async, Variant::Racy] {
-            let cfg = Config {
-                variant,
-                max_iters: 200_000,
-                ..cfg.clone()
-            };
-            let what = format!("{what}, {variant:?}");
+        for cfg in unsynced(&cfg) {
+            let what = format!("{what}, {:?}", cfg.variant);
             let r = jacobi::solve(ctx, &cfg).map_err(|e| format!("{what}: {e}"))?;
             certified(&what, &r, &cfg)?;
         }
@@ -167,13 +171,8 @@ fn in_process() -> Check {
                 r.error_max = error;
                 same_iterates(&what, r, &want)?;
             }
-            for variant in [Variant::Async, Variant::Racy] {
-                let cfg = Config {
-                    variant,
-                    max_iters: 200_000,
-                    ..cfg.clone()
-                };
-                let what = format!("{what}, {variant:?}");
+            for cfg in unsynced(&cfg) {
+                let what = format!("{what}, {:?}", cfg.variant);
                 for r in jacobi::solve_shared(&cfg, t).map_err(|e| format!("{what}: {e}"))? {
                     certified(&what, &r, &cfg)?;
                 }

@@ -562,19 +562,7 @@ pub fn sweep_then_copy(shape: &Shape, u: &mut [f64], rhs: Option<&[f64]>, unew: 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A deterministic pseudo-random array (xorshift), values in [0, 1).
-    fn noise(len: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 11) as f64 / (1u64 << 53) as f64
-            })
-            .collect()
-    }
+    use crate::tests::common::noise;
 
     /// Recursive summation of n non-negative terms has relative error at most (n−1)·ε
     /// (Higham, *Accuracy and Stability of Numerical Algorithms*, §4.2), so two orders differ

@@ -508,18 +508,7 @@ fn pipe_update_body(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f
 mod tests {
     use super::*;
     use crate::geometry::Dims;
-
-    fn noise(len: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-            })
-            .collect()
-    }
+    use crate::tests::common::noise;
 
     /// The operator against the obvious loop, on blocks whose rows have tails.
     #[test]

@@ -49,3 +49,16 @@ pub fn run_shared(c: &Config, n: usize) -> (Vec<RankRecord>, Vec<f64>, Plan) {
     let o = crate::shared::solve(c, &plan, None).expect("run failed");
     (o.records, o.solution, o.plan)
 }
+
+/// A deterministic pseudo-random array (xorshift), values in [0, 1): kernel inputs for tests.
+pub fn noise(len: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        })
+        .collect()
+}
