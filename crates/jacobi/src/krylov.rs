@@ -131,8 +131,8 @@ pub(crate) fn solve_rank<C: Context>(
             initial_norm: k.bnorm_sq.sqrt(),
         },
         reductions: k.reductions,
-        certifications: k.certifications.clone(),
-        history: k.history.clone(),
+        certifications: std::mem::take(&mut k.certifications),
+        history: std::mem::take(&mut k.history),
         error_max: k.field.error_max(&cfg.problem),
         exchange_trace: Vec::new(),
         messages,
@@ -605,6 +605,7 @@ impl Krylov<'_> {
         // u = M r, w = A u, m = M w; the first reduction's values.
         let mut local = self.refresh(chans, &mut v, false)?;
         let mut known = None;
+        let mut refuted_at: Option<u64> = None; // the iteration whose claim was refuted last
         let (mut gamma_old, mut alpha_old) = (0.0f64, 0.0f64);
         let mut first = true; // β = 0: no previous direction
         let stop = loop {
@@ -644,7 +645,10 @@ impl Krylov<'_> {
             let [gamma, delta, rr] = g;
             let value = self.measure(rr);
             self.observe(value);
-            if self.met(value) {
+            // A claim at the iteration whose claim was just refuted is the replaced residual
+            // summed in another order (the non-blocking reduction's, not the certificate's):
+            // within rounding of tol, it would be refuted again, forever. Iterate on.
+            if self.met(value) && refuted_at != Some(self.it) {
                 if !self.cfg.confirm {
                     break StopReason::Criterion;
                 }
@@ -653,7 +657,11 @@ impl Krylov<'_> {
                 if ok {
                     break StopReason::Criterion;
                 }
+                if self.it >= self.cfg.max_iters {
+                    break StopReason::MaxIters;
+                }
                 // The claim was wrong: replace and start this iteration again.
+                refuted_at = Some(self.it);
                 local = self.replace(chans, &mut v, &mut scratch)?;
                 continue;
             }
