@@ -8,7 +8,7 @@
 //! is an upper bound of those (every rank is counted with six neighbours) and leaves out what
 //! does not grow with the problem (code, thread stacks, the MPI library).
 
-use crate::config::{Config, ConfigError, Variant};
+use crate::config::{Config, ConfigError, Solver, Variant};
 use crate::geometry::{Dims, Plan};
 use crate::kernel::ROW_ALIGN;
 use crate::progress::History;
@@ -96,7 +96,15 @@ impl Config {
     /// The memory a run over channels (threads, MPI, SHMEM) of this configuration over `plan`
     /// needs.
     pub fn memory_need(&self, plan: &Plan) -> MemoryNeed {
-        let grids = 2 + u64::from(self.problem.source([0.5; 3], 1.0).is_some());
+        // The iterate and its copy, the source term, and the Krylov solvers' vectors (cg and
+        // cg-overlap: r, p, q, a scratch, the diagonal and z; pipecg: r, w, n, z, s, p, d, m,
+        // a scratch and the start's zero vector), each a grid with halos.
+        let krylov = match self.solver {
+            Solver::Jacobi => 0,
+            Solver::Cg | Solver::CgOverlap => 6,
+            Solver::PipeCg => 10,
+        };
+        let grids = 2 + u64::from(self.problem.source([0.5; 3], 1.0).is_some()) + krylov;
         let fields = cells(plan.local).saturating_mul(F64 * grids);
         // Each channel: R + 1 slots each way (send slots and the receiver's), for the halo
         // channels (R = 1 for sync) and, async and racy, the certification channels (R = 1).
@@ -167,6 +175,25 @@ mod tests {
         assert_eq!(m.ranks, 8);
         assert_eq!(m.total(), 8 * m.per_rank);
         assert_eq!(m.of_ranks(1), m.per_rank);
+    }
+
+    #[test]
+    fn krylov_solvers_count_their_vectors() {
+        let need = |solver| {
+            let c = Config {
+                solver,
+                ..Config::default()
+            };
+            c.memory_need(&c.plan(1).unwrap()).per_rank
+        };
+        let grid = 52 * 52 * 52 * 8; // one 50³ block with halos (x padded to 52)
+        let jacobi = need(Solver::Jacobi);
+        assert!(
+            need(Solver::Cg) >= jacobi + 6 * grid,
+            "{} vs {jacobi}",
+            need(Solver::Cg)
+        );
+        assert!(need(Solver::PipeCg) >= jacobi + 10 * grid);
     }
 
     #[test]
