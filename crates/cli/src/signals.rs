@@ -25,8 +25,10 @@ static DEFER: AtomicBool = AtomicBool::new(false);
 static PENDING: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    // SeqCst throughout: a handful of flags, each read and written on its own; the order of
-    // a guard's store of TEMP and its creation of the file is program order on one thread.
+    // DEFER and PENDING: SeqCst, single flags read and written on their own. TEMP: the
+    // swap's SeqCst includes the Acquire that pairs with the Release of the swap in
+    // `TempGuard::new`, so the path's bytes, written before it was published, are seen whole
+    // even when the handler runs on another thread.
     if DEFER.load(SeqCst) {
         PENDING.store(sig, SeqCst);
         return;
@@ -57,12 +59,16 @@ fn install() {
             // SAFETY: (1) a zeroed sigaction is a valid value (no flags, empty mask) that
             // is then filled in; (2) `on_signal` has the signature sa_sigaction expects
             // without SA_SIGINFO and does only async-signal-safe work; (3) SA_RESTART keeps
-            // the sweep's waits and writes going after a deferred signal.
+            // the sweep's waits and writes going after a deferred signal; (4) both signals
+            // are blocked while the handler runs, so a SIGTERM during a SIGINT's unlink cannot
+            // enter again, find TEMP empty and kill the process before the unlink is done.
             unsafe {
                 let mut sa: libc::sigaction = std::mem::zeroed();
                 sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
                 sa.sa_flags = libc::SA_RESTART;
                 libc::sigemptyset(&mut sa.sa_mask);
+                libc::sigaddset(&mut sa.sa_mask, libc::SIGINT);
+                libc::sigaddset(&mut sa.sa_mask, libc::SIGTERM);
                 libc::sigaction(sig, &sa, null_mut());
             }
         }
@@ -81,7 +87,10 @@ impl TempGuard {
             return TempGuard { armed: false };
         };
         install();
+        // SeqCst (a Release among others): pairs with the handler's swap, see `on_signal`.
         let old = TEMP.swap(c.into_raw(), SeqCst);
+        // One guard at a time (writes are sequential): a guard made while another is alive
+        // takes over TEMP, and the older one's drop clears it.
         free(old);
         TempGuard { armed: true }
     }
