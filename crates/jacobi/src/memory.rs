@@ -219,6 +219,16 @@ mod tests {
     }
 
     #[test]
+    fn a_block_past_u64_saturates() {
+        // (2²² + 2)³ cells overflow u64 (2⁶⁶): the estimate is the largest value, not a wrap.
+        // (The plan itself refuses such a block; the estimate must not rely on that.)
+        let c = Config::default();
+        let mut plan = c.plan(1).unwrap();
+        plan.local = Dims::cube(1 << 22);
+        assert_eq!(c.memory_need(&plan).total(), u64::MAX);
+    }
+
+    #[test]
     fn r_counts() {
         let c = |r| Config {
             variant: Variant::Async,
