@@ -200,6 +200,17 @@ const SLEEP_AFTER: u32 = YIELD_AFTER + 64;
 /// One sleep: long enough to leave the run queue, short against a time slice.
 const NAP: Duration = Duration::from_micros(50);
 
+/// The node's online CPUs (`/sys/devices/system/cpu/online`, e.g. `0-3,8`), whatever this
+/// process's affinity; `None` where that cannot be read.
+fn node_cpus() -> Option<usize> {
+    let list = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+    list.trim().split(',').try_fold(0usize, |n, part| {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        Some(n + b.checked_sub(a)? + 1)
+    })
+}
+
 impl WaitPolicy {
     /// The variable that overrides detection: `spin` or `yield` (unset or empty: detect).
     pub const ENV: &'static str = "AIAC_WAIT";
@@ -249,20 +260,24 @@ impl WaitPolicy {
     /// [`WaitPolicy::detect`] for a process started by Open MPI's `mpirun` or `oshrun`, from
     /// the environment it gives every process: a user's `OMPI_MCA_mpi_yield_when_idle`
     /// (anything but empty, `0`, `false` or `no`: yield), else
-    /// `OMPI_MCA_orte_bound_at_launch=1` when it bound each process to its own core (it does
-    /// only when the node has a core for each: spin), and `OMPI_COMM_WORLD_LOCAL_SIZE`, the
-    /// job's processes on this node.
+    /// `OMPI_MCA_orte_bound_at_launch=1` when it bound the processes (spin when the job's
+    /// processes on this node, `OMPI_COMM_WORLD_LOCAL_SIZE`, fit the node's online CPUs,
+    /// yield when they do not, as with `--bind-to core:overload-allowed`), else
+    /// `OMPI_COMM_WORLD_LOCAL_SIZE` against the CPUs this process may use.
     pub fn from_open_mpi_env() -> Result<Self, EnvVarError> {
         let var = |name| std::env::var(name).ok().map(|v| v.trim().to_owned());
+        let local: Option<usize> = var("OMPI_COMM_WORLD_LOCAL_SIZE").and_then(|v| v.parse().ok());
         let verdict = match (
             var("OMPI_MCA_mpi_yield_when_idle"),
             var("OMPI_MCA_orte_bound_at_launch"),
         ) {
             (Some(y), _) if !y.is_empty() => Some(!matches!(y.as_str(), "0" | "false" | "no")),
-            (_, Some(b)) if b == "1" => Some(false),
+            // Bound is not the same as a core each: `--bind-to core:overload-allowed` binds
+            // several processes to one core and sets the flag too. A bound process sees only
+            // its own CPUs, so compare with the node's.
+            (_, Some(b)) if b == "1" => Some(local.zip(node_cpus()).is_some_and(|(n, c)| n > c)),
             _ => None,
         };
-        let local = var("OMPI_COMM_WORLD_LOCAL_SIZE").and_then(|v| v.parse().ok());
         Self::detect(verdict, local)
     }
 
@@ -298,6 +313,8 @@ mod tests {
         if std::env::var_os(WaitPolicy::ENV).is_some() {
             return; // the override decides; nothing to detect
         }
+        let cpus = super::node_cpus().expect("this machine lists its online CPUs");
+        assert!(cpus >= std::thread::available_parallelism().map_or(1, usize::from));
         let detect = |l, n| WaitPolicy::detect(l, n).expect("no override set");
         // The launcher's verdict wins over the count.
         assert_eq!(detect(Some(true), Some(1)), WaitPolicy::Yield);
