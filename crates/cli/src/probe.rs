@@ -247,9 +247,19 @@ fn path_of(args: &ProbeArgs, rank0: bool) -> Result<JobPath, String> {
                     .into(),
             );
         }
+        // MPICH over UCX (Debian's ch4:ucx) switches to rendezvous at UCX's threshold, which
+        // the user sets with UCX_RNDV_THRESH (default "auto": UCX picks it per transport).
+        let ucx = env("UCX_RNDV_THRESH");
+        let eager = ucx
+            .as_deref()
+            .and_then(|v| parse_size(v).ok())
+            .map(|v| ("UCX_RNDV_THRESH".to_string(), v as u64));
         return Ok(JobPath {
-            label: "as launched (not Open MPI: no MCA parameters)".into(),
-            eager: None,
+            label: format!(
+                "as launched (not Open MPI), UCX_RNDV_THRESH={}",
+                ucx.as_deref().unwrap_or("(unset: auto)")
+            ),
+            eager,
         });
     }
     let pml = env("OMPI_MCA_pml");
@@ -366,12 +376,18 @@ fn library_version() -> String {
     }
     buf.truncate(len.clamp(0, 8192) as usize);
     let s = String::from_utf8_lossy(&buf);
-    s.lines()
-        .next()
-        .unwrap_or("unknown")
-        .trim_matches(char::from(0))
-        .trim()
-        .to_owned()
+    let tidy = |l: &str| {
+        l.trim_matches(char::from(0))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut v = tidy(s.lines().next().unwrap_or("unknown"));
+    // MPICH names its device (ch4:ucx, ch3:nemesis) on a line of its own.
+    if let Some(d) = s.lines().find(|l| l.starts_with("MPICH Device:")) {
+        v = format!("{v}, {}", tidy(d));
+    }
+    v
 }
 
 /// A failed MPI call, with MPI's message.
@@ -950,7 +966,12 @@ impl Report {
         if let Some((name, v)) = &self.path.eager {
             let _ = writeln!(
                 t,
-                "configured: {name} = {v} B (ompi_info; includes ob1's header)"
+                "configured: {name} = {v} B{}",
+                if name.starts_with("btl_") {
+                    " (ompi_info; includes ob1's header)"
+                } else {
+                    ""
+                }
             );
         }
         t
