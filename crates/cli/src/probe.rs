@@ -280,7 +280,7 @@ fn path_of(args: &ProbeArgs, rank0: bool) -> Result<JobPath, String> {
     let label = format!(
         "pml {}, btl {}",
         pml.as_deref()
-            .unwrap_or("default (ucx when UCX is installed: btl parameters do not apply)"),
+            .unwrap_or("not set (Open MPI chooses: see --mca pml_base_verbose 10)"),
         env("OMPI_MCA_btl").as_deref().unwrap_or("default")
     );
     // The eager limit is a BTL parameter, used only under pml ob1.
