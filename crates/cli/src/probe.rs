@@ -16,8 +16,8 @@
 //!   `MPI_Issend`, which completes only once the receiver matched it, so the channel's
 //!   sender depends on the receiver's progress at every size: the row shows what the
 //!   channel's rule (every call progresses) gets from the one call a solver makes anyway;
-//! * **unexpected** (the protocol test): the receive is posted only after the computation,
-//!   and a quarter into it the receiver calls MPI once (`MPI_Iprobe` for a tag nobody sends).
+//! * **unexpected** (the protocol test): the receive is posted only after a computation of
+//!   4C, during which the receiver calls MPI every C/4 (`MPI_Iprobe` for a tag nobody sends).
 //!   An eager message is delivered then as an unexpected message and the sender's request
 //!   can complete; a rendezvous message cannot move before its receive is posted. A size
 //!   whose send completed before the receive was posted in at least one repetition went
@@ -160,6 +160,9 @@ struct Row {
     transfer: f64,
 }
 
+/// The receiver of [`Kernel::Unexpected`] posts its receive this many C after the start.
+const UNEXPECTED_SPAN: u32 = 4;
+
 /// The raw kernels (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kernel {
@@ -167,10 +170,10 @@ enum Kernel {
     Plain,
     /// Irecv posted first, one MPI_Test a quarter into the receiver's computation.
     Test,
-    /// The receive is posted after the computation; a quarter into it the receiver calls
-    /// MPI once (`MPI_Iprobe` for a tag nobody sends). An eager message is delivered then, as
-    /// an unexpected message, and the sender's request completes; a rendezvous one cannot
-    /// move before its receive is posted, and the sender waits about C.
+    /// The receive is posted after a computation of 4C, during which the receiver calls MPI
+    /// every C/4 (`MPI_Iprobe` for a tag nobody sends). An eager message is delivered then,
+    /// as an unexpected message, and the sender's request can complete; a rendezvous one
+    /// cannot move before its receive is posted, and the sender waits about 3C.
     Unexpected,
     /// No computation: both wait at once.
     Transfer,
@@ -581,7 +584,7 @@ impl Probe {
         };
         check(rc, "MPI_Gather")?;
         // A margin of a quarter of the computation: far above the clocks' offset error (half
-        // a round trip), far below the gap of a timely eager repetition (about C).
+        // a round trip), far below the gap of a timely eager repetition (about 3C).
         let margin = self.compute.as_secs_f64() / 4.0;
         let (done, posted) = all.split_at(self.reps);
         let mut early = done
@@ -681,28 +684,35 @@ impl Probe {
             irecv(&mut req)?;
         }
         let mut between = 0.0;
-        if matches!(k, Kernel::Test | Kernel::Unexpected) {
+        if k == Kernel::Test {
             compute_until(start + c / 2);
             let t = Instant::now();
-            let rc = if k == Kernel::Test {
-                // SAFETY: see above.
-                unsafe { ffi::MPI_Test(&mut req, &mut flag, ffi::RSMPI_STATUS_IGNORE) }
-            } else {
-                // A probe for a tag nobody sends: MPI progresses, nothing matches.
-                // SAFETY: comm valid; flag is a local int; the status is ignored.
-                unsafe { ffi::MPI_Iprobe(peer, 1, self.comm, &mut flag, ffi::RSMPI_STATUS_IGNORE) }
-            };
-            check(
-                rc,
-                if k == Kernel::Test {
-                    "MPI_Test"
-                } else {
-                    "MPI_Iprobe"
-                },
-            )?;
+            // SAFETY: see above.
+            let rc = unsafe { ffi::MPI_Test(&mut req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+            check(rc, "MPI_Test")?;
             between = t.elapsed().as_secs_f64();
         }
-        compute_until(start + if silent { c } else { 2 * c });
+        if k == Kernel::Unexpected {
+            // A probe for a tag nobody sends, every C/4 until the receive is posted at 4C:
+            // MPI progresses, nothing matches. The wide gap and the repeated calls let an
+            // eager send complete early even when this rank is descheduled for a while.
+            for q in 1..UNEXPECTED_SPAN * 4 {
+                compute_until(start + c * q / 4);
+                // SAFETY: comm valid; flag is a local int; the status is ignored.
+                let rc = unsafe {
+                    ffi::MPI_Iprobe(peer, 1, self.comm, &mut flag, ffi::RSMPI_STATUS_IGNORE)
+                };
+                check(rc, "MPI_Iprobe")?;
+            }
+        }
+        compute_until(
+            start
+                + match k {
+                    Kernel::SenderSilent => c,
+                    Kernel::Unexpected => c * UNEXPECTED_SPAN,
+                    _ => 2 * c,
+                },
+        );
         if k == Kernel::Unexpected {
             self.event = mono();
             irecv(&mut req)?;
@@ -959,8 +969,10 @@ impl Report {
             "sWait: sender's MPI_Wait after its computation (receiver: nothing / one MPI_Test / \
              an aiac channel's try_recv); rMPI: receiver's time inside MPI after posting; \
              ovl: share of the transfer hidden behind the receiver's computation; sW unexp: \
-             sender's Wait when the receive is posted late (rendezvous: about the sender's \
-             compute time)"
+             sender's Wait when the receive is posted 3C after the sender's Wait began \
+             (rendezvous: about 3C); early: repetitions whose send completed before the \
+             receive was posted (none: rendezvous); rW silnt: receiver's Wait while the \
+             sender computes without MPI"
         );
         let _ = writeln!(t, "threshold: {}", self.threshold_text());
         if let Some((name, v)) = &self.path.eager {
@@ -1074,11 +1086,14 @@ impl plots::Figure for ProbeFigure<'_> {
         // µs, floored so that the log axis can show a completed-at-once wait.
         let floor = 0.1;
         let us = |s: f64| (s * 1e6).max(floor);
-        let xs: Vec<f64> = r.rows.iter().map(|x| x.size as f64).collect();
+        // x is log2 of the size, so that ticks fall on powers of two (1K, 2K, ...).
+        let l2 = |b: f64| b.max(1.0).log2();
+        let xs: Vec<f64> = r.rows.iter().map(|x| l2(x.size as f64)).collect();
         let (xlo, xhi) = (
-            xs.first().copied().unwrap_or(1.0) / 1.5,
-            xs.last().copied().unwrap_or(2.0) * 1.5,
+            xs.first().copied().unwrap_or(0.0) - 0.5,
+            xs.last().copied().unwrap_or(1.0) + 0.5,
         );
+        let ticks = ((xhi - xlo).ceil() as usize + 1).min(40);
         let ymax = r
             .rows
             .iter()
@@ -1095,7 +1110,7 @@ impl plots::Figure for ProbeFigure<'_> {
             .margin(15)
             .x_label_area_size(55)
             .y_label_area_size(90)
-            .build_cartesian_2d((xlo..xhi).log_scale(), (floor..ymax).log_scale())
+            .build_cartesian_2d(xlo..xhi, (floor..ymax).log_scale())
             .map_err(plots::err)?;
         chart
             .configure_mesh()
@@ -1103,7 +1118,15 @@ impl plots::Figure for ProbeFigure<'_> {
             .y_desc("time (µs, log scale), median")
             .axis_desc_style(plots::desc_font())
             .label_style(plots::label_font())
-            .x_label_formatter(&|v| bytes(v.round() as usize))
+            .x_labels(ticks)
+            .x_label_formatter(&|v| {
+                let i = v.round();
+                if (v - i).abs() < 1e-6 && (0.0..=40.0).contains(&i) {
+                    bytes(1usize << i as u32)
+                } else {
+                    String::new()
+                }
+            })
             .y_label_formatter(&|v| plots::tick(*v))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
@@ -1139,7 +1162,11 @@ impl plots::Figure for ProbeFigure<'_> {
         ];
         for (i, (label, f)) in series.iter().enumerate() {
             let c = plots::colour(i);
-            let line: Vec<(f64, f64)> = r.rows.iter().map(|x| (x.size as f64, us(f(x)))).collect();
+            let line: Vec<(f64, f64)> = r
+                .rows
+                .iter()
+                .map(|x| (l2(x.size as f64), us(f(x))))
+                .collect();
             chart
                 .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))
                 .map_err(plots::err)?
@@ -1153,7 +1180,7 @@ impl plots::Figure for ProbeFigure<'_> {
             let grey = RGBColor(90, 90, 90);
             chart
                 .draw_series(LineSeries::new(
-                    [(lo as f64, floor), (lo as f64, ymax)],
+                    [(l2(lo as f64), floor), (l2(lo as f64), ymax)],
                     grey.stroke_width(1),
                 ))
                 .map_err(plots::err)?
@@ -1164,7 +1191,7 @@ impl plots::Figure for ProbeFigure<'_> {
             let c = RGBColor(200, 0, 0);
             chart
                 .draw_series(DashedLineSeries::new(
-                    [(*v as f64, floor), (*v as f64, ymax)],
+                    [(l2(*v as f64), floor), (l2(*v as f64), ymax)],
                     6,
                     4,
                     c.stroke_width(1),
@@ -1173,7 +1200,15 @@ impl plots::Figure for ProbeFigure<'_> {
                 .label(format!("{name} = {v} B"))
                 .legend(plots::line_key(c, 1));
         }
-        plots::draw_legend(&mut chart)
+        // Upper left: small sizes finish in microseconds, so that corner is empty.
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(160, 160, 160))
+            .label_font(plots::label_font())
+            .draw()
+            .map_err(plots::err)
     }
 }
 
