@@ -1006,7 +1006,7 @@ impl Report {
             })
             .collect();
         serde_json::json!({
-            "aiac_probe": 1,
+            "schema": "aiac.probe/1",
             "mpi": self.library,
             "path": self.path.label,
             "configured_eager_limit": self.path.eager.as_ref().map(|(n, v)| serde_json::json!({"param": n, "bytes": v})),
