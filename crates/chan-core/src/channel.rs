@@ -68,7 +68,8 @@ pub struct Channel<B: Backend, M: Mode> {
     pending: Vec<Arrival>,
     /// Mailbox: the slot lent to the caller by the last receive.
     held: Option<Arrival>,
-    /// Sync: sequence number of the next message to deliver.
+    /// Sync: sequence number of the next message to deliver. Async: one past the newest
+    /// delivered (older arrivals are stale).
     next_expected: u64,
     /// Racy: sends that landed since the last receive, and the newest stamp.
     racy_new: u64,
@@ -415,17 +416,38 @@ impl<B: Backend, M: Mode<Transport<B> = B::Mailbox>> Channel<B, M> {
 }
 
 impl<B: Backend> Channel<B, Async> {
-    /// Progress; true when a message arrived since the last [`Channel::recv`].
+    /// Discard the arrivals no newer than the last delivered message: a transport may report
+    /// messages out of order (MPI completes receives in any order once they matched: MPICH
+    /// over UCX was seen to complete message 7 after message 8), and a newer message must
+    /// never be followed by an older one. Counted as superseded.
+    fn drop_stale(&mut self) -> Result<(), CommError> {
+        let mut i = 0;
+        while i < self.pending.len() {
+            if self.pending[i].header.seq < self.next_expected {
+                let a = self.pending.swap_remove(i);
+                self.t.release(a.slot)?;
+                self.stats.superseded += 1;
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Progress; true when a message newer than the last [`Channel::recv`]'s arrived.
     pub fn can_recv(&mut self) -> Result<bool, CommError> {
         self.poll_mailbox()?;
+        self.drop_stale()?;
         Ok(!self.pending.is_empty())
     }
 
     /// The newest whole message that arrived since the last receive, with its stamp; every
-    /// older one is discarded (counted as superseded). `None` when nothing new arrived; the
+    /// older one is discarded (counted as superseded), also one that arrives after a newer
+    /// one was delivered. `None` when nothing new arrived; the
     /// previous message stays available through [`Channel::latest`]. Never waits.
     pub fn recv(&mut self) -> Result<Option<Message<'_>>, RecvError> {
         self.poll_mailbox()?;
+        self.drop_stale()?;
         let batch = self.pending.len();
         if batch == 0 {
             return Ok(None);
@@ -442,6 +464,7 @@ impl<B: Backend> Channel<B, Async> {
             self.t.release(slot)?;
         }
         self.pending.clear();
+        self.next_expected = keep.header.seq + 1;
         self.held = Some(keep);
         self.record_staleness(keep.header.stamp);
         Ok(Some(self.lend(keep)))

@@ -263,10 +263,15 @@ impl WaitPolicy {
     /// `OMPI_MCA_orte_bound_at_launch=1` when it bound the processes (spin when the job's
     /// processes on this node, `OMPI_COMM_WORLD_LOCAL_SIZE`, fit the node's online CPUs,
     /// yield when they do not, as with `--bind-to core:overload-allowed`), else
-    /// `OMPI_COMM_WORLD_LOCAL_SIZE` against the CPUs this process may use.
+    /// `OMPI_COMM_WORLD_LOCAL_SIZE` against the CPUs this process may use. Under MPICH's
+    /// launcher, which sets none of Open MPI's variables, its `MPI_LOCALNRANKS` is the count.
     pub fn from_open_mpi_env() -> Result<Self, EnvVarError> {
         let var = |name| std::env::var(name).ok().map(|v| v.trim().to_owned());
-        let local: Option<usize> = var("OMPI_COMM_WORLD_LOCAL_SIZE").and_then(|v| v.parse().ok());
+        // MPICH's launcher (Hydra) says MPI_LOCALNRANKS; it binds nothing unless asked and has
+        // no yield setting, so only the count applies there.
+        let local: Option<usize> = var("OMPI_COMM_WORLD_LOCAL_SIZE")
+            .or_else(|| var("MPI_LOCALNRANKS"))
+            .and_then(|v| v.parse().ok());
         let verdict = match (
             var("OMPI_MCA_mpi_yield_when_idle"),
             var("OMPI_MCA_orte_bound_at_launch"),

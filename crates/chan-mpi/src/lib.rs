@@ -2,7 +2,8 @@
 //!
 //! chan-core's channels, reductions and [`Context`](chan_core::Context) over MPI through
 //! rsmpi (the `mpi` crate), with raw `mpi::ffi` where rsmpi's safe API cannot express a
-//! request that outlives a stack frame. Tested against Open MPI 4.1 under `mpirun`.
+//! request that outlives a stack frame. Tested against Open MPI 4.1 under `mpirun`, and against
+//! MPICH 4.0 under `mpiexec.mpich` (scripts/test-mpich).
 //!
 //! ```no_run
 //! use chan_core::traits::*;

@@ -7,6 +7,10 @@
 //! `AIAC_LAUNCHER_ARGS` adds arguments to every launch, before `-np`: another transport
 //! (`--mca pml ob1 --mca btl self,tcp` runs the MPI checks over TCP, as between nodes), or a
 //! host file on a cluster (`--hostfile hosts --map-by node`). Split on whitespace.
+//!
+//! `AIAC_MPIRUN` replaces `mpirun` with another MPI's launcher (`mpiexec.mpich` for a build
+//! against MPICH, scripts/test-mpich). Open MPI's own flag `--oversubscribe` is then left out:
+//! the job gets `-np N`, the words of `AIAC_LAUNCHER_ARGS` and nothing else.
 
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -86,14 +90,19 @@ pub fn run_all(launcher: &Launcher, args: &[String], mut jobs: Vec<Job>) -> Exit
             before - jobs.len()
         );
     }
+    let (prog, _) = program(launcher);
     if extra.is_empty() {
-        println!("\nrunning {} {} jobs", jobs.len(), launcher.what);
+        println!(
+            "\nrunning {} {} jobs with {prog}",
+            jobs.len(),
+            launcher.what
+        );
     } else {
         println!(
             "\nrunning {} {} jobs with {LAUNCHER_ARGS}: {} {}",
             jobs.len(),
             launcher.what,
-            launcher.program,
+            prog,
             extra.join(" ")
         );
     }
@@ -139,18 +148,32 @@ fn launcher_args() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The variable naming another launcher for `mpirun` jobs (see the module docs).
+pub const MPIRUN: &str = "AIAC_MPIRUN";
+
+/// The program that starts `l`'s jobs, and whether it is Open MPI's own (which takes
+/// `--oversubscribe`).
+fn program(l: &Launcher) -> (String, bool) {
+    match std::env::var(MPIRUN) {
+        Ok(p) if l.program == "mpirun" && !p.trim().is_empty() => (p.trim().to_owned(), false),
+        _ => (l.program.to_owned(), true),
+    }
+}
+
 /// Launch one job; Err with its output when it fails or hangs.
 fn launch(l: &Launcher, extra: &[String], job: &Job) -> Result<Duration, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let (prog, open_mpi) = program(l);
     let t = Instant::now();
     let out = Command::new("timeout")
-        .args(["-k", "5", &job.limit_s.to_string(), l.program])
+        .args(["-k", "5", &job.limit_s.to_string(), &prog])
         .args(extra)
-        .args(["--oversubscribe", "-np", &job.procs.to_string()])
+        .args(open_mpi.then_some("--oversubscribe"))
+        .args(["-np", &job.procs.to_string()])
         .arg(&exe)
         .args(["--child", job.case])
         .output()
-        .map_err(|e| format!("cannot start timeout/{}: {e}", l.program))?;
+        .map_err(|e| format!("cannot start timeout/{prog}: {e}"))?;
     let elapsed = t.elapsed();
     if out.status.success() {
         return Ok(elapsed);
@@ -163,7 +186,7 @@ fn launch(l: &Launcher, extra: &[String], job: &Job) -> Result<Duration, String>
     let over = if extra.is_empty() {
         String::new()
     } else {
-        format!(" ({} {})", l.program, extra.join(" "))
+        format!(" ({prog} {})", extra.join(" "))
     };
     Err(format!(
         "{} with {} {}{over}: {why}\n--- stdout\n{}--- stderr\n{}",

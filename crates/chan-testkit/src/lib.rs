@@ -331,6 +331,23 @@ pub fn racy_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize) -> Check
     let Some((mut next, mut prev)) = ring::<C, Racy>(ctx, cfg)? else {
         return Ok(());
     };
+    // Every element read is a value some send wrote to it (or 0); the count of nonzero ones.
+    let read = |view: &chan_core::AtomicF64Slice| -> Result<u64, String> {
+        let mut n = 0;
+        for j in 0..view.len() {
+            let v = view.load(j);
+            if v == 0.0 {
+                continue;
+            }
+            let seq = decode(v, j);
+            ensure!(
+                seq.is_some_and(|s| s >= 1 && s <= rounds + 1),
+                "racy element {j} holds {v}: no send wrote that"
+            );
+            n += 1;
+        }
+        Ok(n)
+    };
     let mut reads = 0u64;
     for round in 0..rounds {
         for ch in [&mut next, &mut prev] {
@@ -340,20 +357,20 @@ pub fn racy_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize) -> Check
                 Ok(()) | Err(TrySendError::Full(_)) => {}
                 Err(e) => return Err(format!("racy send: {e}")),
             }
-            let view = ch.recv().map_err(|e| e.to_string())?;
-            for j in 0..view.len() {
-                let v = view.load(j);
-                if v == 0.0 {
-                    continue;
-                }
-                let seq = decode(v, j);
-                ensure!(
-                    seq.is_some_and(|s| s >= 1 && s <= rounds + 1),
-                    "racy element {j} holds {v}: no send wrote that"
-                );
-                reads += 1;
-            }
+            reads += read(ch.recv().map_err(|e| e.to_string())?)?;
         }
+    }
+    // A slow transport may not have delivered anything yet: MPICH 4.0 over UCX completes
+    // receives posted into one buffer (the racy protocol) only after milliseconds each. The
+    // sends in flight land in the end; give them 10 s before judging that none ever will.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut spins = 0u32;
+    while reads == 0 && std::time::Instant::now() < deadline {
+        for ch in [&mut next, &mut prev] {
+            reads += read(ch.recv().map_err(|e| e.to_string())?)?;
+            ch.relax(spins);
+        }
+        spins = spins.saturating_add(1);
     }
     let (s1, s2) = (next.stats().clone(), prev.stats().clone());
     close_ring(next, prev)?;

@@ -7,6 +7,8 @@
 //!   run's JSON, one CSV, the summary tables (strong or weak scaling efficiency when the
 //!   process count varies) and the plots.
 //! * `aiac report` prints the tables and draws the plots again from saved JSON.
+//! * `aiac probe` (under `mpirun -np 2`) runs Saif and Parashar's non-blocking test kernel:
+//!   the eager/rendezvous threshold, overlap, and the effect of an intermediate `MPI_Test`.
 //!
 //! Exit code: 0 converged, 2 not converged (within `--max-iters`, or an unconfirmed claim that
 //! the true residual refutes), 1 error (bad input included: one message naming the flag).
@@ -14,6 +16,8 @@
 
 mod output;
 mod plots;
+#[cfg(feature = "mpi")]
+mod probe;
 mod progress;
 mod report;
 mod run;
@@ -54,6 +58,10 @@ enum Cmd {
     Sweep(Box<sweep::SweepArgs>),
     /// Print the tables and draw the plots again from saved JSON reports.
     Report(report::ReportArgs),
+    /// Saif & Parashar's Isend/compute/Wait kernel under `mpirun -np 2`: the eager limit,
+    /// overlap, and what an intermediate MPI_Test or an aiac channel changes.
+    #[cfg(feature = "mpi")]
+    Probe(probe::ProbeArgs),
 }
 
 /// `RUST_LOG`-style logging to stderr, off unless `RUST_LOG` is set.
@@ -98,6 +106,8 @@ fn main() -> ExitCode {
         Cmd::Run(args) => run::run(&args),
         Cmd::Sweep(args) => sweep::sweep(&args),
         Cmd::Report(args) => report::report(&args),
+        #[cfg(feature = "mpi")]
+        Cmd::Probe(args) => probe::probe(&args),
     };
     match result {
         Ok(code) => code,

@@ -49,7 +49,7 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
-fn colour(i: usize) -> RGBColor {
+pub(crate) fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
@@ -57,7 +57,7 @@ fn colour(i: usize) -> RGBColor {
 const MAX_SERIES: usize = 10;
 
 /// The legend in the upper right corner, as every figure draws it.
-fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+pub(crate) fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
 ) -> Result<(), String> {
     chart
@@ -71,22 +71,22 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
 }
 
 /// A line series' legend key: a short stroke of colour `c`, `width` pixels wide.
-fn line_key(c: RGBColor, width: u32) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+pub(crate) fn line_key(c: RGBColor, width: u32) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(width))
 }
 
-fn err<E: std::fmt::Display>(e: E) -> String {
+pub(crate) fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
 /// A figure that can be drawn on any plotters backend.
-trait Figure {
+pub(crate) trait Figure {
     fn size(&self) -> (u32, u32);
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
 }
 
 /// Draw `fig` as `stem.png` and `stem.svg`, each written atomically.
-fn save<F: Figure>(fig: &F, stem: &Path) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn save<F: Figure>(fig: &F, stem: &Path) -> Result<Vec<PathBuf>, String> {
     register_font();
     let (w, h) = fig.size();
     let svg_path = stem.with_extension("svg");
@@ -124,15 +124,15 @@ fn title_font() -> TextStyle<'static> {
     ("sans-serif", 26).into_font().style(FontStyle::Bold).into()
 }
 
-fn caption_font() -> TextStyle<'static> {
+pub(crate) fn caption_font() -> TextStyle<'static> {
     ("sans-serif", 20).into_font().into()
 }
 
-fn desc_font() -> TextStyle<'static> {
+pub(crate) fn desc_font() -> TextStyle<'static> {
     ("sans-serif", 18).into_font().into()
 }
 
-fn label_font() -> TextStyle<'static> {
+pub(crate) fn label_font() -> TextStyle<'static> {
     ("sans-serif", 15).into_font().into()
 }
 
@@ -143,7 +143,7 @@ fn headroom(n: usize) -> f64 {
 }
 
 /// Tick label for numbers spanning orders of magnitude.
-fn tick(v: f64) -> String {
+pub(crate) fn tick(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".into()

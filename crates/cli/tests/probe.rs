@@ -1,0 +1,126 @@
+//! `aiac probe` under real `mpirun -np 2` (Open MPI): the eager/rendezvous threshold it finds
+//! for the shared-memory transport (pml ob1, btl vader) must be within a factor of 2 of the
+//! eager limit the job is configured with, for two limits 16× apart, so a probe that found
+//! the same number whatever the limit would fail one of them; the same for the TCP transport
+//! with its limit set below its default. And bad input fails cleanly.
+
+use serde_json::Value;
+use std::process::Command;
+use std::sync::Mutex;
+
+mod common;
+
+use common::{scratch, text, within, AIAC};
+
+/// One probe job at a time: two would share the cores and each other's timings.
+static ONE_JOB: Mutex<()> = Mutex::new(());
+
+/// `mpirun --mca pml ob1 --mca btl self,BTL --mca btl_BTL_eager_limit LIMIT -np 2 aiac probe
+/// --sizes SIZES --out DIR` (plus `--transport tcp` for tcp), killed after three minutes; the
+/// report's JSON.
+fn probe_on(btl: &str, limit: u64, sizes: &str, name: &str) -> Value {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch(name);
+    let mut cmd = Command::new("mpirun");
+    cmd.args([
+        "--mca",
+        "pml",
+        "ob1",
+        "--mca",
+        "btl",
+        &format!("self,{btl}"),
+    ])
+    .args([
+        "--mca",
+        &format!("btl_{btl}_eager_limit"),
+        &limit.to_string(),
+    ])
+    .args(["-np", "2", AIAC, "probe", "--sizes", sizes]);
+    if btl == "tcp" {
+        cmd.args(["--transport", "tcp"]);
+    }
+    cmd
+        // A short computation keeps the test quick; the protocol verdict does not depend on
+        // it (a rendezvous send can never complete before its receive is posted).
+        .args(["--compute-ms", "3", "--reps", "5"])
+        .arg("--out")
+        .arg(&dir);
+    let out = within(cmd, 180);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let json = std::fs::read_to_string(dir.join("probe.json")).expect("probe.json written");
+    for f in ["probe.csv", "probe.png", "probe.svg"] {
+        assert!(dir.join(f).is_file(), "{f} written");
+    }
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    v
+}
+
+fn check_threshold(btl: &str, limit: u64, sizes: &str, name: &str) {
+    let v = probe_on(btl, limit, sizes, name);
+    assert_eq!(v["path"], format!("pml ob1, btl self,{btl}"), "{v}");
+    // The probe reads the configured limit back from ompi_info (the same environment).
+    assert_eq!(v["configured_eager_limit"]["bytes"], limit, "{v}");
+    let last = v["threshold"]["last_eager"].as_u64();
+    let first = v["threshold"]["first_rendezvous"].as_u64();
+    let (Some(last), Some(first)) = (last, first) else {
+        panic!("no threshold found with btl_{btl}_eager_limit={limit}: {v:#}");
+    };
+    assert!(last < first, "{v}");
+    // The limit counts ob1's and vader's headers, so the largest eager payload is a little
+    // below it; a factor of 2 either way is the bound.
+    assert!(
+        (limit / 2..=limit * 2).contains(&last),
+        "threshold {last} B not within a factor 2 of btl_{btl}_eager_limit={limit}: {v:#}"
+    );
+}
+
+#[test]
+fn threshold_follows_a_4k_eager_limit() {
+    check_threshold("vader", 4096, "512..64K", "eager4k");
+}
+
+#[test]
+fn threshold_follows_a_64k_eager_limit() {
+    check_threshold("vader", 65536, "4K..1M", "eager64k");
+}
+
+/// The TCP BTL's limit, set below its 64 KB default.
+#[test]
+fn threshold_follows_a_16k_tcp_eager_limit() {
+    check_threshold("tcp", 16384, "2K..128K", "tcp16k");
+}
+
+/// One message naming the flag, exit 1, no output directory left half-written.
+#[test]
+fn bad_input_fails_cleanly() {
+    let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    for (args, flag) in [
+        (vec!["--sizes", "4M..1K"], "--sizes"),
+        (vec!["--sizes", "12Q"], "--sizes"),
+        (vec!["--compute-ms", "0"], "--compute-ms"),
+        (vec!["--reps", "0"], "--reps"),
+        (vec!["--transport", "tcp"], "--transport tcp"),
+    ] {
+        let mut cmd = Command::new("mpirun");
+        cmd.args(["-np", "2", AIAC, "probe"]).args(&args);
+        let out = within(cmd, 60);
+        let err = text(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert_eq!(err.matches("aiac: error:").count(), 1, "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+    // Three ranks: the probe is a two-rank kernel.
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["-np", "3", AIAC, "probe", "--sizes", "1K"]);
+    let out = within(cmd, 60);
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("exactly 2 ranks"), "{err}");
+}
