@@ -50,6 +50,7 @@ mod kernel;
 mod krylov;
 mod linalg;
 mod memory;
+mod multisplit;
 mod problem;
 mod progress;
 mod record;
@@ -62,8 +63,8 @@ mod solver;
 mod tests;
 
 pub use config::{
-    Config, ConfigError, Decomp, Exchange, Pc, RacyRead, ReductionKind, SizeSpec, SlowRank, Solver,
-    Variant, MAX_SLOWDOWN, MIN_TOL,
+    Config, ConfigError, Decomp, Exchange, Inner, InnerSpec, Pc, RacyRead, ReductionKind, SizeSpec,
+    SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_SLOWDOWN, MIN_TOL,
 };
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use memory::{human_bytes, MemoryNeed};

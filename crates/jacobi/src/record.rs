@@ -128,6 +128,10 @@ pub struct RankRecord {
     /// What a Krylov solver adds (`None` for Jacobi).
     #[serde(default)]
     pub krylov: Option<KrylovRecord>,
+    /// What multisplitting adds (`None` for the other solvers); its outer iterations are
+    /// [`RankRecord::iterations`].
+    #[serde(default)]
+    pub multisplit: Option<MultisplitRecord>,
     /// The steps of the first overlapped halo exchange, in the order they happened (sync
     /// `--exchange overlap`): this rank's own diagnostic, not gathered.
     #[serde(skip)]
@@ -159,6 +163,19 @@ impl KrylovRecord {
         (self.reduce_flight_s > 0.0)
             .then(|| (1.0 - self.reduce_wait_s / self.reduce_flight_s).clamp(0.0, 1.0))
     }
+}
+
+/// What one rank of a multisplit solve did beyond the common record: its inner iterations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MultisplitRecord {
+    /// Inner iterations (CG iterations or Jacobi sweeps of the block) over the whole run.
+    pub inner_iterations: u64,
+    /// Inner iterations per outer iteration, on average (0 without outer iterations).
+    pub inner_per_outer: f64,
+    /// The fewest inner iterations of one outer iteration (0 without outer iterations).
+    pub inner_fewest: u64,
+    /// The most inner iterations of one outer iteration.
+    pub inner_most: u64,
 }
 
 /// A step of an overlapped halo exchange.
