@@ -241,7 +241,7 @@ fn files_of_a_run_match_their_documentation() {
 
     // JSON: parses, says its schema, and has exactly the documented fields.
     let j: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(j["schema"], "aiac.run/2");
+    assert_eq!(j["schema"], "aiac.run/3");
     assert_eq!(keys(&j), documented("The report"), "top-level fields");
     assert_eq!(keys(&j["config"]), documented("`config`"), "config fields");
     let ranks = j["ranks"].as_array().unwrap();

@@ -71,8 +71,9 @@ pub use memory::{human_bytes, MemoryNeed};
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{
-    gather_records, Certification, KrylovRecord, MessageTotals, RankRecord, Report,
-    ReportResiduals, Residuals, RunConfig, Spread, StopReason, REPORT_SCHEMA, REPORT_SCHEMA_V1,
+    gather_records, Certification, KrylovRecord, MessageTotals, MultisplitRecord, RankRecord,
+    Report, ReportResiduals, Residuals, RunConfig, Spread, StopReason, REPORT_SCHEMA,
+    REPORT_SCHEMA_V1, REPORT_SCHEMA_V2,
 };
 pub use shared::{solve_shared, solve_shared_with};
 pub use solver::{solve, solve_with};
