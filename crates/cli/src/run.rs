@@ -918,6 +918,8 @@ pub(crate) fn rank_csv(run: &Report) -> Csv {
         "reduce_flight_s",
         "reduce_wait_s",
         "replacements",
+        "inner_iterations",
+        "inner_per_outer",
     ]);
     let variant = run.config.variant();
     for r in &run.ranks {
@@ -958,6 +960,10 @@ pub(crate) fn rank_csv(run: &Report) -> Csv {
             r.krylov
                 .as_ref()
                 .map_or(String::new(), |k| k.replacements.to_string()),
+            r.multisplit
+                .as_ref()
+                .map_or(String::new(), |m| m.inner_iterations.to_string()),
+            crate::output::opt(r.multisplit.as_ref().map(|m| m.inner_per_outer)),
         ]);
     }
     csv
