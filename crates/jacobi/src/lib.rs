@@ -14,7 +14,9 @@
 //! Beside Jacobi, the same entry points run the Krylov solvers ([`Config::solver`]): CG, CG
 //! with the halo exchange overlapped, and pipelined CG with one non-blocking reduction per
 //! iteration (Hoefler et al.; Ghysels and Vanroose), with an optional Jacobi preconditioner
-//! ([`Config::pc`]), over the same channels.
+//! ([`Config::pc`]), over the same channels; and multisplitting (Bethune et al. §6.4:
+//! [`Solver::Multisplit`]), where each rank solves its block with an inner solver
+//! ([`Config::inner`]) in the sync, async and racy loops of Jacobi, certified the same way.
 //!
 //! The API is small: a [`Config`] (with its [`Problem`] and [`StopCriterion`]), one
 //! distributed entry point, [`solve`] (generic over chan-core's [`chan_core::Context`], so the
