@@ -610,6 +610,7 @@ impl Run<'_> {
                     spins = spins.saturating_add(1);
                 } else {
                     idled = false;
+                    resolve = false;
                     spins = 0;
                     fresh.fill(false);
                     first_new = None;
