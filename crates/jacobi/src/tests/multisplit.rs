@@ -9,6 +9,7 @@
 use super::common::*;
 use crate::config::{Inner, Solver};
 use crate::{Config, Dims, RankRecord, StopReason, Variant};
+use std::sync::Mutex;
 
 /// 16³ points per rank: 32³ over 2×2×2, 32×16×16 over 2×1×1 and so on.
 fn global(n: usize) -> Dims {
@@ -42,6 +43,19 @@ fn assert_converged(recs: &[RankRecord], what: &str, tol: f64) -> u64 {
         );
     }
     recs.iter().map(|r| r.iterations).max().unwrap()
+}
+
+/// Jacobi on the same problem, checked every iteration: the exact count it needs (the serial
+/// oracle, which the sync variant matches bit for bit: sync_agreement.rs). Computed once per
+/// grid for the three tests.
+fn jacobi_iterations(c: &Config, n: usize) -> u64 {
+    static DONE: Mutex<Vec<(usize, u64)>> = Mutex::new(Vec::new());
+    if let Some(&(_, it)) = DONE.lock().unwrap().iter().find(|d| d.0 == n) {
+        return it;
+    }
+    let it = crate::serial::solve(&c.problem, global(n), c.criterion, 1, c.max_iters).iterations;
+    DONE.lock().unwrap().push((n, it));
+    it
 }
 
 fn check(n: usize, variant: Variant, inner: Inner) {
