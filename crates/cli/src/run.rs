@@ -309,7 +309,7 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     inner: Option<InnerArg>,
     /// Multisplit: an inner solve stops when it has reduced its block's residual by this
-    /// factor, above 0 and below 1 (default 1e-2).
+    /// factor, above 0 and below 1 (default 0.1).
     #[arg(long, allow_hyphen_values = true)]
     inner_tol: Option<f64>,
     /// Multisplit: inner iterations per outer iteration at most, at least 1 (default 50).

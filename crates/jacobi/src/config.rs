@@ -112,8 +112,10 @@ impl Inner {
 }
 
 /// The default `--inner-tol`: an inner solve stops once it has reduced its block's residual
-/// (the halo held fixed) by this factor.
-pub const DEFAULT_INNER_TOL: f64 = 1e-2;
+/// (the halo held fixed) by this factor. Solving the block more exactly buys few outer
+/// iterations: on 16³ blocks at 8 ranks, sync needs 92, 93 and 97 outer iterations at inner
+/// tolerances 0.01, 0.1 and 0.3, for 24.8, 12.0 and 6.8 inner CG iterations each.
+pub const DEFAULT_INNER_TOL: f64 = 0.1;
 
 /// The default `--inner-max`: inner iterations per outer iteration at most.
 pub const DEFAULT_INNER_MAX: u64 = 50;
