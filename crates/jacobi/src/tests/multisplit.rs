@@ -61,10 +61,7 @@ fn jacobi_iterations(c: &Config, n: usize) -> u64 {
 fn check(n: usize, variant: Variant, inner: Inner) {
     let c = multisplit(n, variant, inner);
     let tol = c.criterion.tol();
-    // Jacobi on the same problem, checked every iteration: the exact count it needs (the
-    // serial oracle, which the sync variant matches bit for bit: sync_agreement.rs).
-    let jacobi_iters =
-        crate::serial::solve(&c.problem, global(n), c.criterion, 1, c.max_iters).iterations;
+    let jacobi_iters = jacobi_iterations(&c, n);
     let (recs, u, plan) = run_threads(&c, n);
     let what = format!("multisplit {variant} inner {} on {n} ranks", inner.name());
     let outer = assert_converged(&recs, &what, tol);
