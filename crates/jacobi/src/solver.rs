@@ -585,8 +585,14 @@ impl Run<'_> {
                 // data it waits for the others at most as long as its last solve took, then
                 // solves with whatever has arrived: a slow neighbour holds it back by one
                 // solve at most.
-                let idle =
-                    self.inner.is_some() && self.it > 0 && !resolve && !fresh.is_empty() && {
+                // (Only after a solve that sent its faces: with --halo-every N it solves on
+                // until one does.)
+                let idle = self.inner.is_some()
+                    && self.it > 0
+                    && self.it % self.cfg.halo_every == 0
+                    && !resolve
+                    && !fresh.is_empty()
+                    && {
                         let any = fresh.iter().any(|&f| f);
                         if any && first_new.is_none() {
                             first_new = Some(Instant::now());
