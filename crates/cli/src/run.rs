@@ -11,7 +11,7 @@ use chan_core::Context;
 use chan_threads::World;
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Decomp, Dims, Exchange, Pc, Plan, Problem, ProcGrid, RacyRead,
+    Config, ConfigError, Decomp, Dims, Exchange, Inner, Pc, Plan, Problem, ProcGrid, RacyRead,
     ReductionKind, Report, RunConfig, SizeSpec, SlowRank, Solver, StopCriterion, Variant,
     MAX_SLOWDOWN,
 };
@@ -152,6 +152,17 @@ pub enum SolverArg {
     /// behind the matrix-vector product.
     #[value(name = "pipecg")]
     PipeCg,
+    /// Multisplitting: each rank solves its block (--inner cg or jacobi) with the newest halo
+    /// as Dirichlet data, in the sync, async or racy form.
+    Multisplit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, ValueEnum)]
+pub enum InnerArg {
+    /// Conjugate gradients on the block alone (local dot products, no global reduction).
+    Cg,
+    /// Jacobi sweeps of the block.
+    Jacobi,
 }
 
 impl SolverArg {
@@ -161,6 +172,7 @@ impl SolverArg {
             SolverArg::Cg => Solver::Cg,
             SolverArg::CgOverlap => Solver::CgOverlap,
             SolverArg::PipeCg => Solver::PipeCg,
+            SolverArg::Multisplit => Solver::Multisplit,
         }
     }
 }
@@ -293,6 +305,16 @@ pub struct RunArgs {
     /// The Krylov solvers' preconditioner.
     #[arg(long, value_enum, default_value_t = PcArg::None)]
     pc: PcArg,
+    /// Multisplit: the inner solver of each rank's block (default cg).
+    #[arg(long, value_enum)]
+    inner: Option<InnerArg>,
+    /// Multisplit: an inner solve stops when it has reduced its block's residual by this
+    /// factor, above 0 and below 1 (default 0.1).
+    #[arg(long, allow_hyphen_values = true)]
+    inner_tol: Option<f64>,
+    /// Multisplit: inner iterations per outer iteration at most, at least 1 (default 50).
+    #[arg(long)]
+    inner_max: Option<u64>,
     /// sync: halo swap and reduction in lock-step; async: newest whole message; racy: atomic
     /// view of a buffer written at any time.
     #[arg(long, value_enum, default_value_t = VariantArg::Sync)]
@@ -369,7 +391,7 @@ pub struct RunArgs {
     /// How many times slower: from 1 to 1000 (default 2).
     #[arg(long, requires = "slow_rank", allow_hyphen_values = true, value_parser = parse_slowdown)]
     slowdown: Option<f64>,
-    /// Write the whole report as JSON to FILE (schema aiac.run/2, docs/json-schema.md).
+    /// Write the whole report as JSON to FILE (schema aiac.run/3, docs/json-schema.md).
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     json: Option<PathBuf>,
     /// Write one CSV row per rank to FILE (iterations, times, messages, residuals).
@@ -401,13 +423,19 @@ impl RunArgs {
         let solver = self.solver.solver();
         let criterion = if solver.is_krylov() {
             StopCriterion::RelativeResidual { tol: 1e-8 }
+        } else if solver == Solver::Multisplit {
+            // The relative residual on both problems: the update norm of an inner solve is
+            // not the Jacobi update the Poisson criterion measures.
+            StopCriterion::RelativeResidual { tol: 1e-4 }
         } else {
             problem.default_criterion()
         };
-        let check_every = match (self.check_every, solver.is_krylov()) {
+        let check_every = match (self.check_every, solver) {
             (Some(k), _) => k,
-            (None, true) => 100,
-            (None, false) => problem.default_check_every(),
+            (None, Solver::Cg | Solver::CgOverlap | Solver::PipeCg) => 100,
+            // An outer iteration is a whole inner solve: check each one.
+            (None, Solver::Multisplit) => 1,
+            (None, Solver::Jacobi) => problem.default_check_every(),
         };
         Config {
             problem,
@@ -451,6 +479,12 @@ impl RunArgs {
                 rank,
                 factor: self.slowdown.unwrap_or(2.0),
             }),
+            inner: self.inner.map(|i| match i {
+                InnerArg::Cg => Inner::Cg,
+                InnerArg::Jacobi => Inner::Jacobi,
+            }),
+            inner_tol: self.inner_tol,
+            inner_max: self.inner_max,
         }
     }
 }
@@ -884,6 +918,8 @@ pub(crate) fn rank_csv(run: &Report) -> Csv {
         "reduce_flight_s",
         "reduce_wait_s",
         "replacements",
+        "inner_iterations",
+        "inner_per_outer",
     ]);
     let variant = run.config.variant();
     for r in &run.ranks {
@@ -924,6 +960,10 @@ pub(crate) fn rank_csv(run: &Report) -> Csv {
             r.krylov
                 .as_ref()
                 .map_or(String::new(), |k| k.replacements.to_string()),
+            r.multisplit
+                .as_ref()
+                .map_or(String::new(), |m| m.inner_iterations.to_string()),
+            crate::output::opt(r.multisplit.as_ref().map(|m| m.inner_per_outer)),
         ]);
     }
     csv

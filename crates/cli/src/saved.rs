@@ -1,8 +1,8 @@
 //! Saved runs, read back from JSON: a run's report (`aiac run --json`, a [`jacobi::Report`],
-//! schema `aiac.run/2`, see docs/json-schema.md) or the record `aiac sweep` leaves for a run
+//! schema `aiac.run/3`, see docs/json-schema.md) or the record `aiac sweep` leaves for a run
 //! that failed (`aiac.failed-run/1`). The tables, CSV files and plots are all made from these
 //! typed values, so `aiac report` redraws exactly what `aiac run` and `aiac sweep` drew.
-//! Reports of the earlier schema `aiac.run/1` (Jacobi only) are read too: their missing
+//! Reports of the earlier schemas `aiac.run/2` (before multisplitting) and `aiac.run/1` (Jacobi only) are read too: their missing
 //! fields take the values every run had then (solver jacobi, no preconditioner).
 
 use chan_core::{ChannelStats, Histogram, ModeKind};
@@ -18,13 +18,16 @@ pub const FAILED_SCHEMA: &str = "aiac.failed-run/1";
 /// `problem`: the rule `aiac sweep` skips flags by, and the summary and plots blank columns
 /// by.
 pub fn applies(flag: &str, solver: &str, variant: &str, backend: &str, problem: &str) -> bool {
-    let jacobi = solver == "jacobi";
+    let multisplit = solver == "multisplit";
+    // Jacobi and multisplitting share the sync, async and racy loops.
+    let jacobi = solver == "jacobi" || multisplit;
     match flag {
         // The Krylov solvers are synchronous, swap every iteration, have no R.
         "--variant" | "--halo-every" => jacobi,
         "--pc" => !jacobi,
+        "--inner" | "--inner-tol" | "--inner-max" => multisplit,
         // Sync over channels swaps halos; shared memory reads them in place.
-        "--exchange" => jacobi && variant == "sync" && backend != "shared",
+        "--exchange" => solver == "jacobi" && variant == "sync" && backend != "shared",
         // Sync checks every K; async and racy over channels pace their reductions by K;
         // Krylov solvers check their true residual every K.
         "--check-every" => !jacobi || variant == "sync" || backend != "shared",
@@ -159,7 +162,13 @@ pub fn parse(bytes: &[u8]) -> Result<Outcome, String> {
             c.insert("reduction".into(), kind.into());
         }
     }
-    if schema == jacobi::REPORT_SCHEMA || schema == jacobi::REPORT_SCHEMA_V1 {
+    if [
+        jacobi::REPORT_SCHEMA,
+        jacobi::REPORT_SCHEMA_V2,
+        jacobi::REPORT_SCHEMA_V1,
+    ]
+    .contains(&schema)
+    {
         let r: Report =
             serde_json::from_value(v).map_err(|e| format!("not a valid {schema} report: {e}"))?;
         if r.ranks.is_empty() {
@@ -174,14 +183,16 @@ pub fn parse(bytes: &[u8]) -> Result<Outcome, String> {
             .map_err(|e| format!("not a valid {FAILED_SCHEMA} record: {e}"))
     } else if schema.is_empty() {
         Err(format!(
-            "no \"schema\" field: not an aiac report ({}, {} or {FAILED_SCHEMA})",
+            "no \"schema\" field: not an aiac report ({}, {}, {} or {FAILED_SCHEMA})",
             jacobi::REPORT_SCHEMA,
+            jacobi::REPORT_SCHEMA_V2,
             jacobi::REPORT_SCHEMA_V1
         ))
     } else {
         Err(format!(
-            "schema \"{schema}\" is not one this aiac reads ({}, {} or {FAILED_SCHEMA})",
+            "schema \"{schema}\" is not one this aiac reads ({}, {}, {} or {FAILED_SCHEMA})",
             jacobi::REPORT_SCHEMA,
+            jacobi::REPORT_SCHEMA_V2,
             jacobi::REPORT_SCHEMA_V1
         ))
     }

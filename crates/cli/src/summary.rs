@@ -88,6 +88,16 @@ pub const COLUMNS: &[Column] = &[
         always: false,
     },
     Column {
+        header: "inner",
+        name: "inner",
+        value: |c| {
+            c.config.inner_spec().map_or("-".into(), |i| {
+                format!("{} {}/{}", i.solver.name(), num(Some(i.tol)), i.max)
+            })
+        },
+        always: false,
+    },
+    Column {
         header: "pc",
         name: "pc",
         value: |c| {
@@ -354,6 +364,9 @@ pub fn summary(outcomes: &[Outcome]) -> String {
     let any_hidden = outcomes
         .iter()
         .any(|o| o.run().is_some_and(|r| r.reductions_hidden().is_some()));
+    let any_inner = outcomes
+        .iter()
+        .any(|o| o.run().is_some_and(|r| r.inner_per_outer.is_some()));
     let mut s = format!(
         "aiac summary: {} configuration(s), {total} run(s), {ok} with a report, {} failed; \
          medians over up to {repeats} repeat(s)\n",
@@ -373,6 +386,9 @@ pub fn summary(outcomes: &[Outcome]) -> String {
     }
     if any_hidden {
         header.push("red. hidden".into());
+    }
+    if any_inner {
+        header.push("inner/outer".into());
     }
     header.push("result".into());
     let mut rows = vec![header];
@@ -404,6 +420,16 @@ pub fn summary(outcomes: &[Outcome]) -> String {
                 median(g.ok().filter_map(Report::reductions_hidden).collect())
                     .map_or("-".into(), |v| format!("{:.0}%", 100.0 * v)),
             );
+        }
+        if any_inner {
+            row.push(fmt_f(
+                median(
+                    g.ok()
+                        .filter_map(|r| r.inner_per_outer.map(|s| s.mean))
+                        .collect(),
+                ),
+                1,
+            ));
         }
         row.push(if n_ok == 0 {
             "FAILED".into()
@@ -546,6 +572,9 @@ pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
         "solver",
         "pc",
         "reductions_hidden",
+        "inner",
+        "inner_iterations_mean",
+        "inner_per_outer_mean",
     ]);
     use crate::output::opt;
     for (name, o) in names.iter().zip(runs) {
@@ -604,6 +633,11 @@ pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
             c.config.solver.name().to_string(),
             col("pc"),
             opt(o.run().and_then(Report::reductions_hidden)),
+            c.config
+                .inner_spec()
+                .map_or("-".to_string(), |i| i.solver.name().to_string()),
+            opt(o.run().and_then(|r| r.inner_iterations).map(|s| s.mean)),
+            opt(o.run().and_then(|r| r.inner_per_outer).map(|s| s.mean)),
         ]);
         csv.row(row);
     }

@@ -12,14 +12,15 @@
 //! `--reduction` to async and racy over MPI, `--max-in-flight` (R) to async over channels and
 //! to racy over MPI only (a racy send over threads or SHMEM has completed when it returns, so R
 //! never binds it), `--offset` to the Laplace problem; `--variant`, `--halo-every`,
-//! `--exchange` and R to the Jacobi solver, `--pc` to the Krylov solvers (`--solver
-//! jacobi,cg,pipecg` compares them).
+//! `--exchange` and R to the Jacobi solver (`--variant`, `--halo-every` and R to multisplit
+//! too), `--pc` to the Krylov solvers, `--inner`, `--inner-tol` and `--inner-max` to
+//! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them).
 
 use crate::output::{check_dir, write_atomically};
 use crate::progress::SweepProgress;
 use crate::run::{
-    parse_dims, parse_grid, parse_slowdown, BackendArg, DecompArg, ExchangeArg, PcArg, ProblemArg,
-    ReductionArg, RunError, SolverArg, VariantArg,
+    parse_dims, parse_grid, parse_slowdown, BackendArg, DecompArg, ExchangeArg, InnerArg, PcArg,
+    ProblemArg, ReductionArg, RunError, SolverArg, VariantArg,
 };
 use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
@@ -66,12 +67,21 @@ pub struct SweepArgs {
     /// Backends; mpi runs are started with `mpirun -np P`, shmem runs with `oshrun -np P`.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "threads")]
     backend: Vec<BackendArg>,
-    /// Solvers (jacobi, cg, cg-overlap, pipecg).
+    /// Solvers (jacobi, cg, cg-overlap, pipecg, multisplit).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "jacobi")]
     solver: Vec<SolverArg>,
     /// Preconditioners of the Krylov solvers (none, jacobi).
     #[arg(long, value_enum, value_delimiter = ',')]
     pc: Vec<PcArg>,
+    /// Multisplit's inner solvers (cg, jacobi).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    inner: Vec<InnerArg>,
+    /// Multisplit's inner tolerances.
+    #[arg(long, value_delimiter = ',')]
+    inner_tol: Vec<f64>,
+    /// Multisplit's inner iteration limits.
+    #[arg(long, value_delimiter = ',')]
+    inner_max: Vec<u64>,
     /// Variants.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "sync")]
     variant: Vec<VariantArg>,
@@ -209,6 +219,21 @@ impl SweepArgs {
                 flag: "--pc",
                 short: "pc",
                 values: self.pc.iter().map(name_of).collect(),
+            },
+            Axis {
+                flag: "--inner",
+                short: "inner",
+                values: self.inner.iter().map(name_of).collect(),
+            },
+            Axis {
+                flag: "--inner-tol",
+                short: "itol",
+                values: s(&self.inner_tol),
+            },
+            Axis {
+                flag: "--inner-max",
+                short: "imax",
+                values: self.inner_max.iter().map(u64::to_string).collect(),
             },
             Axis {
                 flag: "--variant",

@@ -487,3 +487,39 @@ fn a_signalled_sweep_stops_its_run_and_waits_for_it() {
         assert!(text(&out.stderr).contains("stopped by signal"));
     }
 }
+
+#[test]
+fn multisplit_flags_outside_their_solver_or_range_are_refused() {
+    let ms = |extra: &[&'static str]| {
+        let mut a = vec!["run", "--solver", "multisplit", "--local", "4"];
+        a.extend_from_slice(extra);
+        a
+    };
+    refused(
+        &["run", "--inner", "cg"],
+        &["--inner", "--solver multisplit", "--solver jacobi"],
+    );
+    refused(
+        &["run", "--solver", "cg", "--inner-tol", "0.1"],
+        &["--inner-tol", "--solver multisplit", "--solver cg"],
+    );
+    refused(
+        &["run", "--variant", "async", "--inner-max", "5"],
+        &["--inner-max", "--solver multisplit"],
+    );
+    for t in ["0", "-1", "1", "2", "nan"] {
+        refused(
+            &ms(&["--inner-tol", t]),
+            &["--inner-tol", "above 0 and below 1"],
+        );
+    }
+    refused(&ms(&["--inner-max", "0"]), &["--inner-max", "at least 1"]);
+    refused(
+        &ms(&["--backend", "shared", "-t", "2"]),
+        &["--solver multisplit", "--backend shared"],
+    );
+    refused(
+        &ms(&["--exchange", "overlap"]),
+        &["--exchange", "--solver multisplit"],
+    );
+}

@@ -309,7 +309,7 @@ fn a_krylov_report_and_an_old_report() {
     assert!(stdout.contains("pipecg (pc jacobi)"), "{stdout}");
     assert!(stdout.contains("hidden behind computation"), "{stdout}");
     let j = read_json(&json);
-    assert_eq!(j["schema"], "aiac.run/2");
+    assert_eq!(j["schema"], "aiac.run/3");
     assert_eq!(j["config"]["solver"], "pipecg");
     assert_eq!(j["config"]["pc"], "jacobi");
     assert_eq!(j["config"]["criterion"]["tol"], 1e-8);
@@ -326,6 +326,79 @@ fn a_krylov_report_and_an_old_report() {
     old["config"].as_object_mut().unwrap().remove("pc");
     for r in old["ranks"].as_array_mut().unwrap() {
         r.as_object_mut().unwrap().remove("krylov");
+    }
+    let old_path = dir.join("old.json");
+    std::fs::write(&old_path, serde_json::to_vec(&old).unwrap()).unwrap();
+    let o = aiac(&["report", old_path.to_str().unwrap(), json.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("2 run(s)"), "{stdout}");
+}
+
+/// A multisplit run writes schema aiac.run/3 with its outer and inner iterations, prints
+/// them, and `aiac report` still reads the same report as aiac.run/2 wrote it (no inner
+/// fields).
+#[test]
+fn a_multisplit_report_and_a_schema_2_report() {
+    let dir = scratch("multisplit");
+    let json = dir.join("m.json");
+    let o = aiac(&[
+        "run",
+        "--solver",
+        "multisplit",
+        "--inner",
+        "jacobi",
+        "--inner-max",
+        "7",
+        "-t",
+        "2",
+        "--local",
+        "8",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("outer iterations"), "{stdout}");
+    assert!(stdout.contains("per outer iteration"), "{stdout}");
+    let j = read_json(&json);
+    assert_eq!(j["schema"], "aiac.run/3");
+    assert_eq!(j["config"]["solver"], "multisplit");
+    assert_eq!(j["config"]["inner"], "jacobi");
+    assert_eq!(j["config"]["inner_max"], 7);
+    assert!(j["residual"]["true"].as_f64().unwrap() < 1e-4);
+    for r in j["ranks"].as_array().unwrap() {
+        let m = &r["multisplit"];
+        let (outer, inner) = (
+            r["iterations"].as_u64().unwrap(),
+            m["inner_iterations"].as_u64().unwrap(),
+        );
+        // At most 7 sweeps per outer iteration, at least one.
+        assert!(outer <= inner && inner <= 7 * outer, "{m}");
+        assert!(m["inner_most"].as_u64().unwrap() <= 7);
+    }
+    assert!(j["inner_per_outer"]["mean"].as_f64().unwrap() <= 7.0);
+    let mut old = j.clone();
+    old["schema"] = "aiac.run/2".into();
+    for k in ["inner", "inner_tol", "inner_max"] {
+        old["config"].as_object_mut().unwrap().remove(k);
+    }
+    old["config"]["solver"] = "jacobi".into();
+    for k in ["inner_iterations", "inner_per_outer"] {
+        old.as_object_mut().unwrap().remove(k);
+    }
+    for r in old["ranks"].as_array_mut().unwrap() {
+        r.as_object_mut().unwrap().remove("multisplit");
     }
     let old_path = dir.join("old.json");
     std::fs::write(&old_path, serde_json::to_vec(&old).unwrap()).unwrap();

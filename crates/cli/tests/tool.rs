@@ -241,7 +241,7 @@ fn files_of_a_run_match_their_documentation() {
 
     // JSON: parses, says its schema, and has exactly the documented fields.
     let j: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(j["schema"], "aiac.run/2");
+    assert_eq!(j["schema"], "aiac.run/3");
     assert_eq!(keys(&j), documented("The report"), "top-level fields");
     assert_eq!(keys(&j["config"]), documented("`config`"), "config fields");
     let ranks = j["ranks"].as_array().unwrap();
@@ -270,7 +270,7 @@ fn files_of_a_run_match_their_documentation() {
         "rank,backend,variant,ranks,coord_x,coord_y,coord_z,local_x,local_y,local_z,\
          iterations,time_s,compute_s,comm_s,stop,converged,residual_reported,residual_true,\
          reductions,certifications,sent,skipped,received,superseded,batch_mean,error_max,\
-         solver,reduce_flight_s,reduce_wait_s,replacements"
+         solver,reduce_flight_s,reduce_wait_s,replacements,inner_iterations,inner_per_outer"
     );
     assert_eq!(rows.len(), 4, "a header and one row per rank: {c}");
     for (k, row) in rows[1..].iter().enumerate() {

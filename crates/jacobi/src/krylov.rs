@@ -105,7 +105,9 @@ pub(crate) fn solve_rank<C: Context>(
             k.start = Instant::now();
             k.cg(ctx, &mut chans, cfg.solver == Solver::CgOverlap)?
         }
-        Solver::Jacobi => unreachable!("the Jacobi solver is solver.rs's"),
+        Solver::Jacobi | Solver::Multisplit => {
+            unreachable!("the Jacobi and multisplit solvers are solver.rs's")
+        }
     };
     let time = k.start.elapsed();
     let channels = close_all(chans)?;
@@ -137,6 +139,7 @@ pub(crate) fn solve_rank<C: Context>(
         exchange_trace: Vec::new(),
         messages,
         channels,
+        multisplit: None,
         krylov: Some(KrylovRecord {
             reduce_flight_s: k.flight.as_secs_f64(),
             reduce_wait_s: k.waiting.as_secs_f64(),

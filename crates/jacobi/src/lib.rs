@@ -14,7 +14,9 @@
 //! Beside Jacobi, the same entry points run the Krylov solvers ([`Config::solver`]): CG, CG
 //! with the halo exchange overlapped, and pipelined CG with one non-blocking reduction per
 //! iteration (Hoefler et al.; Ghysels and Vanroose), with an optional Jacobi preconditioner
-//! ([`Config::pc`]), over the same channels.
+//! ([`Config::pc`]), over the same channels; and multisplitting (Bethune et al. §6.4:
+//! [`Solver::Multisplit`]), where each rank solves its block with an inner solver
+//! ([`Config::inner`]) in the sync, async and racy loops of Jacobi, certified the same way.
 //!
 //! The API is small: a [`Config`] (with its [`Problem`] and [`StopCriterion`]), one
 //! distributed entry point, [`solve`] (generic over chan-core's [`chan_core::Context`], so the
@@ -50,6 +52,7 @@ mod kernel;
 mod krylov;
 mod linalg;
 mod memory;
+mod multisplit;
 mod problem;
 mod progress;
 mod record;
@@ -62,16 +65,17 @@ mod solver;
 mod tests;
 
 pub use config::{
-    Config, ConfigError, Decomp, Exchange, Pc, RacyRead, ReductionKind, SizeSpec, SlowRank, Solver,
-    Variant, MAX_SLOWDOWN, MIN_TOL,
+    Config, ConfigError, Decomp, Exchange, Inner, InnerSpec, Pc, RacyRead, ReductionKind, SizeSpec,
+    SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_SLOWDOWN, MIN_TOL,
 };
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use memory::{human_bytes, MemoryNeed};
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{
-    gather_records, Certification, KrylovRecord, MessageTotals, RankRecord, Report,
-    ReportResiduals, Residuals, RunConfig, Spread, StopReason, REPORT_SCHEMA, REPORT_SCHEMA_V1,
+    gather_records, Certification, KrylovRecord, MessageTotals, MultisplitRecord, RankRecord,
+    Report, ReportResiduals, Residuals, RunConfig, Spread, StopReason, REPORT_SCHEMA,
+    REPORT_SCHEMA_V1, REPORT_SCHEMA_V2,
 };
 pub use shared::{solve_shared, solve_shared_with};
 pub use solver::{solve, solve_with};

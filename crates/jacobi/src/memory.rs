@@ -103,6 +103,11 @@ impl Config {
             Solver::Jacobi => 0,
             Solver::Cg | Solver::CgOverlap => 6,
             Solver::PipeCg => 10,
+            // Inner CG's r, p and A p; inner Jacobi sweeps the iterate's own two arrays.
+            Solver::Multisplit => match self.inner.unwrap_or_default() {
+                crate::config::Inner::Cg => 3,
+                crate::config::Inner::Jacobi => 0,
+            },
         };
         let grids = 2 + u64::from(self.problem.source([0.5; 3], 1.0).is_some()) + krylov;
         let fields = cells(plan.local).saturating_mul(F64 * grids);

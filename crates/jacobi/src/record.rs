@@ -128,6 +128,10 @@ pub struct RankRecord {
     /// What a Krylov solver adds (`None` for Jacobi).
     #[serde(default)]
     pub krylov: Option<KrylovRecord>,
+    /// What multisplitting adds (`None` for the other solvers); its outer iterations are
+    /// [`RankRecord::iterations`].
+    #[serde(default)]
+    pub multisplit: Option<MultisplitRecord>,
     /// The steps of the first overlapped halo exchange, in the order they happened (sync
     /// `--exchange overlap`): this rank's own diagnostic, not gathered.
     #[serde(skip)]
@@ -159,6 +163,19 @@ impl KrylovRecord {
         (self.reduce_flight_s > 0.0)
             .then(|| (1.0 - self.reduce_wait_s / self.reduce_flight_s).clamp(0.0, 1.0))
     }
+}
+
+/// What one rank of a multisplit solve did beyond the common record: its inner iterations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MultisplitRecord {
+    /// Inner iterations (CG iterations or Jacobi sweeps of the block) over the whole run.
+    pub inner_iterations: u64,
+    /// Inner iterations per outer iteration, on average (0 without outer iterations).
+    pub inner_per_outer: f64,
+    /// The fewest inner iterations of one outer iteration (0 without outer iterations).
+    pub inner_fewest: u64,
+    /// The most inner iterations of one outer iteration.
+    pub inner_most: u64,
 }
 
 /// A step of an overlapped halo exchange.
@@ -259,8 +276,14 @@ impl RunConfig {
 }
 
 /// The `schema` of [`Report`]'s JSON document (`aiac run --json`): bumped whenever a field
-/// changes meaning or goes away (adding fields keeps it).
-pub const REPORT_SCHEMA: &str = "aiac.run/2";
+/// changes meaning or goes away (adding fields keeps it). `aiac.run/3` added multisplitting:
+/// `iterations` are its outer iterations, `inner_iterations`, `inner_per_outer`,
+/// `ranks[].multisplit`, `config.inner`, `config.inner_tol`, `config.inner_max`.
+pub const REPORT_SCHEMA: &str = "aiac.run/3";
+
+/// The schema before multisplitting, which `aiac report` still reads (its runs are Jacobi
+/// or Krylov runs, so the new fields are absent).
+pub const REPORT_SCHEMA_V2: &str = "aiac.run/2";
 
 /// The earlier schema `aiac report` still reads: `aiac.run/1`, written before the Krylov
 /// solvers (no `config.solver`, `config.pc`, `ranks[].krylov`; `stop` never `breakdown`).
@@ -277,8 +300,14 @@ pub struct Report {
     pub converged: bool,
     /// Why the run stopped.
     pub stop: StopReason,
-    /// Iterations over ranks.
+    /// Iterations over ranks (multisplit: outer iterations).
     pub iterations: Spread,
+    /// Multisplit: inner iterations over the run, over ranks (`None` for other solvers).
+    #[serde(default)]
+    pub inner_iterations: Option<Spread>,
+    /// Multisplit: inner iterations per outer iteration, over ranks.
+    #[serde(default)]
+    pub inner_per_outer: Option<Spread>,
     /// Wall time of the solve: the slowest rank's, seconds.
     pub time_s: f64,
     /// Point updates per second: Σ over ranks of iterations × points owned, over `time_s`.
@@ -348,6 +377,22 @@ impl Report {
             converged: ranks.iter().all(|r| r.converged),
             stop,
             iterations: Spread::of(ranks.iter().map(|r| r.iterations as f64)),
+            inner_iterations: ranks.iter().all(|r| r.multisplit.is_some()).then(|| {
+                Spread::of(
+                    ranks
+                        .iter()
+                        .filter_map(|r| r.multisplit.as_ref())
+                        .map(|m| m.inner_iterations as f64),
+                )
+            }),
+            inner_per_outer: ranks.iter().all(|r| r.multisplit.is_some()).then(|| {
+                Spread::of(
+                    ranks
+                        .iter()
+                        .filter_map(|r| r.multisplit.as_ref())
+                        .map(|m| m.inner_per_outer),
+                )
+            }),
             time_s,
             updates_per_s: if time_s > 0.0 { updates / time_s } else { 0.0 },
             residual: ReportResiduals {
@@ -409,6 +454,14 @@ impl Report {
         let mut s = String::new();
         let method = if c.config.solver.is_krylov() {
             format!("{} (pc {})", c.config.solver, c.config.pc.name())
+        } else if let Some(i) = c.config.inner_spec() {
+            format!(
+                "multisplit {} (inner {}, inner tol {:.0e}, at most {})",
+                c.config.variant,
+                i.solver.name(),
+                i.tol,
+                i.max
+            )
         } else {
             format!(
                 "{}{}",
@@ -440,9 +493,22 @@ impl Report {
         ));
         s.push_str(&format!("  backend          {}\n", c.backend));
         s.push_str(&format!(
-            "  iterations       min {:.0}   mean {:.1}   max {:.0}\n",
-            self.iterations.min, self.iterations.mean, self.iterations.max
+            "  {}min {:.0}   mean {:.1}   max {:.0}\n",
+            if self.inner_iterations.is_some() {
+                "outer iterations "
+            } else {
+                "iterations       "
+            },
+            self.iterations.min,
+            self.iterations.mean,
+            self.iterations.max
         ));
+        if let (Some(t), Some(p)) = (self.inner_iterations, self.inner_per_outer) {
+            s.push_str(&format!(
+                "  inner iterations total min {:.0}   mean {:.1}   max {:.0};   per outer iteration mean {:.1} (ranks {:.1} to {:.1})\n",
+                t.min, t.mean, t.max, p.mean, p.min, p.max
+            ));
+        }
         s.push_str(&format!(
             "  time             {:.4} s   (compute {:.4} s, communication {:.4} s, mean per rank)\n",
             self.time_s, self.compute_s.mean, self.comm_s.mean

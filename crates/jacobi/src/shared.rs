@@ -56,6 +56,14 @@ impl Config {
                       --backend threads for one process",
             });
         }
+        if self.solver == crate::config::Solver::Multisplit {
+            return Err(ConfigError::Unsupported {
+                flag: "--solver multisplit",
+                backend: "--backend shared",
+                why: "multisplitting exchanges its blocks' boundaries over channels: use \
+                      --backend threads for one process",
+            });
+        }
         if let Some(g) = self.grid {
             if g != procs {
                 return Err(ConfigError::Unsupported {
@@ -176,6 +184,7 @@ fn record(
         channels: Vec::new(),
         error_max,
         krylov: None,
+        multisplit: None,
         exchange_trace: Vec::new(),
     }
 }

@@ -12,10 +12,11 @@ use crate::field::Field;
 use crate::geometry::{Axis, Face, Geometry, Plan};
 use crate::halo;
 use crate::kernel::Region;
+use crate::multisplit::InnerSolve;
 use crate::problem::StopCriterion;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
-    Certification, ExchangeStep, MessageTotals, RankRecord, Residuals, StopReason,
+    Certification, ExchangeStep, MessageTotals, MultisplitRecord, RankRecord, Residuals, StopReason,
 };
 use crate::Error;
 use chan_core::traits::*;
@@ -123,7 +124,10 @@ pub(crate) fn solve_rank<C: Context>(
         last_true_local: 0.0,
         start: Instant::now(),
         progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
+        inner: None,
     };
+    // Multisplitting: its work vectors allocated here, once.
+    run.inner = cfg.inner_spec().map(|s| InnerSolve::new(s, &run.field));
     let (stop, true_res, time, channels) = match cfg.variant {
         Variant::Sync => run.sync(ctx)?,
         Variant::Async => run.asynchronous::<C, Async>(ctx)?,
@@ -175,6 +179,8 @@ struct Run<'a> {
     /// When the solve started (after the channels were opened and a barrier).
     start: Instant,
     progress: ProgressGate<'a>,
+    /// Multisplitting's inner solver, which replaces the sweep (`None`: Jacobi).
+    inner: Option<InnerSolve>,
 }
 
 /// One face's receive state in async and racy runs.
@@ -189,14 +195,14 @@ struct Inbox {
 /// differently.
 trait HaloSource {
     /// Apply new data on this channel to the halo beyond `face`, if any (racy: read as `read`
-    /// says).
+    /// says). True when the halo was written.
     fn take(
         &mut self,
         field: &mut Field,
         face: Face,
         inbox: &mut Inbox,
         read: RacyRead,
-    ) -> Result<(), Error>;
+    ) -> Result<bool, Error>;
 }
 
 impl<B: Backend> HaloSource for Channel<B, Async> {
@@ -206,13 +212,14 @@ impl<B: Backend> HaloSource for Channel<B, Async> {
         face: Face,
         inbox: &mut Inbox,
         _: RacyRead,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         if let Some(m) = self.recv()? {
             if m.stamp() >= inbox.floor {
                 field.unpack(face, m.data());
+                return Ok(true);
             }
         }
-        Ok(())
+        Ok(false)
     }
 }
 
@@ -223,19 +230,23 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
         face: Face,
         inbox: &mut Inbox,
         read: RacyRead,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         match read {
             // Read the view only once a send newer than the halo's data has landed: before
             // any send the view holds zeros, not the neighbour's iterate.
             RacyRead::Landed => {
                 if self.can_recv()? && self.last_stamp() >= inbox.floor.max(1) {
                     field.unpack_atomic(face, self.recv()?);
+                    return Ok(true);
                 }
+                Ok(false)
             }
             // The paper's racy receive: always ready, the view read every iteration.
-            RacyRead::Always => field.unpack_atomic(face, self.recv()?),
+            RacyRead::Always => {
+                field.unpack_atomic(face, self.recv()?);
+                Ok(true)
+            }
         }
-        Ok(())
     }
 }
 
@@ -265,11 +276,14 @@ impl Run<'_> {
         self.criterion().measure(res_sq, self.res0_sq)
     }
 
-    /// One sweep (with the slow-rank delay), timed as compute; Σ r² of the iterate it
-    /// started from.
+    /// One sweep (multisplit: one inner solve of the block), with the slow-rank delay, timed
+    /// as compute; Σ r² of the iterate it started from.
     fn sweep(&mut self) -> f64 {
         let t = Instant::now();
-        let r = self.field.sweep();
+        let r = match &mut self.inner {
+            None => self.field.sweep(),
+            Some(s) => s.solve(&mut self.field),
+        };
         slow_down(self.slowdown, t.elapsed());
         self.compute += t.elapsed();
         self.it += 1;
@@ -523,6 +537,16 @@ impl Run<'_> {
         self.start = start;
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
         let mut inbox = vec![Inbox::default(); self.faces.len()];
+        // Faces offered but not sent (all R slots busy): multisplitting retries them.
+        let mut unsent = vec![false; self.faces.len()];
+        let (mut idled, mut spins) = (false, 0u32);
+        // A certification swap wrote new halos: solve with them.
+        let mut resolve = false;
+        // Multisplitting: the faces with new data since the last solve, when the first of
+        // them came, and how long the last solve took.
+        let mut fresh = vec![false; self.faces.len()];
+        let mut first_new: Option<Instant> = None;
+        let mut last_solve = Duration::ZERO;
         let mut local = [0.0, 0.0];
         let initial = self.measure(self.res0_sq);
         let mut last_true = Some(initial);
@@ -542,24 +566,69 @@ impl Run<'_> {
             if self.it < self.cfg.max_iters {
                 // Take whatever new halo data is there.
                 let t = Instant::now();
-                for ((ch, &face), ib) in chans.iter_mut().zip(&self.faces).zip(&mut inbox) {
-                    ch.take(&mut self.field, face, ib, self.cfg.racy_read)?;
+                let mut got = false;
+                for (((ch, &face), ib), new) in chans
+                    .iter_mut()
+                    .zip(&self.faces)
+                    .zip(&mut inbox)
+                    .zip(&mut fresh)
+                {
+                    let applied = ch.take(&mut self.field, face, ib, self.cfg.racy_read)?;
+                    *new |= applied;
+                    got |= applied;
                 }
                 self.comm += t.elapsed();
-                local[0] = self.sweep();
-                last_true = None;
-                // Offer the new faces.
-                if self.it % self.cfg.halo_every == 0 {
-                    let t = Instant::now();
-                    for (ch, &face) in chans.iter_mut().zip(&self.faces) {
-                        ch.set_iteration(self.it);
-                        let field = &self.field;
-                        match ch.try_send_with(|buf| field.pack(face, buf)) {
-                            Ok(()) | Err(TrySendError::Full(_)) => {}
-                            Err(TrySendError::Comm(e)) => return Err(e.into()),
+                // Multisplitting does not solve the same block problem twice: with no new
+                // halo since its last solve, it offers the faces it could not send yet,
+                // reduces the residual of its current iterate, and waits. Every solve sends
+                // new faces, so a neighbour always brings new data. Once one face has new
+                // data it waits for the others at most as long as its last solve took, then
+                // solves with whatever has arrived: a slow neighbour holds it back by one
+                // solve at most.
+                // (Only after a solve that sent its faces: with --halo-every N it solves on
+                // until one does.)
+                let idle = self.inner.is_some()
+                    && self.it > 0
+                    && self.it % self.cfg.halo_every == 0
+                    && !resolve
+                    && !fresh.is_empty()
+                    && {
+                        let any = fresh.iter().any(|&f| f);
+                        if any && first_new.is_none() {
+                            first_new = Some(Instant::now());
                         }
+                        !any || (!fresh.iter().all(|&f| f)
+                            && first_new.is_some_and(|t0| t0.elapsed() < last_solve))
+                    };
+                if idle {
+                    // The residual of the current iterate with the newest halo.
+                    if !idled || got {
+                        idled = true;
+                        last_true = None;
+                        let t = Instant::now();
+                        local[0] = self.field.residual_sq();
+                        self.compute += t.elapsed();
                     }
-                    self.comm += t.elapsed();
+                    if unsent.iter().any(|&u| u) {
+                        self.offer(&mut chans, &mut unsent)?;
+                    }
+                    chans[0].relax(spins);
+                    spins = spins.saturating_add(1);
+                } else {
+                    idled = false;
+                    resolve = false;
+                    spins = 0;
+                    fresh.fill(false);
+                    first_new = None;
+                    let t = Instant::now();
+                    local[0] = self.sweep();
+                    last_solve = t.elapsed();
+                    last_true = None;
+                    // Offer the new faces.
+                    if self.it % self.cfg.halo_every == 0 {
+                        unsent.fill(true);
+                        self.offer(&mut chans, &mut unsent)?;
+                    }
                 }
                 local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
             }
@@ -596,6 +665,7 @@ impl Run<'_> {
                 for (ch, ib) in cert.iter().zip(&mut inbox) {
                     ib.floor = ch.latest().map_or(ib.floor, |m| m.stamp());
                 }
+                resolve = true;
                 if self.criterion().met(t) {
                     break 'run StopReason::Criterion;
                 }
@@ -625,6 +695,30 @@ impl Run<'_> {
         let mut stats = close_all(chans)?;
         stats.extend(close_all(cert)?);
         Ok((stop, true_value, time, stats))
+    }
+
+    /// Offer the current faces marked in `unsent` with `try_send`; a face whose R slots are
+    /// all busy stays marked (Jacobi never retries one: its next sweep offers newer faces).
+    fn offer<B: Backend, M: chan_core::Mode>(
+        &mut self,
+        chans: &mut [Channel<B, M>],
+        unsent: &mut [bool],
+    ) -> Result<(), Error> {
+        let t = Instant::now();
+        for ((ch, &face), pending) in chans.iter_mut().zip(&self.faces).zip(unsent) {
+            if !*pending {
+                continue;
+            }
+            ch.set_iteration(self.it);
+            let field = &self.field;
+            match ch.try_send_with(|buf| field.pack(face, buf)) {
+                Ok(()) => *pending = false,
+                Err(TrySendError::Full(_)) => *pending = self.inner.is_some(),
+                Err(TrySendError::Comm(e)) => return Err(e.into()),
+            }
+        }
+        self.comm += t.elapsed();
+        Ok(())
     }
 
     fn record(
@@ -662,6 +756,16 @@ impl Run<'_> {
             history: self.history.clone(),
             error_max: self.field.error_max(&self.cfg.problem),
             krylov: None,
+            multisplit: self.inner.as_ref().map(|s| MultisplitRecord {
+                inner_iterations: s.total,
+                inner_per_outer: if self.it > 0 {
+                    s.total as f64 / self.it as f64
+                } else {
+                    0.0
+                },
+                inner_fewest: if s.fewest == u64::MAX { 0 } else { s.fewest },
+                inner_most: s.most,
+            }),
             exchange_trace: self.trace.clone(),
             messages,
             channels: channels.to_vec(),

@@ -3,6 +3,7 @@
 
 pub(crate) mod common;
 mod krylov;
+mod multisplit;
 mod poisson;
 mod solution_properties;
 mod sync_agreement;
