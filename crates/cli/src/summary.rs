@@ -202,6 +202,18 @@ pub const COLUMNS: &[Column] = &[
         always: false,
     },
     Column {
+        header: "k",
+        name: "k",
+        value: |c| {
+            if c.applies("--halo-depth") {
+                c.config.halo_depth.to_string()
+            } else {
+                "-".into()
+            }
+        },
+        always: false,
+    },
+    Column {
         header: "K",
         name: "K",
         value: |c| {
@@ -546,6 +558,7 @@ pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
         "solver",
         "pc",
         "reductions_hidden",
+        "halo_depth",
     ]);
     use crate::output::opt;
     for (name, o) in names.iter().zip(runs) {
@@ -604,6 +617,7 @@ pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
             c.config.solver.name().to_string(),
             col("pc"),
             opt(o.run().and_then(Report::reductions_hidden)),
+            col("k"),
         ]);
         csv.row(row);
     }

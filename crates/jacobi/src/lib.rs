@@ -43,6 +43,7 @@
 #![warn(missing_docs)]
 
 mod config;
+mod deep;
 mod field;
 mod geometry;
 mod halo;
@@ -63,7 +64,7 @@ mod tests;
 
 pub use config::{
     Config, ConfigError, Decomp, Exchange, Pc, RacyRead, ReductionKind, SizeSpec, SlowRank, Solver,
-    Variant, MAX_SLOWDOWN, MIN_TOL,
+    Variant, MAX_HALO_DEPTH, MAX_SLOWDOWN, MIN_TOL,
 };
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use memory::{human_bytes, MemoryNeed};
