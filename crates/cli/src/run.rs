@@ -338,9 +338,11 @@ pub struct RunArgs {
     /// Exchange halos every N iterations.
     #[arg(long, default_value_t = 1)]
     halo_every: u64,
-    /// Sync Jacobi: exchange halos k planes deep every k iterations and do the k sweeps on
+    /// Jacobi: halos k planes deep. Sync: exchange every k iterations and do the k sweeps on
     /// the block grown by the ghost zone, as one wavefront (temporal blocking); the iterates
-    /// are bit for bit those of k = 1. From 1 to 16; --check-every must be a multiple of k.
+    /// are bit for bit those of k = 1, and --check-every must be a multiple of k. Async and
+    /// racy: send k-deep faces every N iterations (--halo-every) and advance a fresh ghost
+    /// zone with the block. From 1 to 16.
     #[arg(long, default_value_t = 1)]
     halo_depth: u64,
     /// R: messages in flight per channel direction (async, racy).

@@ -25,7 +25,7 @@ pub fn applies(flag: &str, solver: &str, variant: &str, backend: &str, problem: 
         "--pc" => !jacobi,
         // Sync over channels swaps halos; shared memory reads them in place.
         "--exchange" => jacobi && variant == "sync" && backend != "shared",
-        "--halo-depth" => jacobi && variant == "sync" && backend != "shared",
+        "--halo-depth" => jacobi && backend != "shared",
         // Sync checks every K; async and racy over channels pace their reductions by K;
         // Krylov solvers check their true residual every K.
         "--check-every" => !jacobi || variant == "sync" || backend != "shared",

@@ -111,7 +111,7 @@ pub struct SweepArgs {
     /// Halo exchange periods N.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     halo_every: Vec<u64>,
-    /// Halo depths k of the sync variant (--check-every a multiple of each).
+    /// Halo depths k (sync: --check-every a multiple of each).
     #[arg(long, value_delimiter = ',', default_value = "1")]
     halo_depth: Vec<u64>,
     /// R: messages in flight per channel direction (async, racy).

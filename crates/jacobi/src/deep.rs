@@ -23,6 +23,20 @@
 //! along x (the owned y, z range), then along y with the x ghost planes included, then along
 //! z with both: each round forwards what the previous one brought.
 //!
+//! ## Async and racy
+//! With `--variant async` or `racy` the faces sent every N iterations (`--halo-every`) are k
+//! planes deep, and each iteration is one sweep. Beyond each face, the ghost zone a message
+//! brought is swept along with the block, one plane less each sweep (the planes ≥ k − a
+//! away from the block are stale after a sweeps), until only the halo plane next to the
+//! block is left; it then stays as it is until the next message, which is what every halo
+//! does at k = 1 ([`DeepField::sweep_async`]). So a halo k planes deep carries the
+//! neighbour's iterate of the send, and the sweeps after it use the local continuation of
+//! that iterate for up to k − 1 sweeps (the neighbour's own next iterates, where its
+//! neighbours' data was not older than its own) in place of a halo frozen at the send:
+//! the staleness is that of the message, and for k − 1 sweeps it does not grow. The
+//! iterates are not those of k = 1 (no asynchronous run repeats), the termination is the
+//! same certified one.
+//!
 //! ## The residual
 //! The check period K is a multiple of k, so a check falls at the end of a block; the k-th
 //! sweep covers the owned points exactly, with rows of the same length in the same order as
@@ -30,6 +44,7 @@
 //! it returns has the bits of the one-plane sweep's.
 
 use crate::config::Config;
+use crate::config::{RacyRead, Variant};
 use crate::geometry::{Axis, Face, Geometry, GlobalIdx, Plan};
 use crate::kernel::{self, Grid, Lanes, Region, Shape};
 use crate::problem::Problem;
@@ -38,7 +53,10 @@ use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopRea
 use crate::solver::{Block, RankOutcome};
 use crate::Error;
 use chan_core::traits::*;
-use chan_core::{close_all, Channel, ChannelConfig, ChannelSpec, CreateError, ReduceOp, Sync};
+use chan_core::{
+    close_all, Async, Channel, ChannelConfig, ChannelSpec, ChannelStats, CreateError, Racy,
+    ReduceOp, Sync, TrySendError,
+};
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
@@ -61,6 +79,9 @@ pub(crate) struct DeepField {
     /// `h² f` at every point of the grown block that is a point of the global grid's
     /// interior (the neighbours' too), for a problem with a source term.
     rhs: Option<Grid>,
+    /// Async and racy: sweeps since the ghost zone beyond each face (by [`Face::index`])
+    /// was last written by a message (or the start).
+    age: [u64; 6],
 }
 
 impl DeepField {
@@ -118,6 +139,7 @@ impl DeepField {
             next: u.clone(),
             u,
             rhs,
+            age: [0; 6],
         }
     }
 
@@ -183,6 +205,104 @@ impl DeepField {
             std::mem::swap(&mut self.u, &mut self.next);
         }
         lanes.total()
+    }
+
+    /// One sweep of the async and racy variants: the owned points, and beyond each face with
+    /// a neighbour the ghost planes less than `depth − 1 − age` away, `age` being the sweeps
+    /// since that ghost zone came in a message: a fresh ghost zone is advanced as the
+    /// neighbour would advance it, one plane less each sweep, until only the halo plane
+    /// next to the block is left, frozen until the next message (what k = 1 does with every
+    /// halo). The ghost planes swept are written to both arrays, so the halo read after the
+    /// swap is the newest. Σ r² of the current iterate over the owned points.
+    pub(crate) fn sweep_async(&mut self) -> f64 {
+        let k = self.depth as u64;
+        let n = self.geom.local.to_array();
+        let ext = |f: Face| -> usize {
+            let has = if f.high {
+                self.hi[f.axis.index()]
+            } else {
+                self.lo[f.axis.index()]
+            };
+            if has {
+                (k - 1).saturating_sub(self.age[f.index()]) as usize
+            } else {
+                0
+            }
+        };
+        // Per axis: [ghost below, owned, ghost above], in grown coordinates.
+        let parts: [[Range<usize>; 3]; 3] = [0, 1, 2].map(|a| {
+            let axis = Axis::ALL[a];
+            let (own0, own1) = (self.off[a] + 1, self.off[a] + n[a] + 1);
+            [
+                own0 - ext(Face::new(axis, false))..own0,
+                own0..own1,
+                own1..own1 + ext(Face::new(axis, true)),
+            ]
+        });
+        let whole = |a: usize| parts[a][0].start..parts[a][2].end;
+        let owned = |a: usize| parts[a][1].clone();
+        let mut lanes = Lanes::default();
+        let (rhs, sh) = (self.rhs.as_deref(), &self.shape);
+        let own = Region {
+            x: owned(0),
+            y: owned(1),
+            z: owned(2),
+        };
+        kernel::sweep_region_into(sh, &self.u, rhs, &mut self.next, &own, &mut lanes);
+        // The ghost shell as disjoint boxes: z slabs over the whole x, y extent, y slabs over
+        // the owned z range, x slabs over the owned y and z ranges.
+        let mut shell: Vec<Region> = Vec::with_capacity(6);
+        for side in [0, 2] {
+            shell.push(Region {
+                x: whole(0),
+                y: whole(1),
+                z: parts[2][side].clone(),
+            });
+            shell.push(Region {
+                x: whole(0),
+                y: parts[1][side].clone(),
+                z: owned(2),
+            });
+            shell.push(Region {
+                x: parts[0][side].clone(),
+                y: owned(1),
+                z: owned(2),
+            });
+        }
+        for reg in shell.iter().filter(|r| !r.is_empty()) {
+            let mut scratch = Lanes::default();
+            kernel::sweep_region_into(sh, &self.u, rhs, &mut self.next, reg, &mut scratch);
+            for z in reg.z.clone() {
+                for y in reg.y.clone() {
+                    let i = sh.index(reg.x.start, y, z);
+                    let m = reg.x.len();
+                    self.u[i..i + m].copy_from_slice(&self.next[i..i + m]);
+                }
+            }
+        }
+        std::mem::swap(&mut self.u, &mut self.next);
+        for a in &mut self.age {
+            *a = a.saturating_add(1);
+        }
+        lanes.total()
+    }
+
+    /// Write a racy view into the ghost planes beyond `face` (relaxed atomic loads, in the
+    /// order of [`DeepField::unpack`]).
+    pub(crate) fn unpack_atomic(&mut self, face: Face, view: &chan_core::AtomicF64Slice) {
+        assert_eq!(view.len(), self.face_len(face), "unpack: wrong view length");
+        let [bx, by, bz] = self.face_box(face, true);
+        let mut k = 0;
+        for z in bz {
+            for y in by.clone() {
+                let i = self.shape.index(bx.start, y, z);
+                for v in &mut self.u[i..i + bx.len()] {
+                    *v = view.load(k);
+                    k += 1;
+                }
+            }
+        }
+        self.age[face.index()] = 0;
     }
 
     /// Σ r² of the current iterate over the owned points (the halo must be current).
@@ -251,6 +371,7 @@ impl DeepField {
                 self.u[i..i + bx.len()].copy_from_slice(row);
             }
         }
+        self.age[face.index()] = 0;
     }
 
     /// The owned values of the current iterate, x fastest.
@@ -268,17 +389,27 @@ impl DeepField {
 }
 
 /// The channels of a deep halo: one per face with a neighbour, tagged `tag_base` plus the
-/// face's axis, one message in flight.
-fn specs(f: &DeepField, faces: &[Face], tag_base: u32) -> Result<Vec<ChannelSpec>, Error> {
+/// face's axis, `r` messages in flight.
+fn specs(
+    f: &DeepField,
+    faces: &[Face],
+    tag_base: u32,
+    r: usize,
+) -> Result<Vec<ChannelSpec>, Error> {
     faces
         .iter()
         .map(|&face| {
             let peer = f.geom.neighbours[face.index()].expect("faces have neighbours");
-            let cfg = ChannelConfig::new(f.face_len(face), 1).map_err(CreateError::from)?;
+            let cfg = ChannelConfig::new(f.face_len(face), r).map_err(CreateError::from)?;
             ChannelSpec::new(peer, tag_base + face.axis.index() as u32, cfg)
                 .map_err(|e| Error::Create(e.into()))
         })
         .collect()
+}
+
+/// The certification channels of async and racy runs (tags 3 to 5, one message in flight).
+fn specs_for_cert(f: &DeepField, faces: &[Face]) -> Result<Vec<ChannelSpec>, Error> {
+    specs(f, faces, 3, 1)
 }
 
 /// The deep exchange: along x, then y, then z, each round's sends posted before its
@@ -337,11 +468,19 @@ pub(crate) fn solve_rank<C: Context>(
         certifications: Vec::new(),
         start: Instant::now(),
         progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
+        reductions: 0,
+        last_true_local: 0.0,
     };
-    let specs = specs(&run.field, &run.faces, 0)?;
-    let mut chans = ctx.open::<Sync>(&specs)?;
-    let (stop, true_value, time) = run.sync(ctx, &mut chans)?;
-    let channels = close_all(chans)?;
+    let (stop, true_value, time, channels) = match cfg.variant {
+        Variant::Sync => {
+            let specs = specs(&run.field, &run.faces, 0, 1)?;
+            let mut chans = ctx.open::<Sync>(&specs)?;
+            let (stop, true_value, time) = run.sync(ctx, &mut chans)?;
+            (stop, true_value, time, close_all(chans)?)
+        }
+        Variant::Async => run.asynchronous::<C, Async>(ctx)?,
+        Variant::Racy => run.asynchronous::<C, Racy>(ctx)?,
+    };
     let mut messages = MessageTotals::default();
     for s in &channels {
         messages.add(s);
@@ -366,7 +505,7 @@ pub(crate) fn solve_rank<C: Context>(
             true_residual: true_value,
             initial_norm: run.res0_sq.sqrt(),
         },
-        reductions: 0,
+        reductions: run.reductions,
         certifications: run.certifications,
         history: run.history,
         error_max: field.error_max(&cfg.problem),
@@ -396,6 +535,61 @@ struct DeepRun<'a> {
     certifications: Vec<Certification>,
     start: Instant,
     progress: ProgressGate<'a>,
+    /// Rounds of the non-blocking reduction completed (async, racy).
+    reductions: u64,
+    /// This block's Σ r² at the last true-residual computation.
+    last_true_local: f64,
+}
+
+/// Taking whatever new ghost-zone data a channel holds (async and racy; the same rules as
+/// the one-plane variants' in solver.rs).
+trait DeepSource {
+    /// Apply new data on this channel to the ghost zone beyond `face`, if any, unless older
+    /// than `floor`.
+    fn take(
+        &mut self,
+        field: &mut DeepField,
+        face: Face,
+        floor: u64,
+        read: RacyRead,
+    ) -> Result<(), Error>;
+}
+
+impl<B: Backend> DeepSource for Channel<B, Async> {
+    fn take(
+        &mut self,
+        f: &mut DeepField,
+        face: Face,
+        floor: u64,
+        _: RacyRead,
+    ) -> Result<(), Error> {
+        if let Some(m) = self.recv()? {
+            if m.stamp() >= floor {
+                f.unpack(face, m.data());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<B: Backend> DeepSource for Channel<B, Racy> {
+    fn take(
+        &mut self,
+        f: &mut DeepField,
+        face: Face,
+        floor: u64,
+        read: RacyRead,
+    ) -> Result<(), Error> {
+        match read {
+            RacyRead::Landed => {
+                if self.can_recv()? && self.last_stamp() >= floor.max(1) {
+                    f.unpack_atomic(face, self.recv()?);
+                }
+            }
+            RacyRead::Always => f.unpack_atomic(face, self.recv()?),
+        }
+        Ok(())
+    }
 }
 
 impl DeepRun<'_> {
@@ -415,11 +609,147 @@ impl DeepRun<'_> {
         self.exchange(chans)?;
         let t = Instant::now();
         let local = self.field.residual_sq();
+        self.last_true_local = local;
         self.compute += t.elapsed();
         let t = Instant::now();
         let g = sum_all(ctx, local)?;
         self.comm += t.elapsed();
         Ok(g)
+    }
+
+    /// The async and racy variants with deep halos: the loop of `Run::asynchronous`
+    /// (solver.rs) — take whatever ghost-zone data is there, sweep, offer the k-deep faces
+    /// every `halo_every` iterations, test and restart the non-blocking reduction, certify a
+    /// claim with a deep synchronous exchange — with [`DeepField::sweep_async`] as the sweep.
+    fn asynchronous<C: Context, M>(
+        &mut self,
+        ctx: &mut C,
+    ) -> Result<(StopReason, f64, Duration, Vec<ChannelStats>), Error>
+    where
+        M: chan_core::Mode,
+        Channel<C::Backend, M>: DeepSource,
+    {
+        let criterion = self.cfg.criterion;
+        let specs = specs(&self.field, &self.faces, 0, self.cfg.max_in_flight)?;
+        let mut chans = ctx.open::<M>(&specs)?;
+        let cert_specs = specs_for_cert(&self.field, &self.faces)?;
+        let mut cert = ctx.open::<Sync>(&cert_specs)?;
+        let mut red = ctx.reduction(2, ReduceOp::Sum)?;
+        ctx.barrier()?;
+        let start = Instant::now();
+        self.start = start;
+        self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
+        let mut floor = vec![0u64; self.faces.len()];
+        let mut local = [0.0, 0.0];
+        let measure = |sq: f64, sq0: f64| criterion.measure(sq, sq0);
+        let initial = measure(self.res0_sq, self.res0_sq);
+        let mut last_true = Some(initial);
+        let mut started: Option<u64> = None;
+        let pace = self.cfg.pace_reductions.then_some(self.cfg.check_every);
+        let max_iters = self.cfg.max_iters;
+        let may_start = |it: u64, started: Option<u64>| match (pace, started) {
+            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= max_iters,
+            _ => true,
+        };
+        let stop = 'run: loop {
+            if self.it == 0 && criterion.met(initial) {
+                break StopReason::Criterion;
+            }
+            if self.it < max_iters {
+                let t = Instant::now();
+                for ((ch, &face), &fl) in chans.iter_mut().zip(&self.faces).zip(&floor) {
+                    ch.take(&mut self.field, face, fl, self.cfg.racy_read)?;
+                }
+                self.comm += t.elapsed();
+                let t = Instant::now();
+                local[0] = self.field.sweep_async();
+                crate::solver::slow_down(self.slowdown, t.elapsed());
+                self.compute += t.elapsed();
+                self.it += 1;
+                last_true = None;
+                if self.it % self.cfg.halo_every == 0 {
+                    let t = Instant::now();
+                    for (ch, &face) in chans.iter_mut().zip(&self.faces) {
+                        ch.set_iteration(self.it);
+                        let field = &self.field;
+                        match ch.try_send_with(|buf| field.pack(face, buf)) {
+                            Ok(()) | Err(TrySendError::Full(_)) => {}
+                            Err(TrySendError::Comm(e)) => return Err(e.into()),
+                        }
+                    }
+                    self.comm += t.elapsed();
+                }
+                local[1] = f64::from(u8::from(self.it >= max_iters));
+            }
+            let t = Instant::now();
+            let round = if red.in_progress() {
+                red.test()?.map(|g| [g[0], g[1]])
+            } else {
+                if may_start(self.it, started) {
+                    red.start(&local)?;
+                    started = Some(self.it);
+                }
+                None
+            };
+            self.comm += t.elapsed();
+            let Some(g) = round else {
+                if self.it >= max_iters {
+                    std::thread::yield_now();
+                }
+                continue;
+            };
+            self.reductions += 1;
+            let value = measure(g[0], self.res0_sq);
+            self.reported = Some(value);
+            let elapsed = self.start.elapsed();
+            self.history
+                .record(HistoryPoint(self.it, value, elapsed.as_secs_f64()));
+            self.progress.offer(self.it, value, elapsed);
+            if criterion.met(value) {
+                if !self.cfg.confirm {
+                    break 'run StopReason::Criterion;
+                }
+                let g = self.true_residual_sq(ctx, &mut cert)?;
+                let t = measure(g, self.res0_sq);
+                self.certifications.push(Certification {
+                    iteration: self.it,
+                    reported: self.reported,
+                    true_residual: t,
+                    accepted: criterion.met(t),
+                });
+                last_true = Some(t);
+                // The certification exchange filled the ghost zones with the neighbours'
+                // current iterate; older messages in flight are not applied.
+                for (ch, fl) in cert.iter().zip(&mut floor) {
+                    *fl = ch.latest().map_or(*fl, |m| m.stamp());
+                }
+                if criterion.met(t) {
+                    break 'run StopReason::Criterion;
+                }
+                local[0] = self.last_true_local;
+            }
+            if g[1] > 0.0 {
+                break 'run StopReason::MaxIters;
+            }
+            if may_start(self.it, started) {
+                let t = Instant::now();
+                red.start(&local)?;
+                started = Some(self.it);
+                self.comm += t.elapsed();
+            }
+        };
+        let true_value = match last_true {
+            Some(t) => t,
+            None => {
+                let g = self.true_residual_sq(ctx, &mut cert)?;
+                measure(g, self.res0_sq)
+            }
+        };
+        let time = start.elapsed();
+        drop(red);
+        let mut stats = close_all(chans)?;
+        stats.extend(close_all(cert)?);
+        Ok((stop, true_value, time, stats))
     }
 
     /// The loop of `Run::sync` (solver.rs) with a block of k sweeps per exchange.
@@ -662,5 +992,94 @@ mod tests {
             assert_eq!(b[0].iterations, 23);
             assert!(sa.iter().zip(&sb).all(|(x, y)| x.to_bits() == y.to_bits()));
         }
+    }
+
+    /// Async and racy with deep halos, oversubscribed (4 and 8 ranks on this 2-core
+    /// machine): every run stops on the criterion, certified, with a true residual below
+    /// the tolerance (the certification computes it from an exact exchange: an independent
+    /// check of the claim), for k = 2 and 3 and halo periods N = 1 and 3.
+    #[test]
+    fn async_and_racy_with_deep_halos_converge_below_tol() {
+        let g = |x, y, z| Some(ProcGrid(Dims::new(x, y, z)));
+        for (variant, n, grid) in [
+            (Variant::Async, 4, None),
+            (Variant::Racy, 4, None),
+            (Variant::Async, 8, g(2, 2, 2)),
+            (Variant::Racy, 8, g(2, 2, 2)),
+        ] {
+            for (k, every) in [(2, 1), (3, 3)] {
+                let mut c = cfg(Dims::cube(1), variant);
+                c.size = SizeSpec::Local(Dims::new(7, 6, 5));
+                c.grid = grid;
+                c.halo_depth = k;
+                c.halo_every = every;
+                let (recs, _, _) = run_threads(&c, n);
+                let tol = c.criterion.tol();
+                for r in &recs {
+                    let what = format!("{variant} on {n}, k {k}, N {every}, rank {}", r.rank);
+                    assert_eq!(r.stop, StopReason::Criterion, "{what}");
+                    assert!(r.converged, "{what}");
+                    assert!(r.residual.true_residual < tol, "{what}: {:?}", r.residual);
+                    assert!(r.messages.sent > 0, "{what}");
+                }
+            }
+        }
+    }
+
+    /// What the deep exchange cannot do is refused, naming the flag.
+    #[test]
+    fn unsupported_combinations_are_refused() {
+        let base = || Config {
+            halo_depth: 2,
+            ..Config::default()
+        };
+        let err = |c: Config| c.validate().unwrap_err().to_string();
+        assert!(err(Config {
+            halo_depth: 0,
+            ..base()
+        })
+        .contains("--halo-depth"));
+        assert!(err(Config {
+            halo_depth: 17,
+            ..base()
+        })
+        .contains("--halo-depth"));
+        assert!(err(Config {
+            check_every: 5,
+            ..base()
+        })
+        .contains("--check-every"));
+        assert!(err(Config {
+            halo_every: 2,
+            ..base()
+        })
+        .contains("--halo-every"));
+        assert!(err(Config {
+            exchange: crate::Exchange::Overlap,
+            ..base()
+        })
+        .contains("--exchange"));
+        assert!(err(Config {
+            solver: crate::Solver::Cg,
+            ..base()
+        })
+        .contains("--solver"));
+        assert!(Config {
+            variant: Variant::Racy,
+            halo_every: 3,
+            check_every: 5,
+            ..base()
+        }
+        .validate()
+        .is_ok());
+        // A ghost zone deeper than the neighbour's block.
+        let deep = Config {
+            halo_depth: 4,
+            size: SizeSpec::Local(Dims::new(3, 8, 8)),
+            ..base()
+        };
+        let e = deep.plan(2).unwrap_err().to_string();
+        assert!(e.contains("--halo-depth") && e.contains("along x"), "{e}");
+        assert!(deep.plan(1).is_ok());
     }
 }
