@@ -360,6 +360,13 @@ pub struct RunArgs {
     /// Exchange halos every N iterations.
     #[arg(long, default_value_t = 1)]
     halo_every: u64,
+    /// Jacobi: halos k planes deep. Sync: exchange every k iterations and do the k sweeps on
+    /// the block grown by the ghost zone, as one wavefront (temporal blocking); the iterates
+    /// are bit for bit those of k = 1, and --check-every must be a multiple of k. Async and
+    /// racy: send k-deep faces every N iterations (--halo-every) and advance a fresh ghost
+    /// zone with the block. From 1 to 16.
+    #[arg(long, default_value_t = 1)]
+    halo_depth: u64,
     /// R: messages in flight per channel direction (async, racy).
     #[arg(long, default_value_t = 2)]
     max_in_flight: usize,
@@ -468,6 +475,7 @@ impl RunArgs {
                 && self.variant != VariantArg::Sync
                 && self.backend != BackendArg::Shared,
             halo_every: self.halo_every,
+            halo_depth: self.halo_depth,
             max_in_flight: self.max_in_flight,
             racy_read: match self.racy_read {
                 RacyReadArg::Landed => RacyRead::Landed,

@@ -28,6 +28,7 @@ pub fn applies(flag: &str, solver: &str, variant: &str, backend: &str, problem: 
         "--inner" | "--inner-tol" | "--inner-max" => multisplit,
         // Sync over channels swaps halos; shared memory reads them in place.
         "--exchange" => solver == "jacobi" && variant == "sync" && backend != "shared",
+        "--halo-depth" => solver == "jacobi" && backend != "shared",
         // Sync checks every K; async and racy over channels pace their reductions by K;
         // Krylov solvers check their true residual every K.
         "--check-every" => !jacobi || variant == "sync" || backend != "shared",

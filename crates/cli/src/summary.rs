@@ -212,6 +212,18 @@ pub const COLUMNS: &[Column] = &[
         always: false,
     },
     Column {
+        header: "k",
+        name: "k",
+        value: |c| {
+            if c.applies("--halo-depth") {
+                c.config.halo_depth.to_string()
+            } else {
+                "-".into()
+            }
+        },
+        always: false,
+    },
+    Column {
         header: "K",
         name: "K",
         value: |c| {
@@ -575,6 +587,7 @@ pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
         "inner",
         "inner_iterations_mean",
         "inner_per_outer_mean",
+        "halo_depth",
     ]);
     use crate::output::opt;
     for (name, o) in names.iter().zip(runs) {
@@ -638,6 +651,7 @@ pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
                 .map_or("-".to_string(), |i| i.solver.name().to_string()),
             opt(o.run().and_then(|r| r.inner_iterations).map(|s| s.mean)),
             opt(o.run().and_then(|r| r.inner_per_outer).map(|s| s.mean)),
+            col("k"),
         ]);
         csv.row(row);
     }

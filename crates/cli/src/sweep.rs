@@ -121,6 +121,9 @@ pub struct SweepArgs {
     /// Halo exchange periods N.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     halo_every: Vec<u64>,
+    /// Halo depths k (sync: --check-every a multiple of each).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    halo_depth: Vec<u64>,
     /// R: messages in flight per channel direction (async, racy).
     #[arg(long, value_delimiter = ',', default_value = "2")]
     max_in_flight: Vec<usize>,
@@ -294,6 +297,11 @@ impl SweepArgs {
                 flag: "--halo-every",
                 short: "N",
                 values: self.halo_every.iter().map(u64::to_string).collect(),
+            },
+            Axis {
+                flag: "--halo-depth",
+                short: "k",
+                values: self.halo_depth.iter().map(u64::to_string).collect(),
             },
             Axis {
                 flag: "--max-in-flight",

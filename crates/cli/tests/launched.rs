@@ -358,6 +358,69 @@ fn poisson_over_a_launcher_is_the_same_for_every_split_and_exchange() {
     }
 }
 
+/// `--halo-depth k` over a launcher gives bit for bit the run of k = 1: the same iteration
+/// count, the same residual history, true residual and (Poisson, whose exact solution is
+/// known) largest error, compared as f64 bits. On 2 and 4 ranks (4 = a 2x2x1 process grid,
+/// whose ghost zones have edges), odd block sizes, k from 1 to 4.
+#[test]
+fn deep_halos_over_a_launcher_equal_one_plane_halos() {
+    let cases: [(&[&str], &[u64]); 2] = [
+        (&["--local", "9,7,11", "--check-every", "12"], &[2, 3, 4]),
+        (
+            &[
+                "--problem",
+                "poisson",
+                "--global",
+                "12",
+                "--check-every",
+                "6",
+            ],
+            &[3],
+        ),
+    ];
+    let bits = |v: &Value| v.as_f64().map(f64::to_bits);
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("deep-{}", l.backend));
+        for (c, (base, depths)) in cases.iter().enumerate() {
+            for np in [2, 4] {
+                let mut args = base.to_vec();
+                args.push("--quiet");
+                let json = dir.join(format!("{c}-{np}-1.json"));
+                let what = format!("{} np={np} {base:?}", l.backend);
+                let want = report(&launch(l, np, &args, &json), &json, &what);
+                assert!(want["iterations"]["max"].as_f64().unwrap() > 12.0, "{what}");
+                for &k in *depths {
+                    let json = dir.join(format!("{c}-{np}-{k}.json"));
+                    let ks = k.to_string();
+                    let mut a = args.clone();
+                    a.extend(["--halo-depth", &ks]);
+                    let what = format!("{what} k={k}");
+                    let j = report(&launch(l, np, &a, &json), &json, &what);
+                    assert_eq!(j["config"]["halo_depth"], k, "{what}");
+                    assert_eq!(j["iterations"], want["iterations"], "{what}");
+                    let h = |j: &Value| -> Vec<(u64, u64)> {
+                        history(j).iter().map(|&(i, r)| (i, r.to_bits())).collect()
+                    };
+                    assert_eq!(h(&j), h(&want), "{what}: residual history");
+                    assert_eq!(
+                        bits(&j["residual"]["true"]),
+                        bits(&want["residual"]["true"]),
+                        "{what}"
+                    );
+                    assert_eq!(bits(&j["error_max"]), bits(&want["error_max"]), "{what}");
+                    // k times fewer halo messages (plus the exchanges before the initial and
+                    // the certified residual).
+                    let sent = |j: &Value| j["messages"]["sent"].as_u64().unwrap();
+                    assert!(
+                        sent(&j) * k <= sent(&want) + 4 * k * np as u64 * 2,
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// `LAUNCHER -np 2` with every output file: rank 0 alone prints the progress line and the
 /// table and writes the files, each atomically.
 #[test]

@@ -324,6 +324,8 @@ fn a_krylov_report_and_an_old_report() {
     old["schema"] = "aiac.run/1".into();
     old["config"].as_object_mut().unwrap().remove("solver");
     old["config"].as_object_mut().unwrap().remove("pc");
+    // Nor the halo depth (added later within schema 2; read as 1).
+    old["config"].as_object_mut().unwrap().remove("halo_depth");
     for r in old["ranks"].as_array_mut().unwrap() {
         r.as_object_mut().unwrap().remove("krylov");
     }
@@ -338,6 +340,24 @@ fn a_krylov_report_and_an_old_report() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(stdout.contains("2 run(s)"), "{stdout}");
+    // Its halo depth reads as 1 (the runs.csv of `aiac report --out`).
+    let rep = dir.join("rep");
+    let o = aiac(&[
+        "report",
+        old_path.to_str().unwrap(),
+        "--out",
+        rep.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let csv = std::fs::read_to_string(rep.join("runs.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let k = rows[0].iter().position(|c| *c == "halo_depth").unwrap();
+    assert_eq!(rows[1][k], "1", "{csv}"); // read as schema 1: Jacobi, depth 1
 }
 
 /// A multisplit run writes schema aiac.run/3 with its outer and inner iterations, prints

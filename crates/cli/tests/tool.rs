@@ -540,3 +540,53 @@ fn a_small_sweep_writes_its_table_csv_and_plots_and_report_redraws_them() {
     );
     assert_eq!(decode_png(&again.join("vs_R.png")).0, 1500);
 }
+
+/// `aiac sweep --halo-depth 1,2,4`: one run per k, the k column in the table and the CSV,
+/// and every run the same iteration count (deep halos change the cost, not the iterates).
+#[test]
+fn a_halo_depth_sweep_runs_each_k_to_the_same_iteration() {
+    let dir = scratch("sweep-depth");
+    let out = dir.join("sw");
+    let r = aiac(&[
+        "sweep",
+        "--halo-depth",
+        "1,2,4",
+        "-t",
+        "2",
+        "--local",
+        "9x7x8",
+        "--check-every",
+        "8",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = text(&r.stdout);
+    assert_eq!(r.status.code(), Some(0), "{stdout}\n{}", text(&r.stderr));
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let col = |name: &str| rows[0].iter().position(|c| *c == name).unwrap();
+    let (k, it, status) = (col("halo_depth"), col("iterations_max"), col("status"));
+    assert_eq!(rows.len(), 4, "{csv}");
+    let ks: Vec<&str> = rows[1..].iter().map(|r| r[k]).collect();
+    assert_eq!(ks, ["1", "2", "4"], "{csv}");
+    assert!(rows[1..].iter().all(|r| r[status] == "converged"), "{csv}");
+    assert!(rows[1..].iter().all(|r| r[it] == rows[1][it]), "{csv}");
+    // A k whose check period does not fit is refused before any run, naming the flag.
+    let r = aiac(&[
+        "sweep",
+        "--halo-depth",
+        "3",
+        "--check-every",
+        "8",
+        "--local",
+        "8",
+        "--out",
+        dir.join("bad").to_str().unwrap(),
+    ]);
+    assert_ne!(r.status.code(), Some(0));
+    assert!(
+        text(&r.stderr).contains("--halo-depth"),
+        "{}",
+        text(&r.stderr)
+    );
+}

@@ -273,6 +273,15 @@ pub const MAX_SLOWDOWN: f64 = 1000.0;
 /// the first one's scale).
 pub const MIN_TOL: f64 = f64::EPSILON;
 
+/// The deepest halo `--halo-depth` accepts: deeper ghost zones cost more redundant sweeps
+/// than the messages they save.
+pub const MAX_HALO_DEPTH: u64 = 16;
+
+/// serde's default for fields that older reports lack.
+fn one() -> u64 {
+    1
+}
+
 /// Rounding floor of the relative residual, per unit of `|offset|`, on a grid of `nz` planes
 /// (see [`Config::max_offset`]).
 fn offset_floor_per_unit(nz: usize) -> f64 {
@@ -353,6 +362,14 @@ pub struct Config {
     pub pace_reductions: bool,
     /// Exchange halos every N iterations (sync: blocking swap; async/racy: offer the faces).
     pub halo_every: u64,
+    /// `--halo-depth k`: the sync Jacobi variant exchanges halos k planes deep every k
+    /// iterations and does the k sweeps on its block grown by the ghost zone, as one
+    /// wavefront (temporal blocking); the iterates are bit for bit those of k = 1. Async and
+    /// racy send k-deep faces every `halo_every` iterations and advance a fresh ghost zone
+    /// with the block (crate `deep` module docs). Absent in reports written before the flag
+    /// existed: 1.
+    #[serde(default = "one")]
+    pub halo_depth: u64,
     /// R: messages in flight per channel direction (async, racy).
     pub max_in_flight: usize,
     /// Racy over channels: when the halo view is read.
@@ -408,6 +425,7 @@ impl Default for Config {
             check_every: 100,
             pace_reductions: false,
             halo_every: 1,
+            halo_depth: 1,
             max_in_flight: 2,
             racy_read: RacyRead::Landed,
             max_iters: 1_000_000,
@@ -445,6 +463,17 @@ pub enum ConfigError {
     /// N = 0.
     #[error("--halo-every must be at least 1, got 0")]
     HaloEvery,
+    /// k = 0, or more than [`MAX_HALO_DEPTH`].
+    #[error("--halo-depth must be from 1 to {max}, got {0}", max = MAX_HALO_DEPTH)]
+    HaloDepth(u64),
+    /// k > 1 with something the deep exchange does not do.
+    #[error("--halo-depth {depth} (> 1) {why}")]
+    HaloDepthWith {
+        /// k.
+        depth: u64,
+        /// What conflicts, naming the flag.
+        why: String,
+    },
     /// R = 0 or beyond what the channel layer accepts.
     #[error("--max-in-flight: {0}")]
     MaxInFlight(String),
@@ -602,6 +631,7 @@ impl Config {
         if self.halo_every == 0 {
             return Err(ConfigError::HaloEvery);
         }
+        self.validate_halo_depth()?;
         // The channel layer's own check (R ≥ 1 and its upper limit), as one message.
         if let Err(e) = chan_core::ChannelConfig::new(1, self.max_in_flight) {
             return Err(ConfigError::MaxInFlight(e.to_string()));
@@ -635,6 +665,48 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// What `--halo-depth k` with k > 1 needs: Jacobi; in the sync variant the default
+    /// exchange, a halo every iteration (the deep exchange is the halo of k iterations), and a
+    /// check period K that is a multiple of k (the fused residual of the k-th sweep is the one
+    /// k = 1 computes at the same iteration, so the run stops at the same iteration).
+    fn validate_halo_depth(&self) -> Result<(), ConfigError> {
+        let depth = self.halo_depth;
+        if !(1..=MAX_HALO_DEPTH).contains(&depth) {
+            return Err(ConfigError::HaloDepth(depth));
+        }
+        if depth == 1 {
+            return Ok(());
+        }
+        let why = if self.solver != Solver::Jacobi {
+            format!(
+                "applies to --solver jacobi, not to --solver {}",
+                self.solver
+            )
+        } else if self.variant != Variant::Sync {
+            return Ok(()); // async and racy: any N, any K (docs/architecture.md)
+        } else if self.exchange != Exchange::Waitall {
+            format!(
+                "uses its own exchange: it does not combine with --exchange {}",
+                self.exchange.name()
+            )
+        } else if self.halo_every != 1 {
+            format!(
+                "exchanges every {depth} iterations by itself in the sync variant: it needs \
+                 --halo-every 1, got {}",
+                self.halo_every
+            )
+        } else if self.check_every % depth != 0 {
+            format!(
+                "needs --check-every to be a multiple of {depth} (the residual is taken at the \
+                 end of a block of {depth} sweeps), got {}",
+                self.check_every
+            )
+        } else {
+            return Ok(());
+        };
+        Err(ConfigError::HaloDepthWith { depth, why })
     }
 
     /// What a Krylov solver cannot do: run asynchronously, swap halos other than every
@@ -737,6 +809,20 @@ impl Config {
             SizeSpec::Local(d) => Plan::from_local(d, procs),
             SizeSpec::Global(d) => Plan::split(d, procs),
         }?;
+        if let Some(a) = (0..3).find(|&a| {
+            plan.procs.0.to_array()[a] > 1 && (plan.local.to_array()[a] as u64) < self.halo_depth
+        }) {
+            return Err(ConfigError::HaloDepthWith {
+                depth: self.halo_depth,
+                why: format!(
+                    "needs at least {} points per rank along {} (a ghost zone comes from the \
+                     neighbour's own points), got {}",
+                    self.halo_depth,
+                    ["x", "y", "z"][a],
+                    plan.local.to_array()[a]
+                ),
+            });
+        }
         let g = plan.global;
         if self.problem.source([0.5; 3], 1.0).is_some() && !(g.x == g.y && g.y == g.z) {
             return Err(ConfigError::NotCubic {

@@ -259,6 +259,20 @@ impl Field {
         (self.u, self.next, self.rhs)
     }
 
+    /// Overwrite the owned points of the current iterate with `vals` (x fastest, as
+    /// [`Field::owned_values`] gives them).
+    pub(crate) fn set_owned(&mut self, vals: &[f64]) {
+        let n = self.geom.local;
+        assert_eq!(vals.len(), n.volume(), "set_owned: wrong number of values");
+        for ((z, y), row) in (1..=n.z)
+            .flat_map(|z| (1..=n.y).map(move |y| (z, y)))
+            .zip(vals.chunks_exact(n.x))
+        {
+            let b = self.shape.index(1, y, z);
+            self.u[b..b + n.x].copy_from_slice(row);
+        }
+    }
+
     /// The owned values of the current iterate, x fastest.
     pub fn owned_values(&self) -> Vec<f64> {
         let n = self.geom.local;

@@ -226,6 +226,11 @@ pub fn residual_sq(shape: &Shape, u: &[f64], rhs: Option<&[f64]>) -> f64 {
     fused::<false>(shape, u, rhs, &mut [], 0, &Region::all(shape.n))
 }
 
+/// Σ r² of `u` over `region`.
+pub fn residual_sq_region(shape: &Shape, u: &[f64], rhs: Option<&[f64]>, region: &Region) -> f64 {
+    fused::<false>(shape, u, rhs, &mut [], 0, region)
+}
+
 /// Σ r² of `u` over the owned planes `zs`.
 pub fn residual_sq_planes(shape: &Shape, u: &[f64], rhs: Option<&[f64]>, zs: Range<usize>) -> f64 {
     fused::<false>(shape, u, rhs, &mut [], 0, &Region::planes(shape.n, zs))
@@ -242,6 +247,51 @@ fn fused<const UPDATE: bool>(
     base: usize,
     r: &Region,
 ) -> f64 {
+    let mut lanes = Lanes::default();
+    fused_into::<UPDATE>(shape, src, rhs, dst, base, r, &mut lanes);
+    lanes.total()
+}
+
+/// The r² lanes of a fused sweep: four lanes (point index mod 4 within a row segment's full
+/// chunks of four) and four tail lanes (the last `m mod 4` points of each row segment of
+/// length m). A sweep done in several calls that carry the same `Lanes` through, over the same
+/// row segments in the same order, sums the same bits as one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Lanes {
+    acc: [f64; 4],
+    tail: [f64; 4],
+}
+
+impl Lanes {
+    /// Σ r² so far, summed in the fixed order of every path.
+    pub fn total(&self) -> f64 {
+        total(self.acc, self.tail)
+    }
+}
+
+/// Fused sweep of `region` of a block into the whole array `dst`, adding the region's r² to
+/// `lanes` (in the lanes' order: [`Lanes`]).
+pub fn sweep_region_into(
+    shape: &Shape,
+    src: &[f64],
+    rhs: Option<&[f64]>,
+    dst: &mut [f64],
+    region: &Region,
+    lanes: &mut Lanes,
+) {
+    fused_into::<true>(shape, src, rhs, dst, 0, region, lanes);
+}
+
+/// [`fused`], adding to `lanes`.
+fn fused_into<const UPDATE: bool>(
+    shape: &Shape,
+    src: &[f64],
+    rhs: Option<&[f64]>,
+    dst: &mut [f64],
+    base: usize,
+    r: &Region,
+    lanes: &mut Lanes,
+) {
     let n = shape.n;
     assert_eq!(
         src.len(),
@@ -262,7 +312,7 @@ fn fused<const UPDATE: bool>(
         );
     }
     if r.is_empty() {
-        return 0.0;
+        return;
     }
     if UPDATE {
         let first = shape.index(r.x.start, r.y.start, r.z.start);
@@ -277,16 +327,17 @@ fn fused<const UPDATE: bool>(
         // SAFETY: the only precondition of a `#[target_feature(enable = "avx2")]` function is
         // that the CPU supports AVX2, detected on the line above; `region`'s own preconditions
         // are the asserts above.
-        return unsafe {
+        unsafe {
             match rhs {
-                Some(b) => x86::region::<UPDATE, true>(shape, src, b, dst, base, r),
-                None => x86::region::<UPDATE, false>(shape, src, &[], dst, base, r),
+                Some(b) => x86::region::<UPDATE, true>(shape, src, b, dst, base, r, lanes),
+                None => x86::region::<UPDATE, false>(shape, src, &[], dst, base, r, lanes),
             }
         };
+        return;
     }
     match rhs {
-        Some(b) => portable::<UPDATE, true>(shape, src, b, dst, base, r),
-        None => portable::<UPDATE, false>(shape, src, &[], dst, base, r),
+        Some(b) => portable::<UPDATE, true>(shape, src, b, dst, base, r, lanes),
+        None => portable::<UPDATE, false>(shape, src, &[], dst, base, r, lanes),
     }
 }
 
@@ -305,11 +356,12 @@ fn portable<const UPDATE: bool, const RHS: bool>(
     dst: &mut [f64],
     base: usize,
     r: &Region,
-) -> f64 {
+    lanes: &mut Lanes,
+) {
     let Shape { sx, plane, .. } = *shape;
     let m = r.x.len();
     let full = m - m % 4;
-    let (mut acc, mut tail) = ([0.0f64; 4], [0.0f64; 4]);
+    let (mut acc, mut tail) = (lanes.acc, lanes.tail);
     for z in r.z.clone() {
         for y in r.y.clone() {
             let b = shape.index(r.x.start, y, z);
@@ -343,7 +395,7 @@ fn portable<const UPDATE: bool, const RHS: bool>(
             }
         }
     }
-    total(acc, tail)
+    *lanes = Lanes { acc, tail };
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -358,7 +410,7 @@ mod x86 {
     //! (no write-allocate traffic), forming the x ± 1 neighbours by shuffles of the centre
     //! vectors (five aligned loads instead of seven), two accumulators, a tree-shaped sum.
 
-    use super::{total, Region, Shape, SIXTH};
+    use super::{Lanes, Region, Shape, SIXTH};
     use std::arch::x86_64::*;
 
     /// The fused sweep (`UPDATE`) or the residual alone (`!UPDATE`, `dst` empty), with a
@@ -372,7 +424,8 @@ mod x86 {
         dst: &mut [f64],
         base: usize,
         r: &Region,
-    ) -> f64 {
+        lanes: &mut Lanes,
+    ) {
         let Shape { n, sx, plane, len } = *shape;
         // The preconditions the SAFETY arguments below rest on (checked by the caller too).
         assert!(src.len() == len && (!RHS || rhs.len() == len));
@@ -396,7 +449,13 @@ mod x86 {
             0,
         );
         let (sixth, six) = (_mm256_set1_pd(SIXTH), _mm256_set1_pd(6.0));
-        let (mut acc, mut tail) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+        // SAFETY: each array holds exactly the 4 f64 an unaligned load reads.
+        let (mut acc, mut tail) = unsafe {
+            (
+                _mm256_loadu_pd(lanes.acc.as_ptr()),
+                _mm256_loadu_pd(lanes.tail.as_ptr()),
+            )
+        };
         for z in r.z.clone() {
             for y in r.y.clone() {
                 // Index of the row segment's first point.
@@ -460,13 +519,11 @@ mod x86 {
                 }
             }
         }
-        let (mut a, mut t) = ([0.0f64; 4], [0.0f64; 4]);
-        // SAFETY: `a` and `t` hold exactly the 4 f64 an unaligned store writes.
+        // SAFETY: each array holds exactly the 4 f64 an unaligned store writes.
         unsafe {
-            _mm256_storeu_pd(a.as_mut_ptr(), acc);
-            _mm256_storeu_pd(t.as_mut_ptr(), tail);
+            _mm256_storeu_pd(lanes.acc.as_mut_ptr(), acc);
+            _mm256_storeu_pd(lanes.tail.as_mut_ptr(), tail);
         }
-        total(a, t)
     }
 
     /// `((((x− + x+) + y−) + y+) + z−) + z+`: the canonical order.
@@ -714,10 +771,19 @@ mod tests {
             let zs = sh.owned_planes();
             let all = Region::all(sh.n);
             let ra = sweep(&sh, &src, None, &mut a);
-            let rb = portable::<true, false>(&sh, &src, &[], &mut b, 0, &all);
+            let port = |upd: bool, f: &[f64], dst: &mut [f64], reg: &Region| {
+                let mut l = Lanes::default();
+                match (upd, f.is_empty()) {
+                    (true, true) => portable::<true, false>(&sh, &src, f, dst, 0, reg, &mut l),
+                    (true, false) => portable::<true, true>(&sh, &src, f, dst, 0, reg, &mut l),
+                    (false, _) => portable::<false, false>(&sh, &src, f, dst, 0, reg, &mut l),
+                }
+                l.total()
+            };
+            let rb = port(true, &[], &mut b, &all);
             assert_eq!(a, b);
             assert_eq!(ra.to_bits(), rb.to_bits());
-            let rc = portable::<false, false>(&sh, &src, &[], &mut [], 0, &all);
+            let rc = port(false, &[], &mut [], &all);
             assert_eq!(rb.to_bits(), rc.to_bits());
             assert_eq!(residual_sq(&sh, &src, None).to_bits(), rc.to_bits());
             // With a source term, on a region that is not row-aligned.
@@ -729,7 +795,7 @@ mod tests {
             };
             let (mut c, mut d) = (vec![0.0; sh.len], vec![0.0; sh.len]);
             let rc = sweep_region(&sh, &src, Some(&f), &mut c, &reg);
-            let rd = portable::<true, true>(&sh, &src, &f, &mut d, 0, &reg);
+            let rd = port(true, &f, &mut d, &reg);
             assert_eq!(c, d);
             assert_eq!(rc.to_bits(), rd.to_bits());
         }

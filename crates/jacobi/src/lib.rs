@@ -45,6 +45,7 @@
 #![warn(missing_docs)]
 
 mod config;
+mod deep;
 mod field;
 mod geometry;
 mod halo;
@@ -66,7 +67,8 @@ mod tests;
 
 pub use config::{
     Config, ConfigError, Decomp, Exchange, Inner, InnerSpec, Pc, RacyRead, ReductionKind, SizeSpec,
-    SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_SLOWDOWN, MIN_TOL,
+    SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_HALO_DEPTH, MAX_SLOWDOWN,
+    MIN_TOL,
 };
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use memory::{human_bytes, MemoryNeed};

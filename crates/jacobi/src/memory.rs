@@ -110,7 +110,18 @@ impl Config {
             },
         };
         let grids = 2 + u64::from(self.problem.source([0.5; 3], 1.0).is_some()) + krylov;
-        let fields = cells(plan.local).saturating_mul(F64 * grids);
+        // --halo-depth k: the block grows by up to k − 1 ghost planes on each side, and each
+        // message carries k planes of the grown faces (an upper bound: a face without a
+        // neighbour does not grow).
+        let grow = usize::try_from(self.halo_depth.saturating_sub(1).saturating_mul(2))
+            .unwrap_or(usize::MAX);
+        let n = plan.local;
+        let block = Dims::new(
+            n.x.saturating_add(grow),
+            n.y.saturating_add(grow),
+            n.z.saturating_add(grow),
+        );
+        let fields = cells(block).saturating_mul(F64 * grids);
         // Each channel: R + 1 slots each way (send slots and the receiver's), for the halo
         // channels (R = 1 for sync) and, async and racy, the certification channels (R = 1).
         let r = match self.variant {
@@ -124,7 +135,8 @@ impl Config {
                 Variant::Sync => 0,
                 Variant::Async | Variant::Racy => 4,
             });
-        let channels = face_values(plan.local)
+        let channels = face_values(block)
+            .saturating_mul(self.halo_depth.max(1))
             .saturating_mul(F64)
             .saturating_mul(slots);
         let history = (History::CAP as u64 + 1) * POINT;

@@ -87,6 +87,14 @@ impl Config {
                 why: "threads read their neighbours' planes directly at every sweep",
             });
         }
+        if self.halo_depth != 1 {
+            return Err(ConfigError::Unsupported {
+                flag: "--halo-depth",
+                backend: "--backend shared",
+                why: "threads read their neighbours' planes directly at every sweep: there is \
+                      no halo to deepen",
+            });
+        }
         let mut c = self.clone();
         c.grid = Some(procs);
         c.plan(threads)

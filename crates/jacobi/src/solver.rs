@@ -103,6 +103,9 @@ pub(crate) fn solve_rank<C: Context>(
     if cfg.solver.is_krylov() {
         return crate::krylov::solve_rank(ctx, cfg, plan, progress, crate::linalg::SEVEN_POINT);
     }
+    if cfg.halo_depth > 1 {
+        return crate::deep::solve_rank(ctx, cfg, plan, progress);
+    }
     let block = Block::of_rank(ctx, cfg, plan)?;
     let mut run = Run {
         cfg,
@@ -258,7 +261,7 @@ fn sum_all<C: Context>(ctx: &mut C, v: f64) -> Result<f64, Error> {
 }
 
 /// Busy-wait for `(factor − 1)` times `took`: a core `factor` times slower.
-fn slow_down(factor: f64, took: Duration) {
+pub(crate) fn slow_down(factor: f64, took: Duration) {
     if factor > 1.0 {
         let until = Instant::now() + took.mul_f64(factor - 1.0);
         while Instant::now() < until {

@@ -1,0 +1,1085 @@
+//! Deep halos and temporal blocking: the sync Jacobi variant with `--halo-depth k`.
+//!
+//! Every k iterations each rank receives a ghost zone k planes deep from each neighbour (one
+//! message per face, k times larger than a one-plane halo, so k times fewer messages), then
+//! does k sweeps on its block grown by the ghost zone. Sweep j (1 ≤ j ≤ k) of a block
+//! updates the owned points and the ghost planes less than k − j away from them: what it
+//! computes there is what the neighbour computes for its own points, with the same
+//! operations in the same order, so after the k-th sweep the owned points hold bit for bit
+//! the iterate the one-plane exchange gives after k iterations (`deep_equals_shallow` tests
+//! it). The redundant work is the ghost zone's, (k − 1)/2 planes per face on average.
+//!
+//! ## Temporal blocking
+//! The k sweeps run as one wavefront over the planes along z: at step s, sweep j updates
+//! plane s − (j − 1), which reads planes s − j .. s − j + 2 of the iterate before it, all
+//! computed moments ago and still in cache. So a block of k sweeps streams each array through
+//! memory about once, not k times. Two arrays suffice: sweep j writes plane p of the array
+//! that held sweep j − 2's plane p, whose last readers (sweep j − 1's planes p − 1 .. p + 1)
+//! are done by then, since sweep j − 1 is one plane ahead.
+//!
+//! ## The ghost zone's corners
+//! Sweeps after the first read ghost points that lie beyond two faces at once (an edge or a
+//! corner of the grown block). The exchange fills them with six messages, in three rounds:
+//! along x (the owned y, z range), then along y with the x ghost planes included, then along
+//! z with both: each round forwards what the previous one brought.
+//!
+//! ## Async and racy
+//! With `--variant async` or `racy` the faces sent every N iterations (`--halo-every`) are k
+//! planes deep, and each iteration is one sweep. Beyond each face, the ghost zone a message
+//! brought is swept along with the block, one plane less each sweep (the planes ≥ k − a
+//! away from the block are stale after a sweeps), until only the halo plane next to the
+//! block is left; it then stays as it is until the next message, which is what every halo
+//! does at k = 1 ([`DeepField::sweep_async`]). So a halo k planes deep carries the
+//! neighbour's iterate of the send, and the sweeps after it use the local continuation of
+//! that iterate for up to k − 1 sweeps (the neighbour's own next iterates, where its
+//! neighbours' data was not older than its own) in place of a halo frozen at the send:
+//! the staleness is that of the message, and for k − 1 sweeps it does not grow. The
+//! iterates are not those of k = 1 (no asynchronous run repeats), the termination is the
+//! same certified one.
+//!
+//! ## The residual
+//! The check period K is a multiple of k, so a check falls at the end of a block; the k-th
+//! sweep covers the owned points exactly, with rows of the same length in the same order as
+//! a one-plane sweep, and carries one [`Lanes`] accumulator through its planes: the residual
+//! it returns has the bits of the one-plane sweep's.
+
+use crate::config::Config;
+use crate::config::{RacyRead, Variant};
+use crate::geometry::{Axis, Face, Geometry, GlobalIdx, Plan};
+use crate::kernel::{self, Grid, Lanes, Region, Shape};
+use crate::problem::Problem;
+use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
+use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
+use crate::solver::{Block, RankOutcome};
+use crate::Error;
+use chan_core::traits::*;
+use chan_core::{
+    close_all, Async, Channel, ChannelConfig, ChannelSpec, ChannelStats, CreateError, Racy,
+    ReduceOp, Sync, TrySendError,
+};
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+/// One rank's iterate with a ghost zone `depth` planes deep on every face with a neighbour
+/// (one plane, the Dirichlet values, on the others), stored as a [`Shape`] grown by the ghost
+/// zone: grown index = local index + `off` along each axis.
+#[derive(Debug)]
+pub(crate) struct DeepField {
+    geom: Geometry,
+    depth: usize,
+    shape: Shape,
+    /// `depth − 1` along an axis with a neighbour below, else 0.
+    off: [usize; 3],
+    /// A neighbour below / above, per axis.
+    lo: [bool; 3],
+    hi: [bool; 3],
+    /// The current iterate and the other array of the wavefront.
+    u: Grid,
+    next: Grid,
+    /// `h² f` at every point of the grown block that is a point of the global grid's
+    /// interior (the neighbours' too), for a problem with a source term.
+    rhs: Option<Grid>,
+    /// Async and racy: sweeps since the ghost zone beyond each face (by [`Face::index`])
+    /// was last written by a message (or the start).
+    age: [u64; 6],
+}
+
+impl DeepField {
+    /// The starting iterate of `problem` on `geom`'s block grown by `depth`-deep ghost zones:
+    /// every point at the value the problem gives it (as if exchanged), in both arrays.
+    pub(crate) fn new(geom: &Geometry, problem: &Problem, depth: usize) -> Self {
+        assert!(depth >= 1);
+        let n = geom.local.to_array();
+        let has = |f: Face| geom.neighbours[f.index()].is_some();
+        let lo = Axis::ALL.map(|a| has(Face::new(a, false)));
+        let hi = Axis::ALL.map(|a| has(Face::new(a, true)));
+        let grow = |a: usize| (depth - 1) * (usize::from(lo[a]) + usize::from(hi[a]));
+        let off = [0, 1, 2].map(|a| if lo[a] { depth - 1 } else { 0 });
+        let shape = Shape::new(crate::geometry::Dims::new(
+            n[0] + grow(0),
+            n[1] + grow(1),
+            n[2] + grow(2),
+        ));
+        let mut u = Grid::new(shape.len, 0.0);
+        let mut rhs: Option<Grid> = None;
+        let g = shape.n.to_array();
+        for z in 0..=g[2] + 1 {
+            for y in 0..=g[1] + 1 {
+                for x in 0..=g[0] + 1 {
+                    // The global index of grown point (x, y, z): origin + local − 1, where
+                    // local = grown − off (the ghost zone lies inside the neighbours' blocks,
+                    // validated by `Config::plan`: depth ≤ their extent).
+                    let gi = [x, y, z];
+                    let glob = [0, 1, 2].map(|a| geom.origin[a] + gi[a] - off[a] - 1);
+                    let gidx = GlobalIdx {
+                        x: glob[0],
+                        y: glob[1],
+                        z: glob[2],
+                    };
+                    let pos = geom.position(gidx);
+                    let i = shape.index(x, y, z);
+                    if geom.on_boundary(gidx) {
+                        u[i] = problem.boundary(gidx, pos);
+                    } else {
+                        u[i] = problem.initial(gidx, pos);
+                        if let Some(f) = problem.source(pos, geom.h[0]) {
+                            rhs.get_or_insert_with(|| Grid::new(shape.len, 0.0))[i] = f;
+                        }
+                    }
+                }
+            }
+        }
+        DeepField {
+            geom: geom.clone(),
+            depth,
+            shape,
+            off,
+            lo,
+            hi,
+            next: u.clone(),
+            u,
+            rhs,
+            age: [0; 6],
+        }
+    }
+
+    /// The grown range along `a` that sweep `j` of a block updates (j = depth: the owned
+    /// points).
+    fn range(&self, a: usize, j: usize) -> Range<usize> {
+        let (k, n) = (self.depth, self.geom.local.to_array()[a]);
+        let start = self.off[a] + 1 - if self.lo[a] { k - j } else { 0 };
+        let end = self.off[a] + n + 1 + if self.hi[a] { k - j } else { 0 };
+        start..end
+    }
+
+    /// The owned points, in grown coordinates.
+    fn owned(&self) -> Region {
+        let k = self.depth;
+        Region {
+            x: self.range(0, k),
+            y: self.range(1, k),
+            z: self.range(2, k),
+        }
+    }
+
+    /// Sweeps 1 ..= `m` (m ≤ depth) of a block as one wavefront over z (module docs); Σ r² of
+    /// the iterate sweep `depth` started from over the owned points when `m = depth`, else 0.
+    /// The current iterate is the result afterwards.
+    pub(crate) fn sweep_block(&mut self, m: usize) -> f64 {
+        assert!(m >= 1 && m <= self.depth);
+        let mut lanes = Lanes::default();
+        let regions: Vec<Region> = (1..=m)
+            .map(|j| Region {
+                x: self.range(0, j),
+                y: self.range(1, j),
+                z: self.range(2, j),
+            })
+            .collect();
+        let z1 = regions[0].z.clone();
+        for s in z1.start..z1.end + m - 1 {
+            for (j, reg) in (1..=m).zip(&regions) {
+                let Some(p) = s.checked_sub(j - 1).filter(|p| reg.z.contains(p)) else {
+                    continue;
+                };
+                let plane = Region {
+                    x: reg.x.clone(),
+                    y: reg.y.clone(),
+                    z: p..p + 1,
+                };
+                // Sweep j reads the array sweep j − 1 wrote (the iterate for j = 1).
+                let (src, dst) = if j % 2 == 1 {
+                    (&self.u, &mut self.next)
+                } else {
+                    (&self.next, &mut self.u)
+                };
+                let mut scratch = Lanes::default();
+                let acc = if j == self.depth {
+                    &mut lanes
+                } else {
+                    &mut scratch
+                };
+                kernel::sweep_region_into(&self.shape, src, self.rhs.as_deref(), dst, &plane, acc);
+            }
+        }
+        if m % 2 == 1 {
+            std::mem::swap(&mut self.u, &mut self.next);
+        }
+        lanes.total()
+    }
+
+    /// One sweep of the async and racy variants: the owned points, and beyond each face with
+    /// a neighbour the ghost planes less than `depth − 1 − age` away, `age` being the sweeps
+    /// since that ghost zone came in a message: a fresh ghost zone is advanced as the
+    /// neighbour would advance it, one plane less each sweep, until only the halo plane
+    /// next to the block is left, frozen until the next message (what k = 1 does with every
+    /// halo). The ghost planes swept are written to both arrays, so the halo read after the
+    /// swap is the newest. Σ r² of the current iterate over the owned points.
+    pub(crate) fn sweep_async(&mut self) -> f64 {
+        let k = self.depth as u64;
+        let n = self.geom.local.to_array();
+        let ext = |f: Face| -> usize {
+            let has = if f.high {
+                self.hi[f.axis.index()]
+            } else {
+                self.lo[f.axis.index()]
+            };
+            if has {
+                (k - 1).saturating_sub(self.age[f.index()]) as usize
+            } else {
+                0
+            }
+        };
+        // Per axis: [ghost below, owned, ghost above], in grown coordinates.
+        let parts: [[Range<usize>; 3]; 3] = [0, 1, 2].map(|a| {
+            let axis = Axis::ALL[a];
+            let (own0, own1) = (self.off[a] + 1, self.off[a] + n[a] + 1);
+            [
+                own0 - ext(Face::new(axis, false))..own0,
+                own0..own1,
+                own1..own1 + ext(Face::new(axis, true)),
+            ]
+        });
+        let whole = |a: usize| parts[a][0].start..parts[a][2].end;
+        let owned = |a: usize| parts[a][1].clone();
+        let mut lanes = Lanes::default();
+        let (rhs, sh) = (self.rhs.as_deref(), &self.shape);
+        let own = Region {
+            x: owned(0),
+            y: owned(1),
+            z: owned(2),
+        };
+        kernel::sweep_region_into(sh, &self.u, rhs, &mut self.next, &own, &mut lanes);
+        // The ghost shell as disjoint boxes: z slabs over the whole x, y extent, y slabs over
+        // the owned z range, x slabs over the owned y and z ranges.
+        let mut shell: Vec<Region> = Vec::with_capacity(6);
+        for side in [0, 2] {
+            shell.push(Region {
+                x: whole(0),
+                y: whole(1),
+                z: parts[2][side].clone(),
+            });
+            shell.push(Region {
+                x: whole(0),
+                y: parts[1][side].clone(),
+                z: owned(2),
+            });
+            shell.push(Region {
+                x: parts[0][side].clone(),
+                y: owned(1),
+                z: owned(2),
+            });
+        }
+        for reg in shell.iter().filter(|r| !r.is_empty()) {
+            let mut scratch = Lanes::default();
+            kernel::sweep_region_into(sh, &self.u, rhs, &mut self.next, reg, &mut scratch);
+            for z in reg.z.clone() {
+                for y in reg.y.clone() {
+                    let i = sh.index(reg.x.start, y, z);
+                    let m = reg.x.len();
+                    self.u[i..i + m].copy_from_slice(&self.next[i..i + m]);
+                }
+            }
+        }
+        std::mem::swap(&mut self.u, &mut self.next);
+        for a in &mut self.age {
+            *a = a.saturating_add(1);
+        }
+        lanes.total()
+    }
+
+    /// Write a racy view into the ghost planes beyond `face` (relaxed atomic loads, in the
+    /// order of [`DeepField::unpack`]).
+    pub(crate) fn unpack_atomic(&mut self, face: Face, view: &chan_core::AtomicF64Slice) {
+        assert_eq!(view.len(), self.face_len(face), "unpack: wrong view length");
+        let [bx, by, bz] = self.face_box(face, true);
+        let mut k = 0;
+        for z in bz {
+            for y in by.clone() {
+                let i = self.shape.index(bx.start, y, z);
+                for v in &mut self.u[i..i + bx.len()] {
+                    *v = view.load(k);
+                    k += 1;
+                }
+            }
+        }
+        self.age[face.index()] = 0;
+    }
+
+    /// Σ r² of the current iterate over the owned points (the halo must be current).
+    pub(crate) fn residual_sq(&self) -> f64 {
+        kernel::residual_sq_region(&self.shape, &self.u, self.rhs.as_deref(), &self.owned())
+    }
+
+    /// The box a message across `face` carries (`ghost`: the ghost planes it fills on the
+    /// receiving side; else the owned planes it is packed from), in grown coordinates: the
+    /// face's `depth` planes, and along the other axes the owned range, grown by the ghost
+    /// planes of the axes exchanged before this one (x before y before z).
+    fn face_box(&self, face: Face, ghost: bool) -> [Range<usize>; 3] {
+        let a = face.axis.index();
+        let (k, n) = (self.depth, self.geom.local.to_array());
+        [0, 1, 2].map(|b| {
+            if b == a {
+                let first = match (face.high, ghost) {
+                    (false, false) => self.off[a] + 1,
+                    (false, true) => self.off[a] + 1 - k,
+                    (true, false) => self.off[a] + n[a] + 1 - k,
+                    (true, true) => self.off[a] + n[a] + 1,
+                };
+                first..first + k
+            } else if b < a {
+                let g = self.shape.n.to_array()[b];
+                usize::from(!self.lo[b])..g + 1 + usize::from(self.hi[b])
+            } else {
+                self.off[b] + 1..self.off[b] + n[b] + 1
+            }
+        })
+    }
+
+    /// Values in a message across `face`.
+    pub(crate) fn face_len(&self, face: Face) -> usize {
+        self.face_box(face, false).iter().map(Range::len).product()
+    }
+
+    /// Copy the owned planes next to `face` into `buf`, x fastest.
+    pub(crate) fn pack(&self, face: Face, buf: &mut [f64]) {
+        assert_eq!(buf.len(), self.face_len(face), "pack: wrong message length");
+        let [bx, by, bz] = self.face_box(face, false);
+        let mut rows = buf.chunks_exact_mut(bx.len());
+        for z in bz {
+            for y in by.clone() {
+                let i = self.shape.index(bx.start, y, z);
+                let row = rows.next().expect("the message holds every row");
+                row.copy_from_slice(&self.u[i..i + bx.len()]);
+            }
+        }
+    }
+
+    /// Write a neighbour's message into the ghost planes beyond `face` (the inverse of its
+    /// [`DeepField::pack`] across the opposite face).
+    pub(crate) fn unpack(&mut self, face: Face, data: &[f64]) {
+        assert_eq!(
+            data.len(),
+            self.face_len(face),
+            "unpack: wrong message length"
+        );
+        let [bx, by, bz] = self.face_box(face, true);
+        let mut rows = data.chunks_exact(bx.len());
+        for z in bz {
+            for y in by.clone() {
+                let i = self.shape.index(bx.start, y, z);
+                let row = rows.next().expect("the message holds every row");
+                self.u[i..i + bx.len()].copy_from_slice(row);
+            }
+        }
+        self.age[face.index()] = 0;
+    }
+
+    /// The owned values of the current iterate, x fastest.
+    pub(crate) fn owned_values(&self) -> Vec<f64> {
+        let o = self.owned();
+        let mut out = Vec::with_capacity(o.volume());
+        for z in o.z.clone() {
+            for y in o.y.clone() {
+                let i = self.shape.index(o.x.start, y, z);
+                out.extend_from_slice(&self.u[i..i + o.x.len()]);
+            }
+        }
+        out
+    }
+}
+
+/// The channels of a deep halo: one per face with a neighbour, tagged `tag_base` plus the
+/// face's axis, `r` messages in flight.
+fn specs(
+    f: &DeepField,
+    faces: &[Face],
+    tag_base: u32,
+    r: usize,
+) -> Result<Vec<ChannelSpec>, Error> {
+    faces
+        .iter()
+        .map(|&face| {
+            let peer = f.geom.neighbours[face.index()].expect("faces have neighbours");
+            let cfg = ChannelConfig::new(f.face_len(face), r).map_err(CreateError::from)?;
+            ChannelSpec::new(peer, tag_base + face.axis.index() as u32, cfg)
+                .map_err(|e| Error::Create(e.into()))
+        })
+        .collect()
+}
+
+/// The certification channels of async and racy runs (tags 3 to 5, one message in flight).
+fn specs_for_cert(f: &DeepField, faces: &[Face]) -> Result<Vec<ChannelSpec>, Error> {
+    specs(f, faces, 3, 1)
+}
+
+/// The deep exchange: along x, then y, then z, each round's sends posted before its
+/// receives, each round complete before the next packs (module docs, "corners").
+fn exchange<B: Backend>(
+    chans: &mut [Channel<B, Sync>],
+    faces: &[Face],
+    it: u64,
+    f: &mut DeepField,
+) -> Result<(), Error> {
+    for axis in Axis::ALL {
+        for (ch, &face) in chans.iter_mut().zip(faces) {
+            if face.axis == axis {
+                ch.set_iteration(it);
+                ch.send_with(|buf| f.pack(face, buf))?;
+            }
+        }
+        for (ch, &face) in chans.iter_mut().zip(faces) {
+            if face.axis == axis {
+                let m = ch.recv()?;
+                f.unpack(face, m.data());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The blocking all-reduce of one value, as a sum.
+fn sum_all<C: Context>(ctx: &mut C, v: f64) -> Result<f64, Error> {
+    let mut buf = [v];
+    ctx.all_reduce(&mut buf, ReduceOp::Sum)?;
+    Ok(buf[0])
+}
+
+/// The sync Jacobi variant with `cfg.halo_depth` > 1: the loop of the one-plane variant
+/// (a check every K iterations, certification of a claim), a block of k sweeps per exchange.
+pub(crate) fn solve_rank<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+    plan: &Plan,
+    progress: Option<&dyn Progress>,
+) -> Result<RankOutcome, Error> {
+    let block = Block::of_rank(ctx, cfg, plan)?;
+    let depth = usize::try_from(cfg.halo_depth).expect("validated: at most 16");
+    let mut run = DeepRun {
+        cfg,
+        field: DeepField::new(&block.geom, &cfg.problem, depth),
+        faces: block.faces,
+        slowdown: cfg.slowdown_of(ctx.rank()),
+        res0_sq: 0.0,
+        it: 0,
+        compute: Duration::ZERO,
+        comm: Duration::ZERO,
+        reported: None,
+        history: History::new(),
+        certifications: Vec::new(),
+        start: Instant::now(),
+        progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
+        reductions: 0,
+        last_true_local: 0.0,
+    };
+    let (stop, true_value, time, channels) = match cfg.variant {
+        Variant::Sync => {
+            let specs = specs(&run.field, &run.faces, 0, 1)?;
+            let mut chans = ctx.open::<Sync>(&specs)?;
+            let (stop, true_value, time) = run.sync(ctx, &mut chans)?;
+            (stop, true_value, time, close_all(chans)?)
+        }
+        Variant::Async => run.asynchronous::<C, Async>(ctx)?,
+        Variant::Racy => run.asynchronous::<C, Racy>(ctx)?,
+    };
+    let mut messages = MessageTotals::default();
+    for s in &channels {
+        messages.add(s);
+    }
+    run.history.finish();
+    let criterion = cfg.criterion;
+    let mut field = block.field;
+    field.set_owned(&run.field.owned_values());
+    let record = RankRecord {
+        rank: ctx.rank(),
+        backend: C::Backend::NAME.to_string(),
+        coords: block.geom.coords,
+        local: block.geom.local,
+        iterations: run.it,
+        time_s: time.as_secs_f64(),
+        compute_s: run.compute.as_secs_f64(),
+        comm_s: run.comm.as_secs_f64(),
+        stop,
+        converged: criterion.met(true_value),
+        residual: Residuals {
+            reported: run.reported,
+            true_residual: true_value,
+            initial_norm: run.res0_sq.sqrt(),
+        },
+        reductions: run.reductions,
+        certifications: run.certifications,
+        history: run.history,
+        error_max: field.error_max(&cfg.problem),
+        krylov: None,
+        exchange_trace: Vec::new(),
+        messages,
+        channels,
+    };
+    Ok(RankOutcome { record, field })
+}
+
+/// The state of one rank's deep-halo run.
+struct DeepRun<'a> {
+    cfg: &'a Config,
+    field: DeepField,
+    /// Faces with a neighbour, in [`Face::ALL`] order; channel i serves `faces[i]`.
+    faces: Vec<Face>,
+    slowdown: f64,
+    /// ‖b − A u_0‖².
+    res0_sq: f64,
+    /// Sweeps done.
+    it: u64,
+    compute: Duration,
+    comm: Duration,
+    reported: Option<f64>,
+    history: History,
+    certifications: Vec<Certification>,
+    start: Instant,
+    progress: ProgressGate<'a>,
+    /// Rounds of the non-blocking reduction completed (async, racy).
+    reductions: u64,
+    /// This block's Σ r² at the last true-residual computation.
+    last_true_local: f64,
+}
+
+/// Taking whatever new ghost-zone data a channel holds (async and racy; the same rules as
+/// the one-plane variants' in solver.rs).
+trait DeepSource {
+    /// Apply new data on this channel to the ghost zone beyond `face`, if any, unless older
+    /// than `floor`.
+    fn take(
+        &mut self,
+        field: &mut DeepField,
+        face: Face,
+        floor: u64,
+        read: RacyRead,
+    ) -> Result<(), Error>;
+}
+
+impl<B: Backend> DeepSource for Channel<B, Async> {
+    fn take(
+        &mut self,
+        f: &mut DeepField,
+        face: Face,
+        floor: u64,
+        _: RacyRead,
+    ) -> Result<(), Error> {
+        if let Some(m) = self.recv()? {
+            if m.stamp() >= floor {
+                f.unpack(face, m.data());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<B: Backend> DeepSource for Channel<B, Racy> {
+    fn take(
+        &mut self,
+        f: &mut DeepField,
+        face: Face,
+        floor: u64,
+        read: RacyRead,
+    ) -> Result<(), Error> {
+        match read {
+            RacyRead::Landed => {
+                if self.can_recv()? && self.last_stamp() >= floor.max(1) {
+                    f.unpack_atomic(face, self.recv()?);
+                }
+            }
+            RacyRead::Always => f.unpack_atomic(face, self.recv()?),
+        }
+        Ok(())
+    }
+}
+
+impl DeepRun<'_> {
+    fn exchange<B: Backend>(&mut self, chans: &mut [Channel<B, Sync>]) -> Result<(), Error> {
+        let t = Instant::now();
+        exchange(chans, &self.faces, self.it, &mut self.field)?;
+        self.comm += t.elapsed();
+        Ok(())
+    }
+
+    /// A deep exchange, the residual of every block, a blocking sum: ‖b − A u‖².
+    fn true_residual_sq<C: Context>(
+        &mut self,
+        ctx: &mut C,
+        chans: &mut [Channel<C::Backend, Sync>],
+    ) -> Result<f64, Error> {
+        self.exchange(chans)?;
+        let t = Instant::now();
+        let local = self.field.residual_sq();
+        self.last_true_local = local;
+        self.compute += t.elapsed();
+        let t = Instant::now();
+        let g = sum_all(ctx, local)?;
+        self.comm += t.elapsed();
+        Ok(g)
+    }
+
+    /// The async and racy variants with deep halos: the loop of `Run::asynchronous`
+    /// (solver.rs) — take whatever ghost-zone data is there, sweep, offer the k-deep faces
+    /// every `halo_every` iterations, test and restart the non-blocking reduction, certify a
+    /// claim with a deep synchronous exchange — with [`DeepField::sweep_async`] as the sweep.
+    fn asynchronous<C: Context, M>(
+        &mut self,
+        ctx: &mut C,
+    ) -> Result<(StopReason, f64, Duration, Vec<ChannelStats>), Error>
+    where
+        M: chan_core::Mode,
+        Channel<C::Backend, M>: DeepSource,
+    {
+        let criterion = self.cfg.criterion;
+        let specs = specs(&self.field, &self.faces, 0, self.cfg.max_in_flight)?;
+        let mut chans = ctx.open::<M>(&specs)?;
+        let cert_specs = specs_for_cert(&self.field, &self.faces)?;
+        let mut cert = ctx.open::<Sync>(&cert_specs)?;
+        let mut red = ctx.reduction(2, ReduceOp::Sum)?;
+        ctx.barrier()?;
+        let start = Instant::now();
+        self.start = start;
+        self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
+        let mut floor = vec![0u64; self.faces.len()];
+        let mut local = [0.0, 0.0];
+        let measure = |sq: f64, sq0: f64| criterion.measure(sq, sq0);
+        let initial = measure(self.res0_sq, self.res0_sq);
+        let mut last_true = Some(initial);
+        let mut started: Option<u64> = None;
+        let pace = self.cfg.pace_reductions.then_some(self.cfg.check_every);
+        let max_iters = self.cfg.max_iters;
+        let may_start = |it: u64, started: Option<u64>| match (pace, started) {
+            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= max_iters,
+            _ => true,
+        };
+        let stop = 'run: loop {
+            if self.it == 0 && criterion.met(initial) {
+                break StopReason::Criterion;
+            }
+            if self.it < max_iters {
+                let t = Instant::now();
+                for ((ch, &face), &fl) in chans.iter_mut().zip(&self.faces).zip(&floor) {
+                    ch.take(&mut self.field, face, fl, self.cfg.racy_read)?;
+                }
+                self.comm += t.elapsed();
+                let t = Instant::now();
+                local[0] = self.field.sweep_async();
+                crate::solver::slow_down(self.slowdown, t.elapsed());
+                self.compute += t.elapsed();
+                self.it += 1;
+                last_true = None;
+                if self.it % self.cfg.halo_every == 0 {
+                    let t = Instant::now();
+                    for (ch, &face) in chans.iter_mut().zip(&self.faces) {
+                        ch.set_iteration(self.it);
+                        let field = &self.field;
+                        match ch.try_send_with(|buf| field.pack(face, buf)) {
+                            Ok(()) | Err(TrySendError::Full(_)) => {}
+                            Err(TrySendError::Comm(e)) => return Err(e.into()),
+                        }
+                    }
+                    self.comm += t.elapsed();
+                }
+                local[1] = f64::from(u8::from(self.it >= max_iters));
+            }
+            let t = Instant::now();
+            let round = if red.in_progress() {
+                red.test()?.map(|g| [g[0], g[1]])
+            } else {
+                if may_start(self.it, started) {
+                    red.start(&local)?;
+                    started = Some(self.it);
+                }
+                None
+            };
+            self.comm += t.elapsed();
+            let Some(g) = round else {
+                if self.it >= max_iters {
+                    std::thread::yield_now();
+                }
+                continue;
+            };
+            self.reductions += 1;
+            let value = measure(g[0], self.res0_sq);
+            self.reported = Some(value);
+            let elapsed = self.start.elapsed();
+            self.history
+                .record(HistoryPoint(self.it, value, elapsed.as_secs_f64()));
+            self.progress.offer(self.it, value, elapsed);
+            if criterion.met(value) {
+                if !self.cfg.confirm {
+                    break 'run StopReason::Criterion;
+                }
+                let g = self.true_residual_sq(ctx, &mut cert)?;
+                let t = measure(g, self.res0_sq);
+                self.certifications.push(Certification {
+                    iteration: self.it,
+                    reported: self.reported,
+                    true_residual: t,
+                    accepted: criterion.met(t),
+                });
+                last_true = Some(t);
+                // The certification exchange filled the ghost zones with the neighbours'
+                // current iterate; older messages in flight are not applied.
+                for (ch, fl) in cert.iter().zip(&mut floor) {
+                    *fl = ch.latest().map_or(*fl, |m| m.stamp());
+                }
+                if criterion.met(t) {
+                    break 'run StopReason::Criterion;
+                }
+                local[0] = self.last_true_local;
+            }
+            if g[1] > 0.0 {
+                break 'run StopReason::MaxIters;
+            }
+            if may_start(self.it, started) {
+                let t = Instant::now();
+                red.start(&local)?;
+                started = Some(self.it);
+                self.comm += t.elapsed();
+            }
+        };
+        let true_value = match last_true {
+            Some(t) => t,
+            None => {
+                let g = self.true_residual_sq(ctx, &mut cert)?;
+                measure(g, self.res0_sq)
+            }
+        };
+        let time = start.elapsed();
+        drop(red);
+        let mut stats = close_all(chans)?;
+        stats.extend(close_all(cert)?);
+        Ok((stop, true_value, time, stats))
+    }
+
+    /// The loop of `Run::sync` (solver.rs) with a block of k sweeps per exchange.
+    fn sync<C: Context>(
+        &mut self,
+        ctx: &mut C,
+        chans: &mut [Channel<C::Backend, Sync>],
+    ) -> Result<(StopReason, f64, Duration), Error> {
+        let criterion = self.cfg.criterion;
+        let k = self.field.depth as u64;
+        ctx.barrier()?;
+        let start = Instant::now();
+        self.start = start;
+        self.res0_sq = self.true_residual_sq(ctx, chans)?;
+        let measure = |sq: f64, sq0: f64| criterion.measure(sq, sq0);
+        let initial = measure(self.res0_sq, self.res0_sq);
+        let mut last_true = Some(initial);
+        let mut fresh = true; // the ghost zone holds the neighbours' current iterate
+        let stop = if criterion.met(initial) {
+            StopReason::Criterion
+        } else {
+            loop {
+                if !fresh {
+                    self.exchange(chans)?;
+                }
+                // Blocks start at multiples of k; only the last one, cut by --max-iters, is
+                // shorter (and holds no check: checks fall on multiples of K, so of k).
+                let m = k.min(self.cfg.max_iters - self.it);
+                let t = Instant::now();
+                let r = self.field.sweep_block(m as usize);
+                crate::solver::slow_down(self.slowdown, t.elapsed());
+                self.compute += t.elapsed();
+                self.it += m;
+                fresh = false;
+                last_true = None;
+                if self.it % self.cfg.check_every == 0 {
+                    debug_assert_eq!(m, k);
+                    let t = Instant::now();
+                    let g = sum_all(ctx, r)?;
+                    self.comm += t.elapsed();
+                    // The k-th sweep's residual is that of the iterate it started from.
+                    let value = measure(g, self.res0_sq);
+                    self.reported = Some(value);
+                    let elapsed = self.start.elapsed();
+                    self.history
+                        .record(HistoryPoint(self.it - 1, value, elapsed.as_secs_f64()));
+                    self.progress.offer(self.it, value, elapsed);
+                    if criterion.met(value) {
+                        if !self.cfg.confirm {
+                            break StopReason::Criterion;
+                        }
+                        let g = self.true_residual_sq(ctx, chans)?;
+                        let t = measure(g, self.res0_sq);
+                        self.certifications.push(Certification {
+                            iteration: self.it,
+                            reported: self.reported,
+                            true_residual: t,
+                            accepted: criterion.met(t),
+                        });
+                        fresh = true;
+                        last_true = Some(t);
+                        if criterion.met(t) {
+                            break StopReason::Criterion;
+                        }
+                    }
+                }
+                if self.it >= self.cfg.max_iters {
+                    break StopReason::MaxIters;
+                }
+            }
+        };
+        let true_value = match last_true {
+            Some(t) => t,
+            None => {
+                let g = self.true_residual_sq(ctx, chans)?;
+                measure(g, self.res0_sq)
+            }
+        };
+        Ok((stop, true_value, start.elapsed()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field::Field;
+    use crate::geometry::{Dims, ProcGrid};
+    use crate::tests::common::{cfg, noise, run_threads};
+    use crate::{SizeSpec, Variant};
+
+    /// Every grown point's value, after k one-plane sweeps of the whole global grid, equals
+    /// the deep block's after one block of k sweeps, bit for bit: the ghost-zone computation is
+    /// the owner's computation.
+    #[test]
+    fn a_block_of_sweeps_equals_sweeps_of_the_global_grid() {
+        for (global, procs) in [
+            (Dims::new(9, 7, 8), ProcGrid(Dims::new(1, 1, 1))),
+            (Dims::new(9, 8, 9), ProcGrid(Dims::new(3, 2, 3))),
+            (Dims::new(8, 10, 6), ProcGrid(Dims::new(2, 2, 2))),
+        ] {
+            let plan = Plan::split(global, procs).unwrap();
+            let p = Problem::Poisson;
+            for k in 1..=3usize {
+                if plan.local.to_array().iter().any(|&n| n < k) {
+                    continue;
+                }
+                // The serial truth: the global grid as one block, randomised interior.
+                let whole = Plan::split(global, ProcGrid(Dims::cube(1))).unwrap();
+                let mut serial = Field::new(&whole.geometry(0), &p);
+                let start = noise(global.volume(), k as u64);
+                serial.set_owned(&start);
+                let mut r_serial = 0.0;
+                for _ in 0..k {
+                    r_serial = serial.sweep();
+                }
+                let truth = serial.owned_values();
+                let mut r_sum = 0.0;
+                for rank in 0..procs.size() {
+                    let geom = plan.geometry(rank);
+                    let mut d = DeepField::new(&geom, &p, k);
+                    // Load the random start into the whole grown block, ghosts included
+                    // (not the Dirichlet planes).
+                    let g = d.shape.n.to_array();
+                    for z in 0..=g[2] + 1 {
+                        for y in 0..=g[1] + 1 {
+                            for x in 0..=g[0] + 1 {
+                                let gl = [x, y, z]
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(a, &v)| geom.origin[a] + v - d.off[a] - 1)
+                                    .collect::<Vec<_>>();
+                                let gd = global.to_array();
+                                if (0..3).any(|a| gl[a] == 0 || gl[a] == gd[a] + 1) {
+                                    continue;
+                                }
+                                let i = d.shape.index(x, y, z);
+                                let v = start[(gl[0] - 1)
+                                    + global.x * ((gl[1] - 1) + global.y * (gl[2] - 1))];
+                                d.u[i] = v;
+                            }
+                        }
+                    }
+                    r_sum += d.sweep_block(k);
+                    let own = d.owned_values();
+                    let n = geom.local;
+                    let mut i = 0;
+                    for z in 0..n.z {
+                        for y in 0..n.y {
+                            for x in 0..n.x {
+                                let gz = geom.origin[2] + z - 1;
+                                let gy = geom.origin[1] + y - 1;
+                                let gx = geom.origin[0] + x - 1;
+                                let want = truth[gx + global.x * (gy + global.y * gz)];
+                                assert_eq!(
+                                    own[i].to_bits(),
+                                    want.to_bits(),
+                                    "k {k} grid {procs} rank {rank} point ({x},{y},{z})"
+                                );
+                                i += 1;
+                            }
+                        }
+                    }
+                }
+                if procs.size() == 1 {
+                    assert_eq!(r_sum.to_bits(), r_serial.to_bits(), "k {k}");
+                }
+            }
+        }
+    }
+
+    /// Whole runs on the threads backend: the same iteration count, the same residual
+    /// history and the same final iterate, bit for bit, for k = 1 and k = 2, 3, 4, on odd
+    /// grids and 1-, 2- and 3-D process grids.
+    #[test]
+    fn deep_equals_shallow() {
+        let g = |x, y, z| Some(ProcGrid(Dims::new(x, y, z)));
+        let laplace = Problem::Laplace { offset: 0.0 };
+        for (local, n, grid, problem) in [
+            (SizeSpec::Local(Dims::new(13, 11, 9)), 1, None, laplace),
+            (SizeSpec::Local(Dims::new(7, 11, 9)), 2, None, laplace),
+            (SizeSpec::Local(Dims::new(9, 7, 5)), 3, g(1, 1, 3), laplace),
+            (
+                SizeSpec::Local(Dims::new(7, 5, 9)),
+                4,
+                None,
+                Problem::Laplace { offset: 0.25 },
+            ),
+            (SizeSpec::Global(Dims::cube(10)), 8, None, Problem::Poisson),
+            (SizeSpec::Local(Dims::new(5, 9, 7)), 6, g(3, 1, 2), laplace),
+        ] {
+            let mut c = cfg(Dims::cube(1), Variant::Sync);
+            c.size = local;
+            c.grid = grid;
+            c.problem = problem;
+            c.criterion = problem.default_criterion();
+            c.check_every = 12;
+            c.max_iters = 100_000;
+            let (r1, s1, plan) = run_threads(&c, n);
+            let it1 = r1[0].iterations;
+            assert!(it1 > 24, "the run should take some blocks");
+            for k in 2..=4u64 {
+                let what = format!("{} on {}, k {k}", plan.global, plan.procs);
+                let mut d = c.clone();
+                d.halo_depth = k;
+                let (rk, sk, _) = run_threads(&d, n);
+                for (a, b) in r1.iter().zip(&rk) {
+                    assert_eq!(a.iterations, b.iterations, "{what}");
+                    assert_eq!(a.stop, b.stop, "{what}");
+                    let h = |r: &RankRecord| -> Vec<(u64, u64)> {
+                        r.history
+                            .points()
+                            .iter()
+                            .map(|p| (p.0, p.1.to_bits()))
+                            .collect()
+                    };
+                    assert_eq!(h(a), h(b), "{what}: residual history");
+                    assert_eq!(
+                        a.residual.true_residual.to_bits(),
+                        b.residual.true_residual.to_bits(),
+                        "{what}"
+                    );
+                }
+                assert_eq!(s1.len(), sk.len());
+                for (i, (a, b)) in s1.iter().zip(&sk).enumerate() {
+                    assert_eq!(a.to_bits(), b.to_bits(), "{what}: point {i}");
+                }
+                // k times fewer exchanges: messages per face per rank.
+                let sent = |r: &[RankRecord]| r.iter().map(|x| x.messages.sent).sum::<u64>();
+                if n > 1 {
+                    assert!(sent(&rk) * k < sent(&r1) + 4 * sent(&r1) / it1, "{what}");
+                }
+            }
+            // A run cut by --max-iters at a point that is not a multiple of k.
+            let mut cut = c.clone();
+            cut.max_iters = 23;
+            let (a, sa, _) = run_threads(&cut, n);
+            cut.halo_depth = 3;
+            let (b, sb, _) = run_threads(&cut, n);
+            assert_eq!(a[0].iterations, 23);
+            assert_eq!(b[0].iterations, 23);
+            assert!(sa.iter().zip(&sb).all(|(x, y)| x.to_bits() == y.to_bits()));
+        }
+    }
+
+    /// Async and racy with deep halos, oversubscribed (4 and 8 ranks on this 2-core
+    /// machine): every run stops on the criterion, certified, with a true residual below
+    /// the tolerance (the certification computes it from an exact exchange: an independent
+    /// check of the claim), for k = 2 and 3 and halo periods N = 1 and 3.
+    #[test]
+    fn async_and_racy_with_deep_halos_converge_below_tol() {
+        let g = |x, y, z| Some(ProcGrid(Dims::new(x, y, z)));
+        for (variant, n, grid) in [
+            (Variant::Async, 4, None),
+            (Variant::Racy, 4, None),
+            (Variant::Async, 8, g(2, 2, 2)),
+            (Variant::Racy, 8, g(2, 2, 2)),
+        ] {
+            for (k, every) in [(2, 1), (3, 3)] {
+                let mut c = cfg(Dims::cube(1), variant);
+                c.size = SizeSpec::Local(Dims::new(7, 6, 5));
+                c.grid = grid;
+                c.halo_depth = k;
+                c.halo_every = every;
+                let (recs, _, _) = run_threads(&c, n);
+                let tol = c.criterion.tol();
+                for r in &recs {
+                    let what = format!("{variant} on {n}, k {k}, N {every}, rank {}", r.rank);
+                    assert_eq!(r.stop, StopReason::Criterion, "{what}");
+                    assert!(r.converged, "{what}");
+                    assert!(r.residual.true_residual < tol, "{what}: {:?}", r.residual);
+                    assert!(r.messages.sent > 0, "{what}");
+                }
+            }
+        }
+    }
+
+    /// What the deep exchange cannot do is refused, naming the flag.
+    #[test]
+    fn unsupported_combinations_are_refused() {
+        let base = || Config {
+            halo_depth: 2,
+            ..Config::default()
+        };
+        let err = |c: Config| c.validate().unwrap_err().to_string();
+        assert!(err(Config {
+            halo_depth: 0,
+            ..base()
+        })
+        .contains("--halo-depth"));
+        assert!(err(Config {
+            halo_depth: 17,
+            ..base()
+        })
+        .contains("--halo-depth"));
+        assert!(err(Config {
+            check_every: 5,
+            ..base()
+        })
+        .contains("--check-every"));
+        assert!(err(Config {
+            halo_every: 2,
+            ..base()
+        })
+        .contains("--halo-every"));
+        assert!(err(Config {
+            exchange: crate::Exchange::Overlap,
+            ..base()
+        })
+        .contains("--exchange"));
+        assert!(err(Config {
+            solver: crate::Solver::Cg,
+            ..base()
+        })
+        .contains("--solver"));
+        assert!(Config {
+            variant: Variant::Racy,
+            halo_every: 3,
+            check_every: 5,
+            ..base()
+        }
+        .validate()
+        .is_ok());
+        // A ghost zone deeper than the neighbour's block.
+        let deep = Config {
+            halo_depth: 4,
+            size: SizeSpec::Local(Dims::new(3, 8, 8)),
+            ..base()
+        };
+        let e = deep.plan(2).unwrap_err().to_string();
+        assert!(e.contains("--halo-depth") && e.contains("along x"), "{e}");
+        assert!(deep.plan(1).is_ok());
+    }
+}
