@@ -510,6 +510,7 @@ pub(crate) fn solve_rank<C: Context>(
         history: run.history,
         error_max: field.error_max(&cfg.problem),
         krylov: None,
+        multisplit: None,
         exchange_trace: Vec::new(),
         messages,
         channels,
@@ -1064,6 +1065,15 @@ mod tests {
             ..base()
         })
         .contains("--solver"));
+        // The deep loop sweeps: multisplit's inner solve has no deep form.
+        for variant in [Variant::Sync, Variant::Async] {
+            assert!(err(Config {
+                solver: crate::Solver::Multisplit,
+                variant,
+                ..base()
+            })
+            .contains("--solver multisplit"));
+        }
         assert!(Config {
             variant: Variant::Racy,
             halo_every: 3,
