@@ -22,6 +22,7 @@ pub use crate::transport::{
     Arrival, Backend, CloseReport, EnvVarError, Header, MailboxTransport, RacyPoll, RacyTransport,
     Transport, WaitPolicy,
 };
+pub use crate::window::{RawWindow, WindowHooks, WordOp};
 
 use crate::config::ChannelSpec;
 use crate::error::{CommError, CreateError};
