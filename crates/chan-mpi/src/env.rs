@@ -337,6 +337,11 @@ impl MpiCtx {
         std::process::exit(code)
     }
 
+    /// The rank's shared state (windows hold it, so MPI outlives them).
+    pub(crate) fn shared(&self) -> &Rc<Shared> {
+        &self.sh
+    }
+
     /// `MPI_Wtime`.
     pub fn wtime(&self) -> f64 {
         // SAFETY: no arguments; MPI is initialised while self exists.
