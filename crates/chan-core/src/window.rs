@@ -95,8 +95,10 @@
 //!    to each other when every concurrent update of that word uses the same one of them
 //!    (MPI's default `accumulate_ops = same_op_no_op`; the threads and SHMEM backends are
 //!    stronger). `put` and `get` are not atomic with respect to concurrent atomics on the
-//!    same word, and a multi-word put or get may be seen word by word (never a torn word:
-//!    every transfer moves whole aligned 8-byte words). To read words other ranks update,
+//!    same word, and a put may be seen part-written by a concurrent get or `read_local` (a
+//!    bulk transfer is a memcpy on one node and may even tear a word; Rust only ever reads
+//!    window memory through atomics, so this is a stale or mixed value, never undefined
+//!    behaviour). To read words other ranks update,
 //!    separate the phases with [`Window::fence`], or read them with an atomic
 //!    (`fetch_add(.., 0)`, or a `compare_and_swap` that cannot match).
 //! 6. **Ordering between ranks** comes from [`Window::fence`] (collective: every rank's

@@ -431,6 +431,11 @@ impl ShmemCtx {
         std::process::exit(status)
     }
 
+    /// The PE's shared state (windows hold it, so SHMEM outlives them).
+    pub(crate) fn shared(&self) -> &Rc<Shared> {
+        &self.sh
+    }
+
     /// How this PE's waiting loops wait: [`WaitPolicy::Yield`] on an oversubscribed node
     /// (more PEs than cores), from `AIAC_WAIT` or the launcher's environment at init.
     pub fn wait_policy(&self) -> WaitPolicy {
