@@ -6,12 +6,15 @@
 //!   list), each as a child process under a timeout (`mpirun` for MPI), and writes every
 //!   run's JSON, one CSV, the summary tables (strong or weak scaling efficiency when the
 //!   process count varies) and the plots.
+//! * `aiac dht` runs Maynard's distributed hash table benchmark over one-sided windows
+//!   (threads, or under `mpirun`/`oshrun`) and checks the table.
 //! * `aiac report` prints the tables and draws the plots again from saved JSON.
 //!
 //! Exit code: 0 converged, 2 not converged (within `--max-iters`, or an unconfirmed claim that
 //! the true residual refutes), 1 error (bad input included: one message naming the flag).
 //! `RUST_LOG=debug aiac …` logs what the tool does (off by default).
 
+mod dht;
 mod output;
 mod plots;
 mod progress;
@@ -54,6 +57,9 @@ enum Cmd {
     Sweep(Box<sweep::SweepArgs>),
     /// Print the tables and draw the plots again from saved JSON reports.
     Report(report::ReportArgs),
+    /// Maynard's distributed hash table over one-sided windows: insert by compare-and-swap,
+    /// probe, time both, check every object is there once.
+    Dht(dht::DhtArgs),
 }
 
 /// `RUST_LOG`-style logging to stderr, off unless `RUST_LOG` is set.
@@ -98,6 +104,7 @@ fn main() -> ExitCode {
         Cmd::Run(args) => run::run(&args),
         Cmd::Sweep(args) => sweep::sweep(&args),
         Cmd::Report(args) => report::report(&args),
+        Cmd::Dht(args) => return dht::dht(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,464 @@
+//! `aiac dht`: Maynard's distributed hash table benchmark over one-sided windows.
+//!
+//! Each rank creates LV objects (distinct nonzero 8-byte integers from a seeded stream),
+//! hashes each to an owner rank and a slot, and inserts it with compare-and-swap and linear
+//! probing (a slot taken by another object is a collision: try the next, across rank
+//! boundaries). Then it probes for every object it inserted. The table has
+//! [`SLOTS_PER_OBJECT`] × LV slots per rank (load factor 0.5). Correctness is part of the run:
+//! every object must be found, and the table must hold exactly ranks × LV objects (the
+//! objects are distinct, so that means each exactly once); otherwise exit 1.
+
+use chan_core::backend::RawWindow;
+use chan_core::traits::*;
+use chan_core::{ReduceOp, Window, WindowError};
+use serde::Serialize;
+use std::time::Instant;
+
+/// Table slots per object a rank inserts: a load factor of 1/2.
+pub(crate) const SLOTS_PER_OBJECT: usize = 2;
+
+/// splitmix64's finaliser (Steele, Lea and Flood 2014): a bijection of u64, so distinct
+/// inputs give distinct objects.
+pub(crate) fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// MurmurHash3's 64-bit finaliser: the table's hash (independent of the stream's mixer).
+pub(crate) fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^ (k >> 33)
+}
+
+/// Object `i` of `rank`: splitmix64 of a counter unique to (rank, i) offset by the seed.
+/// Distinct for distinct (rank, i) (a bijection of distinct counters); 0 marks an empty slot,
+/// and the one counter that maps to 0 is skipped by mapping it to `u64::MAX`'s preimage's
+/// place, which no other counter in a run reaches (counters span < 2^40 values).
+pub(crate) fn object(seed: u64, rank: usize, lv: usize, i: usize) -> u64 {
+    let counter = seed
+        .wrapping_mul(1 << 40)
+        .wrapping_add((rank * lv + i) as u64);
+    match splitmix64(counter) {
+        0 => u64::MAX,
+        v => v,
+    }
+}
+
+/// One run's measurements.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct DhtRow {
+    pub backend: &'static str,
+    pub ranks: usize,
+    pub local_volume: usize,
+    /// Slowest rank's insert phase, seconds (inserts, then a fence).
+    pub insert_s: f64,
+    /// Slowest rank's probe phase, seconds.
+    pub probe_s: f64,
+    /// LV / insert_s.
+    pub insert_ops_per_s_per_rank: f64,
+    /// LV / probe_s.
+    pub probe_ops_per_s_per_rank: f64,
+    /// Taken slots met while inserting, every rank.
+    pub collisions: u64,
+    /// Slots read while probing, every rank.
+    pub probe_reads: u64,
+    /// Objects the table holds after the insert phase, every rank.
+    pub table_objects: u64,
+    /// Objects found by the probe phase, every rank.
+    pub found: u64,
+    /// Every object found and the table holds exactly ranks × LV.
+    pub correct: bool,
+}
+
+fn home(obj: u64, total: u64) -> u64 {
+    fmix64(obj) % total
+}
+
+/// Run the benchmark once for `lv` objects per rank (collective).
+pub(crate) fn run_once<C: Windows>(
+    ctx: &mut C,
+    lv: usize,
+    seed: u64,
+) -> Result<DhtRow, WindowError> {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let slots = SLOTS_PER_OBJECT * lv.max(1);
+    let total = (size * slots) as u64;
+    let mut win: Window<C::Raw, u64> = ctx.window(slots)?;
+    let objs: Vec<u64> = (0..lv).map(|i| object(seed, rank, lv, i)).collect();
+    let at = |g: u64| ((g / slots as u64) as usize, (g % slots as u64) as usize);
+
+    ctx.barrier()?;
+    let t0 = Instant::now();
+    let mut collisions = 0u64;
+    let mut duplicates = 0u64;
+    let mut full = 0u64;
+    for &obj in &objs {
+        let mut g = home(obj, total);
+        let mut placed = false;
+        for _ in 0..total {
+            let (t, s) = at(g);
+            let old = win.compare_and_swap(t, s, 0, obj)?;
+            if old == 0 {
+                placed = true;
+                break;
+            }
+            if old == obj {
+                duplicates += 1;
+                placed = true;
+                break;
+            }
+            collisions += 1;
+            g = (g + 1) % total;
+        }
+        full += u64::from(!placed);
+    }
+    win.fence()?;
+    let insert_s = t0.elapsed().as_secs_f64();
+
+    ctx.barrier()?;
+    let t1 = Instant::now();
+    let mut found = 0u64;
+    let mut reads = 0u64;
+    for &obj in &objs {
+        let mut g = home(obj, total);
+        for _ in 0..total {
+            let (t, s) = at(g);
+            let v = win.load(t, s)?;
+            reads += 1;
+            if v == obj {
+                found += 1;
+                break;
+            }
+            if v == 0 {
+                break; // an empty slot ends the probe sequence: not in the table
+            }
+            g = (g + 1) % total;
+        }
+    }
+    win.fence()?;
+    let probe_s = t1.elapsed().as_secs_f64();
+
+    let mut local = vec![0u64; slots];
+    win.read_local(&mut local);
+    win.free()?;
+    let held = local.iter().filter(|&&v| v != 0).count() as u64;
+
+    let mut sums = [
+        collisions as f64,
+        reads as f64,
+        held as f64,
+        found as f64,
+        (duplicates + full) as f64,
+    ];
+    ctx.all_reduce(&mut sums, ReduceOp::Sum)?;
+    let mut times = [insert_s, probe_s];
+    ctx.all_reduce(&mut times, ReduceOp::Max)?;
+    let want = (size * lv) as u64;
+    let (table_objects, found_all) = (sums[2] as u64, sums[3] as u64);
+    Ok(DhtRow {
+        backend: <C::Raw as RawWindow>::NAME,
+        ranks: size,
+        local_volume: lv,
+        insert_s: times[0],
+        probe_s: times[1],
+        insert_ops_per_s_per_rank: lv as f64 / times[0],
+        probe_ops_per_s_per_rank: lv as f64 / times[1],
+        collisions: sums[0] as u64,
+        probe_reads: sums[1] as u64,
+        table_objects,
+        found: found_all,
+        correct: table_objects == want && found_all == want && sums[4] == 0.0,
+    })
+}
+
+/// The header of the table [`row_line`] fills.
+pub(crate) fn header() -> String {
+    format!(
+        "{:<8} {:>5} {:>8} {:>10} {:>10} {:>14} {:>14} {:>11} {:>8}",
+        "backend",
+        "ranks",
+        "LV",
+        "insert s",
+        "probe s",
+        "insert op/s/r",
+        "probe op/s/r",
+        "collisions",
+        "correct"
+    )
+}
+
+/// One row of the table.
+pub(crate) fn row_line(r: &DhtRow) -> String {
+    format!(
+        "{:<8} {:>5} {:>8} {:>10.4} {:>10.4} {:>14.0} {:>14.0} {:>11} {:>8}",
+        r.backend,
+        r.ranks,
+        r.local_volume,
+        r.insert_s,
+        r.probe_s,
+        r.insert_ops_per_s_per_rank,
+        r.probe_ops_per_s_per_rank,
+        r.collisions,
+        if r.correct { "yes" } else { "NO" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chan_threads::World;
+    use std::collections::HashSet;
+
+    #[test]
+    fn objects_are_distinct_and_nonzero() {
+        let mut seen = HashSet::new();
+        for r in 0..4 {
+            for i in 0..5000 {
+                let o = object(42, r, 5000, i);
+                assert_ne!(o, 0);
+                assert!(seen.insert(o), "object {o} twice");
+            }
+        }
+    }
+
+    /// Every rank count finds every object once, and the counts add up: the verdict the
+    /// run prints is computed from the table, not assumed.
+    #[test]
+    fn dht_over_threads_is_correct_at_1_to_5_ranks() {
+        for n in 1..=5 {
+            let rows = World::new(n)
+                .unwrap()
+                .run(|ctx| run_once(ctx, 2000, 7).unwrap());
+            for r in &rows {
+                assert!(r.correct, "{n} ranks: {r:?}");
+                assert_eq!(r.table_objects, (n * 2000) as u64);
+                assert!(r.probe_reads >= r.found);
+            }
+        }
+    }
+}
+
+/// The backends `aiac dht` runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DhtBackend {
+    /// Ranks as threads of this process (`--ranks` lists the counts).
+    Threads,
+    /// MPI-3 RMA; launch with `mpirun -np N aiac dht --backend mpi`.
+    Mpi,
+    /// OpenSHMEM; launch with `oshrun -np N aiac dht --backend shmem`.
+    Shmem,
+}
+
+/// `aiac dht` arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DhtArgs {
+    /// Backend.
+    #[arg(long, value_enum, default_value = "threads")]
+    pub backend: DhtBackend,
+    /// Objects each rank inserts (comma-separated list: one run each).
+    #[arg(
+        long = "local-volume",
+        value_delimiter = ',',
+        default_value = "10000,20000,40000,80000,160000"
+    )]
+    pub local_volume: Vec<usize>,
+    /// Rank counts (threads only; comma-separated). MPI and SHMEM take the launcher's.
+    #[arg(long, value_delimiter = ',')]
+    pub ranks: Vec<usize>,
+    /// Seed of the object stream.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the rows as a JSON array to this file (rank 0).
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// Check the arguments before any library starts: one message naming the flag.
+fn check_args(a: &DhtArgs) -> Result<(), String> {
+    if a.local_volume.is_empty() || a.local_volume.contains(&0) {
+        return Err(format!(
+            "--local-volume: every value must be at least 1, got {:?}",
+            a.local_volume
+        ));
+    }
+    if a.backend != DhtBackend::Threads && !a.ranks.is_empty() {
+        return Err(
+            "--ranks: only for --backend threads; launch MPI and SHMEM with mpirun/oshrun -np N"
+                .into(),
+        );
+    }
+    if a.ranks.contains(&0) {
+        return Err(format!(
+            "--ranks: every value must be at least 1, got {:?}",
+            a.ranks
+        ));
+    }
+    if let Some(p) = &a.json {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+        if dir.is_some_and(|d| !d.is_dir()) {
+            return Err(format!(
+                "--json {}: its directory does not exist",
+                p.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Print the table, write the JSON, and turn the verdict into the exit code (rank 0).
+fn finish(a: &DhtArgs, rows: &[DhtRow]) -> std::process::ExitCode {
+    println!("{}", header());
+    for r in rows {
+        println!("{}", row_line(r));
+    }
+    if let Some(p) = &a.json {
+        let tmp = p.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(rows).expect("rows serialise");
+        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, p)) {
+            eprintln!("aiac: error: --json {}: {e}", p.display());
+            let _ = std::fs::remove_file(&tmp);
+            return std::process::ExitCode::from(1);
+        }
+    }
+    let bad: Vec<_> = rows.iter().filter(|r| !r.correct).collect();
+    if bad.is_empty() {
+        println!(
+            "correct: every object found exactly once, the table holds ranks × LV objects ({} runs)",
+            rows.len()
+        );
+        std::process::ExitCode::SUCCESS
+    } else {
+        for r in bad {
+            eprintln!(
+                "aiac: error: dht {} ranks={} LV={}: the table holds {} objects and {} were found, want {}",
+                r.backend,
+                r.ranks,
+                r.local_volume,
+                r.table_objects,
+                r.found,
+                r.ranks * r.local_volume
+            );
+        }
+        std::process::ExitCode::from(1)
+    }
+}
+
+/// `aiac dht`.
+pub(crate) fn dht(a: &DhtArgs) -> std::process::ExitCode {
+    let rank0 = crate::run::launched_rank().unwrap_or(0) == 0;
+    if let Err(e) = check_args(a) {
+        if rank0 {
+            eprintln!("aiac: error: {e}");
+        }
+        return std::process::ExitCode::from(1);
+    }
+    match a.backend {
+        DhtBackend::Threads => {
+            let counts = if a.ranks.is_empty() {
+                vec![1]
+            } else {
+                a.ranks.clone()
+            };
+            let mut rows = Vec::new();
+            for &n in &counts {
+                let world = chan_threads::World::new(n).expect("n ≥ 1 checked");
+                for &lv in &a.local_volume {
+                    let out = world.run(|ctx| run_once(ctx, lv, a.seed));
+                    match out.into_iter().next().expect("one rank at least") {
+                        Ok(row) => rows.push(row),
+                        Err(e) => {
+                            eprintln!("aiac: error: dht: {e}");
+                            return std::process::ExitCode::from(1);
+                        }
+                    }
+                }
+            }
+            finish(a, &rows)
+        }
+        DhtBackend::Mpi => launched_mpi(a),
+        DhtBackend::Shmem => launched_shmem(a),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn launched_mpi(a: &DhtArgs) -> std::process::ExitCode {
+    let mut ctx = match chan_mpi::MpiCtx::init() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("aiac: error: MPI init: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let mut rows = Vec::new();
+    for &lv in &a.local_volume {
+        match run_once(&mut ctx, lv, a.seed) {
+            Ok(r) => rows.push(r),
+            Err(e) => {
+                eprintln!("aiac: error: dht rank {}: {e}", ctx.rank());
+                ctx.abort(1);
+            }
+        }
+    }
+    let code = if ctx.rank() == 0 {
+        finish(a, &rows)
+    } else if rows.iter().all(|r| r.correct) {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(1)
+    };
+    if let Err(e) = ctx.finalize() {
+        eprintln!("aiac: error: MPI finalize: {e}");
+        return std::process::ExitCode::from(1);
+    }
+    code
+}
+
+#[cfg(not(feature = "mpi"))]
+fn launched_mpi(_: &DhtArgs) -> std::process::ExitCode {
+    eprintln!("aiac: error: --backend mpi: this aiac was built without the `mpi` feature");
+    std::process::ExitCode::from(1)
+}
+
+#[cfg(feature = "shmem")]
+fn launched_shmem(a: &DhtArgs) -> std::process::ExitCode {
+    let mut ctx = match chan_shmem::ShmemCtx::init() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("aiac: error: SHMEM init: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let mut rows = Vec::new();
+    for &lv in &a.local_volume {
+        match run_once(&mut ctx, lv, a.seed) {
+            Ok(r) => rows.push(r),
+            Err(e) => {
+                eprintln!("aiac: error: dht PE {}: {e}", ctx.rank());
+                ctx.abort(1);
+            }
+        }
+    }
+    let code = if ctx.rank() == 0 {
+        finish(a, &rows)
+    } else if rows.iter().all(|r| r.correct) {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(1)
+    };
+    if let Err(e) = ctx.finalize() {
+        eprintln!("aiac: error: SHMEM finalize: {e}");
+        return std::process::ExitCode::from(1);
+    }
+    code
+}
+
+#[cfg(not(feature = "shmem"))]
+fn launched_shmem(_: &DhtArgs) -> std::process::ExitCode {
+    eprintln!("aiac: error: --backend shmem: this aiac was built without the `shmem` feature");
+    std::process::ExitCode::from(1)
+}
