@@ -279,6 +279,24 @@ pub unsafe trait RawWindow {
         count: usize,
     ) -> Result<(), CommError>;
 
+    /// Read `count` words `offset..` of `target` into `dst`, complete on return (what the
+    /// blocking [`Window::get`] calls). The default starts a [`RawWindow::get`] and flushes
+    /// `target`; a backend with a cheaper blocking get (SHMEM's `shmem_getmem`) overrides it.
+    ///
+    /// # Safety
+    /// As [`RawWindow::get`]; `dst` is ours until this returns.
+    unsafe fn get_now(
+        &mut self,
+        target: usize,
+        offset: usize,
+        dst: *mut u64,
+        count: usize,
+    ) -> Result<(), CommError> {
+        // SAFETY: the caller's contract, and the flush completes the get before we return.
+        unsafe { self.get(target, offset, dst, count)? };
+        self.flush(target)
+    }
+
     /// Start an atomic compare-and-swap of word `offset` of `target`: if it equals
     /// `op.compare` it becomes `op.operand`; its old value goes to `op.result`.
     ///
@@ -406,6 +424,7 @@ impl<W: WindowHooks> Windows for W {
                 size,
                 len,
                 slots: Slots::default(),
+                dirty: false,
                 freed: false,
                 _word: PhantomData,
             }),
@@ -475,6 +494,8 @@ pub struct Window<R: RawWindow, T: Word> {
     size: usize,
     len: usize,
     slots: Slots,
+    /// An epoch started an operation that no flush has completed yet.
+    dirty: bool,
     freed: bool,
     _word: PhantomData<T>,
 }
@@ -544,13 +565,13 @@ impl<R: RawWindow, T: Word> Window<R, T> {
     /// Read words `offset..offset + dst.len()` of `target` into `dst`.
     pub fn get(&mut self, target: usize, offset: usize, dst: &mut [T]) -> Result<(), WindowError> {
         self.check(target, offset, dst.len())?;
-        // SAFETY: checked range; dst is borrowed mutably (nothing else touches it) until the
-        // flush below returns; any bits are a valid T (Word's contract).
+        // SAFETY: checked range; dst is borrowed mutably (nothing else touches it) until
+        // get_now, which completes the get, returns; any bits are a valid T (Word's contract).
         unsafe {
             self.raw
-                .get(target, offset, dst.as_mut_ptr().cast::<u64>(), dst.len())?
+                .get_now(target, offset, dst.as_mut_ptr().cast::<u64>(), dst.len())?
         };
-        Ok(self.raw.flush(target)?)
+        Ok(())
     }
 
     /// Word `offset` of `target`.
@@ -617,6 +638,7 @@ impl<R: RawWindow, T: Word> Window<R, T> {
         F: for<'s> FnOnce(&mut Epoch<'s, 'env, R, T>) -> Result<Out, WindowError>,
     {
         self.slots.used = 0;
+        self.dirty = false;
         let mut guard = FlushGuard {
             raw: &mut self.raw,
             done: false,
@@ -624,13 +646,19 @@ impl<R: RawWindow, T: Word> Window<R, T> {
         let out = f(&mut Epoch {
             raw: &mut *guard.raw,
             slots: &mut self.slots,
+            dirty: &mut self.dirty,
             size: self.size,
             len: self.len,
             _brand: PhantomData,
             _env: PhantomData,
         });
         guard.done = true;
-        let flushed = guard.raw.flush_all();
+        // Nothing to complete when the last thing the epoch did was a flush.
+        let flushed = if self.dirty {
+            guard.raw.flush_all()
+        } else {
+            Ok(())
+        };
         let out = out?;
         flushed?;
         Ok(out)
@@ -699,6 +727,7 @@ impl<R: RawWindow> Drop for FlushGuard<'_, R> {
 pub struct Epoch<'s, 'env, R: RawWindow, T: Word> {
     raw: &'s mut R,
     slots: &'s mut Slots,
+    dirty: &'s mut bool,
     size: usize,
     len: usize,
     _brand: PhantomData<fn(&'s ()) -> &'s ()>,
@@ -754,6 +783,7 @@ impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
     pub fn put(&mut self, target: usize, offset: usize, src: &'env [T]) -> Result<(), WindowError> {
         self.check(target, offset, src.len())?;
         let src = as_words(src);
+        *self.dirty = true;
         // SAFETY: checked range; src is borrowed for 'env, which outlives the epoch, whose
         // end flushes every operation (FlushGuard even when unwinding).
         unsafe { self.raw.put(target, offset, src.as_ptr(), src.len())? };
@@ -768,6 +798,7 @@ impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
         dst: &'env mut [T],
     ) -> Result<PendingGet<'s, 'env, T>, WindowError> {
         self.check(target, offset, dst.len())?;
+        *self.dirty = true;
         // SAFETY: checked range; dst is borrowed mutably for 'env by the handle (nothing
         // else reads it; the handle gives it back only with a Flushed made after this
         // call), and the epoch's end flushes before 'env can end. Any bits are a valid T.
@@ -785,6 +816,7 @@ impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
     pub fn get(&mut self, target: usize, offset: usize) -> Result<PendingWord<'s, T>, WindowError> {
         self.check(target, offset, 1)?;
         let (slot, op) = self.slots.next(WordOp::default());
+        *self.dirty = true;
         // SAFETY: checked range; the slot's `result` is a stable u64 nothing else touches
         // until a flush (Slots never move; handed out once per epoch).
         unsafe {
@@ -808,6 +840,7 @@ impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
             compare: expected.to_bits(),
             result: 0,
         });
+        *self.dirty = true;
         // SAFETY: checked range; the slot is stable and untouched until a flush.
         unsafe { self.raw.compare_and_swap(target, offset, op)? };
         Ok(pending(slot))
@@ -816,6 +849,7 @@ impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
     /// Complete every operation started so far in this epoch; their handles become readable.
     pub fn flush(&mut self) -> Result<Flushed<'s, '_>, WindowError> {
         self.raw.flush_all()?;
+        *self.dirty = false;
         Ok(Flushed {
             slots: self.slots,
             _brand: PhantomData,
@@ -849,6 +883,7 @@ impl<'s, 'env, R: RawWindow, T: IntWord> Epoch<'s, 'env, R, T> {
             compare: 0,
             result: 0,
         });
+        *self.dirty = true;
         // SAFETY: checked range; the slot is stable and untouched until a flush.
         unsafe { self.raw.fetch_add(target, offset, op)? };
         Ok(pending(slot))

@@ -26,6 +26,9 @@ pub struct ShmemWindow {
     mem: Option<Sym<u64>>,
     base: *mut u64,
     len: usize,
+    /// A put or get was started and no quiet has completed it yet (the atomics complete
+    /// when they return, so a flush after them alone has nothing to wait for).
+    pending: bool,
     sh: Rc<Shared>,
 }
 
@@ -52,6 +55,7 @@ impl WindowHooks for ShmemCtx {
             base: mem.ptr(),
             mem: Some(mem),
             len,
+            pending: false,
             sh: Rc::clone(self.shared()),
         })
     }
@@ -76,7 +80,8 @@ fn pe(target: usize) -> c_int {
 
 // SAFETY: each operation is one SHMEM call with exactly the caller's buffer and byte count;
 // the nbi transfers complete at shmem_quiet (§9.8.2: every put, get and AMO issued before it),
-// which flush and flush_all call; the atomics complete before they return.
+// which flush and flush_all call whenever one was started since the last; the atomics fetch
+// their old value, so they have completed at the target when they return.
 unsafe impl RawWindow for ShmemWindow {
     const NAME: &'static str = "shmem";
 
@@ -92,6 +97,7 @@ unsafe impl RawWindow for ShmemWindow {
         src: *const u64,
         count: usize,
     ) -> Result<(), CommError> {
+        self.pending = true;
         // SAFETY: the caller's contract (range checked, src unchanged until the quiet); the
         // destination is the same symmetric range on `target`.
         unsafe {
@@ -113,9 +119,31 @@ unsafe impl RawWindow for ShmemWindow {
         dst: *mut u64,
         count: usize,
     ) -> Result<(), CommError> {
+        self.pending = true;
         // SAFETY: the caller's contract (range checked, dst ours until the quiet).
         unsafe {
             sys::shmem_getmem_nbi(
+                dst.cast::<c_void>(),
+                self.at(offset).cast::<c_void>().cast_const(),
+                count * 8,
+                pe(target),
+            )
+        };
+        Ok(())
+    }
+
+    /// `shmem_getmem`: blocking, returns with the data (cheaper than nbi + quiet).
+    #[inline]
+    unsafe fn get_now(
+        &mut self,
+        target: usize,
+        offset: usize,
+        dst: *mut u64,
+        count: usize,
+    ) -> Result<(), CommError> {
+        // SAFETY: the caller's contract (range checked, dst ours until this returns).
+        unsafe {
+            sys::shmem_getmem(
                 dst.cast::<c_void>(),
                 self.at(offset).cast::<c_void>().cast_const(),
                 count * 8,
@@ -166,18 +194,21 @@ unsafe impl RawWindow for ShmemWindow {
 
     #[inline]
     fn flush(&mut self, _target: usize) -> Result<(), CommError> {
-        quiet();
-        Ok(())
+        self.flush_all()
     }
 
+    #[inline]
     fn flush_all(&mut self) -> Result<(), CommError> {
-        quiet();
+        if std::mem::replace(&mut self.pending, false) {
+            quiet();
+        }
         Ok(())
     }
 
     fn fence(&mut self) -> Result<(), CommError> {
         // shmem_barrier_all completes every PE's outstanding operations and synchronises
         // (§9.9.2); the quiet first makes that explicit.
+        self.pending = false;
         quiet();
         barrier_all();
         Ok(())

@@ -11,7 +11,7 @@
 use chan_core::backend::RawWindow;
 use chan_core::traits::*;
 use chan_core::{ReduceOp, Window, WindowError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 /// Table slots per object a rank inserts: a load factor of 1/2.
@@ -50,9 +50,12 @@ pub(crate) fn object(seed: u64, rank: usize, lv: usize, i: usize) -> u64 {
 }
 
 /// One run's measurements.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct DhtRow {
-    pub backend: &'static str,
+    pub backend: String,
+    /// Open MPI's one-sided component (`OMPI_MCA_osc`) for MPI runs, else empty.
+    #[serde(default)]
+    pub osc: String,
     pub ranks: usize,
     pub local_volume: usize,
     /// Slowest rank's insert phase, seconds (inserts, then a fence).
@@ -161,7 +164,12 @@ pub(crate) fn run_once<C: Windows>(
     let want = (size * lv) as u64;
     let (table_objects, found_all) = (sums[2] as u64, sums[3] as u64);
     Ok(DhtRow {
-        backend: <C::Raw as RawWindow>::NAME,
+        backend: <C::Raw as RawWindow>::NAME.to_string(),
+        osc: if <C::Raw as RawWindow>::NAME == "mpi" {
+            std::env::var("OMPI_MCA_osc").unwrap_or_else(|_| "default".into())
+        } else {
+            String::new()
+        },
         ranks: size,
         local_volume: lv,
         insert_s: times[0],
@@ -179,7 +187,7 @@ pub(crate) fn run_once<C: Windows>(
 /// The header of the table [`row_line`] fills.
 pub(crate) fn header() -> String {
     format!(
-        "{:<8} {:>5} {:>8} {:>10} {:>10} {:>14} {:>14} {:>11} {:>8}",
+        "{:<10} {:>5} {:>8} {:>10} {:>10} {:>14} {:>14} {:>11} {:>8}",
         "backend",
         "ranks",
         "LV",
@@ -195,8 +203,12 @@ pub(crate) fn header() -> String {
 /// One row of the table.
 pub(crate) fn row_line(r: &DhtRow) -> String {
     format!(
-        "{:<8} {:>5} {:>8} {:>10.4} {:>10.4} {:>14.0} {:>14.0} {:>11} {:>8}",
-        r.backend,
+        "{:<10} {:>5} {:>8} {:>10.4} {:>10.4} {:>14.0} {:>14.0} {:>11} {:>8}",
+        if r.osc.is_empty() {
+            r.backend.clone()
+        } else {
+            format!("{}/{}", r.backend, r.osc)
+        },
         r.ranks,
         r.local_volume,
         r.insert_s,
@@ -276,6 +288,14 @@ pub(crate) struct DhtArgs {
     /// Write the rows as a JSON array to this file (rank 0).
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// Run nothing: read the rows of earlier `--json` files (one per rank count, say) and
+    /// print them as one table (and `--plot` them).
+    #[arg(long, num_args = 1.., value_name = "JSON")]
+    pub from: Vec<std::path::PathBuf>,
+    /// Draw the weak-scaling plot (insert and probe time against ranks, one line per backend
+    /// and LV) as STEM.png and STEM.svg.
+    #[arg(long, value_name = "STEM")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// Check the arguments before any library starts: one message naming the flag.
@@ -310,8 +330,65 @@ fn check_args(a: &DhtArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Print the table, write the JSON, and turn the verdict into the exit code (rank 0).
+/// Read the rows of saved `--json` files.
+fn load(paths: &[std::path::PathBuf]) -> Result<Vec<DhtRow>, String> {
+    let mut rows = Vec::new();
+    for p in paths {
+        let text =
+            std::fs::read_to_string(p).map_err(|e| format!("--from {}: {e}", p.display()))?;
+        let mut r: Vec<DhtRow> = serde_json::from_str(&text)
+            .map_err(|e| format!("--from {}: not a dht report: {e}", p.display()))?;
+        rows.append(&mut r);
+    }
+    rows.sort_by(|a, b| {
+        (&a.backend, &a.osc, a.local_volume, a.ranks).cmp(&(
+            &b.backend,
+            &b.osc,
+            b.local_volume,
+            b.ranks,
+        ))
+    });
+    Ok(rows)
+}
+
+/// The plot's lines: one per (backend, osc, LV), points by ranks.
+fn lines(rows: &[DhtRow]) -> Vec<crate::plots::DhtLine> {
+    let mut out: Vec<crate::plots::DhtLine> = Vec::new();
+    let mut key = None;
+    for r in rows {
+        let k = (r.backend.clone(), r.osc.clone(), r.local_volume);
+        if key.as_ref() != Some(&k) {
+            let osc = if r.osc.is_empty() {
+                String::new()
+            } else {
+                format!(" (osc {})", r.osc)
+            };
+            out.push(crate::plots::DhtLine {
+                label: format!("{}{osc}, LV {}", r.backend, r.local_volume),
+                points: Vec::new(),
+            });
+            key = Some(k);
+        }
+        if let Some(l) = out.last_mut() {
+            l.points.push((r.ranks as f64, r.insert_s, r.probe_s));
+        }
+    }
+    out
+}
+
+/// Print the table, write the JSON and the plot, and turn the verdict into the exit code
+/// (rank 0).
 fn finish(a: &DhtArgs, rows: &[DhtRow]) -> std::process::ExitCode {
+    let mut rows = rows.to_vec();
+    rows.sort_by(|a, b| {
+        (&a.backend, &a.osc, a.local_volume, a.ranks).cmp(&(
+            &b.backend,
+            &b.osc,
+            b.local_volume,
+            b.ranks,
+        ))
+    });
+    let rows = &rows[..];
     println!("{}", header());
     for r in rows {
         println!("{}", row_line(r));
@@ -323,6 +400,19 @@ fn finish(a: &DhtArgs, rows: &[DhtRow]) -> std::process::ExitCode {
             eprintln!("aiac: error: --json {}: {e}", p.display());
             let _ = std::fs::remove_file(&tmp);
             return std::process::ExitCode::from(1);
+        }
+    }
+    if let Some(stem) = &a.plot {
+        match crate::plots::draw_dht(lines(rows), stem) {
+            Ok(files) => {
+                for f in files {
+                    println!("wrote {}", f.display());
+                }
+            }
+            Err(e) => {
+                eprintln!("aiac: error: --plot {}: {e}", stem.display());
+                return std::process::ExitCode::from(1);
+            }
         }
     }
     let bad: Vec<_> = rows.iter().filter(|r| !r.correct).collect();
@@ -356,6 +446,15 @@ pub(crate) fn dht(a: &DhtArgs) -> std::process::ExitCode {
             eprintln!("aiac: error: {e}");
         }
         return std::process::ExitCode::from(1);
+    }
+    if !a.from.is_empty() {
+        return match load(&a.from) {
+            Ok(rows) => finish(a, &rows),
+            Err(e) => {
+                eprintln!("aiac: error: {e}");
+                std::process::ExitCode::from(1)
+            }
+        };
     }
     match a.backend {
         DhtBackend::Threads => {

@@ -659,3 +659,88 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
     }
     Ok(files)
 }
+
+/// One line of the hash table's weak-scaling plot: (ranks, insert s, probe s) for one
+/// backend and local volume.
+pub struct DhtLine {
+    /// Legend label (backend, LV).
+    pub label: String,
+    /// (ranks, insert seconds, probe seconds), by ranks.
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// Maynard's Figures 4–6: time against ranks at fixed objects per rank (weak scaling), one
+/// line per backend and local volume; insert time left, probe time right, log scale (a flat
+/// line is perfect weak scaling).
+struct DhtWeak {
+    lines: Vec<DhtLine>,
+}
+
+impl Figure for DhtWeak {
+    fn size(&self) -> (u32, u32) {
+        (1500, 640)
+    }
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let root = root
+            .titled(
+                "Distributed hash table, weak scaling (objects per rank fixed)",
+                title_font(),
+            )
+            .map_err(err)?;
+        let (left, right) = root.split_horizontally(750);
+        let all = || self.lines.iter().flat_map(|l| l.points.iter());
+        let xmax = all().map(|p| p.0).fold(1.0, f64::max);
+        for (area, insert) in [(&left, true), (&right, false)] {
+            let y = |p: &(f64, f64, f64)| if insert { p.1 } else { p.2 }.max(1e-6);
+            let ylo = all().map(y).fold(f64::INFINITY, f64::min) / 2.0;
+            let ymax = all().map(y).fold(0.0, f64::max) * 2.0;
+            // Room above the data for the legend, on a log scale: the decades the data spans
+            // again, times what the legend's entries need.
+            let yhi = ymax * (ymax / ylo).powf(0.75 * (headroom(self.lines.len()) - 1.0) * 1.5);
+            let mut chart = ChartBuilder::on(area)
+                .caption(
+                    if insert {
+                        "insert phase"
+                    } else {
+                        "probe phase"
+                    },
+                    caption_font(),
+                )
+                .margin(15)
+                .x_label_area_size(55)
+                .y_label_area_size(85)
+                .build_cartesian_2d((0.8f64..xmax * 1.25).log_scale(), (ylo..yhi).log_scale())
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .x_desc("ranks")
+                .y_desc("time (s), slowest rank")
+                .axis_desc_style(desc_font())
+                .label_style(label_font())
+                .x_label_formatter(&|v| tick(*v))
+                .y_label_formatter(&|v| tick(*v))
+                .light_line_style(RGBColor(235, 235, 235))
+                .draw()
+                .map_err(err)?;
+            for (i, l) in self.lines.iter().take(MAX_SERIES).enumerate() {
+                let c = colour(i);
+                let pts: Vec<(f64, f64)> = l.points.iter().map(|p| (p.0, y(p))).collect();
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                    .map_err(err)?
+                    .label(l.label.clone())
+                    .legend(line_key(c, 3));
+                chart
+                    .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, c.filled())))
+                    .map_err(err)?;
+            }
+            draw_legend(&mut chart)?;
+        }
+        Ok(())
+    }
+}
+
+/// Draw the hash table's weak-scaling plot as `stem.png` and `stem.svg`.
+pub fn draw_dht(lines: Vec<DhtLine>, stem: &Path) -> Result<Vec<PathBuf>, String> {
+    save(&DhtWeak { lines }, stem)
+}
