@@ -118,8 +118,10 @@ pub fn run_case<R: RawWindow>(
             ("put latency", true) => win.put(1, 0, &b.src[..w]).unwrap(),
             ("get latency", false) => raw.get(&mut b.dst[..w]),
             ("get latency", true) => win.get(1, 0, &mut b.dst[..w]).unwrap(),
-            ("cas latency", false) => sink ^= raw.cas(sink, sink + 1),
-            ("cas latency", true) => sink ^= win.compare_and_swap(1, 0, sink, sink + 1).unwrap(),
+            // A compare that never matches (word 2 stays 0 on both sides): the same path every
+            // time on both sides, and the common case of a probe that finds a slot taken.
+            ("cas latency", false) => sink ^= raw.cas(u64::MAX, 1),
+            ("cas latency", true) => sink ^= win.compare_and_swap(1, 2, u64::MAX, 1).unwrap(),
             ("fadd latency", false) => sink ^= raw.fadd(1),
             ("fadd latency", true) => sink ^= win.fetch_add(1, 0, 1).unwrap(),
             ("put burst", false) => raw.put_burst(&b.src[..w], c.ops),

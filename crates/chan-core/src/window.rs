@@ -452,20 +452,17 @@ const BLOCK: usize = 256;
 /// once allocated (the backend writes a result at completion), reused by later epochs.
 #[derive(Default)]
 struct Slots {
-    blocks: Vec<Box<[UnsafeCell<WordOp>]>>,
+    blocks: Vec<Box<[UnsafeCell<WordOp>; BLOCK]>>,
     used: usize,
 }
 
 impl Slots {
     /// The next slot, holding `op`.
+    #[inline]
     fn next(&mut self, op: WordOp) -> (usize, *mut WordOp) {
         let i = self.used;
         if i / BLOCK == self.blocks.len() {
-            self.blocks.push(
-                (0..BLOCK)
-                    .map(|_| UnsafeCell::new(WordOp::default()))
-                    .collect(),
-            );
+            self.grow();
         }
         self.used += 1;
         let p = self.blocks[i / BLOCK][i % BLOCK].get();
@@ -475,7 +472,17 @@ impl Slots {
         (i, p)
     }
 
+    /// One more block (once per BLOCK atomics of the window's busiest epoch so far).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        self.blocks.push(Box::new(std::array::from_fn(|_| {
+            UnsafeCell::new(WordOp::default())
+        })));
+    }
+
     /// The result in slot `i` (after a flush covering it).
+    #[inline]
     fn result(&self, i: usize) -> u64 {
         // SAFETY: slot i was handed out in this epoch and a flush completed since (the
         // caller holds a Flushed), so the backend no longer writes it.

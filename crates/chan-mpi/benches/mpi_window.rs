@@ -122,7 +122,7 @@ impl RawOps for Raw {
                     (&mut self.result as *mut u64).cast(),
                     u64_t(),
                     1,
-                    0,
+                    2,
                     self.win,
                 ),
                 "MPI_Compare_and_swap",

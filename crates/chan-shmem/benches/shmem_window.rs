@@ -68,7 +68,7 @@ impl RawOps for Raw {
         // SAFETY: see the impl.
         unsafe {
             sys::shmem_ulong_atomic_compare_swap(
-                self.base.cast::<c_ulong>(),
+                self.base.add(2).cast::<c_ulong>(),
                 expected as c_ulong,
                 new as c_ulong,
                 1,
