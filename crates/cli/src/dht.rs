@@ -279,9 +279,15 @@ pub(crate) struct DhtArgs {
         default_value = "10000,20000,40000,80000,160000"
     )]
     pub local_volume: Vec<usize>,
-    /// Rank counts (threads only; comma-separated). MPI and SHMEM take the launcher's.
+    /// Rank counts (comma-separated). Threads: worlds of that many threads. MPI and SHMEM:
+    /// one `mpirun`/`oshrun -np N` job each, started by this command (not under a launcher:
+    /// there the launcher's `-np` decides).
     #[arg(long, value_delimiter = ',')]
     pub ranks: Vec<usize>,
+    /// With `--ranks` on MPI or SHMEM: the longest a job may run, in seconds (then it is
+    /// stopped and the command fails).
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
     /// Seed of the object stream.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -306,11 +312,14 @@ fn check_args(a: &DhtArgs) -> Result<(), String> {
             a.local_volume
         ));
     }
-    if a.backend != DhtBackend::Threads && !a.ranks.is_empty() {
-        return Err(
-            "--ranks: only for --backend threads; launch MPI and SHMEM with mpirun/oshrun -np N"
-                .into(),
-        );
+    if a.backend != DhtBackend::Threads
+        && !a.ranks.is_empty()
+        && crate::run::launched_rank().is_some()
+    {
+        return Err("--ranks: under mpirun/oshrun the launcher's -np sets the ranks; give --ranks without a launcher to start one job per count".into());
+    }
+    if a.timeout == 0 {
+        return Err("--timeout: must be at least 1 second".into());
     }
     if a.ranks.contains(&0) {
         return Err(format!(
@@ -379,6 +388,10 @@ fn lines(rows: &[DhtRow]) -> Vec<crate::plots::DhtLine> {
 /// Print the table, write the JSON and the plot, and turn the verdict into the exit code
 /// (rank 0).
 fn finish(a: &DhtArgs, rows: &[DhtRow]) -> std::process::ExitCode {
+    if rows.is_empty() {
+        eprintln!("aiac: error: dht: no run completed, nothing to report");
+        return std::process::ExitCode::from(1);
+    }
     let mut rows = rows.to_vec();
     rows.sort_by(|a, b| {
         (&a.backend, &a.osc, a.local_volume, a.ranks).cmp(&(
@@ -479,9 +492,101 @@ pub(crate) fn dht(a: &DhtArgs) -> std::process::ExitCode {
             }
             finish(a, &rows)
         }
+        DhtBackend::Mpi | DhtBackend::Shmem if !a.ranks.is_empty() => jobs(a),
         DhtBackend::Mpi => launched_mpi(a),
         DhtBackend::Shmem => launched_shmem(a),
     }
+}
+
+/// `--ranks` on MPI or SHMEM: one launcher job per count, each writing its rows to a
+/// temporary file; then one table (and plot) of them all.
+fn jobs(a: &DhtArgs) -> std::process::ExitCode {
+    use crate::sweep::{wait_bounded, Ended, LAUNCH_ENV};
+    use std::process::{Command, Stdio};
+    let (launcher, backend) = match a.backend {
+        DhtBackend::Mpi => ("mpirun", "mpi"),
+        _ => ("oshrun", "shmem"),
+    };
+    let fail = |m: String| {
+        eprintln!("aiac: error: {m}");
+        std::process::ExitCode::from(1)
+    };
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return fail(format!("finding this program: {e}")),
+    };
+    let dir = std::env::temp_dir().join(format!("aiac-dht-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return fail(format!("{}: {e}", dir.display()));
+    }
+    crate::signals::defer();
+    let lvs: Vec<String> = a.local_volume.iter().map(|v| v.to_string()).collect();
+    let mut rows = Vec::new();
+    let mut failed = None;
+    for &n in &a.ranks {
+        let json = dir.join(format!("{backend}-{n}.json"));
+        let log = dir.join(format!("{backend}-{n}.log"));
+        let mut c = Command::new(launcher);
+        c.args(["-np", &n.to_string()]).arg(&exe);
+        for (k, v) in LAUNCH_ENV {
+            if std::env::var_os(k).is_none() {
+                c.env(k, v);
+            }
+        }
+        c.args(["dht", "--backend", backend, "--seed", &a.seed.to_string()])
+            .args(["--local-volume", &lvs.join(",")])
+            .arg("--json")
+            .arg(&json);
+        eprintln!(
+            "aiac dht: {launcher} -np {n} ({backend}, LV {})",
+            lvs.join(",")
+        );
+        let ended = std::fs::File::create(&log)
+            .and_then(|f| {
+                let err = f.try_clone()?;
+                std::os::unix::process::CommandExt::process_group(&mut c, 0);
+                c.stdin(Stdio::null())
+                    .stdout(Stdio::from(f))
+                    .stderr(Stdio::from(err))
+                    .spawn()
+            })
+            .and_then(|mut child| {
+                wait_bounded(&mut child, std::time::Duration::from_secs(a.timeout))
+            });
+        let why = match ended {
+            Ok(Ended::Exited(st)) if st.success() => None,
+            Ok(Ended::Exited(st)) => Some(format!("exited with {st}")),
+            Ok(Ended::TimedOut) => Some(format!("stopped after --timeout {} s", a.timeout)),
+            Ok(Ended::Signalled(sig)) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return fail(format!("stopped by signal {sig}"));
+            }
+            Err(e) => Some(format!("{launcher}: {e}")),
+        };
+        if let Some(why) = why {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(8).collect();
+            eprintln!(
+                "aiac: error: dht {backend} at {n} ranks {why}; its output ends:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+            failed = Some(n);
+            continue;
+        }
+        match load(std::slice::from_ref(&json)) {
+            Ok(mut r) => rows.append(&mut r),
+            Err(e) => {
+                eprintln!("aiac: error: dht {backend} at {n} ranks: {e}");
+                failed = Some(n);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let code = finish(a, &rows);
+    if failed.is_some() {
+        return std::process::ExitCode::from(1);
+    }
+    code
 }
 
 #[cfg(feature = "mpi")]

@@ -101,9 +101,12 @@ fn bad_input_names_the_flag() {
     for (args, flag) in [
         (&["dht", "--local-volume", "0"][..], "--local-volume"),
         (&["dht", "--ranks", "0"][..], "--ranks"),
-        (&["dht", "--backend", "mpi", "--ranks", "2"][..], "--ranks"),
         (&["dht", "--json", "/nonexistent/dir/x.json"][..], "--json"),
         (&["dht", "--from", "/nonexistent.json"][..], "--from"),
+        (
+            &["dht", "--backend", "mpi", "--ranks", "2", "--timeout", "0"][..],
+            "--timeout",
+        ),
     ] {
         let out = aiac(args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -146,4 +149,55 @@ fn mpi_and_shmem_tables_are_correct() {
         assert_correct(&r, &[2], &[3000, 6000]);
         assert!(r.iter().all(|x| x["backend"] == backend));
     }
+}
+
+/// `--ranks` on a launched backend starts one job per count itself and reports them in one
+/// table; a job past `--timeout` is stopped and the command fails.
+#[test]
+fn ranks_start_one_job_per_count() {
+    let json = scratch("dht-jobs").join("all.json");
+    let out = aiac(&[
+        "dht",
+        "--backend",
+        "mpi",
+        "--ranks",
+        "1,2",
+        "--local-volume",
+        "2000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_correct(&rows(&json), &[1, 2], &[2000]);
+    let out = aiac(&[
+        "dht",
+        "--backend",
+        "mpi",
+        "--ranks",
+        "2",
+        "--local-volume",
+        "5000000",
+        "--timeout",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("stopped after --timeout 2 s"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A table larger than the symmetric heap: every PE says so, nothing hangs, exit 1.
+    let out = aiac(&[
+        "dht",
+        "--backend",
+        "shmem",
+        "--ranks",
+        "2",
+        "--local-volume",
+        "50000000",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("PE 0") && err.contains("PE 1"), "{err}");
+    assert!(err.contains("SHMEM_SYMMETRIC_HEAP_SIZE"), "{err}");
 }
