@@ -38,7 +38,7 @@
 //! fn read_before_flush<R: RawWindow>(win: &mut Window<R, u64>) -> Result<u64, WindowError> {
 //!     win.epoch(|ep| {
 //!         let old = ep.fetch_add(0, 0, 1)?;
-//!         Ok(old.value()) // needs the Flushed of a flush made after it
+//!         Ok(old.value()) // no way to read it without the Flushed of a later flush
 //!     })
 //! }
 //! ```
@@ -84,7 +84,8 @@
 //!    [`WindowError::OutOfRange`] or [`WindowError::BadTarget`], never a write elsewhere.
 //! 3. **Blocking operations are complete at the target when they return**: a `put`'s words
 //!    are in the target's memory, a `get`'s and an atomic's result in the caller's hands.
-//!    (MPI: the operation, then `MPI_Win_flush(target)`; SHMEM: the call, then `shmem_quiet`.)
+//!    (MPI: the operation, then `MPI_Win_flush(target)`; SHMEM: `shmem_getmem` and the
+//!    fetching atomics return complete, a put is followed by `shmem_quiet`.)
 //! 4. **Non-blocking operations live in an epoch** ([`Window::epoch`]) and complete at its
 //!    [`Epoch::flush`] or at its end. A non-blocking get's or atomic's result is a
 //!    [`PendingWord`] or [`PendingGet`] that yields its value only against a [`Flushed`]
