@@ -360,8 +360,20 @@ fn load(paths: &[std::path::PathBuf]) -> Result<Vec<DhtRow>, String> {
     Ok(rows)
 }
 
-/// The plot's lines: one per (backend, osc, LV), points by ranks.
+/// The plot's lines: one per (backend, osc, LV), points by ranks; style by backend, colour by
+/// LV.
 fn lines(rows: &[DhtRow]) -> Vec<crate::plots::DhtLine> {
+    let mut backends: Vec<(String, String)> = Vec::new();
+    let mut lvs: Vec<usize> = Vec::new();
+    for r in rows {
+        if !backends.contains(&(r.backend.clone(), r.osc.clone())) {
+            backends.push((r.backend.clone(), r.osc.clone()));
+        }
+        if !lvs.contains(&r.local_volume) {
+            lvs.push(r.local_volume);
+        }
+    }
+    lvs.sort_unstable();
     let mut out: Vec<crate::plots::DhtLine> = Vec::new();
     let mut key = None;
     for r in rows {
@@ -374,6 +386,11 @@ fn lines(rows: &[DhtRow]) -> Vec<crate::plots::DhtLine> {
             };
             out.push(crate::plots::DhtLine {
                 label: format!("{}{osc}, LV {}", r.backend, r.local_volume),
+                group: backends
+                    .iter()
+                    .position(|b| (&b.0, &b.1) == (&k.0, &k.1))
+                    .unwrap_or(0),
+                shade: lvs.iter().position(|&l| l == k.2).unwrap_or(0),
                 points: Vec::new(),
             });
             key = Some(k);

@@ -665,13 +665,20 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
 pub struct DhtLine {
     /// Legend label (backend, LV).
     pub label: String,
+    /// Which backend (line style and marker: solid circles, dashed triangles, dotted crosses).
+    pub group: usize,
+    /// Which local volume (colour).
+    pub shade: usize,
     /// (ranks, insert seconds, probe seconds), by ranks.
     pub points: Vec<(f64, f64, f64)>,
 }
 
+/// Lines in the hash table's plot: 3 backends × 5 local volumes, and one to spare.
+const DHT_MAX_SERIES: usize = 16;
+
 /// Maynard's Figures 4–6: time against ranks at fixed objects per rank (weak scaling), one
-/// line per backend and local volume; insert time left, probe time right, log scale (a flat
-/// line is perfect weak scaling).
+/// line per backend (style, marker) and local volume (colour); insert time left, probe time
+/// right, log scale (a flat line is perfect weak scaling).
 struct DhtWeak {
     lines: Vec<DhtLine>,
 }
@@ -722,17 +729,65 @@ impl Figure for DhtWeak {
                 .light_line_style(RGBColor(235, 235, 235))
                 .draw()
                 .map_err(err)?;
-            for (i, l) in self.lines.iter().take(MAX_SERIES).enumerate() {
-                let c = colour(i);
+            for l in self.lines.iter().take(DHT_MAX_SERIES) {
+                let c = colour(l.shade);
                 let pts: Vec<(f64, f64)> = l.points.iter().map(|p| (p.0, y(p))).collect();
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                    .map_err(err)?
-                    .label(l.label.clone())
-                    .legend(line_key(c, 3));
-                chart
-                    .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, c.filled())))
-                    .map_err(err)?;
+                match l.group % 3 {
+                    0 => {
+                        chart
+                            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                            .map_err(err)?
+                            .label(l.label.clone())
+                            .legend(line_key(c, 3));
+                        chart
+                            .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, c.filled())))
+                            .map_err(err)?;
+                    }
+                    g => {
+                        let (dash, gap) = if g == 1 { (10, 6) } else { (3, 4) };
+                        chart
+                            .draw_series(DashedLineSeries::new(
+                                pts.clone(),
+                                dash,
+                                gap,
+                                c.stroke_width(2),
+                            ))
+                            .map_err(err)?
+                            .label(l.label.clone())
+                            .legend(move |(x, y)| {
+                                // The line's own dashes, as the key: two long or three short.
+                                let seg: [(i32, i32); 3] = if g == 1 {
+                                    [(0, 9), (15, 24), (24, 24)]
+                                } else {
+                                    [(0, 4), (10, 14), (20, 24)]
+                                };
+                                let part = |(a, b): (i32, i32)| {
+                                    PathElement::new(
+                                        vec![(x + a, y), (x + b, y)],
+                                        c.stroke_width(3),
+                                    )
+                                };
+                                EmptyElement::at((0, 0))
+                                    + part(seg[0])
+                                    + part(seg[1])
+                                    + part(seg[2])
+                            });
+                        if g == 1 {
+                            chart
+                                .draw_series(
+                                    pts.into_iter()
+                                        .map(|p| TriangleMarker::new(p, 6, c.filled())),
+                                )
+                                .map_err(err)?;
+                        } else {
+                            chart
+                                .draw_series(
+                                    pts.into_iter().map(|p| Cross::new(p, 5, c.stroke_width(2))),
+                                )
+                                .map_err(err)?;
+                        }
+                    }
+                }
             }
             draw_legend(&mut chart)?;
         }
