@@ -35,10 +35,11 @@ pub(crate) fn fmix64(mut k: u64) -> u64 {
     k ^ (k >> 33)
 }
 
-/// Object `i` of `rank`: splitmix64 of a counter unique to (rank, i) offset by the seed.
-/// Distinct for distinct (rank, i) (a bijection of distinct counters); 0 marks an empty slot,
-/// and the one counter that maps to 0 is skipped by mapping it to `u64::MAX`'s preimage's
-/// place, which no other counter in a run reaches (counters span < 2^40 values).
+/// Object `i` of `rank`: splitmix64 of a counter unique to (rank, i), offset by the seed.
+/// Distinct for distinct (rank, i), since splitmix64 is a bijection of distinct counters. 0
+/// marks an empty slot, so the one counter that maps to 0 gives `u64::MAX` instead; a run
+/// would then hold `u64::MAX` twice only if another of its counters also mapped there (odds
+/// about 2^-64 per object), and the run's own check would report it.
 pub(crate) fn object(seed: u64, rank: usize, lv: usize, i: usize) -> u64 {
     let counter = seed
         .wrapping_mul(1 << 40)
