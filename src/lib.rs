@@ -8,11 +8,14 @@
 
 #![warn(missing_docs)]
 
+/// One-sided communication: symmetric windows of 8-byte words (chan-core's `window`).
+pub use chan_core::window;
 pub use chan_core::{
     close_all, Async, AtomicF64, AtomicF64Slice, Channel, ChannelConfig, ChannelSpec, ChannelStats,
     CommError, Context, CreateError, Message, Mode, ModeKind, Racy, RecvError, ReduceOp, Reduction,
     Sync, TreeReduction, TrySendError,
 };
+pub use chan_core::{Window, WindowError, Windows};
 
 /// The hooks a backend implements (chan-core's `backend`).
 pub use chan_core::backend;

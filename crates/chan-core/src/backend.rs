@@ -10,10 +10,12 @@
 //!    the handshake agreed on. It never checks specs or talks to peers about them: the
 //!    handshake did.
 //!
+//! 3. [`WindowHooks`]: one-sided windows ([`RawWindow`]: put, get, compare-and-swap,
+//!    fetch-add, flush), see [`crate::window`].
+//!
 //! Every type implementing [`ChannelHooks`] is a [`crate::Context`] (a blanket impl), which
-//! is all a solver needs. Other kinds of communication (one-sided windows) are further hook
-//! traits on the same world type, beside these: one world serves channels, reductions and
-//! windows alike.
+//! is all a solver needs, and every type implementing [`WindowHooks`] is a
+//! [`crate::Windows`]: one world serves channels, reductions and windows alike.
 
 pub use crate::atomic::AtomicF64Buf;
 pub use crate::handshake::{Agreed, AgreedEnd};
@@ -22,6 +24,7 @@ pub use crate::transport::{
     Arrival, Backend, CloseReport, EnvVarError, Header, MailboxTransport, RacyPoll, RacyTransport,
     Transport, WaitPolicy,
 };
+pub use crate::window::{RawWindow, WindowHooks, WordOp};
 
 use crate::config::ChannelSpec;
 use crate::error::{CommError, CreateError};

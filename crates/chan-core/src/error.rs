@@ -142,6 +142,26 @@ pub enum CreateError {
         /// The lowest rank that failed.
         failed_rank: usize,
     },
+    /// The ranks of a collective window creation asked for different windows. Every rank
+    /// gets the same error: rank 0's request and the first rank that differs.
+    #[error("window creation: rank {rank} asked for {len} words of {word} per rank but rank {other_rank} asked for {other_len} words of {other_word}")]
+    WindowMismatch {
+        /// Rank 0.
+        rank: usize,
+        /// Words per rank it asked for.
+        len: usize,
+        /// Its word type.
+        word: &'static str,
+        /// The first rank that asked for something else.
+        other_rank: usize,
+        /// Words per rank that rank asked for.
+        other_len: usize,
+        /// Its word type.
+        other_word: &'static str,
+    },
+    /// Every rank asked for a window of 0 words.
+    #[error("window creation: a window holds at least 1 word per rank, got 0")]
+    EmptyWindow,
     /// Invalid parameters.
     #[error(transparent)]
     Config(#[from] ConfigError),

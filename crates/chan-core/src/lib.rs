@@ -98,6 +98,7 @@ mod mode;
 mod reduce;
 mod stats;
 pub mod transport;
+pub mod window;
 
 pub use atomic::{AtomicF64, AtomicF64Slice};
 pub use channel::{close_all, Channel, Message};
@@ -109,6 +110,9 @@ pub use error::{
 pub use mode::{Async, Mode, ModeKind, Racy, Sync};
 pub use reduce::{ReduceOp, Reduction, TreeReduction};
 pub use stats::{ChannelStats, Histogram};
+pub use window::{
+    Epoch, Flushed, IntWord, PendingGet, PendingWord, Window, WindowError, Windows, Word,
+};
 
 /// Every trait a user of aiac needs in scope: `use chan_core::traits::*;`.
 pub mod traits {
@@ -117,4 +121,5 @@ pub mod traits {
     pub use crate::mode::Mode;
     pub use crate::reduce::Reduction;
     pub use crate::transport::Backend;
+    pub use crate::window::{IntWord, Windows, Word};
 }

@@ -35,9 +35,9 @@ pub enum InitError {
 /// will be when the last of them is dropped).
 #[derive(Debug, thiserror::Error)]
 pub enum FinalizeError {
-    /// Channels or reductions of this rank are still alive; MPI is finalized when the last one
+    /// Channels, reductions or windows of this rank are still alive; MPI is finalized when the last one
     /// is dropped.
-    #[error("{0} channel end(s) or reduction(s) still open at finalize; close them first")]
+    #[error("{0} channel end(s), reduction(s) or window(s) still open at finalize; close or free them first")]
     StillOpen(usize),
     /// Requests were still active after every channel closed: a bug in aiac.
     #[error("{0} MPI request(s) still outstanding at finalize")]
@@ -335,6 +335,11 @@ impl MpiCtx {
             ffi::MPI_Abort(self.sh.comm, code);
         }
         std::process::exit(code)
+    }
+
+    /// The rank's shared state (windows hold it, so MPI outlives them).
+    pub(crate) fn shared(&self) -> &Rc<Shared> {
+        &self.sh
     }
 
     /// `MPI_Wtime`.

@@ -34,10 +34,12 @@ mod env;
 mod raw;
 mod reduce;
 mod transport;
+mod window;
 
 pub use env::{FinalizeError, InitError, MpiCtx};
 pub use reduce::{Iallreduce, MpiReduction, ReductionKind};
 pub use transport::{MpiDelivery, MpiEnd};
+pub use window::MpiWindow;
 
 /// The MPI backend's marker type.
 #[derive(Debug, Clone, Copy, Default)]

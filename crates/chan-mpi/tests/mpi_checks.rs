@@ -13,6 +13,7 @@
 use chan_core::traits::*;
 use chan_mpi::{MpiCtx, ReductionKind};
 use chan_testkit::jobs::{self, Job, Launcher};
+use chan_testkit::window as wk;
 use chan_testkit::{self as testkit, Check};
 use std::process::ExitCode;
 
@@ -31,6 +32,11 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("collectives_match", &[1, 2, 3, 4], 60),
     // 128 rings of 4 ranks, 64 KB racy messages written by MPI into one buffer per end.
     ("racy_whole_words", &[4], 240),
+    ("window_colliding_inserts", &[1, 2, 3, 4], 120),
+    ("window_fetch_add_totals", &[1, 2, 3, 4], 120),
+    ("window_put_get_8B_64KB", &[1, 2, 4], 120),
+    ("window_mismatched_sizes", &[2, 3], 60),
+    ("window_out_of_range", &[1, 2, 3], 60),
 ];
 
 /// `close()` with messages in flight both ways, then `MPI_Finalize`: this many separate jobs.
@@ -56,6 +62,11 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
         "drop_without_close" => testkit::drop_without_close(ctx),
         "collectives_match" => testkit::collectives_match(ctx),
         "racy_whole_words" => testkit::racy_whole_words(ctx, 128, 40, 8192),
+        "window_colliding_inserts" => wk::window_colliding_inserts(ctx, 150, 100),
+        "window_fetch_add_totals" => wk::window_fetch_add_totals(ctx, 200),
+        "window_put_get_8B_64KB" => wk::window_put_get(ctx, &[1, 3, 8192]),
+        "window_mismatched_sizes" => wk::window_mismatched_sizes(ctx),
+        "window_out_of_range" => wk::window_out_of_range(ctx),
         other => Err(format!("unknown case {other}")),
     }
 }

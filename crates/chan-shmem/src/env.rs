@@ -62,9 +62,9 @@ fn remote_from_env() -> Result<bool, EnvVarError> {
 /// when the last of them is dropped.
 #[derive(Debug, thiserror::Error)]
 pub enum FinalizeError {
-    /// Channels or reductions of this PE are still alive; SHMEM is finalized when the last
+    /// Channels, reductions or windows of this PE are still alive; SHMEM is finalized when the last
     /// one is dropped.
-    #[error("{0} channel end(s) or reduction(s) still open at finalize; close them first")]
+    #[error("{0} channel end(s), reduction(s) or window(s) still open at finalize; close or free them first")]
     StillOpen(usize),
 }
 
@@ -429,6 +429,11 @@ impl ShmemCtx {
         // SAFETY: SHMEM is initialised while self exists.
         unsafe { ffi::shmem_global_exit(status) };
         std::process::exit(status)
+    }
+
+    /// The PE's shared state (windows hold it, so SHMEM outlives them).
+    pub(crate) fn shared(&self) -> &Rc<Shared> {
+        &self.sh
     }
 
     /// How this PE's waiting loops wait: [`WaitPolicy::Yield`] on an oversubscribed node

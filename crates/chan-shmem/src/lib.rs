@@ -73,9 +73,11 @@
 mod env;
 mod sym;
 mod transport;
+mod window;
 
 pub use env::{FinalizeError, InitError, ShmemCtx};
 pub use transport::ShmemEnd;
+pub use window::ShmemWindow;
 
 /// The OpenSHMEM backend's marker type.
 #[derive(Debug, Clone, Copy, Default)]

@@ -19,6 +19,7 @@ use chan_core::traits::*;
 use chan_core::{close_all, Async, ChannelConfig, ChannelSpec, CreateError, Racy, Sync};
 use chan_shmem::ShmemCtx;
 use chan_testkit::jobs::{self, Job, Launcher};
+use chan_testkit::window as wk;
 use chan_testkit::{self as testkit, decode, Check};
 use std::process::ExitCode;
 use std::sync::atomic::{fence, Ordering};
@@ -42,6 +43,11 @@ const CASES: &[(&str, &[usize], u64)] = &[
     // 32 rings of 4 PEs, 64 KB racy messages into one buffer per end: with AIAC_SHMEM_REMOTE=1
     // every one a bulk put (the between-nodes path), which must land as whole words.
     ("racy_whole_words", &[4], 120),
+    ("window_colliding_inserts", &[1, 2, 3, 4], 120),
+    ("window_fetch_add_totals", &[1, 2, 3, 4], 120),
+    ("window_put_get_8B_64KB", &[1, 2, 4], 120),
+    ("window_mismatched_sizes", &[2, 3], 60),
+    ("window_out_of_range", &[1, 2, 3], 60),
 ];
 
 /// Messages in flight both ways, `close`, then `shmem_finalize`: this many separate jobs.
@@ -68,6 +74,11 @@ fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
         "close_then_finalize" => testkit::close_unread(ctx),
         "drop_without_close" => testkit::drop_without_close(ctx),
         "racy_whole_words" => testkit::racy_whole_words(ctx, 32, 40, 8192),
+        "window_colliding_inserts" => wk::window_colliding_inserts(ctx, 150, 100),
+        "window_fetch_add_totals" => wk::window_fetch_add_totals(ctx, 200),
+        "window_put_get_8B_64KB" => wk::window_put_get(ctx, &[1, 3, 8192]),
+        "window_mismatched_sizes" => wk::window_mismatched_sizes(ctx),
+        "window_out_of_range" => wk::window_out_of_range(ctx),
         other => Err(format!("unknown case {other}")),
     }
 }

@@ -26,6 +26,8 @@ macro_rules! ensure {
     };
 }
 
+pub mod window;
+
 /// The value element `j` of message `seq` carries: exact in f64 for seq, j < 10⁶.
 pub fn encode(seq: u64, j: usize) -> f64 {
     (seq * 1_000_003 + j as u64) as f64

@@ -32,10 +32,14 @@ mod sync;
 #[cfg(not(loom))]
 mod endpoint;
 #[cfg(not(loom))]
+mod window;
+#[cfg(not(loom))]
 mod world;
 
 #[cfg(not(loom))]
 pub use endpoint::{MailboxEnd, RacyEnd};
+#[cfg(not(loom))]
+pub use window::ThreadWindow;
 #[cfg(not(loom))]
 pub use world::{ThreadCtx, World, WorldError};
 

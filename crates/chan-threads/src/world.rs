@@ -3,9 +3,11 @@
 //! blocking call elsewhere fail instead of hang).
 
 use crate::endpoint::{MailboxEnd, MailboxPair, RacyEnd, RacyPair};
+use crate::window::{ThreadWindow, WinMem};
 use crate::Threads;
 use chan_core::backend::{
     Agreed, ChannelHooks, Collective, Lists, ReservedTags, Shared as SharedDelivery, Slots,
+    WindowHooks,
 };
 use chan_core::{CommError, CreateError, ReduceOp, TreeReduction};
 use std::collections::HashMap;
@@ -91,6 +93,7 @@ impl World {
                                 rank,
                                 shared,
                                 epoch: 0,
+                                windows: 0,
                                 reserved_tags: ReservedTags::new(),
                             };
                             let out = f(&mut ctx);
@@ -170,6 +173,8 @@ pub(crate) struct Shared {
     registry: Mutex<HashMap<Key, PairKind>>,
     coll: Mutex<Coll>,
     coll_cv: Condvar,
+    /// Windows being created: the memory, made by the first rank, and how many ranks took it.
+    windows: Mutex<HashMap<u64, (Arc<WinMem>, usize)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -193,6 +198,7 @@ impl Shared {
                 ..Coll::default()
             }),
             coll_cv: Condvar::new(),
+            windows: Mutex::new(HashMap::new()),
         }
     }
 
@@ -269,7 +275,12 @@ impl Shared {
     }
 
     /// Blocking all-reduce; contributions are combined in rank order.
-    fn all_reduce(&self, rank: usize, data: &mut [f64], op: ReduceOp) -> Result<(), CommError> {
+    pub(crate) fn all_reduce(
+        &self,
+        rank: usize,
+        data: &mut [f64],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
         let mismatch = self.round(
             data,
             |c, data| {
@@ -353,6 +364,8 @@ pub struct ThreadCtx {
     rank: usize,
     shared: Arc<Shared>,
     epoch: u64,
+    /// Windows this rank created (every rank creates them in the same order).
+    windows: u64,
     reserved_tags: ReservedTags,
 }
 
@@ -494,6 +507,34 @@ impl ChannelHooks for ThreadCtx {
 
     fn reserved_tags(&mut self) -> &mut ReservedTags {
         &mut self.reserved_tags
+    }
+}
+
+impl WindowHooks for ThreadCtx {
+    type Window = ThreadWindow;
+
+    fn make_window(&mut self, len: usize) -> Result<ThreadWindow, CreateError> {
+        let key = self.windows;
+        self.windows += 1;
+        let size = self.shared.size;
+        let mem = {
+            let mut reg = lock(&self.shared.windows);
+            let entry = reg
+                .entry(key)
+                .or_insert_with(|| (Arc::new(WinMem::new(size, len)), 0));
+            entry.1 += 1;
+            let mem = Arc::clone(&entry.0);
+            if entry.1 == size {
+                reg.remove(&key);
+            }
+            mem
+        };
+        Ok(ThreadWindow::new(
+            mem,
+            Arc::clone(&self.shared),
+            self.rank,
+            len,
+        ))
     }
 }
 

@@ -6,6 +6,8 @@
 //!   list), each as a child process under a timeout (`mpirun` for MPI), and writes every
 //!   run's JSON, one CSV, the summary tables (strong or weak scaling efficiency when the
 //!   process count varies) and the plots.
+//! * `aiac dht` runs Maynard's distributed hash table benchmark over one-sided windows
+//!   (threads, or under `mpirun`/`oshrun`) and checks the table.
 //! * `aiac report` prints the tables and draws the plots again from saved JSON.
 //! * `aiac probe` (under `mpirun -np 2`) runs Saif and Parashar's non-blocking test kernel:
 //!   the eager/rendezvous threshold, overlap, and the effect of an intermediate `MPI_Test`.
@@ -14,6 +16,7 @@
 //! the true residual refutes), 1 error (bad input included: one message naming the flag).
 //! `RUST_LOG=debug aiac …` logs what the tool does (off by default).
 
+mod dht;
 mod output;
 mod plots;
 #[cfg(feature = "mpi")]
@@ -62,6 +65,9 @@ enum Cmd {
     /// overlap, and what an intermediate MPI_Test or an aiac channel changes.
     #[cfg(feature = "mpi")]
     Probe(probe::ProbeArgs),
+    /// Maynard's distributed hash table over one-sided windows: insert by compare-and-swap,
+    /// probe, time both, check every object is there once.
+    Dht(dht::DhtArgs),
 }
 
 /// `RUST_LOG`-style logging to stderr, off unless `RUST_LOG` is set.
@@ -108,6 +114,7 @@ fn main() -> ExitCode {
         Cmd::Report(args) => report::report(&args),
         #[cfg(feature = "mpi")]
         Cmd::Probe(args) => probe::probe(&args),
+        Cmd::Dht(args) => return dht::dht(&args),
     };
     match result {
         Ok(code) => code,

@@ -659,3 +659,143 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
     }
     Ok(files)
 }
+
+/// One line of the hash table's weak-scaling plot: (ranks, insert s, probe s) for one
+/// backend and local volume.
+pub struct DhtLine {
+    /// Legend label (backend, LV).
+    pub label: String,
+    /// Which backend (line style and marker: solid circles, dashed triangles, dotted crosses).
+    pub group: usize,
+    /// Which local volume (colour).
+    pub shade: usize,
+    /// (ranks, insert seconds, probe seconds), by ranks.
+    pub points: Vec<(f64, f64, f64)>,
+}
+
+/// Lines in the hash table's plot: 3 backends × 5 local volumes, and one to spare.
+const DHT_MAX_SERIES: usize = 16;
+
+/// Maynard's Figures 4–6: time against ranks at fixed objects per rank (weak scaling), one
+/// line per backend (style, marker) and local volume (colour); insert time left, probe time
+/// right, log scale (a flat line is perfect weak scaling).
+struct DhtWeak {
+    lines: Vec<DhtLine>,
+}
+
+impl Figure for DhtWeak {
+    fn size(&self) -> (u32, u32) {
+        (1500, 640)
+    }
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let root = root
+            .titled(
+                "Distributed hash table, weak scaling (objects per rank fixed)",
+                title_font(),
+            )
+            .map_err(err)?;
+        let (left, right) = root.split_horizontally(750);
+        let all = || self.lines.iter().flat_map(|l| l.points.iter());
+        let xmax = all().map(|p| p.0).fold(1.0, f64::max);
+        for (area, insert) in [(&left, true), (&right, false)] {
+            let y = |p: &(f64, f64, f64)| if insert { p.1 } else { p.2 }.max(1e-6);
+            let ylo = all().map(y).fold(f64::INFINITY, f64::min) / 2.0;
+            let ymax = all().map(y).fold(0.0, f64::max) * 2.0;
+            // Room above the data for the legend, on a log scale: the decades the data spans
+            // again, times what the legend's entries need.
+            let yhi = ymax * (ymax / ylo).powf(0.75 * (headroom(self.lines.len()) - 1.0) * 1.5);
+            let mut chart = ChartBuilder::on(area)
+                .caption(
+                    if insert {
+                        "insert phase"
+                    } else {
+                        "probe phase"
+                    },
+                    caption_font(),
+                )
+                .margin(15)
+                .x_label_area_size(55)
+                .y_label_area_size(85)
+                .build_cartesian_2d((0.8f64..xmax * 1.25).log_scale(), (ylo..yhi).log_scale())
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .x_desc("ranks")
+                .y_desc("time (s), slowest rank")
+                .axis_desc_style(desc_font())
+                .label_style(label_font())
+                .x_label_formatter(&|v| tick(*v))
+                .y_label_formatter(&|v| tick(*v))
+                .light_line_style(RGBColor(235, 235, 235))
+                .draw()
+                .map_err(err)?;
+            for l in self.lines.iter().take(DHT_MAX_SERIES) {
+                let c = colour(l.shade);
+                let pts: Vec<(f64, f64)> = l.points.iter().map(|p| (p.0, y(p))).collect();
+                match l.group % 3 {
+                    0 => {
+                        chart
+                            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                            .map_err(err)?
+                            .label(l.label.clone())
+                            .legend(line_key(c, 3));
+                        chart
+                            .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, c.filled())))
+                            .map_err(err)?;
+                    }
+                    g => {
+                        let (dash, gap) = if g == 1 { (10, 6) } else { (3, 4) };
+                        chart
+                            .draw_series(DashedLineSeries::new(
+                                pts.clone(),
+                                dash,
+                                gap,
+                                c.stroke_width(2),
+                            ))
+                            .map_err(err)?
+                            .label(l.label.clone())
+                            .legend(move |(x, y)| {
+                                // The line's own dashes, as the key: two long or three short.
+                                let seg: [(i32, i32); 3] = if g == 1 {
+                                    [(0, 9), (15, 24), (24, 24)]
+                                } else {
+                                    [(0, 4), (10, 14), (20, 24)]
+                                };
+                                let part = |(a, b): (i32, i32)| {
+                                    PathElement::new(
+                                        vec![(x + a, y), (x + b, y)],
+                                        c.stroke_width(3),
+                                    )
+                                };
+                                EmptyElement::at((0, 0))
+                                    + part(seg[0])
+                                    + part(seg[1])
+                                    + part(seg[2])
+                            });
+                        if g == 1 {
+                            chart
+                                .draw_series(
+                                    pts.into_iter()
+                                        .map(|p| TriangleMarker::new(p, 6, c.filled())),
+                                )
+                                .map_err(err)?;
+                        } else {
+                            chart
+                                .draw_series(
+                                    pts.into_iter().map(|p| Cross::new(p, 5, c.stroke_width(2))),
+                                )
+                                .map_err(err)?;
+                        }
+                    }
+                }
+            }
+            draw_legend(&mut chart)?;
+        }
+        Ok(())
+    }
+}
+
+/// Draw the hash table's weak-scaling plot as `stem.png` and `stem.svg`.
+pub fn draw_dht(lines: Vec<DhtLine>, stem: &Path) -> Result<Vec<PathBuf>, String> {
+    save(&DhtWeak { lines }, stem)
+}

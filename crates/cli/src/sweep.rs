@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 /// The environment Open MPI's launchers need here (as `scripts/mpi-env.sh` sets it), given to
 /// a launcher when the user's environment does not set it: running as root (containers, CI),
 /// more ranks than cores, and the one-sided component OpenSHMEM's finalize survives.
-const LAUNCH_ENV: [(&str, &str); 4] = [
+pub(crate) const LAUNCH_ENV: [(&str, &str); 4] = [
     ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
     ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
     ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
@@ -437,7 +437,7 @@ fn on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// What became of one child.
-enum Ended {
+pub(crate) enum Ended {
     Exited(ExitStatus),
     TimedOut,
     /// The sweep was signalled (SIGINT, SIGTERM): the child was given the signal and has
@@ -477,7 +477,7 @@ fn stop(child: &mut Child, sig: nix::sys::signal::Signal) -> std::io::Result<()>
 /// Wait for `child` at most `timeout`; past it, stop it with SIGTERM. A SIGINT or SIGTERM to
 /// the sweep is passed on to the child, which is waited for. Each child leads its own process
 /// group, so the signal reaches the launcher's ranks too, once.
-fn wait_bounded(child: &mut Child, timeout: Duration) -> std::io::Result<Ended> {
+pub(crate) fn wait_bounded(child: &mut Child, timeout: Duration) -> std::io::Result<Ended> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(sig) = crate::signals::pending() {

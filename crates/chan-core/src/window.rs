@@ -1,0 +1,907 @@
+//! One-sided communication: symmetric windows of 8-byte words that any rank reads, writes and
+//! updates atomically without the owner taking part.
+//!
+//! A channel pairs two ranks that both know of it. A distributed hash table cannot use one:
+//! the rank that hashes a key knows where the entry lives, the owner does not know who will
+//! write to it or when. A [`Window`] gives every rank `len` words that every other rank can
+//! [`put`](Window::put), [`get`](Window::get), [`compare_and_swap`](Window::compare_and_swap)
+//! and [`fetch_add`](Window::fetch_add) (MPI-3 RMA §11, OpenSHMEM 1.4 §9.5–9.8).
+//!
+//! ```no_run
+//! use chan_core::traits::*;
+//! use chan_core::{Window, WindowError};
+//!
+//! fn count_and_publish<C: Windows>(ctx: &mut C) -> Result<(), WindowError> {
+//!     let mut win = ctx.window::<u64>(16)?;            // collective: 16 words on every rank
+//!     let ticket = win.fetch_add(0, 0, 1)?;            // word 0 of rank 0, atomically
+//!     win.put((ctx.rank() + 1) % ctx.size(), 1, &[ticket])?;
+//!     // Non-blocking: many operations, completed together by one flush.
+//!     let total = win.epoch(|ep| {
+//!         let a = ep.fetch_add(0, 2, 5)?;
+//!         let b = ep.compare_and_swap(0, 3, 0, 7)?;
+//!         let done = ep.flush()?;
+//!         Ok(a.value(&done) + b.value(&done))
+//!     })?;
+//!     win.fence()?;                                    // collective: every rank's ops landed
+//!     let mut mine = vec![0u64; win.len()];
+//!     win.read_local(&mut mine);
+//!     win.free()?;                                     // collective
+//!     let _ = total;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! A result is readable only after its completion; each of these fails to compile:
+//!
+//! ```compile_fail
+//! # use chan_core::{Window, WindowError, backend::RawWindow};
+//! fn read_before_flush<R: RawWindow>(win: &mut Window<R, u64>) -> Result<u64, WindowError> {
+//!     win.epoch(|ep| {
+//!         let old = ep.fetch_add(0, 0, 1)?;
+//!         Ok(old.value()) // no way to read it without the Flushed of a later flush
+//!     })
+//! }
+//! ```
+//! ```compile_fail
+//! # use chan_core::{Window, WindowError, backend::RawWindow};
+//! fn flushed_before_issued<R: RawWindow>(win: &mut Window<R, u64>) -> Result<u64, WindowError> {
+//!     win.epoch(|ep| {
+//!         let done = ep.flush()?;
+//!         let old = ep.fetch_add(0, 0, 1)?; // the epoch is borrowed by `done`
+//!         Ok(old.value(&done))
+//!     })
+//! }
+//! ```
+//! ```compile_fail
+//! # use chan_core::{Window, WindowError, backend::RawWindow};
+//! fn buffer_before_flush<R: RawWindow>(win: &mut Window<R, u64>) -> Result<u64, WindowError> {
+//!     let mut buf = vec![0u64; 4];
+//!     win.epoch(|ep| {
+//!         let _pending = ep.get_into(1, 0, &mut buf)?;
+//!         Ok(buf[0]) // still borrowed by the get in flight
+//!     })
+//! }
+//! ```
+//! ```compile_fail
+//! # use chan_core::{Window, WindowError, backend::RawWindow};
+//! fn handle_escapes<R: RawWindow>(win: &mut Window<R, u64>) {
+//!     let h = win.epoch(|ep| ep.fetch_add(0, 0, 1)); // a handle cannot leave its epoch
+//! }
+//! ```
+//!
+//! ## Memory model
+//! This is the one place the model is stated; each backend's mapping is in
+//! docs/architecture.md ("One-sided windows").
+//!
+//! 1. **Creation is collective and agreed.** Every rank calls [`Windows::window`] with the same
+//!    length and word type, in the same order as every other collective call. If any rank
+//!    asked for something else, every rank gets the same [`CreateError::WindowMismatch`]
+//!    naming rank 0's request and the first rank that differs; nobody allocates. Freeing
+//!    ([`Window::free`], or dropping the window) is collective too, as `MPI_Win_free` and
+//!    `shmem_free` are: every rank frees at the same point of the program.
+//! 2. **Every access is checked.** The target rank and the words touched are checked
+//!    against the world and the window before any call reaches the backend: out of range is
+//!    [`WindowError::OutOfRange`] or [`WindowError::BadTarget`], never a write elsewhere.
+//! 3. **Blocking operations are complete at the target when they return**: a `put`'s words
+//!    are in the target's memory, a `get`'s and an atomic's result in the caller's hands.
+//!    (MPI: the operation, then `MPI_Win_flush(target)`; SHMEM: `shmem_getmem` and the
+//!    fetching atomics return complete, a put is followed by `shmem_quiet`.)
+//! 4. **Non-blocking operations live in an epoch** ([`Window::epoch`]) and complete at its
+//!    [`Epoch::flush`] or at its end. A non-blocking get's or atomic's result is a
+//!    [`PendingWord`] or [`PendingGet`] that yields its value only against a [`Flushed`]
+//!    made after it: reading early does not compile. A non-blocking put's source and a get's
+//!    destination stay borrowed until the epoch ends, which always flushes (even on an
+//!    error or a panic), so no buffer is touched by the network after Rust can reuse it.
+//! 5. **Atomicity.** `compare_and_swap` and `fetch_add` on one word are atomic with respect
+//!    to each other when every concurrent update of that word uses the same one of them
+//!    (MPI's default `accumulate_ops = same_op_no_op`; the threads and SHMEM backends are
+//!    stronger). `put` and `get` are not atomic with respect to concurrent atomics on the
+//!    same word, and a put may be seen part-written by a concurrent get or `read_local` (a
+//!    bulk transfer is a memcpy on one node and may even tear a word; Rust only ever reads
+//!    window memory through atomics, so this is a stale or mixed value, never undefined
+//!    behaviour). To read words other ranks update,
+//!    separate the phases with [`Window::fence`], or read them with an atomic
+//!    (`fetch_add(.., 0)`, or a `compare_and_swap` that cannot match).
+//! 6. **Ordering between ranks** comes from [`Window::fence`] (collective: every rank's
+//!    operations so far are complete at their targets, then a barrier): after it, every
+//!    rank's [`get`](Window::get)s and [`read_local`](Window::read_local) see everything
+//!    written before it. Two operations of one rank to one target are not ordered unless a
+//!    flush (or a blocking operation) separates them.
+//! 7. **Local memory is read through [`Window::read_local`]** (atomic loads of this rank's
+//!    words), never through a plain reference: another rank may be writing it at any time.
+
+use crate::backend::{vote, Collective, Lists};
+use crate::error::{CommError, CreateError};
+use std::cell::UnsafeCell;
+use std::marker::PhantomData;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u64 {}
+    impl Sealed for i64 {}
+    impl Sealed for f64 {}
+}
+
+/// An 8-byte word a window holds: `u64`, `i64` or `f64` (as its bits). Sealed.
+///
+/// # Safety
+/// Implementors are 8 bytes, aligned to 8, and every bit pattern is a valid value, so a slice
+/// of them may be viewed as a slice of `u64` and back (the backends move `u64`).
+pub unsafe trait Word: Copy + sealed::Sealed + std::fmt::Debug + 'static {
+    /// The type's name, in creation errors.
+    const NAME: &'static str;
+    /// The type's code in the creation agreement.
+    const CODE: u64;
+    /// The word's bits.
+    fn to_bits(self) -> u64;
+    /// The word with these bits.
+    fn from_bits(bits: u64) -> Self;
+}
+
+/// A word [`Window::fetch_add`] can add to: two's-complement wrapping addition, the same bits
+/// for `u64` and `i64`.
+pub trait IntWord: Word {}
+
+const _: () = {
+    assert!(std::mem::size_of::<i64>() == 8 && std::mem::align_of::<i64>() == 8);
+    assert!(std::mem::size_of::<f64>() == 8 && std::mem::align_of::<f64>() == 8);
+    assert!(std::mem::align_of::<u64>() == 8);
+};
+
+// SAFETY: u64 is the backends' own word.
+unsafe impl Word for u64 {
+    const NAME: &'static str = "u64";
+    const CODE: u64 = 1;
+    fn to_bits(self) -> u64 {
+        self
+    }
+    fn from_bits(bits: u64) -> Self {
+        bits
+    }
+}
+// SAFETY: 8 bytes, align 8 (asserted above), every bit pattern is an i64.
+unsafe impl Word for i64 {
+    const NAME: &'static str = "i64";
+    const CODE: u64 = 2;
+    fn to_bits(self) -> u64 {
+        self as u64
+    }
+    fn from_bits(bits: u64) -> Self {
+        bits as i64
+    }
+}
+// SAFETY: 8 bytes, align 8 (asserted above), every bit pattern is an f64 (NaNs included).
+unsafe impl Word for f64 {
+    const NAME: &'static str = "f64";
+    const CODE: u64 = 3;
+    fn to_bits(self) -> u64 {
+        f64::to_bits(self)
+    }
+    fn from_bits(bits: u64) -> Self {
+        f64::from_bits(bits)
+    }
+}
+impl IntWord for u64 {}
+impl IntWord for i64 {}
+
+fn as_words<T: Word>(s: &[T]) -> &[u64] {
+    // SAFETY: Word's contract: T is 8 bytes, align 8, any bits valid, so the same memory is a
+    // valid [u64] of the same length, borrowed for the same lifetime.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u64>(), s.len()) }
+}
+
+/// A one-sided operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WindowError {
+    /// The target rank is not in the world.
+    #[error("target rank {target} is outside the window's world of {size} ranks")]
+    BadTarget {
+        /// The rank asked for.
+        target: usize,
+        /// World size.
+        size: usize,
+    },
+    /// The words touched are not all inside the window.
+    #[error("words {offset}..{offset}+{count} are outside the window of {len} words per rank")]
+    OutOfRange {
+        /// First word.
+        offset: usize,
+        /// Words touched.
+        count: usize,
+        /// The window's words per rank.
+        len: usize,
+    },
+    /// The window could not be created (see [`CreateError`]).
+    #[error(transparent)]
+    Create(#[from] CreateError),
+    /// The backend failed.
+    #[error(transparent)]
+    Comm(#[from] CommError),
+}
+
+/// The operands and result of one atomic operation, in memory that stays put until the
+/// operation completes (MPI reads the operands and writes the result at completion).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WordOp {
+    /// What is written (`compare_and_swap`) or added (`fetch_add`).
+    pub operand: u64,
+    /// What the target word is compared with (`compare_and_swap` only).
+    pub compare: u64,
+    /// The target word's value before the operation, written by the backend.
+    pub result: u64,
+}
+
+/// A backend's window: one rank's handle on `len` words per rank, made by
+/// [`WindowHooks::make_window`]. chan-core checks every target and offset before it calls
+/// these, and keeps every buffer it passes alive and untouched until the next flush.
+///
+/// # Safety
+/// Implementors write only where told: `get` into `dst..dst+count`, the atomics into
+/// `op.result`, and nothing after the `flush(target)`/`flush_all` that follows the call
+/// returns; a put reads `src..src+count` only until then. After `flush(target)` every
+/// operation this rank started to `target` is complete at the target; after `flush_all`, to
+/// every target. chan-core's safe [`Window`] relies on this to lend Rust buffers.
+pub unsafe trait RawWindow {
+    /// The backend's name (`threads`, `mpi`, `shmem`).
+    const NAME: &'static str;
+
+    /// Words per rank.
+    fn len(&self) -> usize;
+
+    /// True when the window holds no word (never, once created).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Start writing `count` words from `src` to words `offset..` of `target`.
+    ///
+    /// # Safety
+    /// `target < size`, `offset + count <= len()`; `src..src+count` is readable and unchanged
+    /// until the next flush covering `target` returns.
+    unsafe fn put(
+        &mut self,
+        target: usize,
+        offset: usize,
+        src: *const u64,
+        count: usize,
+    ) -> Result<(), CommError>;
+
+    /// Start reading `count` words `offset..` of `target` into `dst`.
+    ///
+    /// # Safety
+    /// `target < size`, `offset + count <= len()`; `dst..dst+count` is writable and nothing
+    /// else reads or writes it until the next flush covering `target` returns.
+    unsafe fn get(
+        &mut self,
+        target: usize,
+        offset: usize,
+        dst: *mut u64,
+        count: usize,
+    ) -> Result<(), CommError>;
+
+    /// Read `count` words `offset..` of `target` into `dst`, complete on return (what the
+    /// blocking [`Window::get`] calls). The default starts a [`RawWindow::get`] and flushes
+    /// `target`; a backend with a cheaper blocking get (SHMEM's `shmem_getmem`) overrides it.
+    ///
+    /// # Safety
+    /// As [`RawWindow::get`]; `dst` is ours until this returns.
+    unsafe fn get_now(
+        &mut self,
+        target: usize,
+        offset: usize,
+        dst: *mut u64,
+        count: usize,
+    ) -> Result<(), CommError> {
+        // SAFETY: the caller's contract, and the flush completes the get before we return.
+        unsafe { self.get(target, offset, dst, count)? };
+        self.flush(target)
+    }
+
+    /// Start an atomic compare-and-swap of word `offset` of `target`: if it equals
+    /// `op.compare` it becomes `op.operand`; its old value goes to `op.result`.
+    ///
+    /// # Safety
+    /// `target < size`, `offset < len()`; `*op` stays valid and is neither read nor written by
+    /// anyone else until the next flush covering `target` returns.
+    unsafe fn compare_and_swap(
+        &mut self,
+        target: usize,
+        offset: usize,
+        op: *mut WordOp,
+    ) -> Result<(), CommError>;
+
+    /// Start an atomic wrapping add of `op.operand` to word `offset` of `target`; its old
+    /// value goes to `op.result`. Safety as [`RawWindow::compare_and_swap`].
+    ///
+    /// # Safety
+    /// As [`RawWindow::compare_and_swap`].
+    unsafe fn fetch_add(
+        &mut self,
+        target: usize,
+        offset: usize,
+        op: *mut WordOp,
+    ) -> Result<(), CommError>;
+
+    /// Complete every operation this rank started to `target`.
+    fn flush(&mut self, target: usize) -> Result<(), CommError>;
+
+    /// Complete every operation this rank started.
+    fn flush_all(&mut self) -> Result<(), CommError>;
+
+    /// Collective: `flush_all` on every rank, then a barrier, so that every rank's operations
+    /// so far are visible to every rank's reads after it.
+    fn fence(&mut self) -> Result<(), CommError>;
+
+    /// This rank's words, read with atomic loads (`out.len() == len()`).
+    fn read_local(&mut self, out: &mut [u64]);
+
+    /// Collective: complete everything and release the window's memory. Called once, by
+    /// [`Window::free`] or the window's `Drop`.
+    fn free(&mut self) -> Result<(), CommError>;
+
+    /// Give up the window without the collective free (creation failed on another rank, or
+    /// this rank is unwinding from a panic): leak what a collective call would release.
+    fn abandon(&mut self);
+}
+
+/// What a backend implements, on its world type, to offer windows (beside
+/// [`crate::backend::ChannelHooks`]). Every type implementing it is a [`Windows`].
+pub trait WindowHooks: Collective {
+    /// The backend's window.
+    type Window: RawWindow;
+
+    /// Collective: allocate `len` zeroed words on every rank (`len` is the same everywhere
+    /// and at least 1: chan-core agreed on it first) and make them accessible to every rank.
+    /// Every rank's memory is zero and accessible when any rank's call returns.
+    fn make_window(&mut self, len: usize) -> Result<Self::Window, CreateError>;
+}
+
+mod sealed_user {
+    pub trait Sealed {}
+    impl<W: super::WindowHooks> Sealed for W {}
+}
+
+/// A rank that can create one-sided [`Window`]s. Sealed: every backend world implementing
+/// [`WindowHooks`] is one.
+pub trait Windows: Collective + sealed_user::Sealed {
+    /// The backend's window.
+    type Raw: RawWindow;
+
+    /// Collectively create a window of `len` words of `T` on every rank, zeroed. Every rank
+    /// must ask for the same `len` and `T`: otherwise every rank gets the same
+    /// [`CreateError::WindowMismatch`] and nothing is allocated. `len = 0` is
+    /// [`CreateError::EmptyWindow`] on every rank.
+    fn window<T: Word>(&mut self, len: usize) -> Result<Window<Self::Raw, T>, CreateError>;
+}
+
+impl<W: WindowHooks> Windows for W {
+    type Raw = W::Window;
+
+    fn window<T: Word>(&mut self, len: usize) -> Result<Window<W::Window, T>, CreateError> {
+        let size = self.size();
+        // Every rank tells every rank what it asked for: [len, type code].
+        let mut send = Lists::with_capacity(size, 2 * size);
+        for _ in 0..size {
+            send.push(&[len as u64, T::CODE]);
+        }
+        let all = self.all_to_all_v(&send)?;
+        let asked = |r: usize| {
+            let l = all.list(r);
+            (
+                l.first().copied().unwrap_or(0),
+                l.get(1).copied().unwrap_or(0),
+            )
+        };
+        let (len0, code0) = asked(0);
+        // The same verdict on every rank: it reads the same lists.
+        if let Some(r) = (1..size).find(|&r| asked(r) != (len0, code0)) {
+            let (lr, cr) = asked(r);
+            return Err(CreateError::WindowMismatch {
+                rank: 0,
+                len: len0 as usize,
+                word: type_name(code0),
+                other_rank: r,
+                other_len: lr as usize,
+                other_word: type_name(cr),
+            });
+        }
+        if len == 0 {
+            return Err(CreateError::EmptyWindow);
+        }
+        if len.checked_mul(8).is_none_or(|b| b > isize::MAX as usize) {
+            return Err(CreateError::Comm(CommError::Backend {
+                backend: W::Window::NAME,
+                call: "window creation",
+                message: format!("{len} words per rank do not fit in memory"),
+            }));
+        }
+        let made = self.make_window(len);
+        let ok = made.is_ok();
+        match vote(self, made) {
+            Ok(raw) => Ok(Window {
+                raw,
+                rank: self.rank(),
+                size,
+                len,
+                slots: Slots::default(),
+                dirty: false,
+                freed: false,
+                _word: PhantomData,
+            }),
+            Err(e) => {
+                debug_assert!(!ok || matches!(e, CreateError::FailedElsewhere { .. }));
+                Err(e)
+            }
+        }
+    }
+}
+
+fn type_name(code: u64) -> &'static str {
+    match code {
+        1 => "u64",
+        2 => "i64",
+        3 => "f64",
+        _ => "unknown",
+    }
+}
+
+/// Words of atomic results per block of [`Slots`].
+const BLOCK: usize = 256;
+
+/// Stable storage for the operands and results of an epoch's atomics: blocks that never move
+/// once allocated (the backend writes a result at completion), reused by later epochs.
+#[derive(Default)]
+struct Slots {
+    blocks: Vec<Box<[UnsafeCell<WordOp>; BLOCK]>>,
+    used: usize,
+}
+
+impl Slots {
+    /// The next slot, holding `op`.
+    #[inline]
+    fn next(&mut self, op: WordOp) -> (usize, *mut WordOp) {
+        let i = self.used;
+        if i / BLOCK == self.blocks.len() {
+            self.grow();
+        }
+        self.used += 1;
+        let p = self.blocks[i / BLOCK][i % BLOCK].get();
+        // SAFETY: slot i was not handed out in this epoch (used grows), so no operation
+        // writes it; the pointer comes from the UnsafeCell.
+        unsafe { p.write(op) };
+        (i, p)
+    }
+
+    /// One more block (once per BLOCK atomics of the window's busiest epoch so far).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        self.blocks.push(Box::new(std::array::from_fn(|_| {
+            UnsafeCell::new(WordOp::default())
+        })));
+    }
+
+    /// The result in slot `i` (after a flush covering it).
+    #[inline]
+    fn result(&self, i: usize) -> u64 {
+        // SAFETY: slot i was handed out in this epoch and a flush completed since (the
+        // caller holds a Flushed), so the backend no longer writes it.
+        unsafe { (*self.blocks[i / BLOCK][i % BLOCK].get()).result }
+    }
+}
+
+/// A collectively created window: `len()` words of `T` on every rank, which every rank
+/// reads, writes and updates atomically. See the [module docs](self) for the memory model.
+///
+/// Dropping a window frees it collectively, as [`Window::free`] does (without the error);
+/// a rank unwinding from a panic leaks it instead of waiting for the others.
+pub struct Window<R: RawWindow, T: Word> {
+    raw: R,
+    rank: usize,
+    size: usize,
+    len: usize,
+    slots: Slots,
+    /// An epoch started an operation that no flush has completed yet.
+    dirty: bool,
+    freed: bool,
+    _word: PhantomData<T>,
+}
+
+impl<R: RawWindow, T: Word> std::fmt::Debug for Window<R, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Window")
+            .field("backend", &R::NAME)
+            .field("word", &T::NAME)
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+fn check(
+    target: usize,
+    offset: usize,
+    count: usize,
+    size: usize,
+    len: usize,
+) -> Result<(), WindowError> {
+    if target >= size {
+        return Err(WindowError::BadTarget { target, size });
+    }
+    if offset.checked_add(count).is_none_or(|end| end > len) {
+        return Err(WindowError::OutOfRange { offset, count, len });
+    }
+    Ok(())
+}
+
+impl<R: RawWindow, T: Word> Window<R, T> {
+    /// Words of `T` per rank.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true (a window holds at least one word).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Ranks in the window's world.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    fn check(&self, target: usize, offset: usize, count: usize) -> Result<(), WindowError> {
+        check(target, offset, count, self.size, self.len)
+    }
+
+    /// Write `src` to words `offset..` of `target`; complete at the target on return.
+    pub fn put(&mut self, target: usize, offset: usize, src: &[T]) -> Result<(), WindowError> {
+        self.check(target, offset, src.len())?;
+        let src = as_words(src);
+        // SAFETY: checked range; src is borrowed until the flush below returns.
+        unsafe { self.raw.put(target, offset, src.as_ptr(), src.len())? };
+        Ok(self.raw.flush(target)?)
+    }
+
+    /// Read words `offset..offset + dst.len()` of `target` into `dst`.
+    pub fn get(&mut self, target: usize, offset: usize, dst: &mut [T]) -> Result<(), WindowError> {
+        self.check(target, offset, dst.len())?;
+        // SAFETY: checked range; dst is borrowed mutably (nothing else touches it) until
+        // get_now, which completes the get, returns; any bits are a valid T (Word's contract).
+        unsafe {
+            self.raw
+                .get_now(target, offset, dst.as_mut_ptr().cast::<u64>(), dst.len())?
+        };
+        Ok(())
+    }
+
+    /// Word `offset` of `target`.
+    pub fn load(&mut self, target: usize, offset: usize) -> Result<T, WindowError> {
+        let mut v = [T::from_bits(0)];
+        self.get(target, offset, &mut v)?;
+        Ok(v[0])
+    }
+
+    /// Atomically: if word `offset` of `target` equals `expected`, make it `new`. Returns the
+    /// word's old value (equal to `expected` when the swap happened). Floats compare by bits.
+    pub fn compare_and_swap(
+        &mut self,
+        target: usize,
+        offset: usize,
+        expected: T,
+        new: T,
+    ) -> Result<T, WindowError> {
+        self.check(target, offset, 1)?;
+        let mut op = WordOp {
+            operand: new.to_bits(),
+            compare: expected.to_bits(),
+            result: 0,
+        };
+        // SAFETY: checked range; op lives on this frame until the flush below returns.
+        unsafe { self.raw.compare_and_swap(target, offset, &mut op)? };
+        self.raw.flush(target)?;
+        Ok(T::from_bits(op.result))
+    }
+
+    /// Make the window's memory at every rank agree: every rank's operations so far are
+    /// complete at their targets when any rank returns. Collective.
+    pub fn fence(&mut self) -> Result<(), WindowError> {
+        Ok(self.raw.fence()?)
+    }
+
+    /// Complete every operation this rank started (a no-op after blocking operations, which
+    /// complete on return; an epoch flushes on its own).
+    pub fn flush_all(&mut self) -> Result<(), WindowError> {
+        Ok(self.raw.flush_all()?)
+    }
+
+    /// This rank's words, as they are now (atomic loads; after [`Window::fence`], with every
+    /// rank's earlier operations in them). `out.len()` must be `len()`.
+    pub fn read_local(&mut self, out: &mut [T]) {
+        assert_eq!(
+            out.len(),
+            self.len,
+            "read_local: out holds the window's words"
+        );
+        // SAFETY: Word's contract: out may be viewed as [u64] of the same length; it is
+        // borrowed mutably for the call.
+        let words =
+            unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u64>(), out.len()) };
+        self.raw.read_local(words);
+    }
+
+    /// Run `f` with an [`Epoch`] of non-blocking operations; every operation started in it is
+    /// complete when this returns, even if `f` fails or panics. `'env` is the life of the
+    /// buffers the epoch borrows (put sources, get destinations), as in
+    /// [`std::thread::scope`].
+    pub fn epoch<'env, F, Out>(&mut self, f: F) -> Result<Out, WindowError>
+    where
+        F: for<'s> FnOnce(&mut Epoch<'s, 'env, R, T>) -> Result<Out, WindowError>,
+    {
+        self.slots.used = 0;
+        self.dirty = false;
+        let mut guard = FlushGuard {
+            raw: &mut self.raw,
+            done: false,
+        };
+        let out = f(&mut Epoch {
+            raw: &mut *guard.raw,
+            slots: &mut self.slots,
+            dirty: &mut self.dirty,
+            size: self.size,
+            len: self.len,
+            _brand: PhantomData,
+            _env: PhantomData,
+        });
+        guard.done = true;
+        // Nothing to complete when the last thing the epoch did was a flush.
+        let flushed = if self.dirty {
+            guard.raw.flush_all()
+        } else {
+            Ok(())
+        };
+        let out = out?;
+        flushed?;
+        Ok(out)
+    }
+
+    /// Collective: complete everything and release the window on every rank.
+    pub fn free(mut self) -> Result<(), CommError> {
+        self.freed = true;
+        self.raw.free()
+    }
+}
+
+impl<R: RawWindow, T: IntWord> Window<R, T> {
+    /// Atomically add `delta` (wrapping) to word `offset` of `target`; returns its old value.
+    pub fn fetch_add(&mut self, target: usize, offset: usize, delta: T) -> Result<T, WindowError> {
+        self.check(target, offset, 1)?;
+        let mut op = WordOp {
+            operand: delta.to_bits(),
+            compare: 0,
+            result: 0,
+        };
+        // SAFETY: checked range; op lives on this frame until the flush below returns.
+        unsafe { self.raw.fetch_add(target, offset, &mut op)? };
+        self.raw.flush(target)?;
+        Ok(T::from_bits(op.result))
+    }
+}
+
+impl<R: RawWindow, T: Word> Drop for Window<R, T> {
+    fn drop(&mut self) {
+        if self.freed {
+            return;
+        }
+        if std::thread::panicking() {
+            self.raw.abandon();
+            return;
+        }
+        if let Err(e) = self.raw.free() {
+            eprintln!("aiac ({}): freeing a window: {e}", R::NAME);
+        }
+    }
+}
+
+/// Flushes the window when an epoch ends by a panic (the normal end flushes explicitly, to
+/// report the error).
+struct FlushGuard<'a, R: RawWindow> {
+    raw: &'a mut R,
+    done: bool,
+}
+
+impl<R: RawWindow> Drop for FlushGuard<'_, R> {
+    fn drop(&mut self) {
+        if !self.done {
+            // Unwinding: the borrowed buffers are about to be released; complete every
+            // operation that still uses them first.
+            if let Err(e) = self.raw.flush_all() {
+                eprintln!("aiac ({}): flushing a window while unwinding: {e}", R::NAME);
+            }
+        }
+    }
+}
+
+/// Non-blocking operations on a [`Window`], completed by [`Epoch::flush`] or at the end of
+/// [`Window::epoch`]. `'s` brands the epoch (a handle of one epoch cannot be read with
+/// another's [`Flushed`]); `'env` is the life of the buffers it borrows.
+pub struct Epoch<'s, 'env, R: RawWindow, T: Word> {
+    raw: &'s mut R,
+    slots: &'s mut Slots,
+    dirty: &'s mut bool,
+    size: usize,
+    len: usize,
+    _brand: PhantomData<fn(&'s ()) -> &'s ()>,
+    _env: PhantomData<(&'env mut &'env (), T)>,
+}
+
+/// The proof that every operation of an epoch started before it is complete: made by
+/// [`Epoch::flush`], it borrows the epoch, so no operation can start while it lives, and
+/// every handle it reads was made before it.
+pub struct Flushed<'s, 'e> {
+    slots: &'e Slots,
+    _brand: PhantomData<fn(&'s ()) -> &'s ()>,
+}
+
+/// The result of a non-blocking atomic or one-word get: readable with a [`Flushed`] of the
+/// same epoch made after it.
+#[must_use = "the result is readable only after a flush: call .value(&flushed)"]
+pub struct PendingWord<'s, T: Word> {
+    slot: usize,
+    _brand: PhantomData<fn(&'s ()) -> &'s ()>,
+    _word: PhantomData<T>,
+}
+
+impl<'s, T: Word> PendingWord<'s, T> {
+    /// The operation's result (an atomic's old value, or the word read).
+    pub fn value(self, done: &Flushed<'s, '_>) -> T {
+        T::from_bits(done.slots.result(self.slot))
+    }
+}
+
+/// A non-blocking get into a borrowed buffer: the buffer comes back, filled, with a
+/// [`Flushed`] of the same epoch made after it.
+#[must_use = "the buffer is readable only after a flush: call .into_slice(&flushed)"]
+pub struct PendingGet<'s, 'env, T: Word> {
+    dst: &'env mut [T],
+    _brand: PhantomData<fn(&'s ()) -> &'s ()>,
+}
+
+impl<'s, 'env, T: Word> PendingGet<'s, 'env, T> {
+    /// The filled buffer.
+    pub fn into_slice(self, _done: &Flushed<'s, '_>) -> &'env mut [T] {
+        self.dst
+    }
+}
+
+impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
+    fn check(&self, target: usize, offset: usize, count: usize) -> Result<(), WindowError> {
+        check(target, offset, count, self.size, self.len)
+    }
+
+    /// Start writing `src` to words `offset..` of `target`. `src` stays borrowed until the
+    /// epoch ends.
+    pub fn put(&mut self, target: usize, offset: usize, src: &'env [T]) -> Result<(), WindowError> {
+        self.check(target, offset, src.len())?;
+        let src = as_words(src);
+        *self.dirty = true;
+        // SAFETY: checked range; src is borrowed for 'env, which outlives the epoch, whose
+        // end flushes every operation (FlushGuard even when unwinding).
+        unsafe { self.raw.put(target, offset, src.as_ptr(), src.len())? };
+        Ok(())
+    }
+
+    /// Start reading words `offset..offset + dst.len()` of `target` into `dst`.
+    pub fn get_into(
+        &mut self,
+        target: usize,
+        offset: usize,
+        dst: &'env mut [T],
+    ) -> Result<PendingGet<'s, 'env, T>, WindowError> {
+        self.check(target, offset, dst.len())?;
+        *self.dirty = true;
+        // SAFETY: checked range; dst is borrowed mutably for 'env by the handle (nothing
+        // else reads it; the handle gives it back only with a Flushed made after this
+        // call), and the epoch's end flushes before 'env can end. Any bits are a valid T.
+        unsafe {
+            self.raw
+                .get(target, offset, dst.as_mut_ptr().cast::<u64>(), dst.len())?
+        };
+        Ok(PendingGet {
+            dst,
+            _brand: PhantomData,
+        })
+    }
+
+    /// Start reading word `offset` of `target`.
+    pub fn get(&mut self, target: usize, offset: usize) -> Result<PendingWord<'s, T>, WindowError> {
+        self.check(target, offset, 1)?;
+        let (slot, op) = self.slots.next(WordOp::default());
+        *self.dirty = true;
+        // SAFETY: checked range; the slot's `result` is a stable u64 nothing else touches
+        // until a flush (Slots never move; handed out once per epoch).
+        unsafe {
+            self.raw
+                .get(target, offset, std::ptr::addr_of_mut!((*op).result), 1)?
+        };
+        Ok(pending(slot))
+    }
+
+    /// Start an atomic compare-and-swap (see [`Window::compare_and_swap`]).
+    pub fn compare_and_swap(
+        &mut self,
+        target: usize,
+        offset: usize,
+        expected: T,
+        new: T,
+    ) -> Result<PendingWord<'s, T>, WindowError> {
+        self.check(target, offset, 1)?;
+        let (slot, op) = self.slots.next(WordOp {
+            operand: new.to_bits(),
+            compare: expected.to_bits(),
+            result: 0,
+        });
+        *self.dirty = true;
+        // SAFETY: checked range; the slot is stable and untouched until a flush.
+        unsafe { self.raw.compare_and_swap(target, offset, op)? };
+        Ok(pending(slot))
+    }
+
+    /// Complete every operation started so far in this epoch; their handles become readable.
+    pub fn flush(&mut self) -> Result<Flushed<'s, '_>, WindowError> {
+        self.raw.flush_all()?;
+        *self.dirty = false;
+        Ok(Flushed {
+            slots: self.slots,
+            _brand: PhantomData,
+        })
+    }
+
+    /// Complete every operation started so far to `target` (the others may still be in
+    /// flight); handles to other targets must wait for a full [`Epoch::flush`].
+    pub fn flush_target(&mut self, target: usize) -> Result<(), WindowError> {
+        if target >= self.size {
+            return Err(WindowError::BadTarget {
+                target,
+                size: self.size,
+            });
+        }
+        Ok(self.raw.flush(target)?)
+    }
+}
+
+impl<'s, 'env, R: RawWindow, T: IntWord> Epoch<'s, 'env, R, T> {
+    /// Start an atomic wrapping add (see [`Window::fetch_add`]).
+    pub fn fetch_add(
+        &mut self,
+        target: usize,
+        offset: usize,
+        delta: T,
+    ) -> Result<PendingWord<'s, T>, WindowError> {
+        self.check(target, offset, 1)?;
+        let (slot, op) = self.slots.next(WordOp {
+            operand: delta.to_bits(),
+            compare: 0,
+            result: 0,
+        });
+        *self.dirty = true;
+        // SAFETY: checked range; the slot is stable and untouched until a flush.
+        unsafe { self.raw.fetch_add(target, offset, op)? };
+        Ok(pending(slot))
+    }
+}
+
+fn pending<'s, T: Word>(slot: usize) -> PendingWord<'s, T> {
+    PendingWord {
+        slot,
+        _brand: PhantomData,
+        _word: PhantomData,
+    }
+}

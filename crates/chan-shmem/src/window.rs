@@ -1,0 +1,242 @@
+//! One-sided windows over OpenSHMEM 1.4: the window's words are a symmetric allocation
+//! (`shmem_align`, §9.3), puts and gets are the non-blocking `shmem_putmem_nbi` /
+//! `shmem_getmem_nbi` (§9.5.4, §9.5.5) completed by `shmem_quiet` (§9.8.2), and the atomics
+//! are `shmem_ulong_atomic_compare_swap` / `shmem_ulong_atomic_fetch_add` (§9.7), which return
+//! the old value, so they are complete when they return. SHMEM has no per-target completion:
+//! a flush to one target is a `shmem_quiet` of everything.
+
+use crate::env::Shared;
+use crate::sym::{atomic_at, barrier_all, quiet, Sym};
+use crate::ShmemCtx;
+use chan_core::backend::{vote, RawWindow, WindowHooks, WordOp};
+use chan_core::{CommError, CreateError};
+use openshmem_sys as sys;
+use std::os::raw::{c_int, c_ulong, c_void};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+const _: () = assert!(
+    std::mem::size_of::<c_ulong>() == 8,
+    "SHMEM's ulong atomics are u64"
+);
+
+/// One PE's handle on a SHMEM window: its symmetric words and the PE's shared state (so
+/// SHMEM outlives the window).
+pub struct ShmemWindow {
+    mem: Option<Sym<u64>>,
+    base: *mut u64,
+    len: usize,
+    /// A put or get was started and no quiet has completed it yet (the atomics complete
+    /// when they return, so a flush after them alone has nothing to wait for).
+    pending: bool,
+    sh: Rc<Shared>,
+}
+
+impl std::fmt::Debug for ShmemWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmemWindow")
+            .field("pe", &self.sh.rank)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl WindowHooks for ShmemCtx {
+    type Window = ShmemWindow;
+
+    fn make_window(&mut self, len: usize) -> Result<ShmemWindow, CreateError> {
+        // Collective and symmetric: chan-core agreed that every PE asks for the same len, in
+        // the same order of collective calls. Zeroed locally, then a barrier: no PE accesses
+        // another's words before they are zero.
+        let mem = Sym::<u64>::alloc_zeroed(len);
+        let mem = vote(self, mem.map_err(CreateError::from))?;
+        barrier_all();
+        Ok(ShmemWindow {
+            base: mem.ptr(),
+            mem: Some(mem),
+            len,
+            pending: false,
+            sh: Rc::clone(self.shared()),
+        })
+    }
+}
+
+impl ShmemWindow {
+    /// The symmetric address of word `offset` (valid on every PE).
+    #[inline(always)]
+    fn at(&self, offset: usize) -> *mut u64 {
+        debug_assert!(offset <= self.len);
+        // SAFETY: offset ≤ len (chan-core checked the range), inside or one past the
+        // allocation.
+        unsafe { self.base.add(offset) }
+    }
+}
+
+/// A PE number as SHMEM's int (chan-core checked target < size, and size came from an int).
+#[inline(always)]
+fn pe(target: usize) -> c_int {
+    target as c_int
+}
+
+// SAFETY: each operation is one SHMEM call with exactly the caller's buffer and byte count;
+// the nbi transfers complete at shmem_quiet (§9.8.2: every put, get and AMO issued before it),
+// which flush and flush_all call whenever one was started since the last; the atomics fetch
+// their old value, so they have completed at the target when they return.
+unsafe impl RawWindow for ShmemWindow {
+    const NAME: &'static str = "shmem";
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    unsafe fn put(
+        &mut self,
+        target: usize,
+        offset: usize,
+        src: *const u64,
+        count: usize,
+    ) -> Result<(), CommError> {
+        self.pending = true;
+        // SAFETY: the caller's contract (range checked, src unchanged until the quiet); the
+        // destination is the same symmetric range on `target`.
+        unsafe {
+            sys::shmem_putmem_nbi(
+                self.at(offset).cast::<c_void>(),
+                src.cast::<c_void>(),
+                count * 8,
+                pe(target),
+            )
+        };
+        Ok(())
+    }
+
+    #[inline]
+    unsafe fn get(
+        &mut self,
+        target: usize,
+        offset: usize,
+        dst: *mut u64,
+        count: usize,
+    ) -> Result<(), CommError> {
+        self.pending = true;
+        // SAFETY: the caller's contract (range checked, dst ours until the quiet).
+        unsafe {
+            sys::shmem_getmem_nbi(
+                dst.cast::<c_void>(),
+                self.at(offset).cast::<c_void>().cast_const(),
+                count * 8,
+                pe(target),
+            )
+        };
+        Ok(())
+    }
+
+    /// `shmem_getmem`: blocking, returns with the data (cheaper than nbi + quiet).
+    #[inline]
+    unsafe fn get_now(
+        &mut self,
+        target: usize,
+        offset: usize,
+        dst: *mut u64,
+        count: usize,
+    ) -> Result<(), CommError> {
+        // SAFETY: the caller's contract (range checked, dst ours until this returns).
+        unsafe {
+            sys::shmem_getmem(
+                dst.cast::<c_void>(),
+                self.at(offset).cast::<c_void>().cast_const(),
+                count * 8,
+                pe(target),
+            )
+        };
+        Ok(())
+    }
+
+    #[inline]
+    unsafe fn compare_and_swap(
+        &mut self,
+        target: usize,
+        offset: usize,
+        op: *mut WordOp,
+    ) -> Result<(), CommError> {
+        // SAFETY: the caller's contract: *op is ours; the word is an aligned symmetric word.
+        unsafe {
+            let o = &mut *op;
+            o.result = sys::shmem_ulong_atomic_compare_swap(
+                self.at(offset).cast::<c_ulong>(),
+                o.compare as c_ulong,
+                o.operand as c_ulong,
+                pe(target),
+            ) as u64;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    unsafe fn fetch_add(
+        &mut self,
+        target: usize,
+        offset: usize,
+        op: *mut WordOp,
+    ) -> Result<(), CommError> {
+        // SAFETY: as compare_and_swap; unsigned long addition wraps.
+        unsafe {
+            let o = &mut *op;
+            o.result = sys::shmem_ulong_atomic_fetch_add(
+                self.at(offset).cast::<c_ulong>(),
+                o.operand as c_ulong,
+                pe(target),
+            ) as u64;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn flush(&mut self, _target: usize) -> Result<(), CommError> {
+        self.flush_all()
+    }
+
+    #[inline]
+    fn flush_all(&mut self) -> Result<(), CommError> {
+        if std::mem::replace(&mut self.pending, false) {
+            quiet();
+        }
+        Ok(())
+    }
+
+    fn fence(&mut self) -> Result<(), CommError> {
+        // shmem_barrier_all completes every PE's outstanding operations and synchronises
+        // (§9.9.2); the quiet first makes that explicit.
+        self.pending = false;
+        quiet();
+        barrier_all();
+        Ok(())
+    }
+
+    fn read_local(&mut self, out: &mut [u64]) {
+        for (i, d) in out.iter_mut().enumerate().take(self.len) {
+            // SAFETY: an aligned word of the live symmetric allocation; other PEs write it
+            // through SHMEM, so Rust reads it only through an atomic. Acquire: ordering with
+            // remote writes comes from the fence's barrier.
+            *d = unsafe { atomic_at(self.at(i)) }.load(Ordering::Acquire);
+        }
+    }
+
+    fn free(&mut self) -> Result<(), CommError> {
+        let Some(mem) = self.mem.take() else {
+            return Ok(());
+        };
+        // Every PE's operations on the window complete before any PE frees it (shmem_free's
+        // own barrier may come after the local free).
+        quiet();
+        barrier_all();
+        mem.free();
+        Ok(())
+    }
+
+    fn abandon(&mut self) {
+        // shmem_free is collective: left to shmem_finalize, which releases the whole heap.
+        self.mem = None;
+    }
+}

@@ -1,0 +1,176 @@
+//! One-sided windows between threads: every rank's words live in one shared array of
+//! `AtomicU64`, and each operation is one atomic instruction, complete when it returns.
+//!
+//! ## Memory ordering
+//! A put is a `Release` store per word and a get an `Acquire` load, which pair with each
+//! other: a rank that reads a word another rank put also sees what that rank wrote before the
+//! put. `compare_and_swap` and `fetch_add` are `AcqRel` read-modify-writes (a failed
+//! compare-and-swap `Acquire`s): they pair with the puts and atomics that wrote the value they
+//! read, and with the gets that read theirs. That is stronger than chan-core's model asks
+//! (ordering between ranks only at a fence, where the world's barrier, a mutex, orders
+//! everything), and costs nothing on x86-64, where every RMW is a full barrier anyway.
+//! `read_local` loads `Acquire` for the same reason.
+
+use crate::world::Shared;
+use chan_core::backend::{RawWindow, WordOp};
+use chan_core::{CommError, ReduceOp};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The memory of one window: `len` words per rank, rank r's at `r * len..`.
+pub(crate) struct WinMem {
+    words: Box<[AtomicU64]>,
+}
+
+impl WinMem {
+    /// Zeroed words for `size` ranks of `len` each.
+    pub(crate) fn new(size: usize, len: usize) -> Self {
+        WinMem {
+            words: (0..size * len).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+/// One rank's handle on a window of a threads world.
+pub struct ThreadWindow {
+    mem: Arc<WinMem>,
+    shared: Arc<Shared>,
+    rank: usize,
+    len: usize,
+}
+
+impl std::fmt::Debug for ThreadWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadWindow")
+            .field("rank", &self.rank)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl ThreadWindow {
+    pub(crate) fn new(mem: Arc<WinMem>, shared: Arc<Shared>, rank: usize, len: usize) -> Self {
+        ThreadWindow {
+            mem,
+            shared,
+            rank,
+            len,
+        }
+    }
+
+    /// The word `offset` of `target` (chan-core checked both).
+    #[inline(always)]
+    fn word(&self, target: usize, offset: usize) -> &AtomicU64 {
+        debug_assert!(offset < self.len);
+        &self.mem.words[target * self.len + offset]
+    }
+}
+
+// SAFETY: every operation completes before it returns, touching only the words of the window
+// (indexing is bounds-checked) and the caller's buffers inside the ranges given.
+unsafe impl RawWindow for ThreadWindow {
+    const NAME: &'static str = "threads";
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    unsafe fn put(
+        &mut self,
+        target: usize,
+        offset: usize,
+        src: *const u64,
+        count: usize,
+    ) -> Result<(), CommError> {
+        // SAFETY: the caller's contract: src..src+count is readable now.
+        let src = unsafe { std::slice::from_raw_parts(src, count) };
+        let base = target * self.len + offset;
+        for (w, &v) in self.mem.words[base..base + count].iter().zip(src) {
+            // Release: pairs with the Acquire load of a get (module docs).
+            w.store(v, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    unsafe fn get(
+        &mut self,
+        target: usize,
+        offset: usize,
+        dst: *mut u64,
+        count: usize,
+    ) -> Result<(), CommError> {
+        // SAFETY: the caller's contract: dst..dst+count is writable and nobody else touches
+        // it until the flush that follows.
+        let dst = unsafe { std::slice::from_raw_parts_mut(dst, count) };
+        let base = target * self.len + offset;
+        for (d, w) in dst.iter_mut().zip(&self.mem.words[base..base + count]) {
+            // Acquire: pairs with the Release store of a put (module docs).
+            *d = w.load(Ordering::Acquire);
+        }
+        Ok(())
+    }
+
+    unsafe fn compare_and_swap(
+        &mut self,
+        target: usize,
+        offset: usize,
+        op: *mut WordOp,
+    ) -> Result<(), CommError> {
+        // SAFETY: the caller's contract: *op is valid and ours until the flush.
+        let op = unsafe { &mut *op };
+        // AcqRel / Acquire: see the module docs.
+        op.result = match self.word(target, offset).compare_exchange(
+            op.compare,
+            op.operand,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(v) | Err(v) => v,
+        };
+        Ok(())
+    }
+
+    unsafe fn fetch_add(
+        &mut self,
+        target: usize,
+        offset: usize,
+        op: *mut WordOp,
+    ) -> Result<(), CommError> {
+        // SAFETY: the caller's contract: *op is valid and ours until the flush.
+        let op = unsafe { &mut *op };
+        // AcqRel: see the module docs. fetch_add wraps, as the model says.
+        op.result = self
+            .word(target, offset)
+            .fetch_add(op.operand, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn flush(&mut self, _target: usize) -> Result<(), CommError> {
+        Ok(())
+    }
+
+    fn flush_all(&mut self) -> Result<(), CommError> {
+        Ok(())
+    }
+
+    fn fence(&mut self) -> Result<(), CommError> {
+        // The world's barrier (a mutex and condvar) orders every rank's operations before
+        // it with every rank's after it.
+        self.shared.all_reduce(self.rank, &mut [], ReduceOp::Sum)
+    }
+
+    fn read_local(&mut self, out: &mut [u64]) {
+        let base = self.rank * self.len;
+        for (d, w) in out.iter_mut().zip(&self.mem.words[base..base + self.len]) {
+            // Acquire: as a get's.
+            *d = w.load(Ordering::Acquire);
+        }
+    }
+
+    /// Nothing collective: the memory goes with the last rank's handle.
+    fn free(&mut self) -> Result<(), CommError> {
+        Ok(())
+    }
+
+    fn abandon(&mut self) {}
+}

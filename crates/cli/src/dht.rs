@@ -1,0 +1,686 @@
+//! `aiac dht`: Maynard's distributed hash table benchmark over one-sided windows.
+//!
+//! Each rank creates LV objects (distinct nonzero 8-byte integers from a seeded stream),
+//! hashes each to an owner rank and a slot, and inserts it with compare-and-swap and linear
+//! probing (a slot taken by another object is a collision: try the next, across rank
+//! boundaries). Then it probes for every object it inserted. The table has
+//! [`SLOTS_PER_OBJECT`] × LV slots per rank (load factor 0.5). Correctness is part of the run:
+//! every object must be found, and the table must hold exactly ranks × LV objects (the
+//! objects are distinct, so that means each exactly once); otherwise exit 1.
+
+use chan_core::backend::RawWindow;
+use chan_core::traits::*;
+use chan_core::{ReduceOp, Window, WindowError};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// Table slots per object a rank inserts: a load factor of 1/2.
+pub(crate) const SLOTS_PER_OBJECT: usize = 2;
+
+/// splitmix64's finaliser (Steele, Lea and Flood 2014): a bijection of u64, so distinct
+/// inputs give distinct objects.
+pub(crate) fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// MurmurHash3's 64-bit finaliser: the table's hash (independent of the stream's mixer).
+pub(crate) fn fmix64(mut k: u64) -> u64 {
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    k ^ (k >> 33)
+}
+
+/// Object `i` of `rank`: splitmix64 of a counter unique to (rank, i), offset by the seed.
+/// Distinct for distinct (rank, i), since splitmix64 is a bijection of distinct counters. 0
+/// marks an empty slot, so the one counter that maps to 0 gives `u64::MAX` instead; a run
+/// would then hold `u64::MAX` twice only if another of its counters also mapped there (odds
+/// about 2^-64 per object), and the run's own check would report it.
+pub(crate) fn object(seed: u64, rank: usize, lv: usize, i: usize) -> u64 {
+    let counter = seed
+        .wrapping_mul(1 << 40)
+        .wrapping_add((rank * lv + i) as u64);
+    match splitmix64(counter) {
+        0 => u64::MAX,
+        v => v,
+    }
+}
+
+/// One run's measurements.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct DhtRow {
+    pub backend: String,
+    /// Open MPI's one-sided component (`OMPI_MCA_osc`) for MPI runs, else empty.
+    #[serde(default)]
+    pub osc: String,
+    pub ranks: usize,
+    pub local_volume: usize,
+    /// Slowest rank's insert phase, seconds (inserts, then a fence).
+    pub insert_s: f64,
+    /// Slowest rank's probe phase, seconds.
+    pub probe_s: f64,
+    /// LV / insert_s.
+    pub insert_ops_per_s_per_rank: f64,
+    /// LV / probe_s.
+    pub probe_ops_per_s_per_rank: f64,
+    /// Taken slots met while inserting, every rank.
+    pub collisions: u64,
+    /// Slots read while probing, every rank.
+    pub probe_reads: u64,
+    /// Objects the table holds after the insert phase, every rank.
+    pub table_objects: u64,
+    /// Objects found by the probe phase, every rank.
+    pub found: u64,
+    /// Every object found and the table holds exactly ranks × LV.
+    pub correct: bool,
+}
+
+fn home(obj: u64, total: u64) -> u64 {
+    fmix64(obj) % total
+}
+
+/// Run the benchmark once for `lv` objects per rank (collective).
+pub(crate) fn run_once<C: Windows>(
+    ctx: &mut C,
+    lv: usize,
+    seed: u64,
+) -> Result<DhtRow, WindowError> {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let slots = SLOTS_PER_OBJECT * lv.max(1);
+    let total = (size * slots) as u64;
+    let mut win: Window<C::Raw, u64> = ctx.window(slots)?;
+    let objs: Vec<u64> = (0..lv).map(|i| object(seed, rank, lv, i)).collect();
+    let at = |g: u64| ((g / slots as u64) as usize, (g % slots as u64) as usize);
+
+    ctx.barrier()?;
+    let t0 = Instant::now();
+    let mut collisions = 0u64;
+    let mut duplicates = 0u64;
+    let mut full = 0u64;
+    for &obj in &objs {
+        let mut g = home(obj, total);
+        let mut placed = false;
+        for _ in 0..total {
+            let (t, s) = at(g);
+            let old = win.compare_and_swap(t, s, 0, obj)?;
+            if old == 0 {
+                placed = true;
+                break;
+            }
+            if old == obj {
+                duplicates += 1;
+                placed = true;
+                break;
+            }
+            collisions += 1;
+            g = (g + 1) % total;
+        }
+        full += u64::from(!placed);
+    }
+    win.fence()?;
+    let insert_s = t0.elapsed().as_secs_f64();
+
+    ctx.barrier()?;
+    let t1 = Instant::now();
+    let mut found = 0u64;
+    let mut reads = 0u64;
+    for &obj in &objs {
+        let mut g = home(obj, total);
+        for _ in 0..total {
+            let (t, s) = at(g);
+            let v = win.load(t, s)?;
+            reads += 1;
+            if v == obj {
+                found += 1;
+                break;
+            }
+            if v == 0 {
+                break; // an empty slot ends the probe sequence: not in the table
+            }
+            g = (g + 1) % total;
+        }
+    }
+    win.fence()?;
+    let probe_s = t1.elapsed().as_secs_f64();
+
+    let mut local = vec![0u64; slots];
+    win.read_local(&mut local);
+    win.free()?;
+    let held = local.iter().filter(|&&v| v != 0).count() as u64;
+
+    let mut sums = [
+        collisions as f64,
+        reads as f64,
+        held as f64,
+        found as f64,
+        (duplicates + full) as f64,
+    ];
+    ctx.all_reduce(&mut sums, ReduceOp::Sum)?;
+    let mut times = [insert_s, probe_s];
+    ctx.all_reduce(&mut times, ReduceOp::Max)?;
+    let want = (size * lv) as u64;
+    let (table_objects, found_all) = (sums[2] as u64, sums[3] as u64);
+    Ok(DhtRow {
+        backend: <C::Raw as RawWindow>::NAME.to_string(),
+        osc: if <C::Raw as RawWindow>::NAME == "mpi" {
+            std::env::var("OMPI_MCA_osc").unwrap_or_else(|_| "default".into())
+        } else {
+            String::new()
+        },
+        ranks: size,
+        local_volume: lv,
+        insert_s: times[0],
+        probe_s: times[1],
+        insert_ops_per_s_per_rank: lv as f64 / times[0],
+        probe_ops_per_s_per_rank: lv as f64 / times[1],
+        collisions: sums[0] as u64,
+        probe_reads: sums[1] as u64,
+        table_objects,
+        found: found_all,
+        correct: table_objects == want && found_all == want && sums[4] == 0.0,
+    })
+}
+
+/// The header of the table [`row_line`] fills.
+pub(crate) fn header() -> String {
+    format!(
+        "{:<10} {:>5} {:>8} {:>10} {:>10} {:>14} {:>14} {:>11} {:>8}",
+        "backend",
+        "ranks",
+        "LV",
+        "insert s",
+        "probe s",
+        "insert op/s/r",
+        "probe op/s/r",
+        "collisions",
+        "correct"
+    )
+}
+
+/// One row of the table.
+pub(crate) fn row_line(r: &DhtRow) -> String {
+    format!(
+        "{:<10} {:>5} {:>8} {:>10.4} {:>10.4} {:>14.0} {:>14.0} {:>11} {:>8}",
+        if r.osc.is_empty() {
+            r.backend.clone()
+        } else {
+            format!("{}/{}", r.backend, r.osc)
+        },
+        r.ranks,
+        r.local_volume,
+        r.insert_s,
+        r.probe_s,
+        r.insert_ops_per_s_per_rank,
+        r.probe_ops_per_s_per_rank,
+        r.collisions,
+        if r.correct { "yes" } else { "NO" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chan_threads::World;
+    use std::collections::HashSet;
+
+    #[test]
+    fn objects_are_distinct_and_nonzero() {
+        let mut seen = HashSet::new();
+        for r in 0..4 {
+            for i in 0..5000 {
+                let o = object(42, r, 5000, i);
+                assert_ne!(o, 0);
+                assert!(seen.insert(o), "object {o} twice");
+            }
+        }
+    }
+
+    /// Every rank count finds every object once, and the counts add up: the verdict the
+    /// run prints is computed from the table, not assumed.
+    #[test]
+    fn dht_over_threads_is_correct_at_1_to_5_ranks() {
+        for n in 1..=5 {
+            let rows = World::new(n)
+                .unwrap()
+                .run(|ctx| run_once(ctx, 2000, 7).unwrap());
+            for r in &rows {
+                assert!(r.correct, "{n} ranks: {r:?}");
+                assert_eq!(r.table_objects, (n * 2000) as u64);
+                assert!(r.probe_reads >= r.found);
+            }
+        }
+    }
+}
+
+/// The backends `aiac dht` runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DhtBackend {
+    /// Ranks as threads of this process (`--ranks` lists the counts).
+    Threads,
+    /// MPI-3 RMA; launch with `mpirun -np N aiac dht --backend mpi`.
+    Mpi,
+    /// OpenSHMEM; launch with `oshrun -np N aiac dht --backend shmem`.
+    Shmem,
+}
+
+/// `aiac dht` arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DhtArgs {
+    /// Backend.
+    #[arg(long, value_enum, default_value = "threads")]
+    pub backend: DhtBackend,
+    /// Objects each rank inserts (comma-separated list: one run each).
+    #[arg(
+        long = "local-volume",
+        value_delimiter = ',',
+        default_value = "10000,20000,40000,80000,160000"
+    )]
+    pub local_volume: Vec<usize>,
+    /// Rank counts (comma-separated). Threads: worlds of that many threads. MPI and SHMEM:
+    /// one `mpirun`/`oshrun -np N` job each, started by this command (not under a launcher:
+    /// there the launcher's `-np` decides).
+    #[arg(long, value_delimiter = ',')]
+    pub ranks: Vec<usize>,
+    /// With `--ranks` on MPI or SHMEM: the longest a job may run, in seconds (then it is
+    /// stopped and the command fails).
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// Seed of the object stream.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the rows as a JSON array to this file (rank 0).
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+    /// Run nothing: read the rows of earlier `--json` files (one per rank count, say) and
+    /// print them as one table (and `--plot` them).
+    #[arg(long, num_args = 1.., value_name = "JSON")]
+    pub from: Vec<std::path::PathBuf>,
+    /// Draw the weak-scaling plot (insert and probe time against ranks, one line per backend
+    /// and LV) as STEM.png and STEM.svg.
+    #[arg(long, value_name = "STEM")]
+    pub plot: Option<std::path::PathBuf>,
+}
+
+/// Check the arguments before any library starts: one message naming the flag.
+fn check_args(a: &DhtArgs) -> Result<(), String> {
+    if a.local_volume.is_empty() || a.local_volume.contains(&0) {
+        return Err(format!(
+            "--local-volume: every value must be at least 1, got {:?}",
+            a.local_volume
+        ));
+    }
+    if a.backend != DhtBackend::Threads
+        && !a.ranks.is_empty()
+        && crate::run::launched_rank().is_some()
+    {
+        return Err("--ranks: under mpirun/oshrun the launcher's -np sets the ranks; give --ranks without a launcher to start one job per count".into());
+    }
+    if a.timeout == 0 {
+        return Err("--timeout: must be at least 1 second".into());
+    }
+    if a.ranks.contains(&0) {
+        return Err(format!(
+            "--ranks: every value must be at least 1, got {:?}",
+            a.ranks
+        ));
+    }
+    if let Some(p) = &a.json {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+        if dir.is_some_and(|d| !d.is_dir()) {
+            return Err(format!(
+                "--json {}: its directory does not exist",
+                p.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Read the rows of saved `--json` files.
+fn load(paths: &[std::path::PathBuf]) -> Result<Vec<DhtRow>, String> {
+    let mut rows = Vec::new();
+    for p in paths {
+        let text =
+            std::fs::read_to_string(p).map_err(|e| format!("--from {}: {e}", p.display()))?;
+        let mut r: Vec<DhtRow> = serde_json::from_str(&text)
+            .map_err(|e| format!("--from {}: not a dht report: {e}", p.display()))?;
+        rows.append(&mut r);
+    }
+    rows.sort_by(|a, b| {
+        (&a.backend, &a.osc, a.local_volume, a.ranks).cmp(&(
+            &b.backend,
+            &b.osc,
+            b.local_volume,
+            b.ranks,
+        ))
+    });
+    Ok(rows)
+}
+
+/// The plot's lines: one per (backend, osc, LV), points by ranks; style by backend, colour by
+/// LV.
+fn lines(rows: &[DhtRow]) -> Vec<crate::plots::DhtLine> {
+    let mut backends: Vec<(String, String)> = Vec::new();
+    let mut lvs: Vec<usize> = Vec::new();
+    for r in rows {
+        if !backends.contains(&(r.backend.clone(), r.osc.clone())) {
+            backends.push((r.backend.clone(), r.osc.clone()));
+        }
+        if !lvs.contains(&r.local_volume) {
+            lvs.push(r.local_volume);
+        }
+    }
+    lvs.sort_unstable();
+    let mut out: Vec<crate::plots::DhtLine> = Vec::new();
+    let mut key = None;
+    for r in rows {
+        let k = (r.backend.clone(), r.osc.clone(), r.local_volume);
+        if key.as_ref() != Some(&k) {
+            let osc = if r.osc.is_empty() {
+                String::new()
+            } else {
+                format!(" (osc {})", r.osc)
+            };
+            out.push(crate::plots::DhtLine {
+                label: format!("{}{osc}, LV {}", r.backend, r.local_volume),
+                group: backends
+                    .iter()
+                    .position(|b| (&b.0, &b.1) == (&k.0, &k.1))
+                    .unwrap_or(0),
+                shade: lvs.iter().position(|&l| l == k.2).unwrap_or(0),
+                points: Vec::new(),
+            });
+            key = Some(k);
+        }
+        if let Some(l) = out.last_mut() {
+            l.points.push((r.ranks as f64, r.insert_s, r.probe_s));
+        }
+    }
+    out
+}
+
+/// Print the table, write the JSON and the plot, and turn the verdict into the exit code
+/// (rank 0).
+fn finish(a: &DhtArgs, rows: &[DhtRow]) -> std::process::ExitCode {
+    if rows.is_empty() {
+        eprintln!("aiac: error: dht: no run completed, nothing to report");
+        return std::process::ExitCode::from(1);
+    }
+    let mut rows = rows.to_vec();
+    rows.sort_by(|a, b| {
+        (&a.backend, &a.osc, a.local_volume, a.ranks).cmp(&(
+            &b.backend,
+            &b.osc,
+            b.local_volume,
+            b.ranks,
+        ))
+    });
+    let rows = &rows[..];
+    println!("{}", header());
+    for r in rows {
+        println!("{}", row_line(r));
+    }
+    if let Some(p) = &a.json {
+        let tmp = p.with_extension("json.tmp");
+        let text = serde_json::to_string_pretty(rows).expect("rows serialise");
+        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, p)) {
+            eprintln!("aiac: error: --json {}: {e}", p.display());
+            let _ = std::fs::remove_file(&tmp);
+            return std::process::ExitCode::from(1);
+        }
+    }
+    if let Some(stem) = &a.plot {
+        match crate::plots::draw_dht(lines(rows), stem) {
+            Ok(files) => {
+                for f in files {
+                    println!("wrote {}", f.display());
+                }
+            }
+            Err(e) => {
+                eprintln!("aiac: error: --plot {}: {e}", stem.display());
+                return std::process::ExitCode::from(1);
+            }
+        }
+    }
+    let bad: Vec<_> = rows.iter().filter(|r| !r.correct).collect();
+    if bad.is_empty() {
+        println!(
+            "correct: every object found exactly once, the table holds ranks × LV objects ({} runs)",
+            rows.len()
+        );
+        std::process::ExitCode::SUCCESS
+    } else {
+        for r in bad {
+            eprintln!(
+                "aiac: error: dht {} ranks={} LV={}: the table holds {} objects and {} were found, want {}",
+                r.backend,
+                r.ranks,
+                r.local_volume,
+                r.table_objects,
+                r.found,
+                r.ranks * r.local_volume
+            );
+        }
+        std::process::ExitCode::from(1)
+    }
+}
+
+/// `aiac dht`.
+pub(crate) fn dht(a: &DhtArgs) -> std::process::ExitCode {
+    let rank0 = crate::run::launched_rank().unwrap_or(0) == 0;
+    if let Err(e) = check_args(a) {
+        if rank0 {
+            eprintln!("aiac: error: {e}");
+        }
+        return std::process::ExitCode::from(1);
+    }
+    if !a.from.is_empty() {
+        return match load(&a.from) {
+            Ok(rows) => finish(a, &rows),
+            Err(e) => {
+                eprintln!("aiac: error: {e}");
+                std::process::ExitCode::from(1)
+            }
+        };
+    }
+    match a.backend {
+        DhtBackend::Threads => {
+            let counts = if a.ranks.is_empty() {
+                vec![1]
+            } else {
+                a.ranks.clone()
+            };
+            let mut rows = Vec::new();
+            for &n in &counts {
+                let world = chan_threads::World::new(n).expect("n ≥ 1 checked");
+                for &lv in &a.local_volume {
+                    let out = world.run(|ctx| run_once(ctx, lv, a.seed));
+                    match out.into_iter().next().expect("one rank at least") {
+                        Ok(row) => rows.push(row),
+                        Err(e) => {
+                            eprintln!("aiac: error: dht: {e}");
+                            return std::process::ExitCode::from(1);
+                        }
+                    }
+                }
+            }
+            finish(a, &rows)
+        }
+        DhtBackend::Mpi | DhtBackend::Shmem if !a.ranks.is_empty() => jobs(a),
+        DhtBackend::Mpi => launched_mpi(a),
+        DhtBackend::Shmem => launched_shmem(a),
+    }
+}
+
+/// `--ranks` on MPI or SHMEM: one launcher job per count, each writing its rows to a
+/// temporary file; then one table (and plot) of them all.
+fn jobs(a: &DhtArgs) -> std::process::ExitCode {
+    use crate::sweep::{wait_bounded, Ended, LAUNCH_ENV};
+    use std::process::{Command, Stdio};
+    let (launcher, backend) = match a.backend {
+        DhtBackend::Mpi => ("mpirun", "mpi"),
+        _ => ("oshrun", "shmem"),
+    };
+    let fail = |m: String| {
+        eprintln!("aiac: error: {m}");
+        std::process::ExitCode::from(1)
+    };
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return fail(format!("finding this program: {e}")),
+    };
+    let dir = std::env::temp_dir().join(format!("aiac-dht-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return fail(format!("{}: {e}", dir.display()));
+    }
+    crate::signals::defer();
+    let lvs: Vec<String> = a.local_volume.iter().map(|v| v.to_string()).collect();
+    let mut rows = Vec::new();
+    let mut failed = None;
+    for &n in &a.ranks {
+        let json = dir.join(format!("{backend}-{n}.json"));
+        let log = dir.join(format!("{backend}-{n}.log"));
+        let mut c = Command::new(launcher);
+        c.args(["-np", &n.to_string()]).arg(&exe);
+        for (k, v) in LAUNCH_ENV {
+            if std::env::var_os(k).is_none() {
+                c.env(k, v);
+            }
+        }
+        c.args(["dht", "--backend", backend, "--seed", &a.seed.to_string()])
+            .args(["--local-volume", &lvs.join(",")])
+            .arg("--json")
+            .arg(&json);
+        eprintln!(
+            "aiac dht: {launcher} -np {n} ({backend}, LV {})",
+            lvs.join(",")
+        );
+        let ended = std::fs::File::create(&log)
+            .and_then(|f| {
+                let err = f.try_clone()?;
+                std::os::unix::process::CommandExt::process_group(&mut c, 0);
+                c.stdin(Stdio::null())
+                    .stdout(Stdio::from(f))
+                    .stderr(Stdio::from(err))
+                    .spawn()
+            })
+            .and_then(|mut child| {
+                wait_bounded(&mut child, std::time::Duration::from_secs(a.timeout))
+            });
+        let why = match ended {
+            Ok(Ended::Exited(st)) if st.success() => None,
+            Ok(Ended::Exited(st)) => Some(format!("exited with {st}")),
+            Ok(Ended::TimedOut) => Some(format!("stopped after --timeout {} s", a.timeout)),
+            Ok(Ended::Signalled(sig)) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return fail(format!("stopped by signal {sig}"));
+            }
+            Err(e) => Some(format!("{launcher}: {e}")),
+        };
+        if let Some(why) = why {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(8).collect();
+            eprintln!(
+                "aiac: error: dht {backend} at {n} ranks {why}; its output ends:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+            failed = Some(n);
+            continue;
+        }
+        match load(std::slice::from_ref(&json)) {
+            Ok(mut r) => rows.append(&mut r),
+            Err(e) => {
+                eprintln!("aiac: error: dht {backend} at {n} ranks: {e}");
+                failed = Some(n);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let code = finish(a, &rows);
+    if failed.is_some() {
+        return std::process::ExitCode::from(1);
+    }
+    code
+}
+
+#[cfg(feature = "mpi")]
+fn launched_mpi(a: &DhtArgs) -> std::process::ExitCode {
+    let mut ctx = match chan_mpi::MpiCtx::init() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("aiac: error: MPI init: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let mut rows = Vec::new();
+    for &lv in &a.local_volume {
+        match run_once(&mut ctx, lv, a.seed) {
+            Ok(r) => rows.push(r),
+            Err(e) => {
+                eprintln!("aiac: error: dht rank {}: {e}", ctx.rank());
+                ctx.abort(1);
+            }
+        }
+    }
+    let code = if ctx.rank() == 0 {
+        finish(a, &rows)
+    } else if rows.iter().all(|r| r.correct) {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(1)
+    };
+    if let Err(e) = ctx.finalize() {
+        eprintln!("aiac: error: MPI finalize: {e}");
+        return std::process::ExitCode::from(1);
+    }
+    code
+}
+
+#[cfg(not(feature = "mpi"))]
+fn launched_mpi(_: &DhtArgs) -> std::process::ExitCode {
+    eprintln!("aiac: error: --backend mpi: this aiac was built without the `mpi` feature");
+    std::process::ExitCode::from(1)
+}
+
+#[cfg(feature = "shmem")]
+fn launched_shmem(a: &DhtArgs) -> std::process::ExitCode {
+    let mut ctx = match chan_shmem::ShmemCtx::init() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("aiac: error: SHMEM init: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let mut rows = Vec::new();
+    for &lv in &a.local_volume {
+        match run_once(&mut ctx, lv, a.seed) {
+            Ok(r) => rows.push(r),
+            Err(e) => {
+                eprintln!("aiac: error: dht PE {}: {e}", ctx.rank());
+                ctx.abort(1);
+            }
+        }
+    }
+    let code = if ctx.rank() == 0 {
+        finish(a, &rows)
+    } else if rows.iter().all(|r| r.correct) {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(1)
+    };
+    if let Err(e) = ctx.finalize() {
+        eprintln!("aiac: error: SHMEM finalize: {e}");
+        return std::process::ExitCode::from(1);
+    }
+    code
+}
+
+#[cfg(not(feature = "shmem"))]
+fn launched_shmem(_: &DhtArgs) -> std::process::ExitCode {
+    eprintln!("aiac: error: --backend shmem: this aiac was built without the `shmem` feature");
+    std::process::ExitCode::from(1)
+}

@@ -1,0 +1,203 @@
+//! `aiac dht`: the hash table benchmark's verdict, files and input checks, over threads and
+//! under real `mpirun` and `oshrun` (2 ranks; each job under a deadline).
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+mod common;
+
+use common::{aiac, scratch, text, within, AIAC};
+
+fn rows(path: &std::path::Path) -> Vec<Value> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v.as_array().unwrap().clone()
+}
+
+/// Every row says the table is right, and the counts it is judged on add up.
+fn assert_correct(rows: &[Value], ranks: &[u64], lvs: &[u64]) {
+    assert_eq!(rows.len(), ranks.len() * lvs.len(), "{rows:?}");
+    for r in rows {
+        let (n, lv) = (
+            r["ranks"].as_u64().unwrap(),
+            r["local_volume"].as_u64().unwrap(),
+        );
+        assert!(ranks.contains(&n) && lvs.contains(&lv), "{r}");
+        assert_eq!(r["correct"], Value::Bool(true), "{r}");
+        assert_eq!(r["table_objects"].as_u64(), Some(n * lv), "{r}");
+        assert_eq!(r["found"].as_u64(), Some(n * lv), "{r}");
+        // Load factor 1/2: some collisions, far fewer than inserts times the table.
+        let c = r["collisions"].as_u64().unwrap();
+        assert!(c > 0 && c < 4 * n * lv, "{r}");
+    }
+}
+
+#[test]
+fn threads_table_is_correct_and_files_round_trip() {
+    let dir = scratch("dht-threads");
+    let json = dir.join("t.json");
+    let out = aiac(&[
+        "dht",
+        "--ranks",
+        "1,3",
+        "--local-volume",
+        "2000,5000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("correct: every object found exactly once"));
+    let r = rows(&json);
+    assert_correct(&r, &[1, 3], &[2000, 5000]);
+    // --from reads the rows back into one table and draws the plot.
+    let stem = dir.join("weak");
+    let out = aiac(&[
+        "dht",
+        "--from",
+        json.to_str().unwrap(),
+        "--plot",
+        stem.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.join("weak.png").is_file() && dir.join("weak.svg").is_file());
+    assert_eq!(
+        text(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("threads"))
+            .count(),
+        4
+    );
+}
+
+/// A saved run whose table was wrong makes `--from` exit 1, naming the run.
+#[test]
+fn a_wrong_table_is_exit_1() {
+    let dir = scratch("dht-wrong");
+    let json = dir.join("t.json");
+    let out = aiac(&[
+        "dht",
+        "--ranks",
+        "2",
+        "--local-volume",
+        "1000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut r = rows(&json);
+    r[0]["found"] = Value::from(1999);
+    r[0]["correct"] = Value::Bool(false);
+    std::fs::write(&json, serde_json::to_string(&r).unwrap()).unwrap();
+    let out = aiac(&["dht", "--from", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("ranks=2 LV=1000") && err.contains("1999 were found, want 2000"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_input_names_the_flag() {
+    for (args, flag) in [
+        (&["dht", "--local-volume", "0"][..], "--local-volume"),
+        (&["dht", "--ranks", "0"][..], "--ranks"),
+        (&["dht", "--json", "/nonexistent/dir/x.json"][..], "--json"),
+        (&["dht", "--from", "/nonexistent.json"][..], "--from"),
+        (
+            &["dht", "--backend", "mpi", "--ranks", "2", "--timeout", "0"][..],
+            "--timeout",
+        ),
+    ] {
+        let out = aiac(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(flag),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+/// `LAUNCHER -np 2 aiac dht --backend B`, killed after two minutes.
+fn launch(launcher: &str, backend: &str, json: &std::path::Path) -> Output {
+    let mut c = Command::new(launcher);
+    c.args([
+        "--oversubscribe",
+        "-np",
+        "2",
+        AIAC,
+        "dht",
+        "--backend",
+        backend,
+    ])
+    .args([
+        "--local-volume",
+        "3000,6000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    within(c, 120)
+}
+
+#[test]
+fn mpi_and_shmem_tables_are_correct() {
+    for (launcher, backend) in [("mpirun", "mpi"), ("oshrun", "shmem")] {
+        let json = scratch(&format!("dht-{backend}")).join("r.json");
+        let out = launch(launcher, backend, &json);
+        assert!(out.status.success(), "{backend}: {}", text(&out.stderr));
+        let r = rows(&json);
+        assert_correct(&r, &[2], &[3000, 6000]);
+        assert!(r.iter().all(|x| x["backend"] == backend));
+    }
+}
+
+/// `--ranks` on a launched backend starts one job per count itself and reports them in one
+/// table; a job past `--timeout` is stopped and the command fails.
+#[test]
+fn ranks_start_one_job_per_count() {
+    let json = scratch("dht-jobs").join("all.json");
+    let out = aiac(&[
+        "dht",
+        "--backend",
+        "mpi",
+        "--ranks",
+        "1,2",
+        "--local-volume",
+        "2000",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_correct(&rows(&json), &[1, 2], &[2000]);
+    let out = aiac(&[
+        "dht",
+        "--backend",
+        "mpi",
+        "--ranks",
+        "2",
+        "--local-volume",
+        "5000000",
+        "--timeout",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("stopped after --timeout 2 s"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A table larger than the symmetric heap: every PE says so, nothing hangs, exit 1.
+    let out = aiac(&[
+        "dht",
+        "--backend",
+        "shmem",
+        "--ranks",
+        "2",
+        "--local-volume",
+        "50000000",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("PE 0") && err.contains("PE 1"), "{err}");
+    assert!(err.contains("SHMEM_SYMMETRIC_HEAP_SIZE"), "{err}");
+}
