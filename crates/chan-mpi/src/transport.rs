@@ -339,9 +339,17 @@ impl Core {
     /// Send an explicit credit when this end's acknowledgement ran `credit_every` ahead of the
     /// last it sent. Messages flowing back carry it for free; this is for a one-way stream,
     /// or a receiver that sends nothing for a while. Never after the close began.
+    ///
+    /// A message larger than `SEND_NOW_BYTES` takes long enough that a credit is cheap beside
+    /// it: then one goes as soon as the peer has used its whole window (every message of it has
+    /// arrived), rather than idle the peer until `credit_every` are taken.
     fn maybe_credit(&mut self) -> Result<(), CommError> {
         let ack = self.ack();
-        if self.closing || ack < self.told + self.credit_every {
+        let due = ack >= self.told + self.credit_every
+            || (self.bytes > SEND_NOW_BYTES
+                && ack > self.told
+                && self.received >= self.told + self.window);
+        if self.closing || !due {
             return Ok(());
         }
         let credit: Ctrl = [ack, 0];
