@@ -18,7 +18,8 @@
 //!   most one more than the channel gave back; a racy end, every receive that completed (it is
 //!   re-posted at once). When the acknowledgement runs `credit_every` (half the window, at
 //!   least 2) ahead of the last one sent, and no message went back meanwhile, the end sends it
-//!   alone, a 16-byte credit on the control tag (a one-way stream). A blocked sender also
+//!   alone, a 16-byte credit on the control tag (a one-way stream; messages above 1 KiB also
+//!   once the peer's whole window has arrived). A blocked sender also
 //!   looks for an acknowledgement in the headers of messages that arrived unpolled.
 //!   In flight are the sends MPI has not completed (`MPI_Isend` requests, at most R): a send
 //!   lands in a posted receive, which is delivery.
