@@ -12,9 +12,9 @@
 //! * **Credits: end-to-end flow control.** An end sends only while its messages beyond the
 //!   peer's latest acknowledgement number at most R + 1, the peer's window, and the peer keeps
 //!   a receive posted for each of them (R + 2 mailbox slots: the window beside the message the
-//!   channel holds; R + 1 racy receives). So every send finds a posted receive: no unexpected
-//!   message, no queue that a slow receiver lets grow, and `try_send` reports `Full` once the
-//!   window is used. A mailbox acknowledges the messages a poll reported (taken delivery of), at
+//!   channel holds; R + 1 racy receives), so a send is meant to find a posted receive
+//!   (nothing relies on it: `MPI_Testsome` looks at every receive) and no queue grows behind
+//!   a slow receiver: `try_send` reports `Full` once the window is used. A mailbox acknowledges the messages a poll reported (taken delivery of), at
 //!   most one more than the channel gave back; a racy end, every receive that completed (it is
 //!   re-posted at once). When the acknowledgement runs `credit_every` (half the window, at
 //!   least 2) ahead of the last one sent, and no message went back meanwhile, the end sends it
