@@ -110,11 +110,13 @@ pub trait Transport {
 ///
 /// A message arrives into a receive slot; [`MailboxTransport::poll`] reports it once. It stops
 /// counting as in flight for the sender once it is acknowledged, "received into the channel":
-/// on arrival (MPI: a synchronous send matched a posted receive) or at the latest when a poll
-/// reports it (threads). The slot's data stays valid and unchanged until
-/// [`MailboxTransport::release`]. A transport keeps R + 1 receive slots, one more than R, so a
-/// sender can have R in flight while the channel holds the message it lent last; a poll
-/// therefore reports at most R + 1 new messages.
+/// on arrival in a receive slot kept for it (MPI: a send landed in the receive its credit
+/// guarantees; SHMEM: a put into a released slot) or at the latest when a poll reports it
+/// (threads). The slot's data stays valid and unchanged until [`MailboxTransport::release`]. A
+/// transport keeps at least R + 1 receive slots, one more than R, so a sender can have R in
+/// flight while the channel holds the message it lent last; a poll reports at most R + 1 new
+/// messages (MPI keeps R + 2, so that a sender R + 1 beyond the last acknowledgement still
+/// finds a posted receive).
 pub trait MailboxTransport: Transport {
     /// Progress receives; push every message that arrived since the last call onto `out`, in
     /// any order. Never allocates when `out` has capacity R + 1.

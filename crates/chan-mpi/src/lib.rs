@@ -24,8 +24,10 @@
 //! ```
 //!
 //! How each mode maps onto MPI (the protocol is in `src/transport.rs` and
-//! docs/architecture.md): Issend from R owned send slots, R (+1) pre-posted receives, newest-wins on receive; racy posts its
-//! receives into one buffer read through atomics; `close` exchanges send counts, drains and
+//! docs/architecture.md): standard-mode sends from R owned send slots, each with a credit
+//! that guarantees a posted receive (credits return in the headers of the messages flowing
+//! back, or batched), R + 2 pre-posted receive slots, newest-wins on receive; racy posts its
+//! R + 1 receives into one buffer read through atomics; `close` exchanges send counts, drains and
 //! cancels, and [`MpiCtx::finalize`] checks that no request is left.
 
 #![warn(missing_docs)]

@@ -226,13 +226,28 @@ pub(crate) fn cancel_recv(
     Ok(flag != 0)
 }
 
+/// `MPI_Send` of `count` bytes at `buf` on `route`: returns once the buffer may be reused.
+/// Only for messages small enough to leave eagerly, to a peer that has a receive posted for
+/// them, so that it returns without waiting for a call of the peer's.
+///
+/// # Safety
+/// `buf` is valid for reads of `count` bytes.
+pub(crate) unsafe fn send_now(
+    buf: *const c_void,
+    count: c_int,
+    route: Route,
+) -> Result<(), CommError> {
+    let Route { comm, peer, tag } = route;
+    // SAFETY: the caller keeps buf valid for count bytes; MPI_Send reads it before returning.
+    let rc = unsafe { ffi::MPI_Send(buf, count, bytes_type(), peer, tag, comm) };
+    check(rc, "MPI_Send")
+}
+
 /// The point-to-point requests aiac starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Start {
     /// `MPI_Irecv` into the buffer.
     Recv,
-    /// `MPI_Issend` from the buffer: completes once a receive matched it at the peer.
-    SyncSend,
     /// `MPI_Isend` from the buffer (standard mode).
     Send,
 }
@@ -269,10 +284,6 @@ pub(crate) unsafe fn start(
             Start::Recv => (
                 ffi::MPI_Irecv(buf, count, ty, peer, tag, comm, req),
                 "MPI_Irecv",
-            ),
-            Start::SyncSend => (
-                ffi::MPI_Issend(buf.cast_const(), count, ty, peer, tag, comm, req),
-                "MPI_Issend",
             ),
             Start::Send => (
                 ffi::MPI_Isend(buf.cast_const(), count, ty, peer, tag, comm, req),

@@ -3,25 +3,39 @@
 //! channel end.
 //!
 //! ## Protocol
-//! * **Data.** A message is `[seq, stamp, payload…]` (the header as u64 bit patterns), sent as
-//!   bytes with `MPI_Issend` from one of R send slots the channel owns. A synchronous-mode send
-//!   completes once it matched a receive the peer's channel posted, so a completed send *is*
-//!   the end-to-end acknowledgement of the channel model (docs/architecture.md): at most R
-//!   messages are in flight, and a slow receiver makes `try_send` report `Full` instead of
-//!   piling up unexpected messages.
-//! * **Staged sends.** `stage_with` takes a free send slot and fills it; `start_staged` sends
-//!   it later. Meanwhile the slot is neither free nor in flight.
-//! * **Receives.** Mailbox: R + 1 slots, each with its own buffer, pre-posted; a completed
-//!   receive is reported once by `poll`, lent to the channel until `release` re-posts it (one
-//!   more slot than R, so the sender keeps R in flight while the channel holds a message).
-//!   Racy: R receives posted into ONE buffer (the paper's racy MPI), read through atomics and
-//!   re-posted as soon as they complete.
-//! * **Control.** Each end pre-posts a receive for the peer's close message (its total send
-//!   count, its own tag). `begin_close` sends this end's count and re-posts every receive slot;
-//!   `finish_close` receives until the peer's count arrived, cancels the receives left over,
-//!   and completes every send. After `begin_close` on both ends every outstanding send has a
-//!   posted receive to match (at most R outstanding, at least R posted), so closing completes
-//!   on MPI's progress alone: no end waits for the other to make a call.
+//! * **Data.** A message is `[seq, stamp, ack, payload…]` (the header as u64 bit patterns),
+//!   sent as bytes from one of R send slots the channel owns, with a standard-mode send: a
+//!   blocking `MPI_Send` up to `SEND_NOW_BYTES` (1 KiB; it leaves eagerly and leaves no
+//!   request), `MPI_Isend` above. `ack` is this end's acknowledgement of the messages flowing
+//!   the other way ([`Core::ack`]), so a channel that carries traffic both ways (a halo swap, a
+//!   ping-pong) returns its credits for free.
+//! * **Credits: end-to-end flow control.** An end sends only while its messages beyond the
+//!   peer's latest acknowledgement number at most R + 1, the peer's window, and the peer keeps
+//!   a receive posted for each of them (R + 2 mailbox slots: the window beside the message the
+//!   channel holds; R + 1 racy receives), so a send is meant to find a posted receive
+//!   (nothing relies on it: `MPI_Testsome` looks at every receive) and no queue grows behind
+//!   a slow receiver: `try_send` reports `Full` once the window is used. A mailbox acknowledges the messages a poll reported (taken delivery of), at
+//!   most one more than the channel gave back; a racy end, every receive that completed (it is
+//!   re-posted at once). When the acknowledgement runs `credit_every` (half the window, at
+//!   least 2) ahead of the last one sent, and no message went back meanwhile, the end sends it
+//!   alone, a 16-byte credit on the control tag (a one-way stream; messages above 1 KiB also
+//!   once the peer's whole window has arrived). A blocked sender also
+//!   looks for an acknowledgement in the headers of messages that arrived unpolled.
+//!   In flight are the sends MPI has not completed (`MPI_Isend` requests, at most R): a send
+//!   lands in a posted receive, which is delivery.
+//! * **Staged sends.** `stage_with` takes a free send slot and a place in the window and fills
+//!   the slot; `start_staged` sends it later. Meanwhile the slot is neither free nor in flight.
+//! * **Receives.** Mailbox: R + 2 slots, each with its own buffer, pre-posted; a completed
+//!   receive is reported once by `poll`, lent to the channel until `release` re-posts it.
+//!   Racy: R + 1 receives posted into ONE buffer (the paper's racy MPI), read through atomics
+//!   and re-posted as soon as they complete.
+//! * **Control.** Each end keeps a receive posted for the peer's control messages `[ack,
+//!   close]`: credits (`close` = 0), then once the close announcement (`close` = the peer's
+//!   total send count + 1), the last message on the tag. `begin_close` sends this end's and
+//!   re-posts every receive slot; `finish_close` receives until the peer's count arrived,
+//!   cancels the receives left over, and completes every send. Every outstanding send of the
+//!   peer is within its window, so it has a posted receive to match, and closing completes on
+//!   MPI's progress alone: no end waits for the other to make a call.
 //! * **Progress.** Every call tests the outstanding requests (`MPI_Testsome`): MPI only moves
 //!   data inside MPI calls, and a send past the eager limit waits for the receiver to test
 //!   (Saif & Parashar).
@@ -46,8 +60,9 @@ use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::rc::Rc;
 
-/// Header elements in front of every message: sequence number and stamp.
-pub(crate) const HDR: usize = 2;
+/// Header elements in front of every message: sequence number, stamp, and the sender's
+/// acknowledgement of the messages flowing the other way ([`Core::ack`]).
+pub(crate) const HDR: usize = 3;
 
 /// Bytes of a memory page, the unit in which MPI's single-copy shared-memory transfers
 /// (`process_vm_readv`) and network registration pin a buffer.
@@ -140,8 +155,17 @@ impl Wire {
     }
 }
 
-/// Every buffer and request of one channel end, and the close protocol. Methods take the
-/// [`Requests`] counter from the world they belong to.
+/// A control message: `[ack, close]`. `ack` is the sender's acknowledgement count (see
+/// [`Core::ack`]); `close` is 0 for a credit, `sent + 1` for the close announcement.
+type Ctrl = [u64; 2];
+
+/// Messages of at most this many bytes (header included) go with a blocking `MPI_Send`: far
+/// below the eager limit of every Open MPI transport (4 KiB shared memory, 64 KiB TCP), they
+/// leave at once into the receive the credit guarantees, and no request is left to test.
+const SEND_NOW_BYTES: c_int = 1024;
+
+/// Every buffer and request of one channel end, the credits and the close protocol. Methods
+/// take the [`Requests`] counter from the world they belong to.
 pub(crate) struct Core {
     wire: Wire,
     /// Keeps the set's communicator (`wire.comm`) alive while any request on it may be.
@@ -156,13 +180,27 @@ pub(crate) struct Core {
     staged: Option<usize>,
     recv: RecvMem,
     recv_reqs: Vec<ffi::MPI_Request>,
+    /// Mailbox: receives that completed and that no poll has reported yet (a blocked send
+    /// tests the receives for piggy-backed credits).
+    arrived: Vec<usize>,
     /// Scratch for `MPI_Testsome`.
     done: Vec<usize>,
     indices: Vec<c_int>,
-    ctrl_in: Box<u64>,
+    /// Sends this end may have beyond the peer's acknowledgement: R + 1.
+    window: u64,
+    /// The highest acknowledgement of this end's messages the peer sent (in a message's header
+    /// or a credit).
+    peer_ack: u64,
+    /// Mailbox: the peer's messages whose slot the channel gave back (re-posted).
+    released: u64,
+    /// The acknowledgement this end last sent, and how far ahead of it an explicit credit is
+    /// due.
+    told: u64,
+    credit_every: u64,
+    ctrl_in: Box<Ctrl>,
     ctrl_in_req: ffi::MPI_Request,
     peer_total: Option<u64>,
-    ctrl_out: Box<u64>,
+    ctrl_out: Box<Ctrl>,
     ctrl_out_req: ffi::MPI_Request,
     /// Messages sent by this end.
     sent: u64,
@@ -186,6 +224,7 @@ impl Core {
         let bytes = raw::byte_count(len + HDR)?;
         let slot = || PageBuf::new(len + HDR, || 0.0f64);
         let n_recv = recv.posted();
+        let window = r as u64 + 1;
         let mut core = Core {
             wire,
             _set: set,
@@ -197,12 +236,18 @@ impl Core {
             staged: None,
             recv,
             recv_reqs: vec![raw::request_null(); n_recv],
+            arrived: Vec::with_capacity(n_recv),
             done: Vec::with_capacity(n_recv.max(r)),
             indices: Vec::with_capacity(n_recv.max(r)),
-            ctrl_in: Box::new(0),
+            window,
+            peer_ack: 0,
+            released: 0,
+            told: 0,
+            credit_every: credit_every(window),
+            ctrl_in: Box::new([0; 2]),
             ctrl_in_req: raw::request_null(),
             peer_total: None,
-            ctrl_out: Box::new(0),
+            ctrl_out: Box::new([0; 2]),
             ctrl_out_req: raw::request_null(),
             sent: 0,
             received: 0,
@@ -210,20 +255,7 @@ impl Core {
             closing: false,
             closed: false,
         };
-        let ctrl: *mut u64 = &mut *core.ctrl_in;
-        // SAFETY: ctrl_in is a boxed u64 owned by the core: it does not move with the core, is
-        // not read until the request completes (test_ctrl), and is freed only when no request
-        // is active (Drop leaks the buffers otherwise).
-        unsafe {
-            raw::start(
-                raw::Start::Recv,
-                ctrl.cast(),
-                8,
-                wire.ctrl(),
-                &mut core.ctrl_in_req,
-                reqs,
-            )?;
-        }
+        core.post_ctrl(reqs)?;
         for slot in 0..n_recv {
             core.post(slot, reqs)?;
         }
@@ -232,6 +264,25 @@ impl Core {
 
     pub(crate) fn peer(&self) -> usize {
         self.wire.peer
+    }
+
+    /// Post the receive for the peer's next control message (credit or close).
+    fn post_ctrl(&mut self, reqs: &Requests) -> Result<(), CommError> {
+        debug_assert!(self.ctrl_in_req == raw::request_null());
+        let ctrl: *mut Ctrl = &mut *self.ctrl_in;
+        // SAFETY: ctrl_in is a boxed [u64; 2] owned by the core: it does not move with the
+        // core, is not read until the request completes (test_ctrl), and is freed only when
+        // no request is active (Drop leaks the buffers otherwise).
+        unsafe {
+            raw::start(
+                raw::Start::Recv,
+                ctrl.cast(),
+                16,
+                self.wire.ctrl(),
+                &mut self.ctrl_in_req,
+                reqs,
+            )
+        }
     }
 
     /// Post receive `slot` (null before).
@@ -261,6 +312,55 @@ impl Core {
         }
     }
 
+    /// This end's acknowledgement of the peer's messages, which the peer may send R + 1
+    /// beyond. Racy: every receive that completed (each is re-posted at once). Mailbox: the
+    /// messages a poll reported (taken delivery of), but at most one more than the channel
+    /// gave back: a peer R + 1 ahead then still finds a posted receive among the R + 2 slots
+    /// when the channel holds the message it lent last, and a poll finds at most R + 1 new.
+    fn ack(&self) -> u64 {
+        match self.recv {
+            RecvMem::Racy(..) => self.received,
+            RecvMem::Slots(_) => self.reported.min(self.released + 1),
+        }
+    }
+
+    /// Take note of an acknowledgement from the peer (they only grow; a racy header read may
+    /// be a newer message's, which is as true).
+    fn note_ack(&mut self, ack: u64) {
+        self.peer_ack = self.peer_ack.max(ack);
+    }
+
+    /// True while a message beside the staged one (if any) stays within the peer's window:
+    /// the peer has a receive posted for it.
+    fn has_credit(&self) -> bool {
+        let staged = u64::from(self.staged.is_some());
+        self.sent + staged < self.peer_ack + self.window
+    }
+
+    /// Send an explicit credit when this end's acknowledgement ran `credit_every` ahead of the
+    /// last it sent. Messages flowing back carry it for free; this is for a one-way stream,
+    /// or a receiver that sends nothing for a while. Never after the close began.
+    ///
+    /// A message larger than `SEND_NOW_BYTES` takes long enough that a credit is cheap beside
+    /// it: then one goes as soon as the peer has used its whole window (every message of it has
+    /// arrived), rather than idle the peer until `credit_every` are taken.
+    fn maybe_credit(&mut self) -> Result<(), CommError> {
+        let ack = self.ack();
+        let due = ack >= self.told + self.credit_every
+            || (self.bytes > SEND_NOW_BYTES
+                && ack > self.told
+                && self.received >= self.told + self.window);
+        if self.closing || !due {
+            return Ok(());
+        }
+        let credit: Ctrl = [ack, 0];
+        // SAFETY: 16 bytes on the stack, read before MPI_Send returns; a message this small
+        // leaves eagerly (SEND_NOW_BYTES), so no call of the peer's is waited for.
+        unsafe { raw::send_now(credit.as_ptr().cast(), 16, self.wire.ctrl())? };
+        self.told = ack;
+        Ok(())
+    }
+
     /// Collect completed sends into the free list; the number in flight (a staged slot is
     /// not).
     fn test_sends(&mut self, reqs: &Requests) -> Result<usize, CommError> {
@@ -273,16 +373,49 @@ impl Core {
     }
 
     pub(crate) fn in_flight(&mut self, reqs: &Requests) -> Result<usize, CommError> {
+        self.maybe_credit()?;
         self.test_sends(reqs)
     }
 
     pub(crate) fn can_send(&mut self, reqs: &Requests) -> Result<bool, CommError> {
         self.test_sends(reqs)?;
-        Ok(!self.send_free.is_empty())
+        if self.send_free.is_empty() {
+            return Ok(false);
+        }
+        if !self.has_credit() {
+            // Look for the peer's acknowledgement: a credit, or the header of a message that
+            // arrived and was not polled yet.
+            self.test_ctrl(reqs)?;
+            if !self.has_credit() {
+                self.test_recvs(reqs)?;
+            }
+            self.maybe_credit()?;
+        }
+        Ok(self.has_credit())
+    }
+
+    /// Test the data receives for acknowledgements riding on their headers. Mailbox: the
+    /// completed slots wait in `arrived` for the next poll. Racy: re-posted at once.
+    fn test_recvs(&mut self, reqs: &Requests) -> Result<(), CommError> {
+        raw::test_some(&mut self.recv_reqs, &mut self.done, &mut self.indices, reqs)?;
+        self.received += self.done.len() as u64;
+        for i in 0..self.done.len() {
+            let slot = self.done[i];
+            let ack = self.header_ack(slot);
+            self.note_ack(ack);
+            match self.recv {
+                RecvMem::Slots(_) => self.arrived.push(slot),
+                RecvMem::Racy(..) => self.post(slot, reqs)?,
+            }
+        }
+        Ok(())
     }
 
     /// Take a free send slot. Only after `can_send` returned true.
     fn take_free(&mut self, call: &'static str) -> Result<usize, CommError> {
+        if !self.has_credit() {
+            return Err(raw::misuse(call, "no credit (call can_send first)"));
+        }
         self.send_free
             .pop()
             .ok_or_else(|| raw::misuse(call, "no free send slot (call can_send first)"))
@@ -332,16 +465,32 @@ impl Core {
     /// Write the header into filled send slot `slot` (taken off the free list or staged) and
     /// start it. If MPI refuses the send, the slot is the caller's to give back.
     fn start(&mut self, slot: usize, header: Header, reqs: &Requests) -> Result<(), CommError> {
+        // The staged slot's place was counted by `has_credit` when it was taken.
+        debug_assert!(self.sent < self.peer_ack + self.window);
+        let ack = self.ack();
         let buf = &mut self.send_bufs[slot];
         buf[0] = f64::from_bits(header.seq);
         buf[1] = f64::from_bits(header.stamp);
+        buf[2] = f64::from_bits(ack);
         let w = self.wire;
+        if self.bytes <= SEND_NOW_BYTES {
+            // SAFETY: the slot's buffer holds `bytes` bytes and is read before MPI_Send
+            // returns. The peer has a receive posted for this message (it is within the
+            // peer's window, `has_credit`) and it leaves eagerly, so no call of the peer's is
+            // waited for.
+            unsafe { raw::send_now(buf.as_ptr().cast(), self.bytes, w.data())? };
+            self.send_free.push(slot);
+            self.sent += 1;
+            self.told = ack;
+            return Ok(());
+        }
         // SAFETY: the slot was free (its previous send completed), the buffer is boxed and
         // owned by the core and is not written again until this send completes and
-        // `test_sends` returns it to the free list.
+        // `test_sends` returns it to the free list. A standard-mode send: the peer has a
+        // receive posted for it (it is within the peer's window, `has_credit`).
         let started = unsafe {
             raw::start(
-                raw::Start::SyncSend,
+                raw::Start::Send,
                 buf.as_mut_ptr().cast(),
                 self.bytes,
                 w.data(),
@@ -351,6 +500,7 @@ impl Core {
         };
         started?;
         self.sent += 1;
+        self.told = ack;
         Ok(())
     }
 
@@ -362,24 +512,34 @@ impl Core {
         Header { seq, stamp }
     }
 
+    /// The acknowledgement a received message carries.
+    fn header_ack(&self, slot: usize) -> u64 {
+        match &self.recv {
+            RecvMem::Slots(s) => s[slot][2].to_bits(),
+            RecvMem::Racy(b, _) => b[2].load().to_bits(),
+        }
+    }
+
     /// Mailbox: report every receive that completed since the last call.
     pub(crate) fn poll(
         &mut self,
         out: &mut Vec<Arrival>,
         reqs: &Requests,
     ) -> Result<(), CommError> {
-        raw::test_some(&mut self.recv_reqs, &mut self.done, &mut self.indices, reqs)?;
-        for i in 0..self.done.len() {
-            let slot = self.done[i];
+        self.test_recvs(reqs)?;
+        for i in 0..self.arrived.len() {
+            let slot = self.arrived[i];
             out.push(Arrival {
                 slot,
                 header: self.header(slot),
             });
         }
-        let n = self.done.len() as u64;
-        self.received += n;
-        self.reported += n;
-        Ok(())
+        self.reported += self.arrived.len() as u64;
+        self.arrived.clear();
+        if !self.has_credit() {
+            self.test_ctrl(reqs)?;
+        }
+        self.maybe_credit()
     }
 
     /// Mailbox: the payload of a completed, reported, not yet released slot.
@@ -396,22 +556,23 @@ impl Core {
             // begin_close already re-posted every slot the channel held.
             return Ok(());
         }
-        self.post(slot, reqs)
+        self.post(slot, reqs)?;
+        self.released += 1;
+        self.maybe_credit()
     }
 
     /// Racy: receives that completed since the last call (re-posted at once), and the stamp in
     /// the buffer's header now.
     pub(crate) fn poll_racy(&mut self, reqs: &Requests) -> Result<RacyPoll, CommError> {
-        raw::test_some(&mut self.recv_reqs, &mut self.done, &mut self.indices, reqs)?;
-        let n = self.done.len();
-        for i in 0..n {
-            let slot = self.done[i];
-            self.post(slot, reqs)?;
+        self.test_recvs(reqs)?;
+        let n = self.received - self.reported;
+        self.reported = self.received;
+        if !self.has_credit() {
+            self.test_ctrl(reqs)?;
         }
-        self.received += n as u64;
-        self.reported += n as u64;
+        self.maybe_credit()?;
         Ok(RacyPoll {
-            arrived: n as u64,
+            arrived: n,
             stamp: if n > 0 { self.header(0).stamp } else { 0 },
         })
     }
@@ -424,9 +585,17 @@ impl Core {
         }
     }
 
+    /// Take in every control message that arrived: credits, then at most one close
+    /// announcement (the last message on the control tag).
     fn test_ctrl(&mut self, reqs: &Requests) -> Result<(), CommError> {
-        if self.peer_total.is_none() && raw::test_one(&mut self.ctrl_in_req, reqs)? {
-            self.peer_total = Some(*self.ctrl_in);
+        while self.peer_total.is_none() && raw::test_one(&mut self.ctrl_in_req, reqs)? {
+            let [ack, close] = *self.ctrl_in;
+            self.note_ack(ack);
+            if close > 0 {
+                self.peer_total = Some(close - 1);
+            } else {
+                self.post_ctrl(reqs)?;
+            }
         }
         Ok(())
     }
@@ -448,25 +617,26 @@ impl Core {
         if let Some(slot) = self.staged.take() {
             self.send_free.push(slot);
         }
-        *self.ctrl_out = self.sent;
+        *self.ctrl_out = [self.ack(), self.sent + 1];
         let w = self.wire;
-        let ctrl: *mut u64 = &mut *self.ctrl_out;
-        // SAFETY: ctrl_out is a boxed u64 owned by the core, written above and never again;
-        // it lives until the request completes (Drop leaks the buffers otherwise).
+        let ctrl: *mut Ctrl = &mut *self.ctrl_out;
+        // SAFETY: ctrl_out is a boxed [u64; 2] owned by the core, written above and never
+        // again; it lives until the request completes (Drop leaks the buffers otherwise).
         unsafe {
             raw::start(
                 raw::Start::Send,
                 ctrl.cast(),
-                8,
+                16,
                 w.ctrl(),
                 &mut self.ctrl_out_req,
                 reqs,
             )?;
         }
-        // Receives that completed untested count as arrived (drained: no poll reported them);
-        // then every slot is posted again, so each send the peer has outstanding can match.
-        raw::test_some(&mut self.recv_reqs, &mut self.done, &mut self.indices, reqs)?;
-        self.received += self.done.len() as u64;
+        // Receives that completed and were never reported count as arrived (drained: no poll
+        // reported them); then every slot is posted again, so each send the peer has
+        // outstanding can match.
+        self.test_recvs(reqs)?;
+        self.arrived.clear();
         for slot in 0..self.recv_reqs.len() {
             if self.recv_reqs[slot] == raw::request_null() {
                 self.post(slot, reqs)?;
@@ -516,10 +686,11 @@ impl Core {
             }
         }
         raw::test_one(&mut self.ctrl_out_req, reqs)?;
+        let null = raw::request_null();
         self.closed = self.peer_total == Some(self.received)
             && self.send_free.len() == self.r
-            && self.ctrl_out_req == raw::request_null()
-            && self.recv_reqs.iter().all(|&q| q == raw::request_null());
+            && self.ctrl_out_req == null
+            && self.recv_reqs.iter().all(|&q| q == null);
         Ok(self.closed)
     }
 
@@ -544,6 +715,18 @@ impl Core {
             && self.ctrl_in_req == null
             && self.ctrl_out_req == null
     }
+}
+
+/// How far this end's acknowledgement runs ahead of the last one it sent before it sends an
+/// explicit credit, for a peer window of `window` = R + 1 messages: half the window (a
+/// streaming peer keeps sending from the other half while the credit travels), and at least 2
+/// (in a halo swap each message acknowledges the peer's previous one, one behind: that must
+/// not cost a credit per message), but never more than the window. A credit is then certain
+/// to go when the peer waits for one: the peer has the whole window unacknowledged, and once
+/// the channel took all of it ([`Core::ack`] counts the message it lends last as
+/// acknowledged) this end's acknowledgement is `window` ahead of the last it sent.
+fn credit_every(window: u64) -> u64 {
+    window.div_ceil(2).max(2).min(window)
 }
 
 impl Drop for Core {
@@ -575,16 +758,18 @@ pub trait MpiDelivery: Delivery {
 }
 
 impl MpiDelivery for Slots {
-    /// R + 1 slots, each with its own buffer, pre-posted.
+    /// R + 2 slots, each with its own buffer, pre-posted: the peer's window of R + 1 beside
+    /// the message the channel holds ([`Core::ack`]).
     fn recv_mem(n: usize, r: usize) -> RecvMem {
-        RecvMem::Slots((0..r + 1).map(|_| PageBuf::new(n, || 0.0f64)).collect())
+        RecvMem::Slots((0..r + 2).map(|_| PageBuf::new(n, || 0.0f64)).collect())
     }
 }
 
 impl MpiDelivery for Shared {
-    /// R receives posted into ONE buffer (the paper's racy MPI), read through atomics.
+    /// R + 1 receives posted into ONE buffer (the paper's racy MPI; the peer's window),
+    /// read through atomics.
     fn recv_mem(n: usize, r: usize) -> RecvMem {
-        RecvMem::Racy(PageBuf::new(n, || AtomicF64::new(0.0)), r)
+        RecvMem::Racy(PageBuf::new(n, || AtomicF64::new(0.0)), r + 1)
     }
 }
 

@@ -28,6 +28,8 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("reductions_iallreduce", &[1, 2, 3, 4], 60),
     ("reductions_tree", &[1, 2, 3, 4], 60),
     ("close_with_traffic", &[2, 3, 4], 120),
+    // 10^5 8-byte messages to a receiver that sleeps, R = 1 and 4, every mode.
+    ("fast_sender_slow_receiver", &[2, 3], 240),
     ("drop_without_close", &[2, 3, 4], 60),
     ("collectives_match", &[1, 2, 3, 4], 60),
     // 128 rings of 4 ranks, 64 KB racy messages written by MPI into one buffer per end.
@@ -58,6 +60,14 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
             testkit::reductions_match_serial(ctx, 30, 5)
         }
         "close_with_traffic" => testkit::close_with_traffic(ctx, 50, 16),
+        // A racy send is in flight until MPI completes it: R + 1 receives bound the racy
+        // queue as the slots bound the others.
+        "fast_sender_slow_receiver" => (|| {
+            for r in [1, 4] {
+                testkit::fast_sender_slow_receiver(ctx, 100_000, r, Some(r as u64 + 1))?;
+            }
+            Ok(())
+        })(),
         "close_then_finalize" => testkit::close_unread(ctx),
         "drop_without_close" => testkit::drop_without_close(ctx),
         "collectives_match" => testkit::collectives_match(ctx),

@@ -233,7 +233,12 @@ impl LaneReceiver {
         LaneReceiver { seen: 0 }
     }
 
-    /// Report every READY slot (moving it to HELD). Cheap when nothing was published.
+    /// Report every READY slot of a message published by the count read first (moving it to
+    /// HELD). Cheap when nothing was published.
+    ///
+    /// A slot that turned READY after the count was read is left for the next poll: the scan
+    /// goes by slot index, not by sequence, so it can miss message s in a low slot and then
+    /// find s + 1 in a higher one, and an Async receive would deliver s + 1 before s.
     pub(crate) fn poll(&mut self, lane: &Lane, out: &mut Vec<Arrival>) {
         let p = lane.published();
         if p == self.seen {
@@ -246,6 +251,10 @@ impl LaneReceiver {
                 // SAFETY: the slot is READY, so the sender does not write it (it writes only
                 // FREE slots) until we store FREE; we read it after the Acquire above.
                 let header = unsafe { slot.header.with(|h| *h) };
+                if header.seq > p {
+                    // Published after the count: the next poll sees a newer count.
+                    continue;
+                }
                 // Relaxed: only this receiver leaves READY; the sender merely counts HELD.
                 slot.state.store(HELD, Ordering::Relaxed);
                 out.push(Arrival { slot: i, header });

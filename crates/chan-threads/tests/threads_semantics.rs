@@ -93,3 +93,14 @@ fn close_with_messages_in_flight() {
 fn both_ends_send_before_either_receives() {
     on_world(2, |ctx| testkit::send_before_recv(ctx, &[1, 2500, 524_288]));
 }
+
+#[test]
+fn fast_sender_slow_receiver_loses_nothing() {
+    // A racy send writes the peer's buffer before it returns: nothing queues, no bound.
+    for n in [2, 3] {
+        on_world(n, |ctx| {
+            testkit::fast_sender_slow_receiver(ctx, 100_000, 1, None)?;
+            testkit::fast_sender_slow_receiver(ctx, 100_000, 4, None)
+        });
+    }
+}
