@@ -163,9 +163,10 @@ pub enum Exchange {
     /// `MPI_Issend` + `MPI_Irecv` + `MPI_Waitall`).
     #[default]
     Waitall,
-    /// Synchronous sends and receives one at a time, ordered so that no cycle can deadlock:
+    /// Blocking sends and receives one at a time, ordered so that no cycle can deadlock:
     /// along each axis and direction, ranks at even coordinates send while those at odd ones
-    /// receive, then the other way round (the `MPI_Ssend`/`MPI_Recv` pattern).
+    /// receive, then the other way round (the pattern of Wang & Gobbert's
+    /// `MPI_Ssend`/`MPI_Recv`).
     Blocking,
     /// Start every send, sweep the interior while the halos travel, wait for the halos,
     /// then sweep the boundary layer (`MPI_Isend`/`MPI_Irecv` with computation overlapped).

@@ -345,8 +345,11 @@ impl Run<'_> {
     /// A halo swap with synchronous sends and receives one at a time (`--exchange
     /// blocking`): along each axis, for each direction, ranks at even coordinates send while
     /// ranks at odd ones receive, then the other way round, so every send meets a receive in
-    /// the same step and no cycle of waiting ranks can form. A send returns once its message
-    /// was taken by the receiving channel (`MPI_Ssend` semantics).
+    /// the same step and no cycle of waiting ranks can form. A send returns once the
+    /// transport is done with it: between threads when the receiving channel took it, over
+    /// MPI when the send completed into the receive its credit guarantees is posted (the
+    /// pattern of Wang & Gobbert's `MPI_Ssend`/`MPI_Recv`, without the synchronous send's
+    /// round trip: the receiver's `recv` still blocks until the data is there).
     fn exchange_blocking<B: Backend>(
         &mut self,
         chans: &mut [Channel<B, Sync>],
