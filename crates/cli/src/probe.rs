@@ -568,21 +568,7 @@ impl Probe {
             waits.push(w);
         }
         let mut all = vec![0.0f64; 2 * self.reps];
-        let n = c_int::try_from(self.reps).map_err(|_| "too many --reps".to_string())?;
-        // SAFETY: `reps` doubles from every rank; `all` holds reps per rank of 2.
-        let rc = unsafe {
-            ffi::MPI_Gather(
-                events.as_ptr().cast(),
-                n,
-                ffi::RSMPI_DOUBLE,
-                all.as_mut_ptr().cast(),
-                n,
-                ffi::RSMPI_DOUBLE,
-                0,
-                self.comm,
-            )
-        };
-        check(rc, "MPI_Gather")?;
+        self.gather_into(&events, &mut all)?;
         // A margin of a quarter of the computation: far above the clocks' offset error (half
         // a round trip), far below the gap of a timely eager repetition (about 3C).
         let margin = self.compute.as_secs_f64() / 4.0;
@@ -619,21 +605,30 @@ impl Probe {
     /// Every rank's pair at rank 0.
     fn gather(&self, mine: [f64; 2]) -> Result<[f64; 4], String> {
         let mut all = [0.0f64; 4];
-        // SAFETY: 2 doubles sent from every rank; `all` holds 2 per rank of 2 ranks.
+        self.gather_into(&mine, &mut all)?;
+        Ok(all)
+    }
+
+    /// Every rank's `mine` (the same length on both ranks) into `all` at rank 0, rank by
+    /// rank.
+    fn gather_into(&self, mine: &[f64], all: &mut [f64]) -> Result<(), String> {
+        assert_eq!(all.len(), 2 * mine.len(), "room for both ranks' values");
+        let n = c_int::try_from(mine.len()).map_err(|_| "too many --reps".to_string())?;
+        // SAFETY: `n` doubles sent from every rank's `mine`; `all` holds `n` per rank of the
+        // probe's 2 (asserted above); comm is this probe's valid communicator.
         let rc = unsafe {
             ffi::MPI_Gather(
                 mine.as_ptr().cast(),
-                2,
+                n,
                 ffi::RSMPI_DOUBLE,
                 all.as_mut_ptr().cast(),
-                2,
+                n,
                 ffi::RSMPI_DOUBLE,
                 0,
                 self.comm,
             )
         };
-        check(rc, "MPI_Gather")?;
-        Ok(all)
+        check(rc, "MPI_Gather")
     }
 
     /// One repetition of a raw kernel; this rank's two times (rank 0: Isend, Wait; rank 1:
