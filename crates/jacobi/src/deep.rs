@@ -50,7 +50,7 @@ use crate::kernel::{self, Grid, Lanes, Region, Shape};
 use crate::problem::Problem;
 use crate::progress::Progress;
 use crate::record::StopReason;
-use crate::solver::{slow_down, sum_all, Block, Iterate, RankOutcome, Run};
+use crate::solver::{slow_down, sum_all, Block, Iterate, RankOutcome, Rounds, Run};
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{
@@ -553,7 +553,7 @@ impl Run<'_, DeepField> {
         let mut chans = ctx.open::<M>(&specs)?;
         let cert_specs = specs_for_cert(&self.field, &self.faces)?;
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
-        let mut red = ctx.reduction(2, ReduceOp::Sum)?;
+        let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg);
         ctx.barrier()?;
         let start = Instant::now();
         self.start = start;
@@ -562,13 +562,7 @@ impl Run<'_, DeepField> {
         let mut local = [0.0, 0.0];
         let initial = self.measure(self.res0_sq);
         let mut last_true = Some(initial);
-        let mut started: Option<u64> = None;
-        let pace = self.cfg.pace_reductions.then_some(self.cfg.check_every);
         let max_iters = self.cfg.max_iters;
-        let may_start = |it: u64, started: Option<u64>| match (pace, started) {
-            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= max_iters,
-            _ => true,
-        };
         let stop = 'run: loop {
             if self.it == 0 && criterion.met(initial) {
                 break StopReason::Criterion;
@@ -600,15 +594,7 @@ impl Run<'_, DeepField> {
                 local[1] = f64::from(u8::from(self.it >= max_iters));
             }
             let t = Instant::now();
-            let round = if red.in_progress() {
-                red.test()?.map(|g| [g[0], g[1]])
-            } else {
-                if may_start(self.it, started) {
-                    red.start(&local)?;
-                    started = Some(self.it);
-                }
-                None
-            };
+            let round = rounds.poll(self.it, &local)?;
             self.comm += t.elapsed();
             let Some(g) = round else {
                 if self.it >= max_iters {
@@ -639,22 +625,15 @@ impl Run<'_, DeepField> {
             if g[1] > 0.0 {
                 break 'run StopReason::MaxIters;
             }
-            if may_start(self.it, started) {
+            if rounds.due(self.it) {
                 let t = Instant::now();
-                red.start(&local)?;
-                started = Some(self.it);
+                rounds.start(self.it, &local)?;
                 self.comm += t.elapsed();
             }
         };
-        let true_value = match last_true {
-            Some(t) => t,
-            None => {
-                let g = self.true_residual_sq(ctx, &mut cert)?;
-                self.measure(g)
-            }
-        };
+        let true_value = self.final_true(ctx, &mut cert, last_true)?;
         let time = start.elapsed();
-        drop(red);
+        drop(rounds);
         let mut stats = close_all(chans)?;
         stats.extend(close_all(cert)?);
         Ok((stop, true_value, time, stats))
@@ -718,13 +697,7 @@ impl Run<'_, DeepField> {
                 }
             }
         };
-        let true_value = match last_true {
-            Some(t) => t,
-            None => {
-                let g = self.true_residual_sq(ctx, chans)?;
-                self.measure(g)
-            }
-        };
+        let true_value = self.final_true(ctx, chans, last_true)?;
         Ok((stop, true_value, start.elapsed()))
     }
 }

@@ -257,6 +257,57 @@ pub(crate) fn slow_down(factor: f64, took: Duration) {
     }
 }
 
+/// The non-blocking reduction of async and racy runs, `[Σ r², ranks at max_iters]`: restarted
+/// as soon as it returns or, with [`Config::pace_reductions`], no sooner than `check_every`
+/// iterations after the previous start, or once this rank has stopped iterating (it only
+/// waits for the rounds then).
+pub(crate) struct Rounds<R> {
+    red: R,
+    pace: Option<u64>,
+    max_iters: u64,
+    /// The iteration the last round started at (none yet).
+    started: Option<u64>,
+}
+
+impl<R: chan_core::Reduction> Rounds<R> {
+    pub(crate) fn new(red: R, cfg: &Config) -> Self {
+        Rounds {
+            red,
+            pace: cfg.pace_reductions.then_some(cfg.check_every),
+            max_iters: cfg.max_iters,
+            started: None,
+        }
+    }
+
+    /// May a round start at iteration `it`?
+    pub(crate) fn due(&self, it: u64) -> bool {
+        match (self.pace, self.started) {
+            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= self.max_iters,
+            _ => true,
+        }
+    }
+
+    /// Start a round from `local` at iteration `it`.
+    pub(crate) fn start(&mut self, it: u64, local: &[f64; 2]) -> Result<(), Error> {
+        self.red.start(local)?;
+        self.started = Some(it);
+        Ok(())
+    }
+
+    /// Test the round in progress: its global values once it has returned. With none in
+    /// progress, start one from `local` if due.
+    pub(crate) fn poll(&mut self, it: u64, local: &[f64; 2]) -> Result<Option<[f64; 2]>, Error> {
+        if self.red.in_progress() {
+            Ok(self.red.test()?.map(|g| [g[0], g[1]]))
+        } else {
+            if self.due(it) {
+                self.start(it, local)?;
+            }
+            Ok(None)
+        }
+    }
+}
+
 /// What the loops' shared bookkeeping (true residual, certification) needs of an iterate.
 pub(crate) trait Iterate {
     /// A blocking exchange of the halo over Sync channels (channel k serves `faces[k]`),
@@ -384,6 +435,23 @@ impl<'a, F: Iterate> Run<'a, F> {
             accepted: self.criterion().met(true_value),
         });
         Ok(true_value)
+    }
+
+    /// The true residual at the end of a run: `last_true` when the iterate has not changed
+    /// since it was computed, else a new one (collective).
+    pub(crate) fn final_true<C: Context>(
+        &mut self,
+        ctx: &mut C,
+        chans: &mut [Channel<C::Backend, Sync>],
+        last_true: Option<f64>,
+    ) -> Result<f64, Error> {
+        match last_true {
+            Some(t) => Ok(t),
+            None => {
+                let g = self.true_residual_sq(ctx, chans)?;
+                Ok(self.measure(g))
+            }
+        }
     }
 
     /// This rank's record of the run that ended as `(stop, true_value, time)` with these
@@ -611,13 +679,7 @@ impl Run<'_> {
                 }
             }
         };
-        let true_value = match last_true {
-            Some(t) => t,
-            None => {
-                let g = self.true_residual_sq(ctx, &mut chans)?;
-                self.measure(g)
-            }
-        };
+        let true_value = self.final_true(ctx, &mut chans, last_true)?;
         let time = start.elapsed();
         let stats = close_all(chans)?;
         Ok((stop, true_value, time, stats))
@@ -644,7 +706,7 @@ impl Run<'_> {
         let mut chans = ctx.open::<M>(&specs)?;
         let cert_specs = self.specs(3, 1)?;
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
-        let mut red = ctx.reduction(2, ReduceOp::Sum)?;
+        let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg);
         ctx.barrier()?;
         let start = Instant::now();
         self.start = start;
@@ -663,15 +725,6 @@ impl Run<'_> {
         let mut local = [0.0, 0.0];
         let initial = self.measure(self.res0_sq);
         let mut last_true = Some(initial);
-        // The iteration the last round started at (none yet). With pace_reductions the next
-        // starts no sooner than check_every iterations later, or once this rank has stopped
-        // iterating (it only waits for the rounds then).
-        let mut started: Option<u64> = None;
-        let pace = self.cfg.pace_reductions.then_some(self.cfg.check_every);
-        let may_start = |it: u64, started: Option<u64>| match (pace, started) {
-            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= self.cfg.max_iters,
-            _ => true,
-        };
         let stop = 'run: loop {
             if self.it == 0 && self.criterion().met(initial) {
                 break StopReason::Criterion; // u_0 already solves the system
@@ -747,15 +800,7 @@ impl Run<'_> {
             }
             // Test the reduction; restart it as soon as it returns (paced: once due).
             let t = Instant::now();
-            let round = if red.in_progress() {
-                red.test()?.map(|g| [g[0], g[1]])
-            } else {
-                if may_start(self.it, started) {
-                    red.start(&local)?;
-                    started = Some(self.it);
-                }
-                None
-            };
+            let round = rounds.poll(self.it, &local)?;
             self.comm += t.elapsed();
             let Some(g) = round else {
                 if self.it >= self.cfg.max_iters {
@@ -789,22 +834,15 @@ impl Run<'_> {
             if g[1] > 0.0 {
                 break 'run StopReason::MaxIters;
             }
-            if may_start(self.it, started) {
+            if rounds.due(self.it) {
                 let t = Instant::now();
-                red.start(&local)?;
-                started = Some(self.it);
+                rounds.start(self.it, &local)?;
                 self.comm += t.elapsed();
             }
         };
-        let true_value = match last_true {
-            Some(t) => t,
-            None => {
-                let g = self.true_residual_sq(ctx, &mut cert)?;
-                self.measure(g)
-            }
-        };
+        let true_value = self.final_true(ctx, &mut cert, last_true)?;
         let time = start.elapsed();
-        drop(red);
+        drop(rounds);
         let mut stats = close_all(chans)?;
         stats.extend(close_all(cert)?);
         Ok((stop, true_value, time, stats))
