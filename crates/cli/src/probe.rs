@@ -501,56 +501,58 @@ impl Probe {
     fn clock_offset(&self) -> Result<f64, String> {
         let (mut best, mut offset) = (f64::INFINITY, 0.0);
         for _ in 0..32 {
-            let mut t = [0.0f64];
-            // Every call: one double at t; comm valid; the peer is the other rank.
             if self.rank == 0 {
                 let t0 = mono();
-                // SAFETY: see above.
-                let rc = unsafe {
-                    ffi::MPI_Send(t.as_ptr().cast(), 1, ffi::RSMPI_DOUBLE, 1, 2, self.comm)
-                };
-                check(rc, "MPI_Send")?;
-                // SAFETY: see above.
-                let rc = unsafe {
-                    ffi::MPI_Recv(
-                        t.as_mut_ptr().cast(),
-                        1,
-                        ffi::RSMPI_DOUBLE,
-                        1,
-                        2,
-                        self.comm,
-                        ffi::RSMPI_STATUS_IGNORE,
-                    )
-                };
-                check(rc, "MPI_Recv")?;
+                self.send_time(0.0)?;
+                let t1 = self.recv_time()?;
                 let t2 = mono();
                 if t2 - t0 < best {
                     best = t2 - t0;
-                    offset = t[0] - 0.5 * (t0 + t2);
+                    offset = t1 - 0.5 * (t0 + t2);
                 }
             } else {
-                // SAFETY: see above.
-                let rc = unsafe {
-                    ffi::MPI_Recv(
-                        t.as_mut_ptr().cast(),
-                        1,
-                        ffi::RSMPI_DOUBLE,
-                        0,
-                        2,
-                        self.comm,
-                        ffi::RSMPI_STATUS_IGNORE,
-                    )
-                };
-                check(rc, "MPI_Recv")?;
-                t[0] = mono();
-                // SAFETY: see above.
-                let rc = unsafe {
-                    ffi::MPI_Send(t.as_ptr().cast(), 1, ffi::RSMPI_DOUBLE, 0, 2, self.comm)
-                };
-                check(rc, "MPI_Send")?;
+                self.recv_time()?;
+                self.send_time(mono())?;
             }
         }
         Ok(offset)
+    }
+
+    /// Send one time stamp to the other rank (the clock exchange's messages, tag 2).
+    fn send_time(&self, t: f64) -> Result<(), String> {
+        let peer = if self.rank == 0 { 1 } else { 0 };
+        // SAFETY: one double at &t; comm is valid; the peer is the other rank of the two.
+        let rc = unsafe {
+            ffi::MPI_Send(
+                (&t as *const f64).cast(),
+                1,
+                ffi::RSMPI_DOUBLE,
+                peer,
+                2,
+                self.comm,
+            )
+        };
+        check(rc, "MPI_Send")
+    }
+
+    /// Receive one time stamp from the other rank (tag 2).
+    fn recv_time(&self) -> Result<f64, String> {
+        let peer = if self.rank == 0 { 1 } else { 0 };
+        let mut t = 0.0f64;
+        // SAFETY: room for one double at &mut t; comm is valid; the peer is the other rank.
+        let rc = unsafe {
+            ffi::MPI_Recv(
+                (&mut t as *mut f64).cast(),
+                1,
+                ffi::RSMPI_DOUBLE,
+                peer,
+                2,
+                self.comm,
+                ffi::RSMPI_STATUS_IGNORE,
+            )
+        };
+        check(rc, "MPI_Recv")?;
+        Ok(t)
     }
 
     /// The protocol test ([`Kernel::Unexpected`]) for `size`, every rank: how many
