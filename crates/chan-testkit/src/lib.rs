@@ -127,6 +127,22 @@ fn close_ring<B: chan_core::transport::Backend, M: Mode>(
     Ok(stats)
 }
 
+/// Offer the next message (sequence `sent + 1`) with `try_send`, which a full channel may
+/// decline, and check that no more than `r` are in flight.
+fn offer_next<B: chan_core::transport::Backend, M: Mode>(
+    ch: &mut Channel<B, M>,
+    r: usize,
+) -> Check {
+    let seq = ch.stats().sent + 1;
+    match ch.try_send_with(|b| fill(b, seq)) {
+        Ok(()) | Err(TrySendError::Full(_)) => {}
+        Err(e) => return Err(format!("try_send: {e}")),
+    }
+    let inf = ch.in_flight().map_err(|e| e.to_string())?;
+    ensure!(inf <= r, "in flight {inf} exceeds R = {r}");
+    Ok(())
+}
+
 fn sum_over_ranks<C: Context>(ctx: &mut C, v: f64) -> Result<f64, String> {
     let mut x = [v];
     ctx.all_reduce(&mut x, ReduceOp::Sum)
@@ -149,13 +165,7 @@ pub fn async_semantics<C: Context>(ctx: &mut C, rounds: u64, len: usize, r: usiz
     for round in 0..rounds {
         for (k, ch) in [&mut next, &mut prev].into_iter().enumerate() {
             ch.set_iteration(round);
-            let seq = ch.stats().sent + 1;
-            match ch.try_send_with(|b| fill(b, seq)) {
-                Ok(()) | Err(TrySendError::Full(_)) => {}
-                Err(e) => return Err(format!("try_send: {e}")),
-            }
-            let inf = ch.in_flight().map_err(|e| e.to_string())?;
-            ensure!(inf <= r, "in flight {inf} exceeds R = {r}");
+            offer_next(ch, r)?;
             let batch_before = ch.stats().received;
             if let Some(m) = ch.recv().map_err(|e| e.to_string())? {
                 check_whole(m.data(), m.seq(), "async recv")?;
@@ -1077,13 +1087,7 @@ fn flood<B: chan_core::transport::Backend, M: Mode>(
     if sender {
         let t = Instant::now();
         while t.elapsed() < GREEDY && ch.stats().sent < n {
-            let seq = ch.stats().sent + 1;
-            match ch.try_send_with(|b| fill(b, seq)) {
-                Ok(()) | Err(TrySendError::Full(_)) => {}
-                Err(e) => return Err(format!("try_send: {e}")),
-            }
-            let inf = ch.in_flight().map_err(|e| e.to_string())?;
-            ensure!(inf <= r, "in flight {inf} exceeds R = {r}");
+            offer_next(&mut ch, r)?;
         }
         let ahead = ch.stats().sent;
         ensure!(

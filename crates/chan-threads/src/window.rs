@@ -61,8 +61,15 @@ impl ThreadWindow {
     /// The word `offset` of `target` (chan-core checked both).
     #[inline(always)]
     fn word(&self, target: usize, offset: usize) -> &AtomicU64 {
-        debug_assert!(offset < self.len);
-        &self.mem.words[target * self.len + offset]
+        &self.words(target, offset, 1)[0]
+    }
+
+    /// Words `offset..offset + count` of `target` (chan-core checked the range).
+    #[inline(always)]
+    fn words(&self, target: usize, offset: usize, count: usize) -> &[AtomicU64] {
+        debug_assert!(offset + count <= self.len);
+        let base = target * self.len + offset;
+        &self.mem.words[base..base + count]
     }
 }
 
@@ -84,8 +91,7 @@ unsafe impl RawWindow for ThreadWindow {
     ) -> Result<(), CommError> {
         // SAFETY: the caller's contract: src..src+count is readable now.
         let src = unsafe { std::slice::from_raw_parts(src, count) };
-        let base = target * self.len + offset;
-        for (w, &v) in self.mem.words[base..base + count].iter().zip(src) {
+        for (w, &v) in self.words(target, offset, count).iter().zip(src) {
             // Release: pairs with the Acquire load of a get (module docs).
             w.store(v, Ordering::Release);
         }
@@ -102,8 +108,7 @@ unsafe impl RawWindow for ThreadWindow {
         // SAFETY: the caller's contract: dst..dst+count is writable and nobody else touches
         // it until the flush that follows.
         let dst = unsafe { std::slice::from_raw_parts_mut(dst, count) };
-        let base = target * self.len + offset;
-        for (d, w) in dst.iter_mut().zip(&self.mem.words[base..base + count]) {
+        for (d, w) in dst.iter_mut().zip(self.words(target, offset, count)) {
             // Acquire: pairs with the Release store of a put (module docs).
             *d = w.load(Ordering::Acquire);
         }

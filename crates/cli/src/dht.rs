@@ -607,12 +607,18 @@ fn jobs(a: &DhtArgs) -> std::process::ExitCode {
     code
 }
 
-#[cfg(feature = "mpi")]
-fn launched_mpi(a: &DhtArgs) -> std::process::ExitCode {
-    let mut ctx = match chan_mpi::MpiCtx::init() {
+/// `--backend mpi|shmem` without `--ranks`: every process of the launched job runs each
+/// volume; rank 0 prints the table. An error on a rank aborts the job (nothing hangs).
+#[cfg(any(feature = "mpi", feature = "shmem"))]
+fn launched<C, E>(init: Result<C, E>, a: &DhtArgs) -> std::process::ExitCode
+where
+    C: crate::run::Launched + Windows,
+    E: std::fmt::Display,
+{
+    let mut ctx = match init {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("aiac: error: MPI init: {e}");
+            eprintln!("aiac: error: {} init: {e}", C::LIBRARY);
             return std::process::ExitCode::from(1);
         }
     };
@@ -621,7 +627,7 @@ fn launched_mpi(a: &DhtArgs) -> std::process::ExitCode {
         match run_once(&mut ctx, lv, a.seed) {
             Ok(r) => rows.push(r),
             Err(e) => {
-                eprintln!("aiac: error: dht rank {}: {e}", ctx.rank());
+                eprintln!("aiac: error: dht {} {}: {e}", C::PROCESS, ctx.rank());
                 ctx.abort(1);
             }
         }
@@ -634,53 +640,37 @@ fn launched_mpi(a: &DhtArgs) -> std::process::ExitCode {
         std::process::ExitCode::from(1)
     };
     if let Err(e) = ctx.finalize() {
-        eprintln!("aiac: error: MPI finalize: {e}");
+        eprintln!("aiac: error: {} finalize: {e}", C::LIBRARY);
         return std::process::ExitCode::from(1);
     }
     code
+}
+
+/// `--backend <backend>` in an aiac built without that backend's feature.
+#[cfg(not(all(feature = "mpi", feature = "shmem")))]
+fn not_built(backend: &str) -> std::process::ExitCode {
+    eprintln!(
+        "aiac: error: --backend {backend}: this aiac was built without the `{backend}` feature"
+    );
+    std::process::ExitCode::from(1)
+}
+
+#[cfg(feature = "mpi")]
+fn launched_mpi(a: &DhtArgs) -> std::process::ExitCode {
+    launched(chan_mpi::MpiCtx::init(), a)
 }
 
 #[cfg(not(feature = "mpi"))]
 fn launched_mpi(_: &DhtArgs) -> std::process::ExitCode {
-    eprintln!("aiac: error: --backend mpi: this aiac was built without the `mpi` feature");
-    std::process::ExitCode::from(1)
+    not_built("mpi")
 }
 
 #[cfg(feature = "shmem")]
 fn launched_shmem(a: &DhtArgs) -> std::process::ExitCode {
-    let mut ctx = match chan_shmem::ShmemCtx::init() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("aiac: error: SHMEM init: {e}");
-            return std::process::ExitCode::from(1);
-        }
-    };
-    let mut rows = Vec::new();
-    for &lv in &a.local_volume {
-        match run_once(&mut ctx, lv, a.seed) {
-            Ok(r) => rows.push(r),
-            Err(e) => {
-                eprintln!("aiac: error: dht PE {}: {e}", ctx.rank());
-                ctx.abort(1);
-            }
-        }
-    }
-    let code = if ctx.rank() == 0 {
-        finish(a, &rows)
-    } else if rows.iter().all(|r| r.correct) {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::from(1)
-    };
-    if let Err(e) = ctx.finalize() {
-        eprintln!("aiac: error: SHMEM finalize: {e}");
-        return std::process::ExitCode::from(1);
-    }
-    code
+    launched(chan_shmem::ShmemCtx::init(), a)
 }
 
 #[cfg(not(feature = "shmem"))]
 fn launched_shmem(_: &DhtArgs) -> std::process::ExitCode {
-    eprintln!("aiac: error: --backend shmem: this aiac was built without the `shmem` feature");
-    std::process::ExitCode::from(1)
+    not_built("shmem")
 }

@@ -501,56 +501,58 @@ impl Probe {
     fn clock_offset(&self) -> Result<f64, String> {
         let (mut best, mut offset) = (f64::INFINITY, 0.0);
         for _ in 0..32 {
-            let mut t = [0.0f64];
-            // Every call: one double at t; comm valid; the peer is the other rank.
             if self.rank == 0 {
                 let t0 = mono();
-                // SAFETY: see above.
-                let rc = unsafe {
-                    ffi::MPI_Send(t.as_ptr().cast(), 1, ffi::RSMPI_DOUBLE, 1, 2, self.comm)
-                };
-                check(rc, "MPI_Send")?;
-                // SAFETY: see above.
-                let rc = unsafe {
-                    ffi::MPI_Recv(
-                        t.as_mut_ptr().cast(),
-                        1,
-                        ffi::RSMPI_DOUBLE,
-                        1,
-                        2,
-                        self.comm,
-                        ffi::RSMPI_STATUS_IGNORE,
-                    )
-                };
-                check(rc, "MPI_Recv")?;
+                self.send_time(0.0)?;
+                let t1 = self.recv_time()?;
                 let t2 = mono();
                 if t2 - t0 < best {
                     best = t2 - t0;
-                    offset = t[0] - 0.5 * (t0 + t2);
+                    offset = t1 - 0.5 * (t0 + t2);
                 }
             } else {
-                // SAFETY: see above.
-                let rc = unsafe {
-                    ffi::MPI_Recv(
-                        t.as_mut_ptr().cast(),
-                        1,
-                        ffi::RSMPI_DOUBLE,
-                        0,
-                        2,
-                        self.comm,
-                        ffi::RSMPI_STATUS_IGNORE,
-                    )
-                };
-                check(rc, "MPI_Recv")?;
-                t[0] = mono();
-                // SAFETY: see above.
-                let rc = unsafe {
-                    ffi::MPI_Send(t.as_ptr().cast(), 1, ffi::RSMPI_DOUBLE, 0, 2, self.comm)
-                };
-                check(rc, "MPI_Send")?;
+                self.recv_time()?;
+                self.send_time(mono())?;
             }
         }
         Ok(offset)
+    }
+
+    /// Send one time stamp to the other rank (the clock exchange's messages, tag 2).
+    fn send_time(&self, t: f64) -> Result<(), String> {
+        let peer = if self.rank == 0 { 1 } else { 0 };
+        // SAFETY: one double at &t; comm is valid; the peer is the other rank of the two.
+        let rc = unsafe {
+            ffi::MPI_Send(
+                (&t as *const f64).cast(),
+                1,
+                ffi::RSMPI_DOUBLE,
+                peer,
+                2,
+                self.comm,
+            )
+        };
+        check(rc, "MPI_Send")
+    }
+
+    /// Receive one time stamp from the other rank (tag 2).
+    fn recv_time(&self) -> Result<f64, String> {
+        let peer = if self.rank == 0 { 1 } else { 0 };
+        let mut t = 0.0f64;
+        // SAFETY: room for one double at &mut t; comm is valid; the peer is the other rank.
+        let rc = unsafe {
+            ffi::MPI_Recv(
+                (&mut t as *mut f64).cast(),
+                1,
+                ffi::RSMPI_DOUBLE,
+                peer,
+                2,
+                self.comm,
+                ffi::RSMPI_STATUS_IGNORE,
+            )
+        };
+        check(rc, "MPI_Recv")?;
+        Ok(t)
     }
 
     /// The protocol test ([`Kernel::Unexpected`]) for `size`, every rank: how many
@@ -568,21 +570,7 @@ impl Probe {
             waits.push(w);
         }
         let mut all = vec![0.0f64; 2 * self.reps];
-        let n = c_int::try_from(self.reps).map_err(|_| "too many --reps".to_string())?;
-        // SAFETY: `reps` doubles from every rank; `all` holds reps per rank of 2.
-        let rc = unsafe {
-            ffi::MPI_Gather(
-                events.as_ptr().cast(),
-                n,
-                ffi::RSMPI_DOUBLE,
-                all.as_mut_ptr().cast(),
-                n,
-                ffi::RSMPI_DOUBLE,
-                0,
-                self.comm,
-            )
-        };
-        check(rc, "MPI_Gather")?;
+        self.gather_into(&events, &mut all)?;
         // A margin of a quarter of the computation: far above the clocks' offset error (half
         // a round trip), far below the gap of a timely eager repetition (about 3C).
         let margin = self.compute.as_secs_f64() / 4.0;
@@ -619,21 +607,30 @@ impl Probe {
     /// Every rank's pair at rank 0.
     fn gather(&self, mine: [f64; 2]) -> Result<[f64; 4], String> {
         let mut all = [0.0f64; 4];
-        // SAFETY: 2 doubles sent from every rank; `all` holds 2 per rank of 2 ranks.
+        self.gather_into(&mine, &mut all)?;
+        Ok(all)
+    }
+
+    /// Every rank's `mine` (the same length on both ranks) into `all` at rank 0, rank by
+    /// rank.
+    fn gather_into(&self, mine: &[f64], all: &mut [f64]) -> Result<(), String> {
+        assert_eq!(all.len(), 2 * mine.len(), "room for both ranks' values");
+        let n = c_int::try_from(mine.len()).map_err(|_| "too many --reps".to_string())?;
+        // SAFETY: `n` doubles sent from every rank's `mine`; `all` holds `n` per rank of the
+        // probe's 2 (asserted above); comm is this probe's valid communicator.
         let rc = unsafe {
             ffi::MPI_Gather(
                 mine.as_ptr().cast(),
-                2,
+                n,
                 ffi::RSMPI_DOUBLE,
                 all.as_mut_ptr().cast(),
-                2,
+                n,
                 ffi::RSMPI_DOUBLE,
                 0,
                 self.comm,
             )
         };
-        check(rc, "MPI_Gather")?;
-        Ok(all)
+        check(rc, "MPI_Gather")
     }
 
     /// One repetition of a raw kernel; this rank's two times (rank 0: Isend, Wait; rank 1:

@@ -696,11 +696,15 @@ fn not_built(backend: &str) -> RunError {
 
 /// A backend of one rank per process, started by a launcher (`mpirun`, `oshrun`).
 #[cfg(any(feature = "mpi", feature = "shmem"))]
-trait Launched: Context + Sized {
+pub(crate) trait Launched: Context + Sized {
     /// The backend's name, as `--backend` spells it.
     const NAME: &'static str;
     /// Its launcher.
     const LAUNCHER: &'static str;
+    /// The library's name in messages.
+    const LIBRARY: &'static str;
+    /// What the library calls a process ("rank", "PE").
+    const PROCESS: &'static str;
     /// Finalize the library (every rank).
     fn finalize(self) -> Result<(), String>;
     /// Stop every rank of the job, now.
@@ -711,6 +715,8 @@ trait Launched: Context + Sized {
 impl Launched for chan_mpi::MpiCtx {
     const NAME: &'static str = "mpi";
     const LAUNCHER: &'static str = "mpirun";
+    const LIBRARY: &'static str = "MPI";
+    const PROCESS: &'static str = "rank";
     fn finalize(self) -> Result<(), String> {
         chan_mpi::MpiCtx::finalize(self).map_err(|e| e.to_string())
     }
@@ -723,6 +729,8 @@ impl Launched for chan_mpi::MpiCtx {
 impl Launched for chan_shmem::ShmemCtx {
     const NAME: &'static str = "shmem";
     const LAUNCHER: &'static str = "oshrun";
+    const LIBRARY: &'static str = "SHMEM";
+    const PROCESS: &'static str = "PE";
     fn finalize(self) -> Result<(), String> {
         chan_shmem::ShmemCtx::finalize(self).map_err(|e| e.to_string())
     }

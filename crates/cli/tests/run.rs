@@ -4,10 +4,34 @@ mod common;
 
 use common::{aiac, scratch};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn read_json(p: &PathBuf) -> Value {
     serde_json::from_slice(&std::fs::read(p).expect("the report exists")).expect("valid JSON")
+}
+
+/// `aiac ARGS`, which must exit 0; its standard output.
+fn aiac_ok(args: &[&str]) -> String {
+    let o = aiac(args);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "aiac {}: {stdout}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
+}
+
+/// Write `old` (a report as an older aiac wrote it) next to `new`, and check `aiac report`
+/// reads both. Returns the old report's path.
+fn report_reads_old_and_new(dir: &Path, old: &Value, new: &Path) -> PathBuf {
+    let old_path = dir.join("old.json");
+    std::fs::write(&old_path, serde_json::to_vec(old).unwrap()).unwrap();
+    let stdout = aiac_ok(&["report", old_path.to_str().unwrap(), new.to_str().unwrap()]);
+    assert!(stdout.contains("2 run(s)"), "{stdout}");
+    old_path
 }
 
 #[test]
@@ -109,7 +133,7 @@ fn converged_run_writes_the_report() {
         ("threads", "sync"),
         ("shared", "async"),
     ] {
-        let r = aiac(&[
+        let stdout = aiac_ok(&[
             "run",
             "--backend",
             backend,
@@ -124,13 +148,6 @@ fn converged_run_writes_the_report() {
             "--json",
             out.to_str().unwrap(),
         ]);
-        let stdout = String::from_utf8_lossy(&r.stdout);
-        assert_eq!(
-            r.status.code(),
-            Some(0),
-            "{backend} {variant}: {}",
-            String::from_utf8_lossy(&r.stderr)
-        );
         for row in ["iterations", "updates/s", "true", "converged"] {
             assert!(
                 stdout.contains(row),
@@ -286,7 +303,7 @@ fn help_succeeds() {
 fn a_krylov_report_and_an_old_report() {
     let dir = scratch("krylov");
     let json = dir.join("p.json");
-    let o = aiac(&[
+    let stdout = aiac_ok(&[
         "run",
         "--solver",
         "pipecg",
@@ -299,13 +316,6 @@ fn a_krylov_report_and_an_old_report() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     assert!(stdout.contains("pipecg (pc jacobi)"), "{stdout}");
     assert!(stdout.contains("hidden behind computation"), "{stdout}");
     let j = read_json(&json);
@@ -329,31 +339,15 @@ fn a_krylov_report_and_an_old_report() {
     for r in old["ranks"].as_array_mut().unwrap() {
         r.as_object_mut().unwrap().remove("krylov");
     }
-    let old_path = dir.join("old.json");
-    std::fs::write(&old_path, serde_json::to_vec(&old).unwrap()).unwrap();
-    let o = aiac(&["report", old_path.to_str().unwrap(), json.to_str().unwrap()]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(stdout.contains("2 run(s)"), "{stdout}");
+    let old_path = report_reads_old_and_new(&dir, &old, &json);
     // Its halo depth reads as 1 (the runs.csv of `aiac report --out`).
     let rep = dir.join("rep");
-    let o = aiac(&[
+    aiac_ok(&[
         "report",
         old_path.to_str().unwrap(),
         "--out",
         rep.to_str().unwrap(),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     let csv = std::fs::read_to_string(rep.join("runs.csv")).unwrap();
     let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
     let k = rows[0].iter().position(|c| *c == "halo_depth").unwrap();
@@ -367,7 +361,7 @@ fn a_krylov_report_and_an_old_report() {
 fn a_multisplit_report_and_a_schema_2_report() {
     let dir = scratch("multisplit");
     let json = dir.join("m.json");
-    let o = aiac(&[
+    let stdout = aiac_ok(&[
         "run",
         "--solver",
         "multisplit",
@@ -382,13 +376,6 @@ fn a_multisplit_report_and_a_schema_2_report() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     assert!(stdout.contains("outer iterations"), "{stdout}");
     assert!(stdout.contains("per outer iteration"), "{stdout}");
     let j = read_json(&json);
@@ -420,15 +407,5 @@ fn a_multisplit_report_and_a_schema_2_report() {
     for r in old["ranks"].as_array_mut().unwrap() {
         r.as_object_mut().unwrap().remove("multisplit");
     }
-    let old_path = dir.join("old.json");
-    std::fs::write(&old_path, serde_json::to_vec(&old).unwrap()).unwrap();
-    let o = aiac(&["report", old_path.to_str().unwrap(), json.to_str().unwrap()]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(stdout.contains("2 run(s)"), "{stdout}");
+    report_reads_old_and_new(&dir, &old, &json);
 }

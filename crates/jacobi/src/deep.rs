@@ -48,9 +48,9 @@ use crate::config::{RacyRead, Variant};
 use crate::geometry::{Axis, Face, Geometry, GlobalIdx, Plan};
 use crate::kernel::{self, Grid, Lanes, Region, Shape};
 use crate::problem::Problem;
-use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
-use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
-use crate::solver::{Block, RankOutcome};
+use crate::progress::Progress;
+use crate::record::StopReason;
+use crate::solver::{slow_down, sum_all, Block, Iterate, RankOutcome, Rounds, Run};
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{
@@ -414,34 +414,32 @@ fn specs_for_cert(f: &DeepField, faces: &[Face]) -> Result<Vec<ChannelSpec>, Err
 
 /// The deep exchange: along x, then y, then z, each round's sends posted before its
 /// receives, each round complete before the next packs (module docs, "corners").
-fn exchange<B: Backend>(
-    chans: &mut [Channel<B, Sync>],
-    faces: &[Face],
-    it: u64,
-    f: &mut DeepField,
-) -> Result<(), Error> {
-    for axis in Axis::ALL {
-        for (ch, &face) in chans.iter_mut().zip(faces) {
-            if face.axis == axis {
-                ch.set_iteration(it);
-                ch.send_with(|buf| f.pack(face, buf))?;
+impl Iterate for DeepField {
+    fn exchange<B: Backend>(
+        &mut self,
+        chans: &mut [Channel<B, Sync>],
+        faces: &[Face],
+        it: u64,
+    ) -> Result<(), Error> {
+        for axis in Axis::ALL {
+            for (ch, &face) in chans.iter_mut().zip(faces) {
+                if face.axis == axis {
+                    ch.set_iteration(it);
+                    ch.send_with(|buf| self.pack(face, buf))?;
+                }
+            }
+            for (ch, &face) in chans.iter_mut().zip(faces) {
+                if face.axis == axis {
+                    let m = ch.recv()?;
+                    self.unpack(face, m.data());
+                }
             }
         }
-        for (ch, &face) in chans.iter_mut().zip(faces) {
-            if face.axis == axis {
-                let m = ch.recv()?;
-                f.unpack(face, m.data());
-            }
-        }
+        Ok(())
     }
-    Ok(())
-}
-
-/// The blocking all-reduce of one value, as a sum.
-fn sum_all<C: Context>(ctx: &mut C, v: f64) -> Result<f64, Error> {
-    let mut buf = [v];
-    ctx.all_reduce(&mut buf, ReduceOp::Sum)?;
-    Ok(buf[0])
+    fn residual_sq(&self) -> f64 {
+        DeepField::residual_sq(self)
+    }
 }
 
 /// The sync Jacobi variant with `cfg.halo_depth` > 1: the loop of the one-plane variant
@@ -454,92 +452,35 @@ pub(crate) fn solve_rank<C: Context>(
 ) -> Result<RankOutcome, Error> {
     let block = Block::of_rank(ctx, cfg, plan)?;
     let depth = usize::try_from(cfg.halo_depth).expect("validated: at most 16");
-    let mut run = DeepRun {
+    let field = DeepField::new(&block.geom, &cfg.problem, depth);
+    let mut run = Run::new(
         cfg,
-        field: DeepField::new(&block.geom, &cfg.problem, depth),
-        faces: block.faces,
-        slowdown: cfg.slowdown_of(ctx.rank()),
-        res0_sq: 0.0,
-        it: 0,
-        compute: Duration::ZERO,
-        comm: Duration::ZERO,
-        reported: None,
-        history: History::new(),
-        certifications: Vec::new(),
-        start: Instant::now(),
-        progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
-        reductions: 0,
-        last_true_local: 0.0,
-    };
+        ctx.rank(),
+        field,
+        block.faces,
+        (block.interior, block.shell),
+        progress,
+    );
     let (stop, true_value, time, channels) = match cfg.variant {
         Variant::Sync => {
             let specs = specs(&run.field, &run.faces, 0, 1)?;
             let mut chans = ctx.open::<Sync>(&specs)?;
-            let (stop, true_value, time) = run.sync(ctx, &mut chans)?;
+            let (stop, true_value, time) = run.deep_sync(ctx, &mut chans)?;
             (stop, true_value, time, close_all(chans)?)
         }
-        Variant::Async => run.asynchronous::<C, Async>(ctx)?,
-        Variant::Racy => run.asynchronous::<C, Racy>(ctx)?,
+        Variant::Async => run.deep_asynchronous::<C, Async>(ctx)?,
+        Variant::Racy => run.deep_asynchronous::<C, Racy>(ctx)?,
     };
-    let mut messages = MessageTotals::default();
-    for s in &channels {
-        messages.add(s);
-    }
-    run.history.finish();
-    let criterion = cfg.criterion;
     let mut field = block.field;
     field.set_owned(&run.field.owned_values());
-    let record = RankRecord {
-        rank: ctx.rank(),
-        backend: C::Backend::NAME.to_string(),
-        coords: block.geom.coords,
-        local: block.geom.local,
-        iterations: run.it,
-        time_s: time.as_secs_f64(),
-        compute_s: run.compute.as_secs_f64(),
-        comm_s: run.comm.as_secs_f64(),
-        stop,
-        converged: criterion.met(true_value),
-        residual: Residuals {
-            reported: run.reported,
-            true_residual: true_value,
-            initial_norm: run.res0_sq.sqrt(),
-        },
-        reductions: run.reductions,
-        certifications: run.certifications,
-        history: run.history,
-        error_max: field.error_max(&cfg.problem),
-        krylov: None,
-        multisplit: None,
-        exchange_trace: Vec::new(),
-        messages,
-        channels,
-    };
+    let record = run.record(
+        C::Backend::NAME,
+        &block.geom,
+        (stop, true_value, time),
+        &channels,
+        field.error_max(&cfg.problem),
+    );
     Ok(RankOutcome { record, field })
-}
-
-/// The state of one rank's deep-halo run.
-struct DeepRun<'a> {
-    cfg: &'a Config,
-    field: DeepField,
-    /// Faces with a neighbour, in [`Face::ALL`] order; channel i serves `faces[i]`.
-    faces: Vec<Face>,
-    slowdown: f64,
-    /// ‖b − A u_0‖².
-    res0_sq: f64,
-    /// Sweeps done.
-    it: u64,
-    compute: Duration,
-    comm: Duration,
-    reported: Option<f64>,
-    history: History,
-    certifications: Vec<Certification>,
-    start: Instant,
-    progress: ProgressGate<'a>,
-    /// Rounds of the non-blocking reduction completed (async, racy).
-    reductions: u64,
-    /// This block's Σ r² at the last true-residual computation.
-    last_true_local: f64,
 }
 
 /// Taking whatever new ghost-zone data a channel holds (async and racy; the same rules as
@@ -593,36 +534,13 @@ impl<B: Backend> DeepSource for Channel<B, Racy> {
     }
 }
 
-impl DeepRun<'_> {
-    fn exchange<B: Backend>(&mut self, chans: &mut [Channel<B, Sync>]) -> Result<(), Error> {
-        let t = Instant::now();
-        exchange(chans, &self.faces, self.it, &mut self.field)?;
-        self.comm += t.elapsed();
-        Ok(())
-    }
-
-    /// A deep exchange, the residual of every block, a blocking sum: ‖b − A u‖².
-    fn true_residual_sq<C: Context>(
-        &mut self,
-        ctx: &mut C,
-        chans: &mut [Channel<C::Backend, Sync>],
-    ) -> Result<f64, Error> {
-        self.exchange(chans)?;
-        let t = Instant::now();
-        let local = self.field.residual_sq();
-        self.last_true_local = local;
-        self.compute += t.elapsed();
-        let t = Instant::now();
-        let g = sum_all(ctx, local)?;
-        self.comm += t.elapsed();
-        Ok(g)
-    }
-
+/// The deep-halo loops, over the one-plane variants' state and bookkeeping ([`Run`]).
+impl Run<'_, DeepField> {
     /// The async and racy variants with deep halos: the loop of `Run::asynchronous`
     /// (solver.rs) — take whatever ghost-zone data is there, sweep, offer the k-deep faces
     /// every `halo_every` iterations, test and restart the non-blocking reduction, certify a
     /// claim with a deep synchronous exchange — with [`DeepField::sweep_async`] as the sweep.
-    fn asynchronous<C: Context, M>(
+    fn deep_asynchronous<C: Context, M>(
         &mut self,
         ctx: &mut C,
     ) -> Result<(StopReason, f64, Duration, Vec<ChannelStats>), Error>
@@ -635,23 +553,16 @@ impl DeepRun<'_> {
         let mut chans = ctx.open::<M>(&specs)?;
         let cert_specs = specs_for_cert(&self.field, &self.faces)?;
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
-        let mut red = ctx.reduction(2, ReduceOp::Sum)?;
+        let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg);
         ctx.barrier()?;
         let start = Instant::now();
         self.start = start;
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
         let mut floor = vec![0u64; self.faces.len()];
         let mut local = [0.0, 0.0];
-        let measure = |sq: f64, sq0: f64| criterion.measure(sq, sq0);
-        let initial = measure(self.res0_sq, self.res0_sq);
+        let initial = self.measure(self.res0_sq);
         let mut last_true = Some(initial);
-        let mut started: Option<u64> = None;
-        let pace = self.cfg.pace_reductions.then_some(self.cfg.check_every);
         let max_iters = self.cfg.max_iters;
-        let may_start = |it: u64, started: Option<u64>| match (pace, started) {
-            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= max_iters,
-            _ => true,
-        };
         let stop = 'run: loop {
             if self.it == 0 && criterion.met(initial) {
                 break StopReason::Criterion;
@@ -664,7 +575,7 @@ impl DeepRun<'_> {
                 self.comm += t.elapsed();
                 let t = Instant::now();
                 local[0] = self.field.sweep_async();
-                crate::solver::slow_down(self.slowdown, t.elapsed());
+                slow_down(self.slowdown, t.elapsed());
                 self.compute += t.elapsed();
                 self.it += 1;
                 last_true = None;
@@ -683,15 +594,7 @@ impl DeepRun<'_> {
                 local[1] = f64::from(u8::from(self.it >= max_iters));
             }
             let t = Instant::now();
-            let round = if red.in_progress() {
-                red.test()?.map(|g| [g[0], g[1]])
-            } else {
-                if may_start(self.it, started) {
-                    red.start(&local)?;
-                    started = Some(self.it);
-                }
-                None
-            };
+            let round = rounds.poll(self.it, &local)?;
             self.comm += t.elapsed();
             let Some(g) = round else {
                 if self.it >= max_iters {
@@ -700,24 +603,14 @@ impl DeepRun<'_> {
                 continue;
             };
             self.reductions += 1;
-            let value = measure(g[0], self.res0_sq);
+            let value = self.measure(g[0]);
             self.reported = Some(value);
-            let elapsed = self.start.elapsed();
-            self.history
-                .record(HistoryPoint(self.it, value, elapsed.as_secs_f64()));
-            self.progress.offer(self.it, value, elapsed);
+            self.observe(self.it, value);
             if criterion.met(value) {
                 if !self.cfg.confirm {
                     break 'run StopReason::Criterion;
                 }
-                let g = self.true_residual_sq(ctx, &mut cert)?;
-                let t = measure(g, self.res0_sq);
-                self.certifications.push(Certification {
-                    iteration: self.it,
-                    reported: self.reported,
-                    true_residual: t,
-                    accepted: criterion.met(t),
-                });
+                let t = self.certify(ctx, &mut cert)?;
                 last_true = Some(t);
                 // The certification exchange filled the ghost zones with the neighbours'
                 // current iterate; older messages in flight are not applied.
@@ -732,29 +625,22 @@ impl DeepRun<'_> {
             if g[1] > 0.0 {
                 break 'run StopReason::MaxIters;
             }
-            if may_start(self.it, started) {
+            if rounds.due(self.it) {
                 let t = Instant::now();
-                red.start(&local)?;
-                started = Some(self.it);
+                rounds.start(self.it, &local)?;
                 self.comm += t.elapsed();
             }
         };
-        let true_value = match last_true {
-            Some(t) => t,
-            None => {
-                let g = self.true_residual_sq(ctx, &mut cert)?;
-                measure(g, self.res0_sq)
-            }
-        };
+        let true_value = self.final_true(ctx, &mut cert, last_true)?;
         let time = start.elapsed();
-        drop(red);
+        drop(rounds);
         let mut stats = close_all(chans)?;
         stats.extend(close_all(cert)?);
         Ok((stop, true_value, time, stats))
     }
 
     /// The loop of `Run::sync` (solver.rs) with a block of k sweeps per exchange.
-    fn sync<C: Context>(
+    fn deep_sync<C: Context>(
         &mut self,
         ctx: &mut C,
         chans: &mut [Channel<C::Backend, Sync>],
@@ -765,8 +651,7 @@ impl DeepRun<'_> {
         let start = Instant::now();
         self.start = start;
         self.res0_sq = self.true_residual_sq(ctx, chans)?;
-        let measure = |sq: f64, sq0: f64| criterion.measure(sq, sq0);
-        let initial = measure(self.res0_sq, self.res0_sq);
+        let initial = self.measure(self.res0_sq);
         let mut last_true = Some(initial);
         let mut fresh = true; // the ghost zone holds the neighbours' current iterate
         let stop = if criterion.met(initial) {
@@ -781,7 +666,7 @@ impl DeepRun<'_> {
                 let m = k.min(self.cfg.max_iters - self.it);
                 let t = Instant::now();
                 let r = self.field.sweep_block(m as usize);
-                crate::solver::slow_down(self.slowdown, t.elapsed());
+                slow_down(self.slowdown, t.elapsed());
                 self.compute += t.elapsed();
                 self.it += m;
                 fresh = false;
@@ -792,24 +677,14 @@ impl DeepRun<'_> {
                     let g = sum_all(ctx, r)?;
                     self.comm += t.elapsed();
                     // The k-th sweep's residual is that of the iterate it started from.
-                    let value = measure(g, self.res0_sq);
+                    let value = self.measure(g);
                     self.reported = Some(value);
-                    let elapsed = self.start.elapsed();
-                    self.history
-                        .record(HistoryPoint(self.it - 1, value, elapsed.as_secs_f64()));
-                    self.progress.offer(self.it, value, elapsed);
+                    self.observe(self.it - 1, value);
                     if criterion.met(value) {
                         if !self.cfg.confirm {
                             break StopReason::Criterion;
                         }
-                        let g = self.true_residual_sq(ctx, chans)?;
-                        let t = measure(g, self.res0_sq);
-                        self.certifications.push(Certification {
-                            iteration: self.it,
-                            reported: self.reported,
-                            true_residual: t,
-                            accepted: criterion.met(t),
-                        });
+                        let t = self.certify(ctx, chans)?;
                         fresh = true;
                         last_true = Some(t);
                         if criterion.met(t) {
@@ -822,13 +697,7 @@ impl DeepRun<'_> {
                 }
             }
         };
-        let true_value = match last_true {
-            Some(t) => t,
-            None => {
-                let g = self.true_residual_sq(ctx, chans)?;
-                measure(g, self.res0_sq)
-            }
-        };
+        let true_value = self.final_true(ctx, chans, last_true)?;
         Ok((stop, true_value, start.elapsed()))
     }
 }
@@ -838,6 +707,7 @@ mod tests {
     use super::*;
     use crate::field::Field;
     use crate::geometry::{Dims, ProcGrid};
+    use crate::record::RankRecord;
     use crate::tests::common::{cfg, noise, run_threads};
     use crate::{SizeSpec, Variant};
 

@@ -107,28 +107,14 @@ pub(crate) fn solve_rank<C: Context>(
         return crate::deep::solve_rank(ctx, cfg, plan, progress);
     }
     let block = Block::of_rank(ctx, cfg, plan)?;
-    let mut run = Run {
+    let mut run = Run::new(
         cfg,
-        rank: ctx.rank(),
-        interior: block.interior,
-        shell: block.shell,
-        trace: Vec::with_capacity(4),
-        slowdown: cfg.slowdown_of(ctx.rank()),
-        faces: block.faces,
-        field: block.field,
-        res0_sq: 0.0,
-        it: 0,
-        compute: Duration::ZERO,
-        comm: Duration::ZERO,
-        reported: None,
-        history: History::new(),
-        certifications: Vec::new(),
-        reductions: 0,
-        last_true_local: 0.0,
-        start: Instant::now(),
-        progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
-        inner: None,
-    };
+        ctx.rank(),
+        block.field,
+        block.faces,
+        (block.interior, block.shell),
+        progress,
+    );
     // Multisplitting: its work vectors allocated here, once.
     run.inner = cfg.inner_spec().map(|s| InnerSolve::new(s, &run.field));
     let (stop, true_res, time, channels) = match cfg.variant {
@@ -136,13 +122,13 @@ pub(crate) fn solve_rank<C: Context>(
         Variant::Async => run.asynchronous::<C, Async>(ctx)?,
         Variant::Racy => run.asynchronous::<C, Racy>(ctx)?,
     };
+    let error_max = run.field.error_max(&cfg.problem);
     let record = run.record(
         C::Backend::NAME,
         &block.geom,
-        stop,
-        true_res,
-        time,
+        (stop, true_res, time),
         &channels,
+        error_max,
     );
     Ok(RankOutcome {
         record,
@@ -150,9 +136,10 @@ pub(crate) fn solve_rank<C: Context>(
     })
 }
 
-/// The state of one rank's run.
-struct Run<'a> {
-    cfg: &'a Config,
+/// The state of one rank's run, over its iterate `F`: the one-plane [`Field`], or the deep
+/// halo's field (`deep.rs`, which runs its own loops over this state).
+pub(crate) struct Run<'a, F = Field> {
+    pub(crate) cfg: &'a Config,
     rank: usize,
     /// The block's points that read no neighbour's halo, and the shell around them (the
     /// overlapped exchange sweeps them apart; computed once, not per iteration).
@@ -160,28 +147,28 @@ struct Run<'a> {
     shell: Vec<Region>,
     /// The steps of the first overlapped exchange.
     trace: Vec<ExchangeStep>,
-    slowdown: f64,
+    pub(crate) slowdown: f64,
     /// Faces with a neighbour, in [`Face::ALL`] order; channel k serves `faces[k]`.
-    faces: Vec<Face>,
-    field: Field,
+    pub(crate) faces: Vec<Face>,
+    pub(crate) field: F,
     /// ‖b − A u_0‖².
-    res0_sq: f64,
+    pub(crate) res0_sq: f64,
     /// Sweeps done.
-    it: u64,
-    compute: Duration,
-    comm: Duration,
+    pub(crate) it: u64,
+    pub(crate) compute: Duration,
+    pub(crate) comm: Duration,
     /// The last value the solver's own test saw (none before the first check).
-    reported: Option<f64>,
+    pub(crate) reported: Option<f64>,
     /// The convergence profile.
-    history: History,
-    certifications: Vec<Certification>,
+    pub(crate) history: History,
+    pub(crate) certifications: Vec<Certification>,
     /// Rounds of the non-blocking reduction completed.
-    reductions: u64,
+    pub(crate) reductions: u64,
     /// This block's Σ r² at the last true-residual computation.
-    last_true_local: f64,
+    pub(crate) last_true_local: f64,
     /// When the solve started (after the channels were opened and a barrier).
-    start: Instant,
-    progress: ProgressGate<'a>,
+    pub(crate) start: Instant,
+    pub(crate) progress: ProgressGate<'a>,
     /// Multisplitting's inner solver, which replaces the sweep (`None`: Jacobi).
     inner: Option<InnerSolve>,
 }
@@ -254,7 +241,7 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
 }
 
 /// The blocking all-reduce of one value, as a sum.
-fn sum_all<C: Context>(ctx: &mut C, v: f64) -> Result<f64, Error> {
+pub(crate) fn sum_all<C: Context>(ctx: &mut C, v: f64) -> Result<f64, Error> {
     let mut buf = [v];
     ctx.all_reduce(&mut buf, ReduceOp::Sum)?;
     Ok(buf[0])
@@ -270,15 +257,257 @@ pub(crate) fn slow_down(factor: f64, took: Duration) {
     }
 }
 
-impl Run<'_> {
-    fn criterion(&self) -> StopCriterion {
+/// The non-blocking reduction of async and racy runs, `[Σ r², ranks at max_iters]`: restarted
+/// as soon as it returns or, with [`Config::pace_reductions`], no sooner than `check_every`
+/// iterations after the previous start, or once this rank has stopped iterating (it only
+/// waits for the rounds then).
+pub(crate) struct Rounds<R> {
+    red: R,
+    pace: Option<u64>,
+    max_iters: u64,
+    /// The iteration the last round started at (none yet).
+    started: Option<u64>,
+}
+
+impl<R: chan_core::Reduction> Rounds<R> {
+    pub(crate) fn new(red: R, cfg: &Config) -> Self {
+        Rounds {
+            red,
+            pace: cfg.pace_reductions.then_some(cfg.check_every),
+            max_iters: cfg.max_iters,
+            started: None,
+        }
+    }
+
+    /// May a round start at iteration `it`?
+    pub(crate) fn due(&self, it: u64) -> bool {
+        match (self.pace, self.started) {
+            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= self.max_iters,
+            _ => true,
+        }
+    }
+
+    /// Start a round from `local` at iteration `it`.
+    pub(crate) fn start(&mut self, it: u64, local: &[f64; 2]) -> Result<(), Error> {
+        self.red.start(local)?;
+        self.started = Some(it);
+        Ok(())
+    }
+
+    /// Test the round in progress: its global values once it has returned. With none in
+    /// progress, start one from `local` if due.
+    pub(crate) fn poll(&mut self, it: u64, local: &[f64; 2]) -> Result<Option<[f64; 2]>, Error> {
+        if self.red.in_progress() {
+            Ok(self.red.test()?.map(|g| [g[0], g[1]]))
+        } else {
+            if self.due(it) {
+                self.start(it, local)?;
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// What the loops' shared bookkeeping (true residual, certification) needs of an iterate.
+pub(crate) trait Iterate {
+    /// A blocking exchange of the halo over Sync channels (channel k serves `faces[k]`),
+    /// stamped `it`.
+    fn exchange<B: Backend>(
+        &mut self,
+        chans: &mut [Channel<B, Sync>],
+        faces: &[Face],
+        it: u64,
+    ) -> Result<(), Error>;
+    /// Σ r² over the owned points, with the halo as last exchanged.
+    fn residual_sq(&self) -> f64;
+}
+
+impl Iterate for Field {
+    fn exchange<B: Backend>(
+        &mut self,
+        chans: &mut [Channel<B, Sync>],
+        faces: &[Face],
+        it: u64,
+    ) -> Result<(), Error> {
+        halo::swap(chans, faces, it, self)
+    }
+    fn residual_sq(&self) -> f64 {
+        Field::residual_sq(self)
+    }
+}
+
+impl<'a, F: Iterate> Run<'a, F> {
+    /// The state before the run: nothing swept, timed or recorded yet. `regions` is the
+    /// one-plane block's interior and shell (the overlapped exchange's; unused with a deep
+    /// halo).
+    pub(crate) fn new(
+        cfg: &'a Config,
+        rank: usize,
+        field: F,
+        faces: Vec<Face>,
+        (interior, shell): (Region, Vec<Region>),
+        progress: Option<&'a dyn Progress>,
+    ) -> Self {
+        Run {
+            cfg,
+            rank,
+            interior,
+            shell,
+            trace: Vec::with_capacity(4),
+            slowdown: cfg.slowdown_of(rank),
+            faces,
+            field,
+            res0_sq: 0.0,
+            it: 0,
+            compute: Duration::ZERO,
+            comm: Duration::ZERO,
+            reported: None,
+            history: History::new(),
+            certifications: Vec::new(),
+            reductions: 0,
+            last_true_local: 0.0,
+            start: Instant::now(),
+            progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
+            inner: None,
+        }
+    }
+
+    pub(crate) fn criterion(&self) -> StopCriterion {
         self.cfg.criterion
     }
 
-    fn measure(&self, res_sq: f64) -> f64 {
+    pub(crate) fn measure(&self, res_sq: f64) -> f64 {
         self.criterion().measure(res_sq, self.res0_sq)
     }
 
+    /// A value of the criterion at iteration `it`: into the history, and to the progress hook
+    /// (rate-limited). No allocation: the history's room was reserved at the start.
+    #[inline]
+    pub(crate) fn observe(&mut self, it: u64, value: f64) {
+        let elapsed = self.start.elapsed();
+        self.history
+            .record(HistoryPoint(it, value, elapsed.as_secs_f64()));
+        self.progress.offer(self.it, value, elapsed);
+    }
+
+    /// A blocking halo swap over Sync channels: send every face, then receive every face.
+    /// Sends only wait for a slot, which the peer freed when it received the previous swap.
+    pub(crate) fn exchange<B: Backend>(
+        &mut self,
+        chans: &mut [Channel<B, Sync>],
+    ) -> Result<(), Error> {
+        let t = Instant::now();
+        self.field.exchange(chans, &self.faces, self.it)?;
+        self.comm += t.elapsed();
+        Ok(())
+    }
+
+    /// The true residual of the current global iterate: a synchronous halo swap, the residual
+    /// of every block, a blocking sum. Collective. Returns ‖b − A u‖².
+    pub(crate) fn true_residual_sq<C: Context>(
+        &mut self,
+        ctx: &mut C,
+        chans: &mut [Channel<C::Backend, Sync>],
+    ) -> Result<f64, Error> {
+        self.exchange(chans)?;
+        let t = Instant::now();
+        let local = self.field.residual_sq();
+        self.last_true_local = local;
+        self.compute += t.elapsed();
+        let t = Instant::now();
+        let g = sum_all(ctx, local)?;
+        self.comm += t.elapsed();
+        Ok(g)
+    }
+
+    /// Certify a convergence claim: the true residual, recorded. Collective.
+    pub(crate) fn certify<C: Context>(
+        &mut self,
+        ctx: &mut C,
+        chans: &mut [Channel<C::Backend, Sync>],
+    ) -> Result<f64, Error> {
+        let g = self.true_residual_sq(ctx, chans)?;
+        let true_value = self.measure(g);
+        self.certifications.push(Certification {
+            iteration: self.it,
+            reported: self.reported,
+            true_residual: true_value,
+            accepted: self.criterion().met(true_value),
+        });
+        Ok(true_value)
+    }
+
+    /// The true residual at the end of a run: `last_true` when the iterate has not changed
+    /// since it was computed, else a new one (collective).
+    pub(crate) fn final_true<C: Context>(
+        &mut self,
+        ctx: &mut C,
+        chans: &mut [Channel<C::Backend, Sync>],
+        last_true: Option<f64>,
+    ) -> Result<f64, Error> {
+        match last_true {
+            Some(t) => Ok(t),
+            None => {
+                let g = self.true_residual_sq(ctx, chans)?;
+                Ok(self.measure(g))
+            }
+        }
+    }
+
+    /// This rank's record of the run that ended as `(stop, true_value, time)` with these
+    /// channels' statistics; `error_max` is the final iterate's largest error.
+    pub(crate) fn record(
+        &mut self,
+        backend: &str,
+        geom: &Geometry,
+        (stop, true_value, time): (StopReason, f64, Duration),
+        channels: &[ChannelStats],
+        error_max: Option<f64>,
+    ) -> RankRecord {
+        let mut messages = MessageTotals::default();
+        for s in channels {
+            messages.add(s);
+        }
+        self.history.finish();
+        RankRecord {
+            rank: self.rank,
+            backend: backend.to_string(),
+            coords: geom.coords,
+            local: geom.local,
+            iterations: self.it,
+            time_s: time.as_secs_f64(),
+            compute_s: self.compute.as_secs_f64(),
+            comm_s: self.comm.as_secs_f64(),
+            stop,
+            converged: self.criterion().met(true_value),
+            residual: Residuals {
+                reported: self.reported,
+                true_residual: true_value,
+                initial_norm: self.res0_sq.sqrt(),
+            },
+            reductions: self.reductions,
+            certifications: self.certifications.clone(),
+            history: self.history.clone(),
+            error_max,
+            krylov: None,
+            multisplit: self.inner.as_ref().map(|s| MultisplitRecord {
+                inner_iterations: s.total,
+                inner_per_outer: if self.it > 0 {
+                    s.total as f64 / self.it as f64
+                } else {
+                    0.0
+                },
+                inner_fewest: if s.fewest == u64::MAX { 0 } else { s.fewest },
+                inner_most: s.most,
+            }),
+            exchange_trace: self.trace.clone(),
+            messages,
+            channels: channels.to_vec(),
+        }
+    }
+}
+
+impl Run<'_> {
     /// One sweep (multisplit: one inner solve of the block), with the slow-rank delay, timed
     /// as compute; Σ r² of the iterate it started from.
     fn sweep(&mut self) -> f64 {
@@ -389,62 +618,8 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// A value of the criterion at iteration `it`: into the history, and to the progress hook
-    /// (rate-limited). No allocation: the history's room was reserved at the start.
-    #[inline]
-    fn observe(&mut self, it: u64, value: f64) {
-        let elapsed = self.start.elapsed();
-        self.history
-            .record(HistoryPoint(it, value, elapsed.as_secs_f64()));
-        self.progress.offer(self.it, value, elapsed);
-    }
-
     fn specs(&self, tag_base: u32, r: usize) -> Result<Vec<ChannelSpec>, Error> {
         halo::specs(&self.field, &self.faces, tag_base, r)
-    }
-
-    /// A blocking halo swap over Sync channels: send every face, then receive every face.
-    /// Sends only wait for a slot, which the peer freed when it received the previous swap.
-    fn exchange<B: Backend>(&mut self, chans: &mut [Channel<B, Sync>]) -> Result<(), Error> {
-        let t = Instant::now();
-        halo::swap(chans, &self.faces, self.it, &mut self.field)?;
-        self.comm += t.elapsed();
-        Ok(())
-    }
-
-    /// The true residual of the current global iterate: a synchronous halo swap, the residual
-    /// of every block, a blocking sum. Collective. Returns ‖b − A u‖².
-    fn true_residual_sq<C: Context>(
-        &mut self,
-        ctx: &mut C,
-        chans: &mut [Channel<C::Backend, Sync>],
-    ) -> Result<f64, Error> {
-        self.exchange(chans)?;
-        let t = Instant::now();
-        let local = self.field.residual_sq();
-        self.last_true_local = local;
-        self.compute += t.elapsed();
-        let t = Instant::now();
-        let g = sum_all(ctx, local)?;
-        self.comm += t.elapsed();
-        Ok(g)
-    }
-
-    /// Certify a convergence claim: the true residual, recorded. Collective.
-    fn certify<C: Context>(
-        &mut self,
-        ctx: &mut C,
-        chans: &mut [Channel<C::Backend, Sync>],
-    ) -> Result<f64, Error> {
-        let g = self.true_residual_sq(ctx, chans)?;
-        let true_value = self.measure(g);
-        self.certifications.push(Certification {
-            iteration: self.it,
-            reported: self.reported,
-            true_residual: true_value,
-            accepted: self.criterion().met(true_value),
-        });
-        Ok(true_value)
     }
 
     /// The sync variant (the paper's Figure 1): halo swap every `halo_every` iterations,
@@ -504,13 +679,7 @@ impl Run<'_> {
                 }
             }
         };
-        let true_value = match last_true {
-            Some(t) => t,
-            None => {
-                let g = self.true_residual_sq(ctx, &mut chans)?;
-                self.measure(g)
-            }
-        };
+        let true_value = self.final_true(ctx, &mut chans, last_true)?;
         let time = start.elapsed();
         let stats = close_all(chans)?;
         Ok((stop, true_value, time, stats))
@@ -537,7 +706,7 @@ impl Run<'_> {
         let mut chans = ctx.open::<M>(&specs)?;
         let cert_specs = self.specs(3, 1)?;
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
-        let mut red = ctx.reduction(2, ReduceOp::Sum)?;
+        let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg);
         ctx.barrier()?;
         let start = Instant::now();
         self.start = start;
@@ -556,15 +725,6 @@ impl Run<'_> {
         let mut local = [0.0, 0.0];
         let initial = self.measure(self.res0_sq);
         let mut last_true = Some(initial);
-        // The iteration the last round started at (none yet). With pace_reductions the next
-        // starts no sooner than check_every iterations later, or once this rank has stopped
-        // iterating (it only waits for the rounds then).
-        let mut started: Option<u64> = None;
-        let pace = self.cfg.pace_reductions.then_some(self.cfg.check_every);
-        let may_start = |it: u64, started: Option<u64>| match (pace, started) {
-            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= self.cfg.max_iters,
-            _ => true,
-        };
         let stop = 'run: loop {
             if self.it == 0 && self.criterion().met(initial) {
                 break StopReason::Criterion; // u_0 already solves the system
@@ -640,15 +800,7 @@ impl Run<'_> {
             }
             // Test the reduction; restart it as soon as it returns (paced: once due).
             let t = Instant::now();
-            let round = if red.in_progress() {
-                red.test()?.map(|g| [g[0], g[1]])
-            } else {
-                if may_start(self.it, started) {
-                    red.start(&local)?;
-                    started = Some(self.it);
-                }
-                None
-            };
+            let round = rounds.poll(self.it, &local)?;
             self.comm += t.elapsed();
             let Some(g) = round else {
                 if self.it >= self.cfg.max_iters {
@@ -682,22 +834,15 @@ impl Run<'_> {
             if g[1] > 0.0 {
                 break 'run StopReason::MaxIters;
             }
-            if may_start(self.it, started) {
+            if rounds.due(self.it) {
                 let t = Instant::now();
-                red.start(&local)?;
-                started = Some(self.it);
+                rounds.start(self.it, &local)?;
                 self.comm += t.elapsed();
             }
         };
-        let true_value = match last_true {
-            Some(t) => t,
-            None => {
-                let g = self.true_residual_sq(ctx, &mut cert)?;
-                self.measure(g)
-            }
-        };
+        let true_value = self.final_true(ctx, &mut cert, last_true)?;
         let time = start.elapsed();
-        drop(red);
+        drop(rounds);
         let mut stats = close_all(chans)?;
         stats.extend(close_all(cert)?);
         Ok((stop, true_value, time, stats))
@@ -725,57 +870,6 @@ impl Run<'_> {
         }
         self.comm += t.elapsed();
         Ok(())
-    }
-
-    fn record(
-        &mut self,
-        backend: &str,
-        geom: &Geometry,
-        stop: StopReason,
-        true_value: f64,
-        time: Duration,
-        channels: &[ChannelStats],
-    ) -> RankRecord {
-        let mut messages = MessageTotals::default();
-        for s in channels {
-            messages.add(s);
-        }
-        self.history.finish();
-        RankRecord {
-            rank: self.rank,
-            backend: backend.to_string(),
-            coords: geom.coords,
-            local: geom.local,
-            iterations: self.it,
-            time_s: time.as_secs_f64(),
-            compute_s: self.compute.as_secs_f64(),
-            comm_s: self.comm.as_secs_f64(),
-            stop,
-            converged: self.criterion().met(true_value),
-            residual: Residuals {
-                reported: self.reported,
-                true_residual: true_value,
-                initial_norm: self.res0_sq.sqrt(),
-            },
-            reductions: self.reductions,
-            certifications: self.certifications.clone(),
-            history: self.history.clone(),
-            error_max: self.field.error_max(&self.cfg.problem),
-            krylov: None,
-            multisplit: self.inner.as_ref().map(|s| MultisplitRecord {
-                inner_iterations: s.total,
-                inner_per_outer: if self.it > 0 {
-                    s.total as f64 / self.it as f64
-                } else {
-                    0.0
-                },
-                inner_fewest: if s.fewest == u64::MAX { 0 } else { s.fewest },
-                inner_most: s.most,
-            }),
-            exchange_trace: self.trace.clone(),
-            messages,
-            channels: channels.to_vec(),
-        }
     }
 }
 
