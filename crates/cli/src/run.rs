@@ -392,7 +392,7 @@ pub struct RunArgs {
     /// Stop at the first convergence claim, as the paper does.
     #[arg(long)]
     no_confirm: bool,
-    /// Make this rank's sweeps slower.
+    /// Make this rank's sweeps slower (multisplit: each inner iteration).
     #[arg(long)]
     slow_rank: Option<usize>,
     /// How many times slower: from 1 to 1000 (default 2).

@@ -322,7 +322,8 @@ pub struct SlowRank {
     pub rank: usize,
     /// Its sweeps take this many times as long (1 to [`MAX_SLOWDOWN`]): after each sweep it
     /// busy-waits for
-    /// `(factor − 1)` times the sweep's duration, as a slower core would.
+    /// `(factor − 1)` times the sweep's duration, as a slower core would (multisplit: after
+    /// each inner iteration, so a solve cut short costs only the iterations it did).
     pub factor: f64,
 }
 

@@ -19,12 +19,35 @@
 //! Both return `Σ r₀²`, the residual of the iterate the outer iteration started from, with
 //! the halo it had: what a Jacobi sweep returns, and what the outer loop reduces.
 //!
+//! **A slow rank** (`--slow-rank K --slowdown F`) is slowed per unit of work: the initial
+//! residual and every inner iteration are followed by `(F − 1)` times their own duration, so
+//! a rank slowed 2× takes 2× per inner CG iteration or Jacobi sweep, and a solve cut short
+//! costs only the iterations it did.
+//!
+//! **Cut short by fresher halos** (async and racy runs): between inner iterations the solve
+//! asks the outer loop whether fresher boundary data has arrived (`fresher`: a non-blocking
+//! `can_recv` on the halo channels). Once every neighbour has sent new faces since the solve
+//! began, and at least one inner iteration was done, the block problem being solved is
+//! already out of date: the solve stops, the outer loop sends this rank's faces and solves
+//! again with the new halo. A rank that is behind all its neighbours (a slow one) so cuts its
+//! solves short and keeps pace with them instead of holding each outer iteration back by a
+//! full solve of its own. "Every neighbour" rather than "any": a rank that is not behind all
+//! of its neighbours finishes its solve, so in a balanced run solves are rarely cut. Sync runs
+//! never cut a solve (they have no new data mid-solve by construction).
+//!
 //! The work vectors (inner CG: r, p, A p) are allocated once, when the run starts.
 
 use crate::config::{Inner, InnerSpec};
 use crate::field::Field;
 use crate::kernel::Region;
 use crate::linalg::{self, CgVectors, Vector, SEVEN_POINT};
+use crate::solver::slow_down;
+use crate::Error;
+use std::time::Instant;
+
+/// Asked between inner iterations: has fresher boundary data arrived (every neighbour sent
+/// since the solve began)? Never blocks. `Ok(false)` always: a full solve.
+pub(crate) type Fresher<'a> = dyn FnMut() -> Result<bool, Error> + 'a;
 
 /// One rank's inner solver and its counts.
 #[derive(Debug)]
@@ -39,6 +62,9 @@ pub(crate) struct InnerSolve {
     /// Fewest and most inner iterations of one outer iteration (none yet: `u64::MAX`, 0).
     pub(crate) fewest: u64,
     pub(crate) most: u64,
+    /// Solves ended before their tolerance or iteration limit because fresher halos had
+    /// arrived.
+    pub(crate) cut_short: u64,
 }
 
 impl InnerSolve {
@@ -53,45 +79,88 @@ impl InnerSolve {
             total: 0,
             fewest: u64::MAX,
             most: 0,
+            cut_short: 0,
         }
     }
 
     /// Solve the block's problem, the halo fixed, starting from the current iterate; the
-    /// result becomes the current iterate. Returns Σ r² of the iterate it started from.
-    pub(crate) fn solve(&mut self, field: &mut Field) -> f64 {
-        let (r0, k) = match &mut self.cg {
-            Some(v) => cg(self.spec, v, &self.all, field),
-            None => jacobi(self.spec, field),
+    /// result becomes the current iterate. Each unit of work is slowed by `slowdown` (1: not
+    /// at all); between inner iterations `fresher` says whether to stop early (module docs).
+    /// Returns Σ r² of the iterate it started from.
+    pub(crate) fn solve(
+        &mut self,
+        field: &mut Field,
+        slowdown: f64,
+        fresher: &mut Fresher<'_>,
+    ) -> Result<f64, Error> {
+        let mut work = Work { slowdown, fresher };
+        let (r0, k, cut) = match &mut self.cg {
+            Some(v) => cg(self.spec, v, &self.all, field, &mut work)?,
+            None => jacobi(self.spec, field, &mut work)?,
         };
         self.total += k;
         self.fewest = self.fewest.min(k);
         self.most = self.most.max(k);
-        r0
+        self.cut_short += u64::from(cut);
+        Ok(r0)
     }
 }
 
-/// Inner Jacobi: returns `(Σ r₀², sweeps)`.
-fn jacobi(spec: InnerSpec, field: &mut Field) -> (f64, u64) {
+/// What an inner solve does between its units of work: the slow-rank delay, and the question
+/// whether fresher halos have come.
+struct Work<'f, 'a> {
+    slowdown: f64,
+    fresher: &'f mut Fresher<'a>,
+}
+
+impl Work<'_, '_> {
+    /// A unit of work that started at `t` is done: wait out the slow-rank delay.
+    fn done(&self, t: Instant) {
+        slow_down(self.slowdown, t.elapsed());
+    }
+
+    /// After an inner iteration that did not end the solve: stop for fresher halos?
+    fn stop(&mut self) -> Result<bool, Error> {
+        (self.fresher)()
+    }
+}
+
+/// Inner Jacobi: returns `(Σ r₀², sweeps, cut short)`.
+fn jacobi(spec: InnerSpec, field: &mut Field, work: &mut Work) -> Result<(f64, u64, bool), Error> {
+    let t = Instant::now();
     let r0 = field.sweep();
+    work.done(t);
     let stop = spec.tol * spec.tol * r0;
     let mut k = 1;
     while k < spec.max {
+        if work.stop()? {
+            return Ok((r0, k, true));
+        }
         // The sweep returns the residual of the iterate it started from: one sweep past the
         // one that met the test, as the outer Jacobi loop does.
+        let t = Instant::now();
         let r = field.sweep();
+        work.done(t);
         k += 1;
         if r <= stop {
             break;
         }
     }
-    (r0, k)
+    Ok((r0, k, false))
 }
 
 /// Inner CG (no preconditioner: the 7-point operator's diagonal is constant): returns
-/// `(Σ r₀², iterations)`.
-fn cg(spec: InnerSpec, v: &mut [Vector; 3], all: &Region, field: &mut Field) -> (f64, u64) {
+/// `(Σ r₀², iterations, cut short)`.
+fn cg(
+    spec: InnerSpec,
+    v: &mut [Vector; 3],
+    all: &Region,
+    field: &mut Field,
+    work: &mut Work,
+) -> Result<(f64, u64, bool), Error> {
     let sh = *field.shape();
     let [r, p, q] = v;
+    let t = Instant::now();
     let [r0, _] = linalg::residual(
         &sh,
         SEVEN_POINT,
@@ -102,17 +171,24 @@ fn cg(spec: InnerSpec, v: &mut [Vector; 3], all: &Region, field: &mut Field) -> 
     );
     let stop = spec.tol * spec.tol * r0;
     if r0 == 0.0 {
-        return (r0, 0);
+        work.done(t);
+        return Ok((r0, 0, false));
     }
     // p = r on the owned points; its halo stays zero (A_loc).
     linalg::direction(&sh, &r.v, 0.0, &mut p.v);
+    work.done(t);
     let mut rr = r0;
     let mut k = 0;
     while k < spec.max {
+        if k > 0 && work.stop()? {
+            return Ok((r0, k, true));
+        }
+        let t = Instant::now();
         let pap = linalg::apply(&sh, SEVEN_POINT, &p.v, &mut q.v, all);
         // A_loc is symmetric positive definite: p·Ap > 0 unless p = 0 (or rounding has
         // lost it); stop rather than divide by it.
         if pap.is_nan() || pap <= 0.0 {
+            work.done(t);
             break;
         }
         let alpha = rr / pap;
@@ -129,12 +205,14 @@ fn cg(spec: InnerSpec, v: &mut [Vector; 3], all: &Region, field: &mut Field) -> 
         );
         k += 1;
         if rr_new <= stop || !rr_new.is_finite() {
+            work.done(t);
             break;
         }
         linalg::direction(&sh, &r.v, rr_new / rr, &mut p.v);
+        work.done(t);
         rr = rr_new;
     }
-    (r0, k)
+    Ok((r0, k, false))
 }
 
 #[cfg(test)]
@@ -174,8 +252,12 @@ mod tests {
         let r0 = a.residual_sq();
         let mut cg = InnerSolve::new(tight(Inner::Cg, 1000), &a);
         let mut jac = InnerSolve::new(tight(Inner::Jacobi, 100_000), &b);
-        assert_eq!(cg.solve(&mut a), r0, "returns the residual it started from");
-        assert_eq!(jac.solve(&mut b), r0);
+        assert_eq!(
+            cg.solve(&mut a, 1.0, &mut full).unwrap(),
+            r0,
+            "returns the residual it started from"
+        );
+        assert_eq!(jac.solve(&mut b, 1.0, &mut full).unwrap(), r0);
         // CG needs at most as many iterations as the block has points, and far fewer
         // than Jacobi's sweeps.
         assert!(
@@ -209,9 +291,51 @@ mod tests {
                 max: 3,
             };
             let mut s = InnerSolve::new(spec, &f);
-            s.solve(&mut f);
-            s.solve(&mut f);
-            assert_eq!((s.total, s.fewest, s.most), (6, 3, 3), "{solver:?}");
+            s.solve(&mut f, 1.0, &mut full).unwrap();
+            s.solve(&mut f, 1.0, &mut full).unwrap();
+            assert_eq!(
+                (s.total, s.fewest, s.most, s.cut_short),
+                (6, 3, 3, 0),
+                "{solver:?}"
+            );
+        }
+    }
+
+    /// Never fresher data: a full solve.
+    fn full() -> Result<bool, Error> {
+        Ok(false)
+    }
+
+    /// A solve stops at the first question after fresher halos have come, having done at
+    /// least one inner iteration; a full solve follows it; the counts add up, the cut counted.
+    #[test]
+    fn fresher_halos_cut_a_solve_short() {
+        for solver in [Inner::Cg, Inner::Jacobi] {
+            let mut f = block();
+            let spec = InnerSpec {
+                solver,
+                tol: 1e-12,
+                max: 20,
+            };
+            let mut s = InnerSolve::new(spec, &f);
+            // Fresher data from the start: one inner iteration, then the stop.
+            s.solve(&mut f, 1.0, &mut || Ok(true)).unwrap();
+            assert_eq!((s.total, s.cut_short), (1, 1), "{solver:?}");
+            // Fresher data after the 4th question: 5 iterations.
+            let mut asked = 0;
+            s.solve(&mut f, 1.0, &mut || {
+                asked += 1;
+                Ok(asked > 4)
+            })
+            .unwrap();
+            assert_eq!((s.total, s.cut_short), (6, 2), "{solver:?}");
+            // None: the limit.
+            s.solve(&mut f, 1.0, &mut full).unwrap();
+            assert_eq!(
+                (s.total, s.fewest, s.most, s.cut_short),
+                (26, 1, 20, 2),
+                "{solver:?}"
+            );
         }
     }
 }

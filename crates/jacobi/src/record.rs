@@ -176,6 +176,10 @@ pub struct MultisplitRecord {
     pub inner_fewest: u64,
     /// The most inner iterations of one outer iteration.
     pub inner_most: u64,
+    /// Inner solves cut short because every neighbour had sent new faces since the solve
+    /// began (async and racy only; 0 in reports written before it was counted).
+    #[serde(default)]
+    pub inner_cut_short: u64,
 }
 
 /// A step of an overlapped halo exchange.

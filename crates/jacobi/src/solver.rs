@@ -12,7 +12,7 @@ use crate::field::Field;
 use crate::geometry::{Axis, Face, Geometry, Plan};
 use crate::halo;
 use crate::kernel::Region;
-use crate::multisplit::InnerSolve;
+use crate::multisplit::{Fresher, InnerSolve};
 use crate::problem::StopCriterion;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
@@ -193,6 +193,12 @@ trait HaloSource {
         inbox: &mut Inbox,
         read: RacyRead,
     ) -> Result<bool, Error>;
+
+    /// Whether new data has arrived since the last [`HaloSource::take`], without taking it
+    /// or waiting (multisplitting's early stop). Async: a message newer than the last one
+    /// received (one that a certification swap made stale still counts: it only ends a solve
+    /// early). Racy: a send landed in the view.
+    fn fresh(&mut self) -> Result<bool, Error>;
 }
 
 impl<B: Backend> HaloSource for Channel<B, Async> {
@@ -210,6 +216,10 @@ impl<B: Backend> HaloSource for Channel<B, Async> {
             }
         }
         Ok(false)
+    }
+
+    fn fresh(&mut self) -> Result<bool, Error> {
+        Ok(self.can_recv()?)
     }
 }
 
@@ -237,6 +247,10 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
                 Ok(true)
             }
         }
+    }
+
+    fn fresh(&mut self) -> Result<bool, Error> {
+        Ok(self.can_recv()?)
     }
 }
 
@@ -499,6 +513,7 @@ impl<'a, F: Iterate> Run<'a, F> {
                 },
                 inner_fewest: if s.fewest == u64::MAX { 0 } else { s.fewest },
                 inner_most: s.most,
+                inner_cut_short: s.cut_short,
             }),
             exchange_trace: self.trace.clone(),
             messages,
@@ -508,18 +523,29 @@ impl<'a, F: Iterate> Run<'a, F> {
 }
 
 impl Run<'_> {
-    /// One sweep (multisplit: one inner solve of the block), with the slow-rank delay, timed
-    /// as compute; Σ r² of the iterate it started from.
-    fn sweep(&mut self) -> f64 {
+    /// One sweep (multisplit: one full inner solve of the block), with the slow-rank delay,
+    /// timed as compute; Σ r² of the iterate it started from.
+    fn sweep(&mut self) -> Result<f64, Error> {
+        self.sweep_or_solve(&mut || Ok(false))
+    }
+
+    /// One sweep, or multisplit's inner solve of the block, which `fresher` may cut short
+    /// (`multisplit.rs`); timed as compute. Σ r² of the iterate it started from. The slow-rank
+    /// delay follows the sweep, and each unit of an inner solve's work (the solve can stop
+    /// between them).
+    fn sweep_or_solve(&mut self, fresher: &mut Fresher<'_>) -> Result<f64, Error> {
         let t = Instant::now();
         let r = match &mut self.inner {
-            None => self.field.sweep(),
-            Some(s) => s.solve(&mut self.field),
+            None => {
+                let r = self.field.sweep();
+                slow_down(self.slowdown, t.elapsed());
+                r
+            }
+            Some(s) => s.solve(&mut self.field, self.slowdown, fresher)?,
         };
-        slow_down(self.slowdown, t.elapsed());
         self.compute += t.elapsed();
         self.it += 1;
-        r
+        Ok(r)
     }
 
     /// Record a step of the first overlapped exchange (no allocation: capacity 4).
@@ -644,13 +670,13 @@ impl Run<'_> {
                     (true, Exchange::Overlap) => self.overlapped_sweep(&mut chans)?,
                     (true, Exchange::Blocking) => {
                         self.exchange_blocking(&mut chans)?;
-                        self.sweep()
+                        self.sweep()?
                     }
                     (true, Exchange::Waitall) => {
                         self.exchange(&mut chans)?;
-                        self.sweep()
+                        self.sweep()?
                     }
-                    (false, _) => self.sweep(),
+                    (false, _) => self.sweep()?,
                 };
                 fresh = false;
                 last_true = None;
@@ -787,7 +813,17 @@ impl Run<'_> {
                     fresh.fill(false);
                     first_new = None;
                     let t = Instant::now();
-                    local[0] = self.sweep();
+                    // Multisplitting stops its inner solve once every neighbour has sent new
+                    // faces since it began (`multisplit.rs`); Jacobi's sweep never asks.
+                    let mut fresher = || {
+                        for ch in chans.iter_mut() {
+                            if !ch.fresh()? {
+                                return Ok(false);
+                            }
+                        }
+                        Ok(!chans.is_empty())
+                    };
+                    local[0] = self.sweep_or_solve(&mut fresher)?;
                     last_solve = t.elapsed();
                     last_true = None;
                     // Offer the new faces.
