@@ -33,6 +33,8 @@ pub enum RunError {
     /// The error was already printed (by this rank or the one that prints for the job):
     /// this rank only exits non-zero.
     #[error("(reported)")]
+    // Only launched backends (MPI, SHMEM) report for the whole job.
+    #[cfg_attr(not(any(feature = "mpi", feature = "shmem")), allow(dead_code))]
     AlreadyReported,
     /// Under a launcher, before any library is initialised: rank 0 reports this error and
     /// exits 1; this rank exits 0 at once, so the launcher does not stop rank 0 before it
