@@ -357,7 +357,7 @@ impl ShmemCtx {
     /// Start OpenSHMEM (`shmem_init_thread`, funneled) and aiac's collective work arrays.
     ///
     /// With Open MPI 4.1's OSHMEM, `shmem_finalize` crashes unless Open MPI's one-sided
-    /// component is UCX's: when `OMPI_MCA_osc` is not set, this sets it to `ucx` in the
+    /// components are limited to `sm,ucx`: when `OMPI_MCA_osc` is not set, this sets it so in the
     /// process's environment before initialising. Call `init` before starting threads that
     /// read the environment.
     ///
@@ -376,7 +376,7 @@ impl ShmemCtx {
             return Err(InitError::AlreadyInitialized);
         }
         if std::env::var_os("OMPI_MCA_osc").is_none() {
-            std::env::set_var("OMPI_MCA_osc", "ucx");
+            std::env::set_var("OMPI_MCA_osc", "sm,ucx");
         }
         let mut provided: c_int = -1;
         // SAFETY: first and only initialisation of this process (STATE); provided is a local.

@@ -64,7 +64,8 @@
 //! "Whole words").
 //!
 //! ## Open MPI 4.1
-//! OSHMEM crashes in `shmem_finalize` unless `OMPI_MCA_osc=ucx`; [`ShmemCtx::init`] sets it when
+//! OSHMEM crashes in `shmem_finalize` unless `OMPI_MCA_osc` is limited to `ucx` or `sm,ucx`;
+//! [`ShmemCtx::init`] sets `sm,ucx` when
 //! it is unset. As root, `oshrun` needs `OMPI_ALLOW_RUN_AS_ROOT=1
 //! OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1`; more PEs than cores need `--oversubscribe`.
 

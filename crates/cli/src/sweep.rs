@@ -37,7 +37,7 @@ pub(crate) const LAUNCH_ENV: [(&str, &str); 4] = [
     ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
     ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
     ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
-    ("OMPI_MCA_osc", "ucx"),
+    ("OMPI_MCA_osc", "sm,ucx"),
 ];
 
 /// The longest `--timeout`: a day.

@@ -15,7 +15,8 @@
 //! [`sync_value`] and synchronised before first use. The safe layer is `chan-shmem`.
 //!
 //! **Open MPI 4.1**: OSHMEM crashes in `shmem_finalize` with its default one-sided component;
-//! set `OMPI_MCA_osc=ucx` in the environment before `shmem_init` (chan-shmem does it).
+//! set `OMPI_MCA_osc=sm,ucx` (or `ucx`) in the environment before `shmem_init` (chan-shmem
+//! does it).
 
 #![allow(non_upper_case_globals, non_camel_case_types, non_snake_case)]
 #![allow(missing_docs, clippy::all)]
