@@ -24,7 +24,7 @@
 //!     })?;
 //!     win.fence()?;                                    // collective: every rank's ops landed
 //!     let mut mine = vec![0u64; win.len()];
-//!     win.read_local(&mut mine);
+//!     win.read_local(&mut mine)?;
 //!     win.free()?;                                     // collective
 //!     let _ = total;
 //!     Ok(())
@@ -333,8 +333,9 @@ pub unsafe trait RawWindow {
     /// so far are visible to every rank's reads after it.
     fn fence(&mut self) -> Result<(), CommError>;
 
-    /// This rank's words, read with atomic loads (`out.len() == len()`).
-    fn read_local(&mut self, out: &mut [u64]);
+    /// This rank's words, read with atomic loads (`out.len() == len()`); an error when the
+    /// library fails to synchronise its view of the memory first.
+    fn read_local(&mut self, out: &mut [u64]) -> Result<(), CommError>;
 
     /// Collective: complete everything and release the window's memory. Called once, by
     /// [`Window::free`] or the window's `Drop`.
@@ -624,7 +625,7 @@ impl<R: RawWindow, T: Word> Window<R, T> {
 
     /// This rank's words, as they are now (atomic loads; after [`Window::fence`], with every
     /// rank's earlier operations in them). `out.len()` must be `len()`.
-    pub fn read_local(&mut self, out: &mut [T]) {
+    pub fn read_local(&mut self, out: &mut [T]) -> Result<(), WindowError> {
         assert_eq!(
             out.len(),
             self.len,
@@ -634,7 +635,7 @@ impl<R: RawWindow, T: Word> Window<R, T> {
         // borrowed mutably for the call.
         let words =
             unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u64>(), out.len()) };
-        self.raw.read_local(words);
+        Ok(self.raw.read_local(words)?)
     }
 
     /// Run `f` with an [`Epoch`] of non-blocking operations; every operation started in it is

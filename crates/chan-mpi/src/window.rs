@@ -258,12 +258,9 @@ unsafe impl RawWindow for MpiWindow {
         }
     }
 
-    fn read_local(&mut self, out: &mut [u64]) {
+    fn read_local(&mut self, out: &mut [u64]) -> Result<(), CommError> {
         // SAFETY: a valid, locked window.
-        let rc = unsafe { ffi::MPI_Win_sync(self.win) };
-        if let Err(e) = check(rc, "MPI_Win_sync") {
-            eprintln!("aiac (mpi): {e}");
-        }
+        check(unsafe { ffi::MPI_Win_sync(self.win) }, "MPI_Win_sync")?;
         for (i, d) in out.iter_mut().enumerate().take(self.len) {
             // SAFETY: base + i is an aligned word of the window's local memory, alive until
             // MPI_Win_free; other ranks write it through MPI (whole aligned 8-byte words), so
@@ -271,6 +268,7 @@ unsafe impl RawWindow for MpiWindow {
             // ordering with remote writes comes from the fence's barrier and MPI_Win_sync.
             *d = unsafe { AtomicU64::from_ptr(self.base.add(i)) }.load(Ordering::Acquire);
         }
+        Ok(())
     }
 
     fn free(&mut self) -> Result<(), CommError> {

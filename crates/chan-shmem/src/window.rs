@@ -214,13 +214,14 @@ unsafe impl RawWindow for ShmemWindow {
         Ok(())
     }
 
-    fn read_local(&mut self, out: &mut [u64]) {
+    fn read_local(&mut self, out: &mut [u64]) -> Result<(), CommError> {
         for (i, d) in out.iter_mut().enumerate().take(self.len) {
             // SAFETY: an aligned word of the live symmetric allocation; other PEs write it
             // through SHMEM, so Rust reads it only through an atomic. Acquire: ordering with
             // remote writes comes from the fence's barrier.
             *d = unsafe { atomic_at(self.at(i)) }.load(Ordering::Acquire);
         }
+        Ok(())
     }
 
     fn free(&mut self) -> Result<(), CommError> {

@@ -93,7 +93,7 @@ pub fn window_colliding_inserts<C: Windows>(ctx: &mut C, own: usize, shared: usi
     agree(ctx, local)?;
     win.fence().map_err(s)?;
     let mut mine = vec![0u64; slots];
-    win.read_local(&mut mine);
+    win.read_local(&mut mine).map_err(s)?;
     win.free().map_err(s)?;
     let mut words: Vec<u64> = mine.into_iter().filter(|&k| k != 0).collect();
     words.push(stored);
@@ -192,7 +192,7 @@ pub fn window_fetch_add_totals<C: Windows>(ctx: &mut C, n: usize) -> Check {
     .map_err(s)?;
     win.fence().map_err(s)?;
     let mut mine = [0i64; 2];
-    win.read_local(&mut mine);
+    win.read_local(&mut mine).map_err(s)?;
     win.free().map_err(s)?;
     let want = (2 * n * size * (size + 1) / 2) as i64;
     let local = if mine[0] == want {
@@ -241,7 +241,7 @@ pub fn window_put_get<C: Windows>(ctx: &mut C, lens: &[usize]) -> Check {
         win.put(next, 0, &src).map_err(s)?;
         win.fence().map_err(s)?;
         let mut mine = vec![0.0; max];
-        win.read_local(&mut mine);
+        win.read_local(&mut mine).map_err(s)?;
         let want: Vec<f64> = (0..len).map(|i| pattern(prev, round, i)).collect();
         if local.is_ok() && mine[..len] != want[..] {
             local = Err(format!(
@@ -417,7 +417,7 @@ pub fn window_out_of_range<C: Windows>(ctx: &mut C) -> Check {
     expect("flush of rank size", got, &bad);
     win.fence().map_err(s)?;
     let mut mine = vec![0u64; len];
-    win.read_local(&mut mine);
+    win.read_local(&mut mine).map_err(s)?;
     if local.is_ok() && mine != fill {
         local = Err(format!(
             "rank {rank}: failed calls changed the window: {mine:?}"

@@ -164,12 +164,13 @@ unsafe impl RawWindow for ThreadWindow {
         self.shared.all_reduce(self.rank, &mut [], ReduceOp::Sum)
     }
 
-    fn read_local(&mut self, out: &mut [u64]) {
+    fn read_local(&mut self, out: &mut [u64]) -> Result<(), CommError> {
         let base = self.rank * self.len;
         for (d, w) in out.iter_mut().zip(&self.mem.words[base..base + self.len]) {
             // Acquire: as a get's.
             *d = w.load(Ordering::Acquire);
         }
+        Ok(())
     }
 
     /// Nothing collective: the memory goes with the last rank's handle.

@@ -148,7 +148,7 @@ pub(crate) fn run_once<C: Windows>(
     let probe_s = t1.elapsed().as_secs_f64();
 
     let mut local = vec![0u64; slots];
-    win.read_local(&mut local);
+    win.read_local(&mut local)?;
     win.free()?;
     let held = local.iter().filter(|&&v| v != 0).count() as u64;
 
