@@ -82,6 +82,9 @@ pub(crate) struct DeepField {
     /// Async and racy: sweeps since the ghost zone beyond each face (by [`Face::index`])
     /// was last written by a message (or the start).
     age: [u64; 6],
+    /// The region sweep j of a block updates, at index j − 1 (j = 1 ..= depth), computed
+    /// once so that a block of sweeps allocates nothing.
+    block_regions: Vec<Region>,
 }
 
 impl DeepField {
@@ -129,7 +132,7 @@ impl DeepField {
                 }
             }
         }
-        DeepField {
+        let mut field = DeepField {
             geom: geom.clone(),
             depth,
             shape,
@@ -140,7 +143,16 @@ impl DeepField {
             u,
             rhs,
             age: [0; 6],
-        }
+            block_regions: Vec::with_capacity(depth),
+        };
+        field.block_regions = (1..=depth)
+            .map(|j| Region {
+                x: field.range(0, j),
+                y: field.range(1, j),
+                z: field.range(2, j),
+            })
+            .collect();
+        field
     }
 
     /// The grown range along `a` that sweep `j` of a block updates (j = depth: the owned
@@ -168,16 +180,10 @@ impl DeepField {
     pub(crate) fn sweep_block(&mut self, m: usize) -> f64 {
         assert!(m >= 1 && m <= self.depth);
         let mut lanes = Lanes::default();
-        let regions: Vec<Region> = (1..=m)
-            .map(|j| Region {
-                x: self.range(0, j),
-                y: self.range(1, j),
-                z: self.range(2, j),
-            })
-            .collect();
+        let regions = &self.block_regions[..m];
         let z1 = regions[0].z.clone();
         for s in z1.start..z1.end + m - 1 {
-            for (j, reg) in (1..=m).zip(&regions) {
+            for (j, reg) in (1..=m).zip(regions) {
                 let Some(p) = s.checked_sub(j - 1).filter(|p| reg.z.contains(p)) else {
                     continue;
                 };
