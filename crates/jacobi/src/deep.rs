@@ -45,6 +45,7 @@
 
 use crate::config::Config;
 use crate::config::{RacyRead, Variant};
+use crate::field::copy_row;
 use crate::geometry::{Axis, Face, Geometry, GlobalIdx, Plan};
 use crate::kernel::{self, Grid, Lanes, Region, Shape};
 use crate::problem::Problem;
@@ -175,9 +176,10 @@ impl DeepField {
     }
 
     /// Sweeps 1 ..= `m` (m ≤ depth) of a block as one wavefront over z (module docs); Σ r² of
-    /// the iterate sweep `depth` started from over the owned points when `m = depth`, else 0.
-    /// The current iterate is the result afterwards.
-    pub(crate) fn sweep_block(&mut self, m: usize) -> f64 {
+    /// the iterate sweep `depth` started from over the owned points when `m = depth` and
+    /// `resid` (a check falls at the end of the block), else 0: the other sweeps skip the
+    /// residual. The current iterate is the result afterwards.
+    pub(crate) fn sweep_block(&mut self, m: usize, resid: bool) -> f64 {
         assert!(m >= 1 && m <= self.depth);
         let mut lanes = Lanes::default();
         let regions = &self.block_regions[..m];
@@ -198,13 +200,12 @@ impl DeepField {
                 } else {
                     (&self.next, &mut self.u)
                 };
-                let mut scratch = Lanes::default();
-                let acc = if j == self.depth {
-                    &mut lanes
+                let rhs = self.rhs.as_deref();
+                if resid && j == self.depth {
+                    kernel::sweep_region_into(&self.shape, src, rhs, dst, &plane, &mut lanes);
                 } else {
-                    &mut scratch
-                };
-                kernel::sweep_region_into(&self.shape, src, self.rhs.as_deref(), dst, &plane, acc);
+                    kernel::step_region(&self.shape, src, rhs, dst, &plane);
+                }
             }
         }
         if m % 2 == 1 {
@@ -355,7 +356,7 @@ impl DeepField {
             for y in by.clone() {
                 let i = self.shape.index(bx.start, y, z);
                 let row = rows.next().expect("the message holds every row");
-                row.copy_from_slice(&self.u[i..i + bx.len()]);
+                copy_row(row, &self.u[i..i + bx.len()]);
             }
         }
     }
@@ -374,7 +375,7 @@ impl DeepField {
             for y in by.clone() {
                 let i = self.shape.index(bx.start, y, z);
                 let row = rows.next().expect("the message holds every row");
-                self.u[i..i + bx.len()].copy_from_slice(row);
+                copy_row(&mut self.u[i..i + bx.len()], row);
             }
         }
         self.age[face.index()] = 0;
@@ -671,7 +672,8 @@ impl Run<'_, DeepField> {
                 // shorter (and holds no check: checks fall on multiples of K, so of k).
                 let m = k.min(self.cfg.max_iters - self.it);
                 let t = Instant::now();
-                let r = self.field.sweep_block(m as usize);
+                let resid = (self.it + m) % self.cfg.check_every == 0;
+                let r = self.field.sweep_block(m as usize, resid);
                 slow_down(self.slowdown, t.elapsed());
                 self.compute += t.elapsed();
                 self.it += m;
@@ -769,7 +771,7 @@ mod tests {
                             }
                         }
                     }
-                    r_sum += d.sweep_block(k);
+                    r_sum += d.sweep_block(k, true);
                     let own = d.owned_values();
                     let n = geom.local;
                     let mut i = 0;

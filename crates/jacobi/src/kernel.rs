@@ -188,7 +188,7 @@ impl Region {
 /// returns Σ r² of `src`. `rhs`, when the problem has a source term, holds `h² f` at every
 /// owned point (an array of the block's shape). Halo and padding of `dst` are not written.
 pub fn sweep(shape: &Shape, src: &[f64], rhs: Option<&[f64]>, dst: &mut [f64]) -> f64 {
-    fused::<true>(shape, src, rhs, dst, 0, &Region::all(shape.n))
+    fused::<true, true>(shape, src, rhs, dst, 0, &Region::all(shape.n))
 }
 
 /// Fused sweep of the owned planes `zs` of a block: `dst` holds exactly those planes
@@ -206,7 +206,7 @@ pub fn sweep_planes(
         "destination does not hold exactly the planes swept"
     );
     let base = zs.start * shape.plane;
-    fused::<true>(shape, src, rhs, dst, base, &Region::planes(shape.n, zs))
+    fused::<true, true>(shape, src, rhs, dst, base, &Region::planes(shape.n, zs))
 }
 
 /// Fused sweep of one region of a block into the whole array `dst`; Σ r² of `src` there.
@@ -217,29 +217,29 @@ pub fn sweep_region(
     dst: &mut [f64],
     region: &Region,
 ) -> f64 {
-    fused::<true>(shape, src, rhs, dst, 0, region)
+    fused::<true, true>(shape, src, rhs, dst, 0, region)
 }
 
 /// Σ r² of `u` over every owned point (b − A u, the halo holding the boundary terms), without
 /// updating: the *true* residual of a block whose halo is current.
 pub fn residual_sq(shape: &Shape, u: &[f64], rhs: Option<&[f64]>) -> f64 {
-    fused::<false>(shape, u, rhs, &mut [], 0, &Region::all(shape.n))
+    fused::<false, true>(shape, u, rhs, &mut [], 0, &Region::all(shape.n))
 }
 
 /// Σ r² of `u` over `region`.
 pub fn residual_sq_region(shape: &Shape, u: &[f64], rhs: Option<&[f64]>, region: &Region) -> f64 {
-    fused::<false>(shape, u, rhs, &mut [], 0, region)
+    fused::<false, true>(shape, u, rhs, &mut [], 0, region)
 }
 
 /// Σ r² of `u` over the owned planes `zs`.
 pub fn residual_sq_planes(shape: &Shape, u: &[f64], rhs: Option<&[f64]>, zs: Range<usize>) -> f64 {
-    fused::<false>(shape, u, rhs, &mut [], 0, &Region::planes(shape.n, zs))
+    fused::<false, true>(shape, u, rhs, &mut [], 0, &Region::planes(shape.n, zs))
 }
 
 /// Check what every kernel relies on (its SAFETY arguments start here), then dispatch: the
 /// AVX2 build when the CPU has it, the portable one otherwise; with or without a source term.
 /// `dst[i − base]` receives point i (UPDATE only).
-fn fused<const UPDATE: bool>(
+fn fused<const UPDATE: bool, const RESID: bool>(
     shape: &Shape,
     src: &[f64],
     rhs: Option<&[f64]>,
@@ -248,7 +248,7 @@ fn fused<const UPDATE: bool>(
     r: &Region,
 ) -> f64 {
     let mut lanes = Lanes::default();
-    fused_into::<UPDATE>(shape, src, rhs, dst, base, r, &mut lanes);
+    fused_into::<UPDATE, RESID>(shape, src, rhs, dst, base, r, &mut lanes);
     lanes.total()
 }
 
@@ -279,11 +279,31 @@ pub fn sweep_region_into(
     region: &Region,
     lanes: &mut Lanes,
 ) {
-    fused_into::<true>(shape, src, rhs, dst, 0, region, lanes);
+    fused_into::<true, true>(shape, src, rhs, dst, 0, region, lanes);
 }
 
-/// [`fused`], adding to `lanes`.
-fn fused_into<const UPDATE: bool>(
+/// One Jacobi step of `src` into `dst` on every owned point, without the residual: the
+/// sweeps whose residual nobody reads (every sweep but a check's) skip the centre load and
+/// the r² accumulation. The update's bits are [`sweep`]'s.
+pub fn step(shape: &Shape, src: &[f64], rhs: Option<&[f64]>, dst: &mut [f64]) {
+    let mut lanes = Lanes::default();
+    fused_into::<true, false>(shape, src, rhs, dst, 0, &Region::all(shape.n), &mut lanes);
+}
+
+/// [`step`] on one region of the block, into the whole array `dst`.
+pub fn step_region(
+    shape: &Shape,
+    src: &[f64],
+    rhs: Option<&[f64]>,
+    dst: &mut [f64],
+    region: &Region,
+) {
+    let mut lanes = Lanes::default();
+    fused_into::<true, false>(shape, src, rhs, dst, 0, region, &mut lanes);
+}
+
+/// [`fused`], adding to `lanes` (unless `!RESID`: the update alone, `lanes` untouched).
+fn fused_into<const UPDATE: bool, const RESID: bool>(
     shape: &Shape,
     src: &[f64],
     rhs: Option<&[f64]>,
@@ -329,15 +349,15 @@ fn fused_into<const UPDATE: bool>(
         // are the asserts above.
         unsafe {
             match rhs {
-                Some(b) => x86::region::<UPDATE, true>(shape, src, b, dst, base, r, lanes),
-                None => x86::region::<UPDATE, false>(shape, src, &[], dst, base, r, lanes),
+                Some(b) => x86::region::<UPDATE, RESID, true>(shape, src, b, dst, base, r, lanes),
+                None => x86::region::<UPDATE, RESID, false>(shape, src, &[], dst, base, r, lanes),
             }
         };
         return;
     }
     match rhs {
-        Some(b) => portable::<UPDATE, true>(shape, src, b, dst, base, r, lanes),
-        None => portable::<UPDATE, false>(shape, src, &[], dst, base, r, lanes),
+        Some(b) => portable::<UPDATE, RESID, true>(shape, src, b, dst, base, r, lanes),
+        None => portable::<UPDATE, RESID, false>(shape, src, &[], dst, base, r, lanes),
     }
 }
 
@@ -347,9 +367,10 @@ fn total(acc: [f64; 4], tail: [f64; 4]) -> f64 {
     ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((tail[0] + tail[1]) + (tail[2] + tail[3]))
 }
 
-/// The fused sweep (`UPDATE`) or the residual alone (`!UPDATE`, `dst` empty), with a source
-/// term (`RHS`, `rhs` of the block's shape) or without, over region `r`: portable build.
-fn portable<const UPDATE: bool, const RHS: bool>(
+/// The fused sweep (`UPDATE`, `RESID`), the update alone (`!RESID`) or the residual alone
+/// (`!UPDATE`, `dst` empty), with a source term (`RHS`, `rhs` of the block's shape) or
+/// without, over region `r`: portable build.
+fn portable<const UPDATE: bool, const RESID: bool, const RHS: bool>(
     shape: &Shape,
     src: &[f64],
     rhs: &[f64],
@@ -386,6 +407,9 @@ fn portable<const UPDATE: bool, const RHS: bool>(
                 if UPDATE {
                     out[i] = s * SIXTH;
                 }
+                if !RESID {
+                    continue;
+                }
                 let r = s - 6.0 * xc[i];
                 if i < full {
                     acc[i % 4] += r * r;
@@ -413,11 +437,12 @@ mod x86 {
     use super::{Lanes, Region, Shape, SIXTH};
     use std::arch::x86_64::*;
 
-    /// The fused sweep (`UPDATE`) or the residual alone (`!UPDATE`, `dst` empty), with a
-    /// source term (`RHS`) or without, over region `r`: each row segment four points at a
-    /// time, its last partial chunk masked.
+    /// The fused sweep (`UPDATE`, `RESID`), the update alone (`!RESID`: no centre load, no
+    /// r²) or the residual alone (`!UPDATE`, `dst` empty), with a source term (`RHS`) or
+    /// without, over region `r`: each row segment four points at a time, its last partial
+    /// chunk masked.
     #[target_feature(enable = "avx2")]
-    pub(super) fn region<const UPDATE: bool, const RHS: bool>(
+    pub(super) fn region<const UPDATE: bool, const RESID: bool, const RHS: bool>(
         shape: &Shape,
         src: &[f64],
         rhs: &[f64],
@@ -486,8 +511,11 @@ mod x86 {
                         if UPDATE {
                             _mm256_storeu_pd(o.add(i - base), _mm256_mul_pd(s, sixth));
                         }
-                        let r = _mm256_sub_pd(s, _mm256_mul_pd(six, _mm256_loadu_pd(u.add(i))));
-                        acc = _mm256_add_pd(acc, _mm256_mul_pd(r, r));
+                        if RESID {
+                            let c = _mm256_loadu_pd(u.add(i));
+                            let r = _mm256_sub_pd(s, _mm256_mul_pd(six, c));
+                            acc = _mm256_add_pd(acc, _mm256_mul_pd(r, r));
+                        }
                     }
                     j += 4;
                 }
@@ -512,9 +540,11 @@ mod x86 {
                         if UPDATE {
                             _mm256_maskstore_pd(o.add(i - base), mask, _mm256_mul_pd(s, sixth));
                         }
-                        let c = _mm256_maskload_pd(u.add(i), mask);
-                        let r = _mm256_sub_pd(s, _mm256_mul_pd(six, c));
-                        tail = _mm256_add_pd(tail, _mm256_mul_pd(r, r));
+                        if RESID {
+                            let c = _mm256_maskload_pd(u.add(i), mask);
+                            let r = _mm256_sub_pd(s, _mm256_mul_pd(six, c));
+                            tail = _mm256_add_pd(tail, _mm256_mul_pd(r, r));
+                        }
                     }
                 }
             }
@@ -640,6 +670,43 @@ mod tests {
         .into_iter()
         .map(Shape::new)
         .collect()
+    }
+
+    #[test]
+    fn a_step_is_the_fused_sweep_without_the_residual() {
+        for (k, sh) in shapes().into_iter().enumerate() {
+            let src = noise(sh.len, k as u64 + 11);
+            let f = noise(sh.len, k as u64 + 12);
+            for rhs in [None, Some(&f[..])] {
+                let mut a = noise(sh.len, 98);
+                let (mut b, mut c) = (a.clone(), a.clone());
+                sweep(&sh, &src, rhs, &mut a);
+                step(&sh, &src, rhs, &mut b);
+                assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+                // By regions, and on the portable build.
+                let half = Region {
+                    x: 1..sh.n.x + 1,
+                    y: 1..sh.n.y / 2 + 1,
+                    z: 1..sh.n.z + 1,
+                };
+                let rest = Region {
+                    y: sh.n.y / 2 + 1..sh.n.y + 1,
+                    ..half.clone()
+                };
+                step_region(&sh, &src, rhs, &mut c, &half);
+                let mut l = Lanes::default();
+                match rhs {
+                    Some(f) => {
+                        portable::<true, false, true>(&sh, &src, f, &mut c, 0, &rest, &mut l)
+                    }
+                    None => {
+                        portable::<true, false, false>(&sh, &src, &[], &mut c, 0, &rest, &mut l)
+                    }
+                }
+                assert_eq!(l, Lanes::default(), "no residual accumulated");
+                assert!(a.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()));
+            }
+        }
     }
 
     #[test]
@@ -774,9 +841,13 @@ mod tests {
             let port = |upd: bool, f: &[f64], dst: &mut [f64], reg: &Region| {
                 let mut l = Lanes::default();
                 match (upd, f.is_empty()) {
-                    (true, true) => portable::<true, false>(&sh, &src, f, dst, 0, reg, &mut l),
-                    (true, false) => portable::<true, true>(&sh, &src, f, dst, 0, reg, &mut l),
-                    (false, _) => portable::<false, false>(&sh, &src, f, dst, 0, reg, &mut l),
+                    (true, true) => {
+                        portable::<true, true, false>(&sh, &src, f, dst, 0, reg, &mut l)
+                    }
+                    (true, false) => {
+                        portable::<true, true, true>(&sh, &src, f, dst, 0, reg, &mut l)
+                    }
+                    (false, _) => portable::<false, true, false>(&sh, &src, f, dst, 0, reg, &mut l),
                 }
                 l.total()
             };

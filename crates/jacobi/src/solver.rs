@@ -524,20 +524,26 @@ impl<'a, F: Iterate> Run<'a, F> {
 
 impl Run<'_> {
     /// One sweep (multisplit: one full inner solve of the block), with the slow-rank delay,
-    /// timed as compute; Σ r² of the iterate it started from.
-    fn sweep(&mut self) -> Result<f64, Error> {
-        self.sweep_or_solve(&mut || Ok(false))
+    /// timed as compute; Σ r² of the iterate it started from, or 0 for a plain sweep whose
+    /// residual is not wanted (`resid` false: the sync variant's sweeps between checks).
+    fn sweep(&mut self, resid: bool) -> Result<f64, Error> {
+        self.sweep_or_solve(resid, &mut || Ok(false))
     }
 
     /// One sweep, or multisplit's inner solve of the block, which `fresher` may cut short
     /// (`multisplit.rs`); timed as compute. Σ r² of the iterate it started from. The slow-rank
     /// delay follows the sweep, and each unit of an inner solve's work (the solve can stop
     /// between them).
-    fn sweep_or_solve(&mut self, fresher: &mut Fresher<'_>) -> Result<f64, Error> {
+    fn sweep_or_solve(&mut self, resid: bool, fresher: &mut Fresher<'_>) -> Result<f64, Error> {
         let t = Instant::now();
         let r = match &mut self.inner {
             None => {
-                let r = self.field.sweep();
+                let r = if resid {
+                    self.field.sweep()
+                } else {
+                    self.field.step();
+                    0.0
+                };
                 slow_down(self.slowdown, t.elapsed());
                 r
             }
@@ -556,15 +562,23 @@ impl Run<'_> {
     }
 
     /// Sweep some regions into the next iterate (with the slow-rank delay), timed as compute;
-    /// Σ r² of the current iterate over them.
-    fn sweep_regions(&mut self, interior: bool) -> f64 {
+    /// Σ r² of the current iterate over them (0 without `resid`).
+    fn sweep_regions(&mut self, interior: bool, resid: bool) -> f64 {
         let t = Instant::now();
+        let sweep = |field: &mut Field, reg: &Region| {
+            if resid {
+                field.sweep_region(reg)
+            } else {
+                field.step_region(reg);
+                0.0
+            }
+        };
         let r = if interior {
-            self.field.sweep_region(&self.interior)
+            sweep(&mut self.field, &self.interior)
         } else {
             self.shell
                 .iter()
-                .map(|reg| self.field.sweep_region(reg))
+                .map(|reg| sweep(&mut self.field, reg))
                 .sum()
         };
         slow_down(self.slowdown, t.elapsed());
@@ -579,18 +593,19 @@ impl Run<'_> {
     fn overlapped_sweep<B: Backend>(
         &mut self,
         chans: &mut [Channel<B, Sync>],
+        resid: bool,
     ) -> Result<f64, Error> {
         let t = Instant::now();
         halo::post(chans, &self.faces, self.it, &self.field)?;
         self.comm += t.elapsed();
         self.step(ExchangeStep::Posted);
-        let inner = self.sweep_regions(true);
+        let inner = self.sweep_regions(true, resid);
         self.step(ExchangeStep::InteriorSwept);
         let t = Instant::now();
         halo::complete(chans, &self.faces, &mut self.field)?;
         self.comm += t.elapsed();
         self.step(ExchangeStep::HalosArrived);
-        let outer = self.sweep_regions(false);
+        let outer = self.sweep_regions(false, resid);
         self.step(ExchangeStep::ShellSwept);
         self.field.finish_sweep();
         self.it += 1;
@@ -651,6 +666,10 @@ impl Run<'_> {
     /// The sync variant (the paper's Figure 1): halo swap every `halo_every` iterations,
     /// global residual every `check_every`.
     fn sync<C: Context>(&mut self, ctx: &mut C) -> Result<Ending, Error> {
+        // A swap before every sweep, and no inner solve sweeping without one: the next
+        // array's halo is never read.
+        let every = self.inner.is_none() && self.cfg.halo_every == 1;
+        self.field.set_halo_current_only(every);
         let specs = self.specs(0, 1)?;
         let mut chans = ctx.open::<Sync>(&specs)?;
         ctx.barrier()?;
@@ -666,17 +685,20 @@ impl Run<'_> {
         } else {
             loop {
                 let swap = !fresh && self.it % self.cfg.halo_every == 0;
+                // Only a check reads the sweep's residual: the others skip it, as the C
+                // programs do.
+                let resid = (self.it + 1) % self.cfg.check_every == 0;
                 let r = match (swap, self.cfg.exchange) {
-                    (true, Exchange::Overlap) => self.overlapped_sweep(&mut chans)?,
+                    (true, Exchange::Overlap) => self.overlapped_sweep(&mut chans, resid)?,
                     (true, Exchange::Blocking) => {
                         self.exchange_blocking(&mut chans)?;
-                        self.sweep()?
+                        self.sweep(resid)?
                     }
                     (true, Exchange::Waitall) => {
                         self.exchange(&mut chans)?;
-                        self.sweep()?
+                        self.sweep(resid)?
                     }
-                    (false, _) => self.sweep()?,
+                    (false, _) => self.sweep(resid)?,
                 };
                 fresh = false;
                 last_true = None;
@@ -823,7 +845,7 @@ impl Run<'_> {
                         }
                         Ok(!chans.is_empty())
                     };
-                    local[0] = self.sweep_or_solve(&mut fresher)?;
+                    local[0] = self.sweep_or_solve(true, &mut fresher)?;
                     last_solve = t.elapsed();
                     last_true = None;
                     // Offer the new faces.
