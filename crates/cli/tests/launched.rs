@@ -360,8 +360,9 @@ fn poisson_over_a_launcher_is_the_same_for_every_split_and_exchange() {
 
 /// `--halo-depth k` over a launcher gives bit for bit the run of k = 1: the same iteration
 /// count, the same residual history, true residual and (Poisson, whose exact solution is
-/// known) largest error, compared as f64 bits. On 2 and 4 ranks (4 = a 2x2x1 process grid,
-/// whose ghost zones have edges), odd block sizes, k from 1 to 4.
+/// known) largest error, compared as f64 bits. On 2, 4 and 8 ranks (4 = a 2x2x1 process
+/// grid, whose ghost zones have edges; 8 = 2x2x2, with corners too), odd block sizes, k from
+/// 1 to 4.
 #[test]
 fn deep_halos_over_a_launcher_equal_one_plane_halos() {
     let cases: [(&[&str], &[u64]); 2] = [
@@ -382,7 +383,9 @@ fn deep_halos_over_a_launcher_equal_one_plane_halos() {
     for l in &LAUNCHERS {
         let dir = scratch(&format!("deep-{}", l.backend));
         for (c, (base, depths)) in cases.iter().enumerate() {
-            for np in [2, 4] {
+            // 8 = 2x2x2: blocks with corner neighbours.
+            let nps: &[usize] = if c == 0 { &[2, 4, 8] } else { &[2, 4] };
+            for &np in nps {
                 let mut args = base.to_vec();
                 args.push("--quiet");
                 let json = dir.join(format!("{c}-{np}-1.json"));
@@ -417,6 +420,38 @@ fn deep_halos_over_a_launcher_equal_one_plane_halos() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// Async and racy with deep halos over a launcher on 8 ranks (a 2x2x2 process grid,
+/// oversubscribed): every run converges with a certified true residual below tol (the
+/// certification's synchronous exchange fills the ghost zone, edges and corners included, and
+/// the true residual is computed from it, an independent check of the claim), and every
+/// message sent, on the faces' channels and the certification's, was received at the other
+/// end.
+#[test]
+fn async_and_racy_with_deep_halos_over_a_launcher_certify_below_tol() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("deep-async-{}", l.backend));
+        for variant in ["async", "racy"] {
+            let json = dir.join(format!("{variant}.json"));
+            let args = [
+                "--variant",
+                variant,
+                "--local",
+                "7,6,5",
+                "--halo-depth",
+                "3",
+                "--quiet",
+            ];
+            let what = format!("{} {variant} np=8 k=3", l.backend);
+            let j = report(&launch(l, 8, &args, &json), &json, &what);
+            assert_eq!(j["config"]["halo_depth"], 3, "{what}");
+            assert_eq!(j["converged"], true, "{what}");
+            let t = j["residual"]["true"].as_f64().unwrap();
+            assert!(t < 1e-4, "{what}: true residual {t} ≥ tol");
+            typed_channel_stats(&j, 8, variant);
         }
     }
 }
