@@ -13,7 +13,8 @@
 //!   peer's latest acknowledgement number at most R + 1, the peer's window, and the peer keeps
 //!   a receive posted for each of them (R + 2 mailbox slots: the window beside the message the
 //!   channel holds; R + 1 racy receives), so a send is meant to find a posted receive
-//!   (nothing relies on it: `MPI_Testsome` looks at every receive) and no queue grows behind
+//!   (nothing relies on it: a message that came first matches the next receive posted) and
+//!   no queue grows behind
 //!   a slow receiver: `try_send` reports `Full` once the window is used. A mailbox acknowledges the messages a poll reported (taken delivery of), at
 //!   most one more than the channel gave back; a racy end, every receive that completed (it is
 //!   re-posted at once). When the acknowledgement runs `credit_every` (half the window, at
@@ -38,7 +39,10 @@
 //!   MPI's progress alone: no end waits for the other to make a call.
 //! * **Progress.** Every call tests the outstanding requests (`MPI_Testsome`): MPI only moves
 //!   data inside MPI calls, and a send past the eager limit waits for the receiver to test
-//!   (Saif & Parashar).
+//!   (Saif & Parashar). A poll tests the oldest posted receive (MPI matches the peer's messages
+//!   to the receives in the order they were posted) together with the control receive, in one
+//!   call: one progress call per poll, whatever R. A Sync receive whose message an earlier
+//!   poll took in makes no MPI call.
 //!
 //! Buffers are boxed and owned by the core, and placed to span the fewest pages
 //! ([`PageBuf`]): on one node Open MPI copies a large message with `process_vm_readv`, which
@@ -56,6 +60,7 @@ use chan_core::backend::{
 };
 use chan_core::{AtomicF64, AtomicF64Slice, CommError};
 use mpi::ffi;
+use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 use std::rc::Rc;
@@ -180,6 +185,10 @@ pub(crate) struct Core {
     staged: Option<usize>,
     recv: RecvMem,
     recv_reqs: Vec<ffi::MPI_Request>,
+    /// The receive slots posted, oldest first: MPI matches the peer's messages to them in
+    /// this order (messages from one sender on one tag do not overtake each other), so the
+    /// front is the one the next message lands in.
+    posted: VecDeque<usize>,
     /// Mailbox: receives that completed and that no poll has reported yet (a blocked send
     /// tests the receives for piggy-backed credits).
     arrived: Vec<usize>,
@@ -236,6 +245,7 @@ impl Core {
             staged: None,
             recv,
             recv_reqs: vec![raw::request_null(); n_recv],
+            posted: VecDeque::with_capacity(n_recv),
             arrived: Vec::with_capacity(n_recv),
             done: Vec::with_capacity(n_recv.max(r)),
             indices: Vec::with_capacity(n_recv.max(r)),
@@ -308,8 +318,12 @@ impl Core {
                 w.data(),
                 &mut self.recv_reqs[slot],
                 reqs,
-            )
+            )?;
         }
+        if !self.closing {
+            self.posted.push_back(slot);
+        }
+        Ok(())
     }
 
     /// This end's acknowledgement of the peer's messages, which the peer may send R + 1
@@ -385,22 +399,42 @@ impl Core {
         if !self.has_credit() {
             // Look for the peer's acknowledgement: a credit, or the header of a message that
             // arrived and was not polled yet.
-            self.test_ctrl(reqs)?;
-            if !self.has_credit() {
-                self.test_recvs(reqs)?;
-            }
+            self.test_recvs(reqs)?;
             self.maybe_credit()?;
         }
         Ok(self.has_credit())
     }
 
-    /// Test the data receives for acknowledgements riding on their headers. Mailbox: the
-    /// completed slots wait in `arrived` for the next poll. Racy: re-posted at once.
+    /// Take in what arrived: data messages in the order MPI matched them, with the
+    /// acknowledgements riding on their headers, and a control message (a credit or the close
+    /// announcement). Mailbox: the completed slots wait in `arrived` for the next poll. Racy:
+    /// re-posted at once.
+    ///
+    /// Each step tests two requests in one `MPI_Testsome`: the oldest posted receive, which the
+    /// next message matches, and the control receive. A poll then costs one progress call
+    /// whatever R, where testing every posted receive scanned R + 2 requests twice (before
+    /// and after the progress call) and a separate control test made a second progress call.
+    /// A receive that completes before the older ones (MPI may complete matched receives in
+    /// any order) is reported once they completed: they matched first, so they complete too.
     fn test_recvs(&mut self, reqs: &Requests) -> Result<(), CommError> {
-        raw::test_some(&mut self.recv_reqs, &mut self.done, &mut self.indices, reqs)?;
-        self.received += self.done.len() as u64;
-        for i in 0..self.done.len() {
-            let slot = self.done[i];
+        let null = raw::request_null();
+        // Bounded: a racy receive is re-posted at the back, behind those still to test.
+        for _ in 0..=self.recv_reqs.len() {
+            let front = self.posted.front().copied();
+            let mut pair = [front.map_or(null, |s| self.recv_reqs[s]), self.ctrl_in_req];
+            raw::test_some(&mut pair, &mut self.done, &mut self.indices, reqs)?;
+            // Completed requests came back as MPI_REQUEST_NULL; the others are unchanged.
+            self.ctrl_in_req = pair[1];
+            if self.ctrl_in_req == null && self.peer_total.is_none() {
+                self.take_ctrl(reqs)?;
+            }
+            let Some(slot) = front else { break };
+            self.recv_reqs[slot] = pair[0];
+            if pair[0] != null {
+                break;
+            }
+            self.posted.pop_front();
+            self.received += 1;
             let ack = self.header_ack(slot);
             self.note_ack(ack);
             match self.recv {
@@ -536,9 +570,6 @@ impl Core {
         }
         self.reported += self.arrived.len() as u64;
         self.arrived.clear();
-        if !self.has_credit() {
-            self.test_ctrl(reqs)?;
-        }
         self.maybe_credit()
     }
 
@@ -567,9 +598,6 @@ impl Core {
         self.test_recvs(reqs)?;
         let n = self.received - self.reported;
         self.reported = self.received;
-        if !self.has_credit() {
-            self.test_ctrl(reqs)?;
-        }
         self.maybe_credit()?;
         Ok(RacyPoll {
             arrived: n,
@@ -589,15 +617,27 @@ impl Core {
     /// announcement (the last message on the control tag).
     fn test_ctrl(&mut self, reqs: &Requests) -> Result<(), CommError> {
         while self.peer_total.is_none() && raw::test_one(&mut self.ctrl_in_req, reqs)? {
-            let [ack, close] = *self.ctrl_in;
-            self.note_ack(ack);
-            if close > 0 {
-                self.peer_total = Some(close - 1);
-            } else {
-                self.post_ctrl(reqs)?;
-            }
+            self.take_ctrl(reqs)?;
         }
         Ok(())
+    }
+
+    /// The control receive completed: take in its message, and post the next receive unless
+    /// it was the close announcement.
+    fn take_ctrl(&mut self, reqs: &Requests) -> Result<(), CommError> {
+        let [ack, close] = *self.ctrl_in;
+        self.note_ack(ack);
+        if close > 0 {
+            self.peer_total = Some(close - 1);
+            Ok(())
+        } else {
+            self.post_ctrl(reqs)
+        }
+    }
+
+    /// The peer's announced total if a test of the control receive found its close message.
+    pub(crate) fn peer_total_seen(&self) -> Option<u64> {
+        self.peer_total
     }
 
     /// The peer's announced total, once its close message arrived.
@@ -637,6 +677,8 @@ impl Core {
         // outstanding can match.
         self.test_recvs(reqs)?;
         self.arrived.clear();
+        // From here on `step_close` tests every receive: the order is no longer kept.
+        self.posted.clear();
         for slot in 0..self.recv_reqs.len() {
             if self.recv_reqs[slot] == raw::request_null() {
                 self.post(slot, reqs)?;
@@ -914,9 +956,10 @@ impl MailboxTransport for MpiEnd<Slots> {
         let (sh, core) = self.parts();
         core.release(slot, &sh.requests)
     }
+    /// What the polls found: each `poll` tests the control receive beside the data (one
+    /// progress call for both), and the channel asks this after a poll.
     fn peer_sent_total(&mut self) -> Option<u64> {
-        let (sh, core) = self.parts();
-        core.peer_total(&sh.requests).ok().flatten()
+        self.parts().1.peer_total_seen()
     }
 }
 
