@@ -167,6 +167,9 @@ impl Wire {
 /// [`Core::ack`]); `close` is 0 for a credit, `sent + 1` for the close announcement.
 type Ctrl = [u64; 2];
 
+/// Posted receives tested together, oldest first, in one `MPI_Testsome` ([`Core::test_recvs`]).
+const TEST_GROUP: usize = 4;
+
 /// Messages of at most this many bytes (header included) go with a blocking `MPI_Send`: far
 /// below the eager limit of every Open MPI transport (4 KiB shared memory, 64 KiB TCP), they
 /// leave at once into the receive the credit guarantees, and no request is left to test.
@@ -411,42 +414,66 @@ impl Core {
         Ok(self.has_credit())
     }
 
-    /// Take in what arrived: data messages in the order MPI matched them, with the
-    /// acknowledgements riding on their headers, and a control message (a credit or the close
-    /// announcement). Mailbox: the completed slots wait in `arrived` for the next poll. Racy:
-    /// re-posted at once.
+    /// Take in what arrived: data messages, with the acknowledgements riding on their
+    /// headers, and a control message (a credit or the close announcement). Mailbox: the
+    /// completed slots wait in `arrived` for the next poll. Racy: re-posted at once.
     ///
-    /// Each step tests two requests in one `MPI_Testsome`: the oldest posted receive, which the
-    /// next message matches, and the control receive. A poll then costs one progress call
-    /// whatever R, where testing every posted receive scanned R + 2 requests twice (before
-    /// and after the progress call) and a separate control test made a second progress call.
-    /// A receive that completes before the older ones (MPI may complete matched receives in
-    /// any order) is reported once they completed: they matched first, so they complete too.
+    /// MPI matches the peer's messages to the receives in the order they were posted, so the
+    /// oldest posted receives are the ones to test: each step tests up to `TEST_GROUP` of them
+    /// and the control receive in one `MPI_Testsome`, and goes on to the next ones only when
+    /// all of them had completed. `MPI_Testsome` calls MPI's progress only when it finds
+    /// nothing complete, so a poll that takes in messages (a halo swap's one, a stream's batch
+    /// short of a whole group) calls it not at all, and one that finds nothing calls it once,
+    /// whatever R; testing every posted receive scanned R + 2 requests twice, and a separate
+    /// control test made a second progress call. A receive that completes before older ones
+    /// (MPI may complete matched receives in any order) is taken in when its group is tested.
     fn test_recvs(&mut self, reqs: &Requests) -> Result<(), CommError> {
         let null = raw::request_null();
         // Bounded: a racy receive is re-posted at the back, behind those still to test.
         for _ in 0..=self.recv_reqs.len() {
-            let front = self.posted.front().copied();
-            let mut pair = [front.map_or(null, |s| self.recv_reqs[s]), self.ctrl_in_req];
-            raw::test_some(&mut pair, &mut self.done, &mut self.indices, reqs)?;
-            // The control receive came back null if it completed; the persistent data receive
+            let n = self.posted.len().min(TEST_GROUP);
+            let mut group = [null; TEST_GROUP + 1];
+            let mut slots = [0usize; TEST_GROUP];
+            for i in 0..n {
+                slots[i] = self.posted[i];
+                group[i] = self.recv_reqs[slots[i]];
+            }
+            group[n] = self.ctrl_in_req;
+            raw::test_some(&mut group[..=n], &mut self.done, &mut self.indices, reqs)?;
+            // The control receive came back null if it completed; a persistent data receive
             // keeps its handle (inactive once complete).
-            self.ctrl_in_req = pair[1];
-            if self.done.contains(&1) && self.peer_total.is_none() {
+            self.ctrl_in_req = group[n];
+            if self.done.contains(&n) && self.peer_total.is_none() {
                 self.take_ctrl(reqs)?;
             }
-            let Some(slot) = front else { break };
-            if !self.done.contains(&0) {
-                break;
+            let mut completed = [0usize; TEST_GROUP];
+            let mut taken = 0;
+            for (i, &slot) in slots[..n].iter().enumerate() {
+                if self.done.contains(&i) {
+                    completed[taken] = slot;
+                    taken += 1;
+                }
             }
-            self.recv_active[slot] = false;
-            self.posted.pop_front();
-            self.received += 1;
-            let ack = self.header_ack(slot);
-            self.note_ack(ack);
-            match self.recv {
-                RecvMem::Slots(_) => self.arrived.push(slot),
-                RecvMem::Racy(..) => self.post(slot, reqs)?,
+            // Out of the order, the completed ones (among the first n), before any is re-posted:
+            // the others go back in front, in their order.
+            self.posted.drain(..n);
+            for i in (0..n).rev() {
+                if !self.done.contains(&i) {
+                    self.posted.push_front(slots[i]);
+                }
+            }
+            for &slot in &completed[..taken] {
+                self.recv_active[slot] = false;
+                self.received += 1;
+                let ack = self.header_ack(slot);
+                self.note_ack(ack);
+                match self.recv {
+                    RecvMem::Slots(_) => self.arrived.push(slot),
+                    RecvMem::Racy(..) => self.post(slot, reqs)?,
+                }
+            }
+            if n == 0 || taken < n {
+                break;
             }
         }
         Ok(())
