@@ -455,11 +455,21 @@ impl Core {
                 }
             }
             // Out of the order, the completed ones (among the first n), before any is re-posted:
-            // the others go back in front, in their order.
-            self.posted.drain(..n);
-            for i in (0..n).rev() {
-                if !self.done.contains(&i) {
-                    self.posted.push_front(slots[i]);
+            // the oldest as a rule, else the others go back in front, in their order.
+            if taken == 0 {
+                // Nothing to take out.
+            } else if (0..taken).all(|i| self.done.contains(&i)) {
+                for _ in 0..taken {
+                    self.posted.pop_front();
+                }
+            } else {
+                for _ in 0..n {
+                    self.posted.pop_front();
+                }
+                for i in (0..n).rev() {
+                    if !self.done.contains(&i) {
+                        self.posted.push_front(slots[i]);
+                    }
                 }
             }
             for &slot in &completed[..taken] {
