@@ -42,10 +42,11 @@
 //!   MPI's progress alone: no end waits for the other to make a call.
 //! * **Progress.** Every call tests the outstanding requests (`MPI_Testsome`): MPI only moves
 //!   data inside MPI calls, and a send past the eager limit waits for the receiver to test
-//!   (Saif & Parashar). A poll tests the oldest posted receive (MPI matches the peer's messages
-//!   to the receives in the order they were posted) together with the control receive, in one
-//!   call: one progress call per poll, whatever R. A Sync receive whose message an earlier
-//!   poll took in makes no MPI call.
+//!   (Saif & Parashar). A poll tests the oldest posted receives (MPI matches the peer's
+//!   messages to the receives in the order they were posted) together with the control
+//!   receive, in one call: at most one progress call per poll, whatever R
+//!   ([`Core::test_recvs`]). A Sync receive whose message an earlier poll took in makes no MPI
+//!   call.
 //!
 //! Buffers are boxed and owned by the core, and placed to span the fewest pages
 //! ([`PageBuf`]): on one node Open MPI copies a large message with `process_vm_readv`, which
