@@ -401,18 +401,18 @@ impl Core {
         self.test_sends(reqs)
     }
 
+    /// True when a message may start now. When not, the control receive has been tested
+    /// (`MpiEnd::peer_closed` relies on it).
     pub(crate) fn can_send(&mut self, reqs: &Requests) -> Result<bool, CommError> {
         self.test_sends(reqs)?;
-        if self.send_free.is_empty() {
-            return Ok(false);
+        if !self.send_free.is_empty() && self.has_credit() {
+            return Ok(true);
         }
-        if !self.has_credit() {
-            // Look for the peer's acknowledgement: a credit, or the header of a message that
-            // arrived and was not polled yet.
-            self.test_recvs(reqs)?;
-            self.maybe_credit()?;
-        }
-        Ok(self.has_credit())
+        // Look for the peer's acknowledgement (a credit, or the header of a message that
+        // arrived and was not polled yet) and its close, in one MPI call.
+        self.test_recvs(reqs)?;
+        self.maybe_credit()?;
+        Ok(!self.send_free.is_empty() && self.has_credit())
     }
 
     /// Take in what arrived: data messages, with the acknowledgements riding on their
@@ -685,12 +685,6 @@ impl Core {
         self.peer_total
     }
 
-    /// The peer's announced total, once its close message arrived.
-    pub(crate) fn peer_total(&mut self, reqs: &Requests) -> Result<Option<u64>, CommError> {
-        self.test_ctrl(reqs)?;
-        Ok(self.peer_total)
-    }
-
     /// First half of the close: announce this end's count and take every receive slot back from
     /// the channel (posted again, so every send the peer has outstanding can match).
     pub(crate) fn begin_close(&mut self, reqs: &Requests) -> Result<(), CommError> {
@@ -946,9 +940,10 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
     fn relax(&mut self, spins: u32) {
         self.sh.wait.relax(spins);
     }
+    /// What `can_send` found: the channel asks this after `can_send` returned false, which
+    /// tested the control receive (one progress call for both).
     fn peer_closed(&mut self) -> bool {
-        let (sh, core) = self.parts();
-        matches!(core.peer_total(&sh.requests), Ok(Some(_)) | Err(_))
+        self.parts().1.peer_total_seen().is_some()
     }
     fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
         let (sh, core) = self.parts();
