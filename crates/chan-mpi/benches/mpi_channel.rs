@@ -5,6 +5,12 @@
 //!   each rank posts its `MPI_Irecv`, then `MPI_Isend`s and waits, as a C halo swap would.
 //! - **stream**: rank 0 sends a stream to rank 1 with R = 4 in flight (bandwidth). Raw: a ring
 //!   of 4 `MPI_Isend` requests at the sender, 4 `MPI_Irecv` kept posted at the receiver.
+//! - **stream-r16**, **stream-r32**: the same with R = 16 and 32 (rings of 16 and 32 raw
+//!   requests). A channel's sender stays within R + 1 messages of the receiver's
+//!   acknowledgement, so it sends at most R + 1 messages per round trip; the raw ring is not
+//!   flow controlled (its eager sends complete at once). With R = 4 that bound is above raw's
+//!   time per 8 B message; from R = 16 it is well below, and these rows show the channel's own
+//!   per-message cost.
 //! - **exchange**: both ranks send at once and then receive, the halo swap of a synchronous
 //!   Jacobi step. Raw: pack, `MPI_Irecv`, `MPI_Isend`, `MPI_Waitall`, unpack on both ranks.
 //!
@@ -16,7 +22,7 @@
 //! batches than 15 per row.
 
 use chan_core::traits::*;
-use chan_core::Channel;
+use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Racy, Sync};
 use chan_mpi::{Mpi, MpiCtx};
 use mpi::ffi;
 use std::os::raw::c_int;
@@ -31,12 +37,14 @@ type Chans = two_ranks::Chans<Mpi>;
 
 const LENS: [usize; 3] = [1, 2500, 131_072];
 const STREAM_R: usize = 4;
+/// R of the wider stream rows, after the R = 4 one (patterns 3 and 4).
+const WIDE_R: [usize; 2] = [16, 32];
 const CASES: two_ranks::Cases = two_ranks::Cases {
     prefix: "mpi",
-    patterns: &["pingpong", "stream", "exchange"],
+    patterns: &["pingpong", "stream", "exchange", "stream-r16", "stream-r32"],
     lens: &LENS,
     impls: &["raw-mpi", "aiac-sync", "aiac-async", "aiac-racy"],
-    one_way: &["stream"],
+    one_way: &["stream", "stream-r16", "stream-r32"],
     title: "aiac MPI channel / raw MPI Isend+Irecv",
     batch: Duration::from_millis(20),
     rounds: 15,
@@ -90,15 +98,15 @@ fn raw_swap(raw: &mut Raw, rank: usize, face: &[f64], grid: &mut [f64], iters: u
     }
 }
 
-/// Raw stream: a ring of R sends at rank 0 (each packed first), R receives kept posted at
+/// Raw stream: a ring of `r` sends at rank 0 (each packed first), `r` receives kept posted at
 /// rank 1 (each unpacked once it completed).
-fn raw_stream(raw: &mut Raw, rank: usize, face: &[f64], grid: &mut [f64], iters: u64) {
+fn raw_stream(raw: &mut Raw, r: usize, rank: usize, face: &[f64], grid: &mut [f64], iters: u64) {
     let peer = (1 - rank) as c_int;
     let len = face.len();
     let n = (len * 8) as c_int;
     let unpack = |grid: &mut [f64], buf: &[f64]| grid.copy_from_slice(&buf[..len]);
     for i in 0..iters as usize {
-        let k = i % STREAM_R;
+        let k = i % r;
         let was_active = raw.reqs[k] != null_req();
         // SAFETY: slot k's buffers are only touched after MPI_Wait completed its previous
         // request; they live in `raw` for the whole run.
@@ -120,13 +128,13 @@ fn raw_stream(raw: &mut Raw, rank: usize, face: &[f64], grid: &mut [f64], iters:
     // SAFETY: completes every request this stream started.
     unsafe {
         ffi::MPI_Waitall(
-            STREAM_R as c_int,
+            r as c_int,
             raw.reqs.as_mut_ptr(),
             ffi::RSMPI_STATUSES_IGNORE,
         )
     };
     if rank == 1 {
-        for k in 0..STREAM_R.min(iters as usize) {
+        for k in 0..r.min(iters as usize) {
             unpack(grid, &raw.recv[k]);
         }
     }
@@ -183,8 +191,91 @@ fn exchange_counted<M: Mode>(
     }
 }
 
+/// Stream over a sync channel: rank 0 sends, rank 1 receives each message in order.
+fn stream_sync(c: &mut Channel<Mpi, Sync>, rank: usize, data: &[f64], sink: &mut [f64], n: u64) {
+    for _ in 0..n {
+        if rank == 0 {
+            c.send(data).unwrap();
+        } else {
+            c.recv_into(sink).unwrap();
+        }
+    }
+}
+
+/// Stream over an async channel: rank 0 sends, rank 1 takes the newest until all arrived.
+fn stream_async(c: &mut Channel<Mpi, Async>, rank: usize, data: &[f64], sink: &mut [f64], n: u64) {
+    if rank == 0 {
+        for _ in 0..n {
+            c.send(data).unwrap();
+        }
+    } else {
+        let target = c.stats().received + n;
+        while c.stats().received < target {
+            if let Some(m) = c.recv().unwrap() {
+                sink.copy_from_slice(&m);
+            }
+        }
+    }
+}
+
+/// Stream over a racy channel: rank 0 sends, rank 1 copies the view until all arrived.
+fn stream_racy(c: &mut Channel<Mpi, Racy>, rank: usize, data: &[f64], sink: &mut [f64], n: u64) {
+    if rank == 0 {
+        for _ in 0..n {
+            c.send(data).unwrap();
+        }
+    } else {
+        let target = c.stats().received + n;
+        while c.stats().received < target {
+            c.recv().unwrap().load_into(sink);
+        }
+    }
+}
+
+/// The stream channels of one wider R: one per message length in each mode.
+struct Wide {
+    sync: Vec<Channel<Mpi, Sync>>,
+    async_: Vec<Channel<Mpi, Async>>,
+    racy: Vec<Channel<Mpi, Racy>>,
+}
+
+impl Wide {
+    /// Open them with the peer rank, each a set of its own (as `Chans::open` with `set_each`),
+    /// tags `tag0`.. by tens (after the 0..59 of `Chans`).
+    fn open(ctx: &mut MpiCtx, r: usize, tag0: u32) -> Self {
+        fn group<M: Mode>(ctx: &mut MpiCtx, r: usize, tag0: u32) -> Vec<Channel<Mpi, M>> {
+            let peer = 1 - ctx.rank();
+            (0..LENS.len())
+                .map(|i| {
+                    let cfg = ChannelConfig::new(LENS[i], r).unwrap();
+                    let spec = ChannelSpec::new(peer, tag0 + i as u32, cfg).unwrap();
+                    ctx.open::<M>(&[spec]).unwrap().remove(0)
+                })
+                .collect()
+        }
+        Wide {
+            sync: group(ctx, r, tag0),
+            async_: group(ctx, r, tag0 + 10),
+            racy: group(ctx, r, tag0 + 20),
+        }
+    }
+
+    fn close(self) {
+        close_all(self.sync).unwrap();
+        close_all(self.async_).unwrap();
+        close_all(self.racy).unwrap();
+    }
+}
+
 /// Run case `id` for `iters` iterations as rank `rank`; both ranks call it in step.
-fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> Duration {
+fn run(
+    id: usize,
+    iters: u64,
+    rank: usize,
+    chans: &mut Chans,
+    wide: &mut [Wide],
+    raw: &mut Raw,
+) -> Duration {
     let (pattern, li, which) = CASES.split(id);
     let len = LENS[li];
     let data = vec![1.0; len];
@@ -219,45 +310,32 @@ fn run(id: usize, iters: u64, rank: usize, chans: &mut Chans, raw: &mut Raw) -> 
             |c| c.can_recv().unwrap(),
             |c| c.recv().unwrap().load_into(&mut sink),
         ),
-        (1, 0) => raw_stream(raw, rank, &data, &mut sink, iters),
-        (1, 1) => {
-            let c = &mut chans.st_sync[li];
-            for _ in 0..iters {
-                if rank == 0 {
-                    c.send(&data).unwrap();
-                } else {
-                    c.recv_into(&mut sink).unwrap();
-                }
-            }
-        }
-        (1, 2) => {
-            let c = &mut chans.st_async[li];
-            if rank == 0 {
-                for _ in 0..iters {
-                    c.send(&data).unwrap();
-                }
-            } else {
-                let target = c.stats().received + iters;
-                while c.stats().received < target {
-                    if let Some(m) = c.recv().unwrap() {
-                        sink.copy_from_slice(&m);
-                    }
-                }
-            }
-        }
-        (1, _) => {
-            let c = &mut chans.st_racy[li];
-            if rank == 0 {
-                for _ in 0..iters {
-                    c.send(&data).unwrap();
-                }
-            } else {
-                let target = c.stats().received + iters;
-                while c.stats().received < target {
-                    c.recv().unwrap().load_into(&mut sink);
-                }
-            }
-        }
+        (1, 0) => raw_stream(raw, STREAM_R, rank, &data, &mut sink, iters),
+        (1, 1) => stream_sync(&mut chans.st_sync[li], rank, &data, &mut sink, iters),
+        (1, 2) => stream_async(&mut chans.st_async[li], rank, &data, &mut sink, iters),
+        (1, _) => stream_racy(&mut chans.st_racy[li], rank, &data, &mut sink, iters),
+        (3.., 0) => raw_stream(raw, WIDE_R[pattern - 3], rank, &data, &mut sink, iters),
+        (3.., 1) => stream_sync(
+            &mut wide[pattern - 3].sync[li],
+            rank,
+            &data,
+            &mut sink,
+            iters,
+        ),
+        (3.., 2) => stream_async(
+            &mut wide[pattern - 3].async_[li],
+            rank,
+            &data,
+            &mut sink,
+            iters,
+        ),
+        (3.., _) => stream_racy(
+            &mut wide[pattern - 3].racy[li],
+            rank,
+            &data,
+            &mut sink,
+            iters,
+        ),
         (_, 0) => raw_swap(raw, rank, &data, &mut sink, iters, false),
         (_, 1) => {
             let c = &mut chans.pp_sync[li];
@@ -308,16 +386,20 @@ fn main() -> std::process::ExitCode {
     // One set per channel: a set shares one communicator, and a benchmark channel should not
     // sit behind idle set-mates in MPI's matching queues.
     let mut chans = Chans::open(&mut ctx, &LENS, STREAM_R, true);
+    let mut wide: Vec<Wide> = (0..WIDE_R.len())
+        .map(|w| Wide::open(&mut ctx, WIDE_R[w], 60 + 30 * w as u32))
+        .collect();
     let maxlen = *LENS.iter().max().unwrap();
+    let ring = WIDE_R.into_iter().fold(STREAM_R, usize::max);
     let mut raw = Raw {
-        send: (0..STREAM_R).map(|_| vec![1.0; maxlen]).collect(),
-        recv: (0..STREAM_R).map(|_| vec![0.0; maxlen]).collect(),
-        reqs: vec![null_req(); STREAM_R],
+        send: (0..ring).map(|_| vec![1.0; maxlen]).collect(),
+        recv: (0..ring).map(|_| vec![0.0; maxlen]).collect(),
+        reqs: vec![null_req(); ring],
     };
     if rank == 0 {
         CASES.lead(|id, iters| {
             bcast(&mut [id as u64, iters]);
-            run(id, iters, 0, &mut chans, &mut raw)
+            run(id, iters, 0, &mut chans, &mut wide, &mut raw)
         });
         bcast(&mut [QUIT, 0]);
     } else {
@@ -327,10 +409,11 @@ fn main() -> std::process::ExitCode {
             if cmd[0] == QUIT {
                 break;
             }
-            run(cmd[0] as usize, cmd[1], 1, &mut chans, &mut raw);
+            run(cmd[0] as usize, cmd[1], 1, &mut chans, &mut wide, &mut raw);
         }
     }
     chans.close();
+    wide.into_iter().for_each(Wide::close);
     ctx.finalize().expect("no request left at finalize");
     std::process::ExitCode::SUCCESS
 }

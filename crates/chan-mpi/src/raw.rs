@@ -139,7 +139,7 @@ pub(crate) fn byte_count(f64s: usize) -> Result<c_int, CommError> {
 }
 
 /// Test a set of requests; the indices of those that completed are written to `done` (cleared
-/// first). Completed requests become `MPI_REQUEST_NULL`. Never allocates when `done` and
+/// first). Completed requests become `MPI_REQUEST_NULL` (persistent ones inactive). Never allocates when `done` and
 /// `scratch` have room for `reqs.len()` entries.
 pub(crate) fn test_some(
     reqs: &mut [ffi::MPI_Request],
@@ -202,8 +202,9 @@ pub(crate) fn wait_one(req: &mut ffi::MPI_Request, counter: &Requests) -> Result
     Ok(())
 }
 
-/// Cancel an active receive and complete it. Returns true when it was cancelled, false when a
-/// message had already matched it (it then completed as a normal receive).
+/// Cancel an active receive and complete it (a persistent one is left inactive, not null).
+/// Returns true when it was cancelled, false when a message had already matched it (it then
+/// completed as a normal receive).
 pub(crate) fn cancel_recv(
     req: &mut ffi::MPI_Request,
     counter: &Requests,
@@ -241,6 +242,53 @@ pub(crate) unsafe fn send_now(
     // SAFETY: the caller keeps buf valid for count bytes; MPI_Send reads it before returning.
     let rc = unsafe { ffi::MPI_Send(buf, count, bytes_type(), peer, tag, comm) };
     check(rc, "MPI_Send")
+}
+
+/// Make a persistent receive of `count` bytes into `buf` on `route` (`MPI_Recv_init`): an
+/// inactive request that [`start_persistent`] posts again and again, without the allocation
+/// and free of a request per message that `MPI_Irecv` and its completion cost. Freed with
+/// [`free_request`] once inactive.
+///
+/// # Safety
+/// `buf` is valid for writes of `count` bytes and is neither moved nor freed until the request
+/// is freed; while the request is active (started, not completed) it is not read as plain
+/// memory (reading it through atomics is allowed).
+pub(crate) unsafe fn init_recv(
+    buf: *mut c_void,
+    count: c_int,
+    route: Route,
+    req: &mut ffi::MPI_Request,
+) -> Result<(), CommError> {
+    let Route { comm, peer, tag } = route;
+    // SAFETY: the caller keeps buf valid and untouched as MPI requires (this fn's contract);
+    // req is a handle MPI writes the new request into.
+    let rc = unsafe { ffi::MPI_Recv_init(buf, count, bytes_type(), peer, tag, comm, req) };
+    check(rc, "MPI_Recv_init")
+}
+
+/// Start an inactive persistent request (`MPI_Start`) and count it in `counter`; a test that
+/// finds it complete leaves it inactive again (not null).
+pub(crate) fn start_persistent(
+    req: &mut ffi::MPI_Request,
+    counter: &Requests,
+) -> Result<(), CommError> {
+    // SAFETY: req is an inactive persistent request owned by the caller, whose buffer the
+    // caller keeps valid (init_recv's contract).
+    let rc = unsafe { ffi::MPI_Start(req) };
+    check(rc, "MPI_Start")?;
+    counter.started();
+    Ok(())
+}
+
+/// Free an inactive persistent request (`MPI_Request_free`); it becomes `MPI_REQUEST_NULL`.
+pub(crate) fn free_request(req: &mut ffi::MPI_Request) -> Result<(), CommError> {
+    if *req == request_null() {
+        return Ok(());
+    }
+    // SAFETY: req is an inactive persistent request owned by the caller; nothing of it is
+    // pending, so freeing it releases no buffer MPI still writes.
+    let rc = unsafe { ffi::MPI_Request_free(req) };
+    check(rc, "MPI_Request_free")
 }
 
 /// The point-to-point requests aiac starts.
