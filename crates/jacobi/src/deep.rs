@@ -17,6 +17,18 @@
 //! that held sweep j − 2's plane p, whose last readers (sweep j − 1's planes p − 1 .. p + 1)
 //! are done by then, since sweep j − 1 is one plane ahead.
 //!
+//! ## Tiles
+//! The wavefront keeps about k + 2 planes of each array busy. When those do not fit half of
+//! the L2 cache (100³ blocks: 2 × 6 planes of 85 KB at k = 4, against 1 MiB), a block's
+//! sweeps go in tiles of rows along y, each tile a whole wavefront over z, the tiles in
+//! order of y. Tile t's rows at sweep j begin j − 1 rows below its rows at sweep 1 (a skewed
+//! tile), so everything sweep j of tile t reads from outside it, rows below, tile t − 1 has
+//! computed, and nothing it overwrites in the array of sweep j − 2 is still to be read:
+//! those rows of sweep j − 2 are read by sweeps j − 1 of tiles t and earlier only, which
+//! are done. Every point of every sweep is computed once, from the same values, as without
+//! tiles (`tiles_along_y_change_no_bit`). A block whose residual is summed (a check's) goes
+//! untiled, its rows in a plain sweep's order.
+//!
 //! ## The ghost zone's corners
 //! Sweeps after the first read ghost points that lie beyond two faces at once (an edge or a
 //! corner of the grown block). The exchange fills them with six messages, in three rounds:
@@ -86,6 +98,21 @@ pub(crate) struct DeepField {
     /// The region sweep j of a block updates, at index j − 1 (j = 1 ..= depth), computed
     /// once so that a block of sweeps allocates nothing.
     block_regions: Vec<Region>,
+    /// Rows per tile of a block's wavefront along y (module docs, "Tiles"), or `None` when
+    /// the wavefront's planes fit the cache whole.
+    tile_rows: Option<usize>,
+}
+
+/// What the wavefront's working set (2 arrays × (k + 2) planes) may take of the cache before
+/// a block's sweeps go in tiles along y: half of this machine's 1 MiB L2 per core.
+const WAVEFRONT_BYTES: usize = 512 << 10;
+
+/// The rows per tile of a wavefront of `depth` sweeps over planes of `rows` rows of
+/// `row_len` values (halo included), or `None` if the whole planes fit [`WAVEFRONT_BYTES`].
+fn tile_rows(depth: usize, rows: usize, row_len: usize) -> Option<usize> {
+    let slab = WAVEFRONT_BYTES / (2 * (depth + 2));
+    let row = row_len * std::mem::size_of::<f64>();
+    (rows * row > slab).then(|| (slab / row).max(8))
 }
 
 impl DeepField {
@@ -145,6 +172,7 @@ impl DeepField {
             rhs,
             age: [0; 6],
             block_regions: Vec::with_capacity(depth),
+            tile_rows: tile_rows(depth, shape.n.y + 2, shape.sx),
         };
         field.block_regions = (1..=depth)
             .map(|j| Region {
@@ -184,27 +212,56 @@ impl DeepField {
         let mut lanes = Lanes::default();
         let regions = &self.block_regions[..m];
         let z1 = regions[0].z.clone();
-        for s in z1.start..z1.end + m - 1 {
-            for (j, reg) in (1..=m).zip(regions) {
-                let Some(p) = s.checked_sub(j - 1).filter(|p| reg.z.contains(p)) else {
-                    continue;
-                };
-                let plane = Region {
-                    x: reg.x.clone(),
-                    y: reg.y.clone(),
-                    z: p..p + 1,
-                };
-                // Sweep j reads the array sweep j − 1 wrote (the iterate for j = 1).
-                let (src, dst) = if j % 2 == 1 {
-                    (&self.u, &mut self.next)
-                } else {
-                    (&self.next, &mut self.u)
-                };
-                let rhs = self.rhs.as_deref();
-                if resid && j == self.depth {
-                    kernel::sweep_region_into(&self.shape, src, rhs, dst, &plane, &mut lanes);
-                } else {
-                    kernel::step_region(&self.shape, src, rhs, dst, &plane);
+        // A residual is summed row by row in a plain sweep's order: that block goes untiled.
+        let rows = self.tile_rows.filter(|_| !resid);
+        let base = regions[0].y.start;
+        let tiles = rows.map_or(1, |r| regions[0].y.len().div_ceil(r));
+        for t in 0..tiles {
+            for s in z1.start..z1.end + m - 1 {
+                for (j, reg) in (1..=m).zip(regions) {
+                    let Some(p) = s.checked_sub(j - 1).filter(|p| reg.z.contains(p)) else {
+                        continue;
+                    };
+                    // Tile t's rows at sweep j: (j − 1) rows below tile t's rows at sweep 1,
+                    // the first and last tiles reaching the region's ends (module docs,
+                    // "Tiles").
+                    let y = match rows {
+                        None => reg.y.clone(),
+                        Some(r) => {
+                            let edge = |t: usize| (base + t * r).saturating_sub(j - 1);
+                            let lo = if t == 0 {
+                                reg.y.start
+                            } else {
+                                edge(t).max(reg.y.start)
+                            };
+                            let hi = if t + 1 == tiles {
+                                reg.y.end
+                            } else {
+                                edge(t + 1).min(reg.y.end)
+                            };
+                            lo..hi
+                        }
+                    };
+                    if y.is_empty() {
+                        continue;
+                    }
+                    let plane = Region {
+                        x: reg.x.clone(),
+                        y,
+                        z: p..p + 1,
+                    };
+                    // Sweep j reads the array sweep j − 1 wrote (the iterate for j = 1).
+                    let (src, dst) = if j % 2 == 1 {
+                        (&self.u, &mut self.next)
+                    } else {
+                        (&self.next, &mut self.u)
+                    };
+                    let rhs = self.rhs.as_deref();
+                    if resid && j == self.depth {
+                        kernel::sweep_region_into(&self.shape, src, rhs, dst, &plane, &mut lanes);
+                    } else {
+                        kernel::step_region(&self.shape, src, rhs, dst, &plane);
+                    }
                 }
             }
         }
@@ -722,6 +779,57 @@ mod tests {
     /// Every grown point's value, after k one-plane sweeps of the whole global grid, equals
     /// the deep block's after one block of k sweeps, bit for bit: the ghost-zone computation is
     /// the owner's computation.
+    /// A block of sweeps in tiles along y (any tile height, any k, with and without ghost
+    /// zones below and above in y, with a source term) computes every point of both arrays
+    /// bit for bit as the untiled wavefront does.
+    #[test]
+    fn tiles_along_y_change_no_bit() {
+        for (global, procs, rank) in [
+            (Dims::new(7, 23, 9), ProcGrid(Dims::new(1, 1, 1)), 0),
+            (Dims::new(8, 39, 9), ProcGrid(Dims::new(2, 3, 1)), 3), // y neighbours both sides
+            (Dims::new(6, 30, 12), ProcGrid(Dims::new(1, 3, 2)), 2),
+        ] {
+            let plan = Plan::split(global, procs).unwrap();
+            let geom = plan.geometry(rank);
+            for p in [Problem::Laplace { offset: 0.0 }, Problem::Poisson] {
+                for k in 1..=4usize {
+                    let fresh = || {
+                        let mut d = DeepField::new(&geom, &p, k);
+                        let v = noise(d.u.len(), k as u64 + 40);
+                        d.u.copy_from_slice(&v);
+                        d.next.copy_from_slice(&v);
+                        d
+                    };
+                    for m in [k, 1.max(k - 1)] {
+                        let mut plain = fresh();
+                        plain.tile_rows = None;
+                        plain.sweep_block(m, false);
+                        for rows in [1, 2, 3, 5, 8] {
+                            let mut tiled = fresh();
+                            tiled.tile_rows = Some(rows);
+                            tiled.sweep_block(m, false);
+                            let same = |a: &[f64], b: &[f64]| {
+                                a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+                            };
+                            let what = format!("{global:?} rank {rank} k={k} m={m} rows={rows}");
+                            assert!(same(&plain.u, &tiled.u), "{what}: current iterate");
+                            assert!(same(&plain.next, &tiled.next), "{what}: other array");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tiles_only_when_the_planes_do_not_fit() {
+        // 50³ per rank: 52-value rows, (k + 2) planes of both arrays fit; 100³ do not.
+        assert_eq!(tile_rows(4, 52, 56), None);
+        let r = tile_rows(4, 106, 108).expect("100³ planes are tiled");
+        assert!((8..106).contains(&r));
+        assert!(2 * (4 + 2) * r * 108 * 8 <= WAVEFRONT_BYTES);
+    }
+
     #[test]
     fn a_block_of_sweeps_equals_sweeps_of_the_global_grid() {
         for (global, procs) in [
