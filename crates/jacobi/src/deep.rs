@@ -34,6 +34,9 @@
 //! corner of the grown block). The exchange fills them with six messages, in three rounds:
 //! along x (the owned y, z range), then along y with the x ghost planes included, then along
 //! z with both: each round forwards what the previous one brought.
+//! One round of up to 26 messages (faces, edges, corners), none forwarding another, was
+//! built and measured slower on an oversubscribed node (more, smaller messages; the
+//! extra rounds cost waiting ranks little): docs/performance.md, "Deep halos".
 //!
 //! ## Async and racy
 //! With `--variant async` or `racy` the faces sent every N iterations (`--halo-every`) are k
