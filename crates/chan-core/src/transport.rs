@@ -79,6 +79,8 @@ pub trait Transport {
     /// True once the peer has begun closing (or dropped) its end: it receives nothing more.
     /// Messages this end sent before its own close are still accounted for by the peer's close
     /// (received or drained), so sending stays legal; only waiting for a slot becomes futile.
+    /// A backend may answer from what its last `can_send` found (MPI does): the channel asks
+    /// right after one.
     fn peer_closed(&mut self) -> bool;
 
     /// Called between polls by blocking operations: yield, back off, or progress the library.
@@ -129,7 +131,8 @@ pub trait MailboxTransport: Transport {
     fn release(&mut self, slot: usize) -> Result<(), CommError>;
 
     /// `Some(n)` once the peer has begun closing (or dropped) its end after sending `n`
-    /// messages.
+    /// messages. A backend may answer from what its last `poll` found (MPI does): the
+    /// channel asks right after one.
     fn peer_sent_total(&mut self) -> Option<u64>;
 }
 

@@ -214,7 +214,8 @@ pub(crate) fn cancel_recv(
     }
     let mut status = empty_status();
     // SAFETY: req is an active receive request owned by the caller. MPI_Cancel marks it; the
-    // MPI_Wait that follows completes it (a cancelled receive completes promptly) and nulls it.
+    // MPI_Wait that follows completes it (a cancelled receive completes promptly): a
+    // persistent request is left inactive, any other nulled.
     unsafe {
         check(ffi::MPI_Cancel(req), "MPI_Cancel")?;
         check(ffi::MPI_Wait(req, &mut status), "MPI_Wait")?;
@@ -267,13 +268,19 @@ pub(crate) unsafe fn init_recv(
 }
 
 /// Start an inactive persistent request (`MPI_Start`) and count it in `counter`; a test that
-/// finds it complete leaves it inactive again (not null).
-pub(crate) fn start_persistent(
+/// finds it complete leaves it inactive again (not null). This hands the request's buffer to
+/// MPI until the request completes.
+///
+/// # Safety
+/// `req` is an inactive persistent request made by [`init_recv`], whose contract still holds
+/// for its buffer; from this call until a test or wait completes the request, nothing reads
+/// or writes that buffer as plain memory.
+pub(crate) unsafe fn start_persistent(
     req: &mut ffi::MPI_Request,
     counter: &Requests,
 ) -> Result<(), CommError> {
-    // SAFETY: req is an inactive persistent request owned by the caller, whose buffer the
-    // caller keeps valid (init_recv's contract).
+    // SAFETY: the caller's contract: an inactive persistent request whose buffer stays valid
+    // and untouched while it is active.
     let rc = unsafe { ffi::MPI_Start(req) };
     check(rc, "MPI_Start")?;
     counter.started();
@@ -281,11 +288,15 @@ pub(crate) fn start_persistent(
 }
 
 /// Free an inactive persistent request (`MPI_Request_free`); it becomes `MPI_REQUEST_NULL`.
-pub(crate) fn free_request(req: &mut ffi::MPI_Request) -> Result<(), CommError> {
+///
+/// # Safety
+/// `req` is null or a persistent request that is not active (never started, or its last
+/// start completed): MPI then holds no claim on its buffer, which the caller may free after.
+pub(crate) unsafe fn free_request(req: &mut ffi::MPI_Request) -> Result<(), CommError> {
     if *req == request_null() {
         return Ok(());
     }
-    // SAFETY: req is an inactive persistent request owned by the caller; nothing of it is
+    // SAFETY: the caller's contract: an inactive persistent request; nothing of it is
     // pending, so freeing it releases no buffer MPI still writes.
     let rc = unsafe { ffi::MPI_Request_free(req) };
     check(rc, "MPI_Request_free")

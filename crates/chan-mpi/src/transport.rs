@@ -45,8 +45,9 @@
 //!   (Saif & Parashar). A poll tests the oldest posted receives (MPI matches the peer's
 //!   messages to the receives in the order they were posted) together with the control
 //!   receive, in one call: at most one progress call per poll, whatever R
-//!   ([`Core::test_recvs`]). A Sync receive whose message an earlier poll took in makes no MPI
-//!   call.
+//!   ([`Core::test_recvs`]). A Sync receive whose message an earlier poll took in makes no
+//!   test or progress call (giving back the slot it held restarts that slot's receive, and
+//!   may send a credit).
 //!
 //! Buffers are boxed and owned by the core, and placed to span the fewest pages
 //! ([`PageBuf`]): on one node Open MPI copies a large message with `process_vm_readv`, which
@@ -325,10 +326,19 @@ impl Core {
         unsafe { raw::init_recv(ptr, self.bytes, w.data(), &mut self.recv_reqs[slot]) }
     }
 
-    /// Post receive `slot` (inactive before): start its persistent request.
+    /// Post receive `slot` (inactive before): start its persistent request. Callers post a
+    /// mailbox slot only when the channel does not hold it (new, or given back by `release`),
+    /// and a racy slot at any time (its buffer is only read through atomics).
     fn post(&mut self, slot: usize, reqs: &Requests) -> Result<(), CommError> {
-        debug_assert!(!self.recv_active[slot]);
-        raw::start_persistent(&mut self.recv_reqs[slot], reqs)?;
+        assert!(!self.recv_active[slot], "posting an active receive");
+        // SAFETY: (1) recv_reqs[slot] was made by init_recv, whose contract holds for the
+        // core's boxed buffers (see init_recv above), and it is inactive (asserted: the flag
+        // is set here and cleared only when a test completes the request or a cancel leaves
+        // it inactive); (2) while it is active nothing reads the buffer as plain memory: a
+        // mailbox slot is posted only when the channel does not hold it (the callers' rule
+        // above) and is read again only after a test reports it complete, and a racy buffer
+        // is read through atomics only.
+        unsafe { raw::start_persistent(&mut self.recv_reqs[slot], reqs)? };
         self.recv_active[slot] = true;
         if !self.closing {
             self.posted.push_back(slot);
@@ -822,7 +832,9 @@ impl Drop for Core {
             // still initialised (cores go before the world's shutdown finalizes, as SetComm
             // notes), and the communicator lives until the fields drop after this.
             for req in &mut self.recv_reqs {
-                if let Err(e) = raw::free_request(req) {
+                // SAFETY: quiescent() checked that no receive is active; the buffers are
+                // fields of self and drop after this loop.
+                if let Err(e) = unsafe { raw::free_request(req) } {
                     eprintln!(
                         "aiac (mpi): freeing a receive of rank {}: {e}",
                         self.wire.peer
@@ -979,7 +991,7 @@ impl<D: MpiDelivery> Drop for MpiEnd<D> {
     fn drop(&mut self) {
         if let Some(mut core) = self.core.take() {
             // Dropped without a close: announce it, and let the rank finish the close in
-            // the background (every channel call, and finalize, progresses it).
+            // the background (the channel calls that test requests, and finalize, progress it).
             if let Err(e) = core.begin_close(&self.sh.requests) {
                 eprintln!("aiac (mpi): closing a dropped channel: {e}");
             }
