@@ -472,6 +472,11 @@ impl<B: Backend> Channel<B, Async> {
     }
 }
 
+/// Messages of at most this many values (1 KiB) leave eagerly on every transport aiac
+/// launches on (MPI's eager limits start at 4 KiB): a Sync receive of one that an earlier
+/// poll took in needs no poll of its own.
+const SMALL_MESSAGE: usize = 128;
+
 impl<B: Backend> Channel<B, Sync> {
     /// Progress; true when the next message in order has arrived.
     pub fn can_recv(&mut self) -> Result<bool, CommError> {
@@ -524,9 +529,14 @@ impl<B: Backend> Channel<B, Sync> {
         self.release_held()?;
         // A poll took in every message that had arrived: while the next one is among them it
         // is delivered without another (an MPI poll with nothing new costs a progress call,
-        // once per message of a stream the receiver trails).
-        if let Some(i) = self.position_of_next() {
-            return Ok(self.deliver(i));
+        // once per message of a stream the receiver trails). Only for small messages
+        // (SMALL_MESSAGE): a larger one may go by rendezvous, whose transfers of the messages
+        // behind it move only inside the transport's calls, and there a poll per message
+        // costs nothing against the transfer.
+        if self.stats.len <= SMALL_MESSAGE {
+            if let Some(i) = self.position_of_next() {
+                return Ok(self.deliver(i));
+            }
         }
         let mut spins = 0u32;
         loop {
