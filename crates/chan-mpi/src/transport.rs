@@ -45,8 +45,8 @@
 //!   (Saif & Parashar). A poll tests the oldest posted receives (MPI matches the peer's
 //!   messages to the receives in the order they were posted) together with the control
 //!   receive, in one call: at most one progress call per poll, whatever R
-//!   ([`Core::test_recvs`]). A Sync receive whose message an earlier poll took in makes no
-//!   test or progress call (giving back the slot it held restarts that slot's receive, and
+//!   ([`Core::test_recvs`]). A Sync receive of at most 1 KiB whose message an earlier poll
+//!   took in makes no test or progress call (giving back the slot it held restarts that slot's receive, and
 //!   may send a credit).
 //!
 //! Buffers are boxed and owned by the core, and placed to span the fewest pages
