@@ -286,8 +286,7 @@ pub fn sweep_region_into(
 /// sweeps whose residual nobody reads (every sweep but a check's) skip the centre load and
 /// the r² accumulation. The update's bits are [`sweep`]'s.
 pub fn step(shape: &Shape, src: &[f64], rhs: Option<&[f64]>, dst: &mut [f64]) {
-    let mut lanes = Lanes::default();
-    fused_into::<true, false>(shape, src, rhs, dst, 0, &Region::all(shape.n), &mut lanes);
+    step_region(shape, src, rhs, dst, &Region::all(shape.n));
 }
 
 /// [`step`] on one region of the block, into the whole array `dst`.
