@@ -326,15 +326,22 @@ pub fn probe(args: &ProbeArgs) -> Result<ExitCode, RunError> {
     };
     let mut ctx = MpiCtx::init().map_err(|e| RunError::Launch(format!("MPI: {e}")))?;
     if ctx.size() != 2 {
+        use std::io::Write;
         let size = ctx.size();
-        let rank = ctx.rank();
-        let _ = ctx.finalize();
-        if rank != 0 {
-            return Err(RunError::AlreadyReported);
+        if ctx.rank() == 0 {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(
+                err,
+                "aiac: error: aiac probe runs on exactly 2 ranks (`mpirun -np 2 aiac probe`); \
+                 this job has {size}"
+            );
+            let _ = err.flush();
         }
-        return Err(RunError::Launch(format!(
-            "aiac probe runs on exactly 2 ranks (`mpirun -np 2 aiac probe`); this job has {size}"
-        )));
+        // Nobody leaves before the message is out: a rank that exits non-zero makes the
+        // launcher stop the job, and rank 0 must have printed by then.
+        let _ = ctx.barrier();
+        let _ = ctx.finalize();
+        return Err(RunError::AlreadyReported);
     }
     let outcome = Probe::new(&mut ctx, args.compute_ms * 1e-3, args.reps)
         .and_then(|mut p| p.run_all(&mut ctx, &sizes));
