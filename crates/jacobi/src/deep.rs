@@ -17,6 +17,20 @@
 //! that held sweep j − 2's plane p, whose last readers (sweep j − 1's planes p − 1 .. p + 1)
 //! are done by then, since sweep j − 1 is one plane ahead.
 //!
+//! ## Rows
+//! Rows begin on aligned points. The kernel's four-value loads and stores are aligned when a
+//! row segment begins at x = 1 or a multiple of four values after it ([`kernel::Grid`]).
+//! Beyond a low face in x, sweep j's rows would begin at the ghost plane k − j away from
+//! the block, one value further in each sweep, and three sweeps in four would split their
+//! stores across cache lines. Each sweep's rows therefore begin at the aligned point at or
+//! before that plane ([`aligned`]). The up to three points more per row lie farther out
+//! than the sweep's valid ghost planes. They read stale values and are read only by points
+//! of later sweeps that are stale too, never by an owned point, and the next exchange
+//! overwrites them. A 50³ block with a low x neighbour took 0.118 s for 600 blocks of
+//! k = 4 sweeps before, 0.106 s after; 0.104 s with a high x neighbour only, whose rows
+//! already began at x = 1. A check's last sweep covers the owned points exactly
+//! ("The residual").
+//!
 //! ## Tiles
 //! The wavefront keeps about k + 2 planes of each array busy. When those do not fit half of
 //! the L2 cache (as Linux reports CPU 0's; 100³ blocks: 2 × 6 planes of 85 KB at k = 4,
@@ -63,7 +77,7 @@ use crate::config::Config;
 use crate::config::{RacyRead, Variant};
 use crate::field::copy_row;
 use crate::geometry::{Axis, Face, Geometry, GlobalIdx, Plan};
-use crate::kernel::{self, Grid, Lanes, Region, Shape};
+use crate::kernel::{self, Grid, Lanes, Region, Shape, ROW_ALIGN};
 use crate::problem::Problem;
 use crate::progress::Progress;
 use crate::record::StopReason;
@@ -152,6 +166,13 @@ fn tile_rows_within(bytes: usize, depth: usize, rows: usize, row_len: usize) -> 
     (rows * row > slab).then(|| (slab / row).max(8))
 }
 
+/// `x` begun at the aligned point at or before its start (module docs, "Rows"): grown x = 1
+/// lies on a 32-byte boundary ([`kernel::Grid`]) and rows are [`ROW_ALIGN`] values apart.
+fn aligned(x: Range<usize>) -> Range<usize> {
+    assert!(x.start >= 1);
+    1 + (x.start - 1) / ROW_ALIGN * ROW_ALIGN..x.end
+}
+
 impl DeepField {
     /// The starting iterate of `problem` on `geom`'s block grown by `depth`-deep ghost zones:
     /// every point at the value the problem gives it (as if exchanged), in both arrays.
@@ -213,7 +234,7 @@ impl DeepField {
         };
         field.block_regions = (1..=depth)
             .map(|j| Region {
-                x: field.range(0, j),
+                x: aligned(field.range(0, j)),
                 y: field.range(1, j),
                 z: field.range(2, j),
             })
@@ -248,6 +269,7 @@ impl DeepField {
         assert!(m >= 1 && m <= self.depth);
         let mut lanes = Lanes::default();
         let regions = &self.block_regions[..m];
+        let owned_x = self.range(0, self.depth);
         let z1 = regions[0].z.clone();
         // A residual is summed row by row in a plain sweep's order: that block goes untiled.
         let rows = self.tile_rows.filter(|_| !resid);
@@ -282,8 +304,13 @@ impl DeepField {
                     if y.is_empty() {
                         continue;
                     }
+                    let check = resid && j == self.depth;
                     let plane = Region {
-                        x: reg.x.clone(),
+                        x: if check {
+                            owned_x.clone()
+                        } else {
+                            reg.x.clone()
+                        },
                         y,
                         z: p..p + 1,
                     };
@@ -294,7 +321,7 @@ impl DeepField {
                         (&self.next, &mut self.u)
                     };
                     let rhs = self.rhs.as_deref();
-                    if resid && j == self.depth {
+                    if check {
                         kernel::sweep_region_into(&self.shape, src, rhs, dst, &plane, &mut lanes);
                     } else {
                         kernel::step_region(&self.shape, src, rhs, dst, &plane);
@@ -953,7 +980,7 @@ mod tests {
     }
 
     /// Whole runs on the threads backend: the same iteration count, the same residual
-    /// history and the same final iterate, bit for bit, for k = 1 and k = 2, 3, 4, on odd
+    /// history and the same final iterate, bit for bit, for k = 1 and k = 2, 3, 4, 6, on odd
     /// grids and 1-, 2- and 3-D process grids.
     #[test]
     fn deep_equals_shallow() {
@@ -982,7 +1009,11 @@ mod tests {
             let (r1, s1, plan) = run_threads(&c, n);
             let it1 = r1[0].iterations;
             assert!(it1 > 24, "the run should take some blocks");
-            for k in 2..=4u64 {
+            // k = 6: the rows of sweeps 5 and 6 beyond a low x face begin at x = 5.
+            for k in [2, 3, 4, 6u64] {
+                if plan.local.to_array().iter().any(|&e| e < k as usize) {
+                    continue;
+                }
                 let what = format!("{} on {}, k {k}", plan.global, plan.procs);
                 let mut d = c.clone();
                 d.halo_depth = k;
@@ -1008,10 +1039,13 @@ mod tests {
                 for (i, (a, b)) in s1.iter().zip(&sk).enumerate() {
                     assert_eq!(a.to_bits(), b.to_bits(), "{what}: point {i}");
                 }
-                // k times fewer exchanges: messages per face per rank.
+                // k times fewer exchanges: messages per face per rank, give or take the
+                // certification's exchange (k times more than its share, one exchange's
+                // messages being sent(r1) / it1).
                 let sent = |r: &[RankRecord]| r.iter().map(|x| x.messages.sent).sum::<u64>();
                 if n > 1 {
-                    assert!(sent(&rk) * k < sent(&r1) + 4 * sent(&r1) / it1, "{what}");
+                    let (a, b) = (sent(&rk), sent(&r1));
+                    assert!(a * k < b + (k + 1) * b / it1, "{what}: {a} · {k} vs {b}");
                 }
             }
             // A run cut by --max-iters at a point that is not a multiple of k.
