@@ -695,6 +695,8 @@ impl Run<'_, DeepField> {
             if self.it == 0 && criterion.met(initial) {
                 break StopReason::Criterion;
             }
+            // Only the pass that certified keeps its true residual (`Run::asynchronous`).
+            last_true = None;
             if self.it < max_iters {
                 let t = Instant::now();
                 for ((ch, &face), &fl) in chans.iter_mut().zip(&self.faces).zip(&floor) {
@@ -706,7 +708,6 @@ impl Run<'_, DeepField> {
                 slow_down(self.slowdown, t.elapsed());
                 self.compute += t.elapsed();
                 self.it += 1;
-                last_true = None;
                 if self.it % self.cfg.halo_every == 0 {
                     let t = Instant::now();
                     for (ch, &face) in chans.iter_mut().zip(&self.faces) {

@@ -451,8 +451,9 @@ impl<'a, F: Iterate> Run<'a, F> {
         Ok(true_value)
     }
 
-    /// The true residual at the end of a run: `last_true` when the iterate has not changed
-    /// since it was computed, else a new one (collective).
+    /// The true residual at the end of a run: `last_true` when no rank's iterate has changed
+    /// since it was computed, else a new one (collective: every rank must pass `Some` or
+    /// every rank `None`).
     pub(crate) fn final_true<C: Context>(
         &mut self,
         ctx: &mut C,
@@ -777,6 +778,11 @@ impl Run<'_> {
             if self.it == 0 && self.criterion().met(initial) {
                 break StopReason::Criterion; // u_0 already solves the system
             }
+            // A true residual holds only in the pass that certified it: after that, other
+            // ranks may sweep while this one, at --max-iters, does not, and whether the final
+            // true residual is taken again must be the same decision on every rank (it is
+            // collective).
+            last_true = None;
             if self.it < self.cfg.max_iters {
                 // Take whatever new halo data is there.
                 let t = Instant::now();
@@ -818,7 +824,6 @@ impl Run<'_> {
                     // The residual of the current iterate with the newest halo.
                     if !idled || got {
                         idled = true;
-                        last_true = None;
                         let t = Instant::now();
                         local[0] = self.field.residual_sq();
                         self.compute += t.elapsed();
@@ -847,7 +852,6 @@ impl Run<'_> {
                     };
                     local[0] = self.sweep_or_solve(true, &mut fresher)?;
                     last_solve = t.elapsed();
-                    last_true = None;
                     // Offer the new faces.
                     if self.it % self.cfg.halo_every == 0 {
                         unsent.fill(true);
