@@ -50,6 +50,22 @@ fn kernels(cr: &mut Criterion) {
     g.bench_function("paper: sweep then copy", |b| {
         b.iter(|| black_box(kernel::sweep_then_copy(&sh, &mut u, None, &mut v)))
     });
+    // Rows begun at x = 1 (aligned) and at x = 2, 3 (not), all n − 2 points long: why a deep
+    // halo's sweeps begin their rows on aligned points (deep.rs, "Rows").
+    for start in 1..=3 {
+        let r = kernel::Region {
+            x: start..start + n - 2,
+            y: 1..n + 1,
+            z: 1..n + 1,
+        };
+        let name = format!("step, rows of {} from x = {start}", n - 2);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                kernel::step_region(&sh, &u, None, &mut v, &r);
+                std::mem::swap(&mut u, &mut v);
+            })
+        });
+    }
     #[cfg(jacobi_c_baseline)]
     {
         // The C code indexes with the unpadded row length n + 2: give it arrays of that

@@ -85,7 +85,9 @@ pub use solver::{solve, solve_with};
 /// The stencil kernels, for the criterion benchmarks in `benches/` only: not part of the API.
 #[doc(hidden)]
 pub mod bench_api {
-    pub use crate::kernel::{step, sweep, sweep_reference, sweep_then_copy, Grid, Shape};
+    pub use crate::kernel::{
+        step, step_region, sweep, sweep_reference, sweep_then_copy, Grid, Region, Shape,
+    };
 }
 
 use chan_core::{CommError, CreateError, RecvError, ReduceError, SendError};
