@@ -445,10 +445,16 @@ impl<B: Backend> Channel<B, Async> {
     /// The newest whole message that arrived since the last receive, with its stamp; every
     /// older one is discarded (counted as superseded), also one that arrives after a newer
     /// one was delivered. `None` when nothing new arrived; the
-    /// previous message stays available through [`Channel::latest`]. Never waits.
+    /// previous message stays available through [`Channel::latest`]. Never waits. After a
+    /// [`Channel::can_recv`] that found messages of at most 1 KiB, the newest of those, with
+    /// no poll of its own.
     pub fn recv(&mut self) -> Result<Option<Message<'_>>, RecvError> {
-        self.poll_mailbox()?;
-        self.drop_stale()?;
+        // After a `can_recv` that found a small message, deliver what it took in without a
+        // poll of its own (the Sync receive's rule, at the same size: `SMALL_MESSAGE`).
+        if self.stats.len > SMALL_MESSAGE || self.pending.is_empty() {
+            self.poll_mailbox()?;
+            self.drop_stale()?;
+        }
         let batch = self.pending.len();
         if batch == 0 {
             return Ok(None);
@@ -591,8 +597,11 @@ impl<B: Backend> Channel<B, Racy> {
 
     /// Progress and return the receive buffer at once, whatever has landed. Elements may come
     /// from different sends and may change while read; each element is some send's value.
+    /// After a `can_recv` that saw a small send land (at most 1 KiB), no progress of its own.
     pub fn recv(&mut self) -> Result<&AtomicF64Slice, RecvError> {
-        self.poll_racy()?;
+        if self.stats.len > SMALL_MESSAGE || self.racy_new == 0 {
+            self.poll_racy()?;
+        }
         if self.racy_new > 0 {
             self.stats.batches.record(self.racy_new as i64);
             self.record_staleness(self.racy_stamp);
@@ -630,6 +639,10 @@ mod tests {
         batches: VecDeque<Vec<Arrival>>,
         released: Vec<usize>,
         view: AtomicF64Buf,
+        /// Racy polls: sends landed per poll, in order (then none).
+        landed: VecDeque<u64>,
+        /// Polls made, of either kind.
+        polls: usize,
     }
 
     struct ScriptedBackend;
@@ -669,6 +682,7 @@ mod tests {
 
     impl MailboxTransport for Scripted {
         fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
+            self.polls += 1;
             out.extend(self.batches.pop_front().unwrap_or_default());
             Ok(())
         }
@@ -686,31 +700,79 @@ mod tests {
 
     impl RacyTransport for Scripted {
         fn poll(&mut self) -> Result<crate::transport::RacyPoll, CommError> {
-            Ok(Default::default())
+            self.polls += 1;
+            let arrived = self.landed.pop_front().unwrap_or(0);
+            Ok(crate::transport::RacyPoll {
+                arrived,
+                stamp: self.polls as u64,
+            })
         }
         fn view(&self) -> &AtomicF64Slice {
             &self.view
         }
     }
 
-    /// An async channel (R = 2, so 3 slots of one element) whose polls report `batches` of
-    /// (slot, seq); slot s holds the value 10·s, and a message's stamp is its seq.
-    fn async_channel(batches: &[&[(usize, u64)]]) -> Channel<ScriptedBackend, Async> {
+    /// A receive end of messages of `len` values (R = 2, so 3 slots) whose mailbox polls
+    /// report `batches` of (slot, seq) and whose racy polls report `landed` sends; slot s
+    /// holds the value 10·s, and a message's stamp is its seq.
+    fn scripted(len: usize, batches: &[&[(usize, u64)]], landed: &[u64]) -> Scripted {
         let arrival = |&(slot, seq): &(usize, u64)| Arrival {
             slot,
             header: Header { seq, stamp: seq },
         };
-        let t = Scripted {
-            slots: (0..3).map(|s| vec![10.0 * s as f64]).collect(),
+        Scripted {
+            slots: (0..3).map(|s| vec![10.0 * s as f64; len]).collect(),
             batches: batches
                 .iter()
                 .map(|b| b.iter().map(arrival).collect())
                 .collect(),
             released: Vec::new(),
-            view: AtomicF64Buf::zeroed(1),
-        };
-        let spec = ChannelSpec::new(1, 0, ChannelConfig::new(1, 2).unwrap()).unwrap();
+            view: AtomicF64Buf::zeroed(len),
+            landed: landed.iter().copied().collect(),
+            polls: 0,
+        }
+    }
+
+    fn channel<M: Mode>(
+        t: M::Transport<ScriptedBackend>,
+        len: usize,
+    ) -> Channel<ScriptedBackend, M> {
+        let spec = ChannelSpec::new(len, 0, ChannelConfig::new(len, 2).unwrap()).unwrap();
         Channel::from_transport(t, &spec)
+    }
+
+    /// An async channel of one-value messages over [`scripted`] arrivals.
+    fn async_channel(batches: &[&[(usize, u64)]]) -> Channel<ScriptedBackend, Async> {
+        channel::<Async>(scripted(1, batches, &[]), 1)
+    }
+
+    /// After a `can_recv` that found a small message, every mode's receive delivers it with
+    /// no poll of its own (the transport's next arrivals stay unreported); a message larger
+    /// than `SMALL_MESSAGE` values gets a poll, whose transfers a rendezvous may need.
+    #[test]
+    fn a_receive_after_can_recv_polls_only_for_large_messages() {
+        for (len, polls) in [(1, 1), (SMALL_MESSAGE, 1), (SMALL_MESSAGE + 1, 2)] {
+            let batches: &[&[(usize, u64)]] = &[&[(0, 1)], &[(1, 2)]];
+            let mut ch = channel::<Sync>(scripted(len, batches, &[]), len);
+            assert!(ch.can_recv().unwrap());
+            assert_eq!(ch.recv().unwrap().seq(), 1, "sync, {len} values");
+            assert_eq!(ch.t.polls, polls, "sync, {len} values");
+
+            let batches: &[&[(usize, u64)]] = &[&[(0, 1)], &[(1, 2)]];
+            let mut ch = channel::<Async>(scripted(len, batches, &[]), len);
+            assert!(ch.can_recv().unwrap());
+            let m = ch.recv().unwrap().expect("message 1 arrived");
+            // Without the second poll, message 1 is the newest the channel knows of.
+            let want = if polls == 1 { 1 } else { 2 };
+            assert_eq!(m.seq(), want, "async, {len} values");
+            assert_eq!(ch.t.polls, polls, "async, {len} values");
+
+            let mut ch = channel::<Racy>(scripted(len, &[], &[1, 1]), len);
+            assert!(ch.can_recv().unwrap());
+            ch.recv().unwrap();
+            assert_eq!(ch.t.polls, polls, "racy, {len} values");
+            assert_eq!(ch.stats().received, polls as u64, "racy, {len} values");
+        }
     }
 
     #[test]
