@@ -21,8 +21,8 @@
 //! Rows begin on aligned points. The kernel's four-value loads and stores are aligned when a
 //! row segment begins at x = 1 or a multiple of four values after it ([`kernel::Grid`]).
 //! Beyond a low face in x, sweep j's rows would begin at the ghost plane k − j away from
-//! the block, one value further in each sweep, and three sweeps in four would split their
-//! stores across cache lines. Each sweep's rows therefore begin at the aligned point at or
+//! the block, one value further in each sweep: at k = 4, three sweeps in four would run
+//! with unaligned loads and stores, one store in two split across two cache lines. Each sweep's rows therefore begin at the aligned point at or
 //! before that plane ([`aligned`]). The up to three points more per row lie farther out
 //! than the sweep's valid ghost planes. They read stale values and are read only by points
 //! of later sweeps that are stale too, never by an owned point, and the next exchange
@@ -167,7 +167,8 @@ fn tile_rows_within(bytes: usize, depth: usize, rows: usize, row_len: usize) -> 
 }
 
 /// `x` begun at the aligned point at or before its start (module docs, "Rows"): grown x = 1
-/// lies on a 32-byte boundary ([`kernel::Grid`]) and rows are [`ROW_ALIGN`] values apart.
+/// lies on a 32-byte boundary ([`kernel::Grid`]), and every row stride is a multiple of
+/// [`ROW_ALIGN`] values.
 fn aligned(x: Range<usize>) -> Range<usize> {
     assert!(x.start >= 1);
     1 + (x.start - 1) / ROW_ALIGN * ROW_ALIGN..x.end
