@@ -191,12 +191,19 @@ fn exchange_counted<M: Mode>(
     }
 }
 
+/// A stream's sending side (rank 0): `n` sends of `data`, each waiting for a slot.
+fn send_all<M: chan_core::Mode>(c: &mut Channel<Mpi, M>, data: &[f64], n: u64) {
+    for _ in 0..n {
+        c.send(data).unwrap();
+    }
+}
+
 /// Stream over a sync channel: rank 0 sends, rank 1 receives each message in order.
 fn stream_sync(c: &mut Channel<Mpi, Sync>, rank: usize, data: &[f64], sink: &mut [f64], n: u64) {
-    for _ in 0..n {
-        if rank == 0 {
-            c.send(data).unwrap();
-        } else {
+    if rank == 0 {
+        send_all(c, data, n);
+    } else {
+        for _ in 0..n {
             c.recv_into(sink).unwrap();
         }
     }
@@ -205,15 +212,13 @@ fn stream_sync(c: &mut Channel<Mpi, Sync>, rank: usize, data: &[f64], sink: &mut
 /// Stream over an async channel: rank 0 sends, rank 1 takes the newest until all arrived.
 fn stream_async(c: &mut Channel<Mpi, Async>, rank: usize, data: &[f64], sink: &mut [f64], n: u64) {
     if rank == 0 {
-        for _ in 0..n {
-            c.send(data).unwrap();
-        }
-    } else {
-        let target = c.stats().received + n;
-        while c.stats().received < target {
-            if let Some(m) = c.recv().unwrap() {
-                sink.copy_from_slice(&m);
-            }
+        send_all(c, data, n);
+        return;
+    }
+    let target = c.stats().received + n;
+    while c.stats().received < target {
+        if let Some(m) = c.recv().unwrap() {
+            sink.copy_from_slice(&m);
         }
     }
 }
@@ -221,14 +226,12 @@ fn stream_async(c: &mut Channel<Mpi, Async>, rank: usize, data: &[f64], sink: &m
 /// Stream over a racy channel: rank 0 sends, rank 1 copies the view until all arrived.
 fn stream_racy(c: &mut Channel<Mpi, Racy>, rank: usize, data: &[f64], sink: &mut [f64], n: u64) {
     if rank == 0 {
-        for _ in 0..n {
-            c.send(data).unwrap();
-        }
-    } else {
-        let target = c.stats().received + n;
-        while c.stats().received < target {
-            c.recv().unwrap().load_into(sink);
-        }
+        send_all(c, data, n);
+        return;
+    }
+    let target = c.stats().received + n;
+    while c.stats().received < target {
+        c.recv().unwrap().load_into(sink);
     }
 }
 
