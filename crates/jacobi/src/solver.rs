@@ -784,14 +784,21 @@ impl Run<'_> {
             // collective).
             last_true = None;
             if self.it < self.cfg.max_iters {
-                // Take whatever new halo data is there.
+                // Take whatever new halo data is there. Multisplitting's first solve starts
+                // from the initial halo on every rank, so the first solves overlap even when
+                // a rank starts late: it finds its neighbours' first faces mid-solve (and is
+                // cut short by them), not before it. Were it to take them first, it would
+                // solve while they wait for its faces and they while it waits for theirs,
+                // one rank at a time, and stay that way for the rest of the run.
                 let t = Instant::now();
                 let mut got = false;
+                let first_solve = self.inner.is_some() && self.it == 0;
                 for (((ch, &face), ib), new) in chans
                     .iter_mut()
                     .zip(&self.faces)
                     .zip(&mut inbox)
                     .zip(&mut fresh)
+                    .filter(|_| !first_solve)
                 {
                     let applied = ch.take(&mut self.field, face, ib, self.cfg.racy_read)?;
                     *new |= applied;
