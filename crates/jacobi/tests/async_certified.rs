@@ -21,15 +21,8 @@ fn certified(variant: Variant, n: usize, shared: bool) {
             if shared { "shared" } else { "threads" },
             c.max_in_flight
         );
-        let tol = c.criterion.tol();
+        assert_converged(&recs, &what, c.criterion.tol());
         for r in &recs {
-            assert_eq!(r.stop, StopReason::Criterion, "{what}: rank {}", r.rank);
-            assert!(r.converged, "{what}");
-            assert!(
-                r.residual.true_residual < tol,
-                "{what}: true residual {:e}",
-                r.residual.true_residual
-            );
             let last = r
                 .certifications
                 .last()

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use chan_threads::World;
-use jacobi::{Config, Dims, RankRecord, SizeSpec, StopCriterion, Variant};
+use jacobi::{Config, Dims, RankRecord, SizeSpec, StopCriterion, StopReason, Variant};
 
 /// A small configuration: global grid `g`, the given variant.
 pub fn cfg(global: Dims, variant: Variant) -> Config {
@@ -24,4 +24,19 @@ pub fn run_threads(c: &Config, n: usize) -> Vec<RankRecord> {
     World::new(n)
         .unwrap()
         .run(|ctx| jacobi::solve(ctx, c).expect("run failed"))
+}
+
+/// Every rank stopped on the criterion, converged, with its certified true residual below
+/// `tol`.
+pub fn assert_converged(recs: &[RankRecord], what: &str, tol: f64) {
+    for r in recs {
+        assert_eq!(r.stop, StopReason::Criterion, "{what}: rank {}", r.rank);
+        assert!(r.converged, "{what}: rank {}", r.rank);
+        assert!(
+            r.residual.true_residual < tol,
+            "{what}: rank {}: true residual {:e}",
+            r.rank,
+            r.residual.true_residual
+        );
+    }
 }
