@@ -81,7 +81,7 @@ use crate::kernel::{self, Grid, Lanes, Region, Shape, ROW_ALIGN};
 use crate::problem::Problem;
 use crate::progress::Progress;
 use crate::record::StopReason;
-use crate::solver::{slow_down, sum_all, Block, Iterate, RankOutcome, Rounds, Run};
+use crate::solver::{slow_down, sum_all, Block, Iterate, RankOutcome, RoundStep, Rounds, Run};
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{
@@ -723,42 +723,16 @@ impl Run<'_, DeepField> {
                 }
                 local[1] = f64::from(u8::from(self.it >= max_iters));
             }
-            let t = Instant::now();
-            let round = rounds.poll(self.it, &local)?;
-            self.comm += t.elapsed();
-            let Some(g) = round else {
-                if self.it >= max_iters {
-                    std::thread::yield_now();
+            match self.async_round(ctx, &mut rounds, &mut cert, &mut local, &mut last_true)? {
+                RoundStep::Stop(reason) => break 'run reason,
+                RoundStep::Rejected => {
+                    // The certification exchange filled the ghost zones with the neighbours'
+                    // current iterate; older messages in flight are not applied.
+                    for (ch, fl) in cert.iter().zip(&mut floor) {
+                        *fl = ch.latest().map_or(*fl, |m| m.stamp());
+                    }
                 }
-                continue;
-            };
-            self.reductions += 1;
-            let value = self.measure(g[0]);
-            self.reported = Some(value);
-            self.observe(self.it, value);
-            if criterion.met(value) {
-                if !self.cfg.confirm {
-                    break 'run StopReason::Criterion;
-                }
-                let t = self.certify(ctx, &mut cert)?;
-                last_true = Some(t);
-                // The certification exchange filled the ghost zones with the neighbours'
-                // current iterate; older messages in flight are not applied.
-                for (ch, fl) in cert.iter().zip(&mut floor) {
-                    *fl = ch.latest().map_or(*fl, |m| m.stamp());
-                }
-                if criterion.met(t) {
-                    break 'run StopReason::Criterion;
-                }
-                local[0] = self.last_true_local;
-            }
-            if g[1] > 0.0 {
-                break 'run StopReason::MaxIters;
-            }
-            if rounds.due(self.it) {
-                let t = Instant::now();
-                rounds.start(self.it, &local)?;
-                self.comm += t.elapsed();
+                RoundStep::Pending | RoundStep::Went => {}
             }
         };
         let true_value = self.final_true(ctx, &mut cert, last_true)?;

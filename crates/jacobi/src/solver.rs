@@ -322,6 +322,20 @@ impl<R: chan_core::Reduction> Rounds<R> {
     }
 }
 
+/// What [`Run::async_round`] did.
+pub(crate) enum RoundStep {
+    /// No round has returned yet.
+    Pending,
+    /// A round returned and the run goes on.
+    Went,
+    /// A round claimed convergence and the certification rejected it: its synchronous
+    /// exchange gave the halo the neighbours' current iterate, newer than any message sent
+    /// before it, and the run goes on.
+    Rejected,
+    /// The run stops.
+    Stop(StopReason),
+}
+
 /// What the loops' shared bookkeeping (true residual, certification) needs of an iterate.
 pub(crate) trait Iterate {
     /// A blocking exchange of the halo over Sync channels (channel k serves `faces[k]`),
@@ -467,6 +481,58 @@ impl<'a, F: Iterate> Run<'a, F> {
                 Ok(self.measure(g))
             }
         }
+    }
+
+    /// The end of a pass of the async and racy loops (one-plane and deep): test the
+    /// non-blocking reduction; once a round has returned, report it, certify a convergence
+    /// claim (`last_true` holds the true residual in the pass that took it), stop on the
+    /// criterion or when a rank reached `--max-iters`, and restart the reduction from
+    /// `local` when due. A rejected claim restarts it from the exact local residual
+    /// (`local[0]`), not the stale one that joined the wrong claim and would claim again at
+    /// once.
+    pub(crate) fn async_round<C: Context, R: chan_core::Reduction>(
+        &mut self,
+        ctx: &mut C,
+        rounds: &mut Rounds<R>,
+        cert: &mut [Channel<C::Backend, Sync>],
+        local: &mut [f64; 2],
+        last_true: &mut Option<f64>,
+    ) -> Result<RoundStep, Error> {
+        let t = Instant::now();
+        let round = rounds.poll(self.it, local)?;
+        self.comm += t.elapsed();
+        let Some(g) = round else {
+            if self.it >= self.cfg.max_iters {
+                std::thread::yield_now(); // only waiting for the round to come back
+            }
+            return Ok(RoundStep::Pending);
+        };
+        self.reductions += 1;
+        let value = self.measure(g[0]);
+        self.reported = Some(value);
+        self.observe(self.it, value);
+        let mut step = RoundStep::Went;
+        if self.criterion().met(value) {
+            if !self.cfg.confirm {
+                return Ok(RoundStep::Stop(StopReason::Criterion));
+            }
+            let t = self.certify(ctx, cert)?;
+            *last_true = Some(t);
+            if self.criterion().met(t) {
+                return Ok(RoundStep::Stop(StopReason::Criterion));
+            }
+            local[0] = self.last_true_local;
+            step = RoundStep::Rejected;
+        }
+        if g[1] > 0.0 {
+            return Ok(RoundStep::Stop(StopReason::MaxIters));
+        }
+        if rounds.due(self.it) {
+            let t = Instant::now();
+            rounds.start(self.it, local)?;
+            self.comm += t.elapsed();
+        }
+        Ok(step)
     }
 
     /// This rank's record of the run that ended as `(stop, true_value, time)` with these
@@ -868,45 +934,16 @@ impl Run<'_> {
                 local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
             }
             // Test the reduction; restart it as soon as it returns (paced: once due).
-            let t = Instant::now();
-            let round = rounds.poll(self.it, &local)?;
-            self.comm += t.elapsed();
-            let Some(g) = round else {
-                if self.it >= self.cfg.max_iters {
-                    std::thread::yield_now(); // only waiting for the round to come back
+            match self.async_round(ctx, &mut rounds, &mut cert, &mut local, &mut last_true)? {
+                RoundStep::Stop(reason) => break 'run reason,
+                RoundStep::Rejected => {
+                    // Messages sent before the certification swap carry older stamps.
+                    for (ch, ib) in cert.iter().zip(&mut inbox) {
+                        ib.floor = ch.latest().map_or(ib.floor, |m| m.stamp());
+                    }
+                    resolve = true; // solve with the new halo
                 }
-                continue;
-            };
-            self.reductions += 1;
-            let value = self.measure(g[0]);
-            self.reported = Some(value);
-            self.observe(self.it, value);
-            if self.criterion().met(value) {
-                if !self.cfg.confirm {
-                    break 'run StopReason::Criterion;
-                }
-                let t = self.certify(ctx, &mut cert)?;
-                last_true = Some(t);
-                // The certification swap gave the halo the neighbours' current iterate;
-                // messages sent before it carry older stamps.
-                for (ch, ib) in cert.iter().zip(&mut inbox) {
-                    ib.floor = ch.latest().map_or(ib.floor, |m| m.stamp());
-                }
-                resolve = true;
-                if self.criterion().met(t) {
-                    break 'run StopReason::Criterion;
-                }
-                // The next round starts from the exact local residual, not the stale one
-                // that joined the wrong claim (which would claim again at once).
-                local[0] = self.last_true_local;
-            }
-            if g[1] > 0.0 {
-                break 'run StopReason::MaxIters;
-            }
-            if rounds.due(self.it) {
-                let t = Instant::now();
-                rounds.start(self.it, &local)?;
-                self.comm += t.elapsed();
+                RoundStep::Pending | RoundStep::Went => {}
             }
         };
         let true_value = self.final_true(ctx, &mut cert, last_true)?;
