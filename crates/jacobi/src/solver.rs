@@ -859,16 +859,17 @@ impl Run<'_> {
                 let t = Instant::now();
                 let mut got = false;
                 let first_solve = self.inner.is_some() && self.it == 0;
-                for (((ch, &face), ib), new) in chans
-                    .iter_mut()
-                    .zip(&self.faces)
-                    .zip(&mut inbox)
-                    .zip(&mut fresh)
-                    .filter(|_| !first_solve)
-                {
-                    let applied = ch.take(&mut self.field, face, ib, self.cfg.racy_read)?;
-                    *new |= applied;
-                    got |= applied;
+                if !first_solve {
+                    for (((ch, &face), ib), new) in chans
+                        .iter_mut()
+                        .zip(&self.faces)
+                        .zip(&mut inbox)
+                        .zip(&mut fresh)
+                    {
+                        let applied = ch.take(&mut self.field, face, ib, self.cfg.racy_read)?;
+                        *new |= applied;
+                        got |= applied;
+                    }
                 }
                 self.comm += t.elapsed();
                 // Multisplitting does not solve the same block problem twice: with no new
