@@ -22,14 +22,14 @@
 //! row segment begins at x = 1 or a multiple of four values after it ([`kernel::Grid`]).
 //! Beyond a low face in x, sweep j's rows would begin at the ghost plane k − j away from
 //! the block, one value further in each sweep: at k = 4, three sweeps in four would run
-//! with unaligned loads and stores, one store in two split across two cache lines. Each sweep's rows therefore begin at the aligned point at or
-//! before that plane ([`aligned`]). The up to three points more per row lie farther out
-//! than the sweep's valid ghost planes. They read stale values and are read only by points
-//! of later sweeps that are stale too, never by an owned point, and the next exchange
-//! overwrites them. A 50³ block with a low x neighbour took 0.118 s for 600 blocks of
-//! k = 4 sweeps before, 0.106 s after; 0.104 s with a high x neighbour only, whose rows
-//! already began at x = 1. A check's last sweep covers the owned points exactly
-//! ("The residual").
+//! with unaligned loads and stores, one store in two split across two cache lines. Each
+//! sweep's rows therefore begin at the aligned point at or before that plane ([`aligned`]).
+//! The up to three points more per row lie farther out than the sweep's valid ghost planes.
+//! They read stale values and are read only by points of later sweeps that are stale too,
+//! never by an owned point, and the next exchange overwrites them. A 50³ block with a low x
+//! neighbour took 0.118 s for 600 blocks of k = 4 sweeps before, 0.106 s after; 0.104 s with
+//! a high x neighbour only, whose rows already began at x = 1. A check's last sweep covers
+//! the owned points exactly ("The residual").
 //!
 //! ## Tiles
 //! The wavefront keeps about k + 2 planes of each array busy. When those do not fit half of
@@ -696,8 +696,6 @@ impl Run<'_, DeepField> {
             if self.it == 0 && criterion.met(initial) {
                 break StopReason::Criterion;
             }
-            // Only the pass that certified keeps its true residual (`Run::asynchronous`).
-            last_true = None;
             if self.it < max_iters {
                 let t = Instant::now();
                 for ((ch, &face), &fl) in chans.iter_mut().zip(&self.faces).zip(&floor) {

@@ -490,6 +490,11 @@ impl<'a, F: Iterate> Run<'a, F> {
     /// `local` when due. A rejected claim restarts it from the exact local residual
     /// (`local[0]`), not the stale one that joined the wrong claim and would claim again at
     /// once.
+    ///
+    /// `last_true` is cleared first: a true residual holds only in the pass that certified
+    /// it. After that, other ranks may sweep while this one, at --max-iters, does not, and
+    /// whether the final true residual is taken again must be the same decision on every
+    /// rank (it is collective).
     pub(crate) fn async_round<C: Context, R: chan_core::Reduction>(
         &mut self,
         ctx: &mut C,
@@ -498,6 +503,7 @@ impl<'a, F: Iterate> Run<'a, F> {
         local: &mut [f64; 2],
         last_true: &mut Option<f64>,
     ) -> Result<RoundStep, Error> {
+        *last_true = None;
         let t = Instant::now();
         let round = rounds.poll(self.it, local)?;
         self.comm += t.elapsed();
@@ -844,11 +850,6 @@ impl Run<'_> {
             if self.it == 0 && self.criterion().met(initial) {
                 break StopReason::Criterion; // u_0 already solves the system
             }
-            // A true residual holds only in the pass that certified it: after that, other
-            // ranks may sweep while this one, at --max-iters, does not, and whether the final
-            // true residual is taken again must be the same decision on every rank (it is
-            // collective).
-            last_true = None;
             if self.it < self.cfg.max_iters {
                 // Take whatever new halo data is there. Multisplitting's first solve starts
                 // from the initial halo on every rank, so the first solves overlap even when
