@@ -7,8 +7,9 @@
 //! every multisplitting rank's first solve from the initial halo (`solver.rs`), which makes
 //! the first solves overlap. Before that change, with one busy loop beside this test, 3 of
 //! 23 runs had an async or racy case with no cut and 5 more settled into turns after a few
-//! cuts; after it, all 10 runs cut nearly every solve of the slow rank. A binary of its own besides, so that no 8-rank
-//! run of the library's tests competes with the two ranks for the 2 cores.
+//! cuts; after it, all 10 runs cut nearly every solve of the slow rank. A binary of its own
+//! besides, so that no 8-rank run of the library's tests competes with the two ranks for the
+//! 2 cores.
 
 mod common;
 use common::*;
@@ -39,8 +40,8 @@ fn inner(r: &RankRecord) -> MultisplitRecord {
 /// depends on the tolerance, not on the slowdown). A sync run never cuts a solve. 20× rather
 /// than the benchmark's 2×: a solve of a 16³ block takes about a millisecond, less than a
 /// scheduler's time slice, and the fast rank must finish well within the slow rank's solve
-/// for the cut to show. The solutions themselves are checked against the serial oracle by
-/// the library's multisplitting tests.
+/// for the cut to show. The solutions of the same runs are checked against the serial oracle
+/// by the library's `a_slowed_rank_still_solves_the_system`.
 #[test]
 fn a_slowed_rank_cuts_its_async_inner_solves_short() {
     let c = slowed(Variant::Sync);

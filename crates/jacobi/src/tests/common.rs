@@ -22,9 +22,10 @@ pub fn with_tol(mut c: Config, tol: f64) -> Config {
 /// Run on the threads backend with `n` ranks: the records and the assembled global solution.
 ///
 /// One run at a time. How many outer iterations an async run takes depends on how evenly its
-/// ranks get the cores, and the tests assert about it. With two runs of up to 8 ranks each at once on 2 cores, the async
-/// multisplitting at 8 ranks took 71, 110, 92 and 148 outer iterations in four runs of the
-/// crate's tests (the test allows 117); one run at a time, 69, 79, 69, 83 and 72.
+/// ranks get the cores, and the tests assert about it. With two runs of up to 8 ranks each at
+/// once on 2 cores, the async multisplitting at 8 ranks took 71, 110, 92 and 148 outer
+/// iterations in four runs of the crate's tests (the test allows 117); one run at a time, 69,
+/// 79, 69, 83 and 72.
 pub fn run_threads(c: &Config, n: usize) -> (Vec<RankRecord>, Vec<f64>, Plan) {
     static ONE_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE_RUN.lock().unwrap_or_else(|e| e.into_inner());

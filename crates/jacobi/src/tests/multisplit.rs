@@ -126,3 +126,24 @@ fn multisplit_with_sparse_exchanges_converges() {
         assert!(serial < tol, "{variant}: serial residual {serial:e}");
     }
 }
+
+/// With rank 0 slowed 20× (`--slow-rank 0 --slowdown 20`), async and racy multisplitting's
+/// assembled solution solves the system: its residual by the serial oracle is below
+/// tolerance. That the slow rank's solves are cut short is asserted in a test binary of its
+/// own (`tests/multisplit_slow_rank.rs`), where no other run shares the cores.
+#[test]
+fn a_slowed_rank_still_solves_the_system() {
+    for variant in [Variant::Async, Variant::Racy] {
+        let mut c = multisplit(2, variant, Inner::Cg);
+        c.slow = Some(crate::config::SlowRank {
+            rank: 0,
+            factor: 20.0,
+        });
+        let tol = c.criterion.tol();
+        let what = format!("{variant}, rank 0 slowed 20×");
+        let (recs, u, plan) = run_threads(&c, 2);
+        assert_converged(&recs, &what, tol);
+        let serial = crate::serial::relative_residual(&c.problem, plan.global, &u);
+        assert!(serial < tol, "{what}: serial residual {serial:e}");
+    }
+}
