@@ -67,6 +67,17 @@
 //! iterates are not those of k = 1 (no asynchronous run repeats), the termination is the
 //! same certified one.
 //!
+//! Every ghost point such a sweep computes reads the iterate the sweep started from, as the
+//! neighbour's own sweep would; only then do the computed ghost points go to both arrays.
+//! The owned rows and the x ghost planes at their ends are one pass per row
+//! ([`kernel::sweep_region_ext_x_into`]): swept as regions of their own, a few points wide
+//! and one row segment per row of the block, they cost as much as the owned points of a 50³
+//! block. And the owned rows begin on aligned points: an async or racy block with a low x
+//! neighbour is padded below its ghost zone until they do (the sync blocks align their
+//! sweeps instead, "Rows"), since the owned sweep there runs every iteration and a sweep
+//! that ends at a frozen halo plane may not round its rows outwards. Measured in
+//! docs/performance.md, "Deep halos for async and racy".
+//!
 //! ## The residual
 //! The check period K is a multiple of k, so a check falls at the end of a block; the k-th
 //! sweep covers the owned points exactly, with rows of the same length in the same order as
@@ -177,25 +188,37 @@ fn aligned(x: Range<usize>) -> Range<usize> {
 impl DeepField {
     /// The starting iterate of `problem` on `geom`'s block grown by `depth`-deep ghost zones:
     /// every point at the value the problem gives it (as if exchanged), in both arrays.
-    pub(crate) fn new(geom: &Geometry, problem: &Problem, depth: usize) -> Self {
+    /// `align_owned` (async and racy): rows of owned points begin on an aligned point, padded
+    /// below the ghost zone where needed (module docs, "Rows").
+    pub(crate) fn new(geom: &Geometry, problem: &Problem, depth: usize, align_owned: bool) -> Self {
         assert!(depth >= 1);
         let n = geom.local.to_array();
         let has = |f: Face| geom.neighbours[f.index()].is_some();
         let lo = Axis::ALL.map(|a| has(Face::new(a, false)));
         let hi = Axis::ALL.map(|a| has(Face::new(a, true)));
         let grow = |a: usize| (depth - 1) * (usize::from(lo[a]) + usize::from(hi[a]));
-        let off = [0, 1, 2].map(|a| if lo[a] { depth - 1 } else { 0 });
+        let mut off = [0, 1, 2].map(|a| if lo[a] { depth - 1 } else { 0 });
+        // Owned x begins at off + 1, aligned when off is a multiple of ROW_ALIGN.
+        let pad = if align_owned {
+            (ROW_ALIGN - off[0] % ROW_ALIGN) % ROW_ALIGN
+        } else {
+            0
+        };
+        off[0] += pad;
         let shape = Shape::new(crate::geometry::Dims::new(
-            n[0] + grow(0),
+            n[0] + grow(0) + pad,
             n[1] + grow(1),
             n[2] + grow(2),
         ));
+        // The first grown x the block holds (the ghost zone's outer plane); the padding
+        // below it is never read.
+        let x0 = if lo[0] { off[0] + 1 - depth } else { 0 };
         let mut u = Grid::new(shape.len, 0.0);
         let mut rhs: Option<Grid> = None;
         let g = shape.n.to_array();
         for z in 0..=g[2] + 1 {
             for y in 0..=g[1] + 1 {
-                for x in 0..=g[0] + 1 {
+                for x in x0..=g[0] + 1 {
                     // The global index of grown point (x, y, z): origin + local − 1, where
                     // local = grown − off (the ghost zone lies inside the neighbours' blocks,
                     // validated by `Config::plan`: depth ≤ their extent).
@@ -377,37 +400,35 @@ impl DeepField {
             y: owned(1),
             z: owned(2),
         };
-        kernel::sweep_region_into(sh, &self.u, rhs, &mut self.next, &own, &mut lanes);
-        // The ghost shell as disjoint boxes: z slabs over the whole x, y extent, y slabs over
-        // the owned z range, x slabs over the owned y and z ranges.
-        let mut shell: Vec<Region> = Vec::with_capacity(6);
-        for side in [0, 2] {
-            shell.push(Region {
-                x: whole(0),
-                y: whole(1),
-                z: parts[2][side].clone(),
-            });
-            shell.push(Region {
-                x: whole(0),
-                y: parts[1][side].clone(),
-                z: owned(2),
-            });
-            shell.push(Region {
-                x: parts[0][side].clone(),
-                y: owned(1),
-                z: owned(2),
-            });
+        // The owned rows with the x ghost planes at their ends, in one pass per row (as
+        // separate regions, a few points wide, they cost as much as the owned points at 50³).
+        let x_ext = [parts[0][0].len(), parts[0][2].len()];
+        kernel::sweep_region_ext_x_into(sh, &self.u, rhs, &mut self.next, &own, x_ext, &mut lanes);
+        // The rest of the ghost shell as disjoint boxes: z slabs over the whole x, y extent,
+        // y slabs over the whole x extent and the owned z range.
+        let shell = [0, 2].map(|side| {
+            [
+                Region {
+                    x: whole(0),
+                    y: whole(1),
+                    z: parts[2][side].clone(),
+                },
+                Region {
+                    x: whole(0),
+                    y: parts[1][side].clone(),
+                    z: owned(2),
+                },
+            ]
+        });
+        for reg in shell.iter().flatten().filter(|r| !r.is_empty()) {
+            kernel::step_region(sh, &self.u, rhs, &mut self.next, reg);
         }
-        for reg in shell.iter().filter(|r| !r.is_empty()) {
-            let mut scratch = Lanes::default();
-            kernel::sweep_region_into(sh, &self.u, rhs, &mut self.next, reg, &mut scratch);
-            for z in reg.z.clone() {
-                for y in reg.y.clone() {
-                    let i = sh.index(reg.x.start, y, z);
-                    let m = reg.x.len();
-                    self.u[i..i + m].copy_from_slice(&self.next[i..i + m]);
-                }
-            }
+        // Every sweep read the current iterate; now the swept ghost points go to both arrays.
+        for reg in shell.iter().flatten() {
+            copy_box(sh, &mut self.u, &self.next, reg);
+        }
+        for x in [parts[0][0].clone(), parts[0][2].clone()] {
+            copy_box(sh, &mut self.u, &self.next, &Region { x, ..own.clone() });
         }
         std::mem::swap(&mut self.u, &mut self.next);
         for a in &mut self.age {
@@ -457,7 +478,8 @@ impl DeepField {
                 first..first + k
             } else if b < a {
                 let g = self.shape.n.to_array()[b];
-                usize::from(!self.lo[b])..g + 1 + usize::from(self.hi[b])
+                let first = if self.lo[b] { self.off[b] + 1 - k } else { 1 };
+                first..g + 1 + usize::from(self.hi[b])
             } else {
                 self.off[b] + 1..self.off[b] + n[b] + 1
             }
@@ -514,6 +536,20 @@ impl DeepField {
             }
         }
         out
+    }
+}
+
+/// Copy the points of `reg` from `src` into `dst`, arrays of shape `sh`, row by row.
+fn copy_box(sh: &Shape, dst: &mut [f64], src: &[f64], reg: &Region) {
+    if reg.is_empty() {
+        return;
+    }
+    let m = reg.x.len();
+    for z in reg.z.clone() {
+        for y in reg.y.clone() {
+            let i = sh.index(reg.x.start, y, z);
+            copy_row(&mut dst[i..i + m], &src[i..i + m]);
+        }
     }
 }
 
@@ -581,7 +617,12 @@ pub(crate) fn solve_rank<C: Context>(
 ) -> Result<RankOutcome, Error> {
     let block = Block::of_rank(ctx, cfg, plan)?;
     let depth = usize::try_from(cfg.halo_depth).expect("validated: at most 16");
-    let field = DeepField::new(&block.geom, &cfg.problem, depth);
+    let field = DeepField::new(
+        &block.geom,
+        &cfg.problem,
+        depth,
+        cfg.variant != Variant::Sync,
+    );
     let mut run = Run::new(
         cfg,
         ctx.rank(),
@@ -829,7 +870,7 @@ mod tests {
             for p in [Problem::Laplace { offset: 0.0 }, Problem::Poisson] {
                 for k in 1..=4usize {
                     let fresh = || {
-                        let mut d = DeepField::new(&geom, &p, k);
+                        let mut d = DeepField::new(&geom, &p, k, false);
                         let v = noise(d.u.len(), k as u64 + 40);
                         d.u.copy_from_slice(&v);
                         d.next.copy_from_slice(&v);
@@ -902,7 +943,7 @@ mod tests {
                 let mut r_sum = 0.0;
                 for rank in 0..procs.size() {
                     let geom = plan.geometry(rank);
-                    let mut d = DeepField::new(&geom, &p, k);
+                    let mut d = DeepField::new(&geom, &p, k, false);
                     // Load the random start into the whole grown block, ghosts included
                     // (not the Dirichlet planes).
                     let g = d.shape.n.to_array();
@@ -1031,6 +1072,181 @@ mod tests {
             assert_eq!(a[0].iterations, 23);
             assert_eq!(b[0].iterations, 23);
             assert!(sa.iter().zip(&sb).all(|(x, y)| x.to_bits() == y.to_bits()));
+        }
+    }
+
+    /// The async sweep as its docs state it, with one region per box: the owned points
+    /// (their r² summed), then each ghost slab beyond a face, all read from the current
+    /// iterate; then every swept ghost point copied to both arrays.
+    fn reference_async_sweep(d: &mut DeepField) -> f64 {
+        let k = d.depth as u64;
+        let n = d.geom.local.to_array();
+        let parts: [[Range<usize>; 3]; 3] = [0, 1, 2].map(|a| {
+            let axis = Axis::ALL[a];
+            let ext = |high: bool| {
+                let f = Face::new(axis, high);
+                let has = if high { d.hi[a] } else { d.lo[a] };
+                if has {
+                    (k - 1).saturating_sub(d.age[f.index()]) as usize
+                } else {
+                    0
+                }
+            };
+            let (o0, o1) = (d.off[a] + 1, d.off[a] + n[a] + 1);
+            [o0 - ext(false)..o0, o0..o1, o1..o1 + ext(true)]
+        });
+        let whole = |a: usize| parts[a][0].start..parts[a][2].end;
+        let own = Region {
+            x: parts[0][1].clone(),
+            y: parts[1][1].clone(),
+            z: parts[2][1].clone(),
+        };
+        let mut lanes = Lanes::default();
+        let rhs = d.rhs.as_deref();
+        kernel::sweep_region_into(&d.shape, &d.u, rhs, &mut d.next, &own, &mut lanes);
+        let mut shell = Vec::new();
+        for side in [0, 2] {
+            shell.push(Region {
+                x: whole(0),
+                y: whole(1),
+                z: parts[2][side].clone(),
+            });
+            shell.push(Region {
+                x: whole(0),
+                y: parts[1][side].clone(),
+                z: own.z.clone(),
+            });
+            shell.push(Region {
+                x: parts[0][side].clone(),
+                ..own.clone()
+            });
+        }
+        for reg in shell.iter().filter(|r| !r.is_empty()) {
+            let mut scratch = Lanes::default();
+            kernel::sweep_region_into(&d.shape, &d.u, rhs, &mut d.next, reg, &mut scratch);
+        }
+        for reg in &shell {
+            for z in reg.z.clone() {
+                for y in reg.y.clone() {
+                    for x in reg.x.clone() {
+                        let i = d.shape.index(x, y, z);
+                        d.u[i] = d.next[i];
+                    }
+                }
+            }
+        }
+        std::mem::swap(&mut d.u, &mut d.next);
+        for a in &mut d.age {
+            *a = a.saturating_add(1);
+        }
+        lanes.total()
+    }
+
+    /// A value for every global point: the same data in every layout.
+    fn at_global(g: [usize; 3], salt: u64) -> f64 {
+        let h =
+            (g[0] as u64 * 73_856_093) ^ (g[1] as u64 * 19_349_663) ^ (g[2] as u64 * 83_492_791);
+        let h = (h ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// The async sweep (owned rows extended by the x ghost planes in one pass, rows of owned
+    /// points aligned by padding) computes what the one-region-per-box statement of it
+    /// computes, bit for bit: every point of both arrays and the residual, over sweeps of
+    /// every ghost-zone age and messages landing on some faces in between, on blocks with
+    /// neighbours on every side, below only and above only, with and without a source term.
+    #[test]
+    fn async_sweeps_match_their_statement_on_the_padded_layout() {
+        for (global, procs, rank) in [
+            (Dims::new(14, 7, 6), ProcGrid(Dims::new(2, 1, 1)), 1), // low x neighbour
+            (Dims::new(14, 7, 6), ProcGrid(Dims::new(2, 1, 1)), 0), // high x neighbour
+            (Dims::new(18, 15, 15), ProcGrid(Dims::new(3, 3, 3)), 13), // all six
+            (Dims::new(14, 12, 10), ProcGrid(Dims::new(2, 2, 2)), 6),
+        ] {
+            let plan = Plan::split(global, procs).unwrap();
+            let geom = plan.geometry(rank);
+            for p in [Problem::Laplace { offset: 0.0 }, Problem::Poisson] {
+                for k in 2..=5usize {
+                    if plan.local.to_array().iter().any(|&n| n < k) {
+                        continue;
+                    }
+                    let load = |d: &mut DeepField| {
+                        let g = d.shape.n.to_array();
+                        let x0 = if d.lo[0] { d.off[0] + 1 - k } else { 0 };
+                        for z in 0..=g[2] + 1 {
+                            for y in 0..=g[1] + 1 {
+                                for x in x0..=g[0] + 1 {
+                                    let gl = [x, y, z];
+                                    let gl =
+                                        [0, 1, 2].map(|a| geom.origin[a] + gl[a] - d.off[a] - 1);
+                                    let i = d.shape.index(x, y, z);
+                                    let bound = (0..3)
+                                        .any(|a| gl[a] == 0 || gl[a] == global.to_array()[a] + 1);
+                                    if !bound {
+                                        d.u[i] = at_global(gl, 7);
+                                        d.next[i] = d.u[i];
+                                    }
+                                }
+                            }
+                        }
+                    };
+                    let mut stated = DeepField::new(&geom, &p, k, false);
+                    let mut plain = DeepField::new(&geom, &p, k, false);
+                    let mut padded = DeepField::new(&geom, &p, k, true);
+                    assert_eq!(padded.off[0] % ROW_ALIGN, 0, "owned rows begin aligned");
+                    for d in [&mut stated, &mut plain, &mut padded] {
+                        load(d);
+                    }
+                    let faces: Vec<Face> = Face::ALL
+                        .into_iter()
+                        .filter(|f| geom.neighbours[f.index()].is_some())
+                        .collect();
+                    for step in 0..3 * k as u64 {
+                        // A message on some faces now and then: the ages differ by face.
+                        for (fi, &f) in faces.iter().enumerate() {
+                            if (step + fi as u64) % (k as u64 + 1) == 0 {
+                                let len = plain.face_len(f);
+                                assert_eq!(padded.face_len(f), len);
+                                let msg = noise(len, step * 10 + fi as u64);
+                                for d in [&mut stated, &mut plain, &mut padded] {
+                                    d.unpack(f, &msg);
+                                }
+                            }
+                        }
+                        let what = format!("{procs} rank {rank} k {k} step {step}");
+                        let r0 = reference_async_sweep(&mut stated);
+                        let r1 = plain.sweep_async();
+                        let r2 = padded.sweep_async();
+                        assert_eq!(r0.to_bits(), r1.to_bits(), "{what}: residual");
+                        assert_eq!(r0.to_bits(), r2.to_bits(), "{what}: padded residual");
+                        let same = |a: &[f64], b: &[f64]| {
+                            a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+                        };
+                        assert!(same(&stated.u, &plain.u), "{what}: current iterate");
+                        assert!(same(&stated.next, &plain.next), "{what}: other array");
+                        // The padded block holds the same values at the same points, padding
+                        // aside.
+                        let pad = padded.off[0] - plain.off[0];
+                        let g = plain.shape.n.to_array();
+                        let x0 = if plain.lo[0] { plain.off[0] + 1 - k } else { 0 };
+                        for z in 0..=g[2] + 1 {
+                            for y in 0..=g[1] + 1 {
+                                for x in x0..=g[0] + 1 {
+                                    let (i, j) = (
+                                        plain.shape.index(x, y, z),
+                                        padded.shape.index(x + pad, y, z),
+                                    );
+                                    assert_eq!(
+                                        (plain.u[i].to_bits(), plain.next[i].to_bits()),
+                                        (padded.u[j].to_bits(), padded.next[j].to_bits()),
+                                        "{what}: point ({x},{y},{z})"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 

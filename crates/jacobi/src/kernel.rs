@@ -248,7 +248,7 @@ fn fused<const UPDATE: bool, const RESID: bool>(
     r: &Region,
 ) -> f64 {
     let mut lanes = Lanes::default();
-    fused_into::<UPDATE, RESID>(shape, src, rhs, dst, base, r, &mut lanes);
+    fused_into::<UPDATE, RESID>(shape, src, rhs, dst, base, r, [0, 0], &mut lanes);
     lanes.total()
 }
 
@@ -279,7 +279,24 @@ pub fn sweep_region_into(
     region: &Region,
     lanes: &mut Lanes,
 ) {
-    fused_into::<true, true>(shape, src, rhs, dst, 0, region, lanes);
+    fused_into::<true, true>(shape, src, rhs, dst, 0, region, [0, 0], lanes);
+}
+
+/// [`sweep_region_into`] whose rows reach `ext[0]` points below and `ext[1]` points above
+/// `region` along x, updated without the residual: one pass over each row, where separate
+/// regions of a few points along x would run a short, masked row segment for every row.
+/// The region's own points are computed, and its r² summed, with the bits of
+/// [`sweep_region_into`]'s.
+pub fn sweep_region_ext_x_into(
+    shape: &Shape,
+    src: &[f64],
+    rhs: Option<&[f64]>,
+    dst: &mut [f64],
+    region: &Region,
+    ext: [usize; 2],
+    lanes: &mut Lanes,
+) {
+    fused_into::<true, true>(shape, src, rhs, dst, 0, region, ext, lanes);
 }
 
 /// One Jacobi step of `src` into `dst` on every owned point, without the residual: the
@@ -298,10 +315,13 @@ pub fn step_region(
     region: &Region,
 ) {
     let mut lanes = Lanes::default();
-    fused_into::<true, false>(shape, src, rhs, dst, 0, region, &mut lanes);
+    fused_into::<true, false>(shape, src, rhs, dst, 0, region, [0, 0], &mut lanes);
 }
 
-/// [`fused`], adding to `lanes` (unless `!RESID`: the update alone, `lanes` untouched).
+/// [`fused`], adding to `lanes` (unless `!RESID`: the update alone, `lanes` untouched), each
+/// row segment extended by `ext[0]` points below and `ext[1]` above along x, updated only
+/// (UPDATE; no extension without it).
+#[allow(clippy::too_many_arguments)]
 fn fused_into<const UPDATE: bool, const RESID: bool>(
     shape: &Shape,
     src: &[f64],
@@ -309,6 +329,7 @@ fn fused_into<const UPDATE: bool, const RESID: bool>(
     dst: &mut [f64],
     base: usize,
     r: &Region,
+    ext: [usize; 2],
     lanes: &mut Lanes,
 ) {
     let n = shape.n;
@@ -330,12 +351,18 @@ fn fused_into<const UPDATE: bool, const RESID: bool>(
             "{axis} range {range:?} is not inside the owned points 1..={len}"
         );
     }
+    assert!(
+        r.x.start > ext[0] && r.x.end + ext[1] <= n.x + 1 && (UPDATE || ext == [0, 0]),
+        "x range {:?} extended by {ext:?} is not inside the owned points 1..={}",
+        r.x,
+        n.x
+    );
     if r.is_empty() {
         return;
     }
     if UPDATE {
-        let first = shape.index(r.x.start, r.y.start, r.z.start);
-        let last = shape.index(r.x.end - 1, r.y.end - 1, r.z.end - 1);
+        let first = shape.index(r.x.start - ext[0], r.y.start, r.z.start);
+        let last = shape.index(r.x.end + ext[1] - 1, r.y.end - 1, r.z.end - 1);
         assert!(
             first >= base && last - base < dst.len(),
             "destination does not hold the region swept"
@@ -347,16 +374,40 @@ fn fused_into<const UPDATE: bool, const RESID: bool>(
         // that the CPU supports AVX2, detected on the line above; `region`'s own preconditions
         // are the asserts above.
         unsafe {
-            match rhs {
-                Some(b) => x86::region::<UPDATE, RESID, true>(shape, src, b, dst, base, r, lanes),
-                None => x86::region::<UPDATE, RESID, false>(shape, src, &[], dst, base, r, lanes),
+            match (rhs, ext == [0, 0]) {
+                (Some(b), true) => x86::region::<UPDATE, RESID, true, false>(
+                    shape, src, b, dst, base, r, ext, lanes,
+                ),
+                (Some(b), false) => x86::region::<UPDATE, RESID, true, true>(
+                    shape, src, b, dst, base, r, ext, lanes,
+                ),
+                (None, true) => x86::region::<UPDATE, RESID, false, false>(
+                    shape,
+                    src,
+                    &[],
+                    dst,
+                    base,
+                    r,
+                    ext,
+                    lanes,
+                ),
+                (None, false) => x86::region::<UPDATE, RESID, false, true>(
+                    shape,
+                    src,
+                    &[],
+                    dst,
+                    base,
+                    r,
+                    ext,
+                    lanes,
+                ),
             }
         };
         return;
     }
     match rhs {
-        Some(b) => portable::<UPDATE, RESID, true>(shape, src, b, dst, base, r, lanes),
-        None => portable::<UPDATE, RESID, false>(shape, src, &[], dst, base, r, lanes),
+        Some(b) => portable::<UPDATE, RESID, true>(shape, src, b, dst, base, r, ext, lanes),
+        None => portable::<UPDATE, RESID, false>(shape, src, &[], dst, base, r, ext, lanes),
     }
 }
 
@@ -368,7 +419,9 @@ fn total(acc: [f64; 4], tail: [f64; 4]) -> f64 {
 
 /// The fused sweep (`UPDATE`, `RESID`), the update alone (`!RESID`) or the residual alone
 /// (`!UPDATE`, `dst` empty), with a source term (`RHS`, `rhs` of the block's shape) or
-/// without, over region `r`: portable build.
+/// without, over region `r`, each row's `ext` points beyond it along x updated only:
+/// portable build.
+#[allow(clippy::too_many_arguments)]
 fn portable<const UPDATE: bool, const RESID: bool, const RHS: bool>(
     shape: &Shape,
     src: &[f64],
@@ -376,49 +429,90 @@ fn portable<const UPDATE: bool, const RESID: bool, const RHS: bool>(
     dst: &mut [f64],
     base: usize,
     r: &Region,
+    ext: [usize; 2],
     lanes: &mut Lanes,
 ) {
-    let Shape { sx, plane, .. } = *shape;
     let m = r.x.len();
-    let full = m - m % 4;
-    let (mut acc, mut tail) = (lanes.acc, lanes.tail);
+    let mut out = *lanes;
     for z in r.z.clone() {
         for y in r.y.clone() {
             let b = shape.index(r.x.start, y, z);
-            let xm = &src[b - 1..b - 1 + m];
-            let xc = &src[b..b + m];
-            let xp = &src[b + 1..b + 1 + m];
-            let ym = &src[b - sx..b - sx + m];
-            let yp = &src[b + sx..b + sx + m];
-            let zm = &src[b - plane..b - plane + m];
-            let zp = &src[b + plane..b + plane + m];
-            let f: &[f64] = if RHS { &rhs[b..b + m] } else { &[] };
-            let out: &mut [f64] = if UPDATE {
-                &mut dst[b - base..b - base + m]
-            } else {
-                &mut []
-            };
-            for i in 0..m {
-                let mut s = xm[i] + xp[i] + ym[i] + yp[i] + zm[i] + zp[i];
-                if RHS {
-                    s += f[i];
-                }
-                if UPDATE {
-                    out[i] = s * SIXTH;
-                }
-                if !RESID {
-                    continue;
-                }
-                let r = s - 6.0 * xc[i];
-                if i < full {
-                    acc[i % 4] += r * r;
-                } else {
-                    tail[i - full] += r * r;
-                }
+            if UPDATE && ext[0] > 0 {
+                portable_row::<true, false, RHS>(
+                    shape,
+                    src,
+                    rhs,
+                    dst,
+                    base,
+                    b - ext[0],
+                    ext[0],
+                    &mut out,
+                );
+            }
+            portable_row::<UPDATE, RESID, RHS>(shape, src, rhs, dst, base, b, m, &mut out);
+            if UPDATE && ext[1] > 0 {
+                portable_row::<true, false, RHS>(
+                    shape,
+                    src,
+                    rhs,
+                    dst,
+                    base,
+                    b + m,
+                    ext[1],
+                    &mut out,
+                );
             }
         }
     }
-    *lanes = Lanes { acc, tail };
+    *lanes = out;
+}
+
+/// One row segment of [`portable`]: the `m` points from index `b`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn portable_row<const UPDATE: bool, const RESID: bool, const RHS: bool>(
+    shape: &Shape,
+    src: &[f64],
+    rhs: &[f64],
+    dst: &mut [f64],
+    base: usize,
+    b: usize,
+    m: usize,
+    lanes: &mut Lanes,
+) {
+    let Shape { sx, plane, .. } = *shape;
+    let full = m - m % 4;
+    let xm = &src[b - 1..b - 1 + m];
+    let xc = &src[b..b + m];
+    let xp = &src[b + 1..b + 1 + m];
+    let ym = &src[b - sx..b - sx + m];
+    let yp = &src[b + sx..b + sx + m];
+    let zm = &src[b - plane..b - plane + m];
+    let zp = &src[b + plane..b + plane + m];
+    let f: &[f64] = if RHS { &rhs[b..b + m] } else { &[] };
+    let out: &mut [f64] = if UPDATE {
+        &mut dst[b - base..b - base + m]
+    } else {
+        &mut []
+    };
+    for i in 0..m {
+        let mut s = xm[i] + xp[i] + ym[i] + yp[i] + zm[i] + zp[i];
+        if RHS {
+            s += f[i];
+        }
+        if UPDATE {
+            out[i] = s * SIXTH;
+        }
+        if !RESID {
+            continue;
+        }
+        let r = s - 6.0 * xc[i];
+        if i < full {
+            lanes.acc[i % 4] += r * r;
+        } else {
+            lanes.tail[i - full] += r * r;
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -438,41 +532,50 @@ mod x86 {
 
     /// The fused sweep (`UPDATE`, `RESID`), the update alone (`!RESID`: no centre load, no
     /// r²) or the residual alone (`!UPDATE`, `dst` empty), with a source term (`RHS`) or
-    /// without, over region `r`: each row segment four points at a time, its last partial
-    /// chunk masked.
+    /// without, over region `r`, and (`EXT`) each row's `ext` points beyond it along x updated
+    /// only: each row segment four points at a time, its last partial chunk masked. `EXT` is a
+    /// constant so that the sweeps without an extension test nothing per row (a test of `ext`
+    /// in every row slowed the 50³ sweep by 4–12%).
+    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2")]
-    pub(super) fn region<const UPDATE: bool, const RESID: bool, const RHS: bool>(
+    pub(super) fn region<
+        const UPDATE: bool,
+        const RESID: bool,
+        const RHS: bool,
+        const EXT: bool,
+    >(
         shape: &Shape,
         src: &[f64],
         rhs: &[f64],
         dst: &mut [f64],
         base: usize,
         r: &Region,
+        ext: [usize; 2],
         lanes: &mut Lanes,
     ) {
         let Shape { n, sx, plane, len } = *shape;
         // The preconditions the SAFETY arguments below rest on (checked by the caller too).
         assert!(src.len() == len && (!RHS || rhs.len() == len));
-        assert!(r.x.start >= 1 && r.x.end <= n.x + 1 && r.x.start < r.x.end);
+        assert!(r.x.start > ext[0] && r.x.end + ext[1] <= n.x + 1 && r.x.start < r.x.end);
         assert!(r.y.start >= 1 && r.y.end <= n.y + 1 && r.y.start < r.y.end);
         assert!(r.z.start >= 1 && r.z.end <= n.z + 1 && r.z.start < r.z.end);
+        assert!(UPDATE || ext == [0, 0]);
         if UPDATE {
-            let first = shape.index(r.x.start, r.y.start, r.z.start);
-            let last = shape.index(r.x.end - 1, r.y.end - 1, r.z.end - 1);
+            let first = shape.index(r.x.start - ext[0], r.y.start, r.z.start);
+            let last = shape.index(r.x.end + ext[1] - 1, r.y.end - 1, r.z.end - 1);
             assert!(first >= base && last - base < dst.len());
         }
-        let (u, f, o) = (src.as_ptr(), rhs.as_ptr(), dst.as_mut_ptr());
-        let m = r.x.len();
-        let full = m - m % 4;
-        let rem = m - full;
-        // Lanes 0..rem of the row's last, partial chunk.
-        let mask = _mm256_setr_epi64x(
-            if rem > 0 { -1 } else { 0 },
-            if rem > 1 { -1 } else { 0 },
-            if rem > 2 { -1 } else { 0 },
-            0,
-        );
-        let (sixth, six) = (_mm256_set1_pd(SIXTH), _mm256_set1_pd(6.0));
+        let k = Kernel {
+            u: src.as_ptr(),
+            f: rhs.as_ptr(),
+            o: dst.as_mut_ptr(),
+            base,
+            sx,
+            plane,
+            sixth: _mm256_set1_pd(SIXTH),
+            six: _mm256_set1_pd(6.0),
+        };
+        let (own, lo, hi) = (Seg::new(r.x.len()), Seg::new(ext[0]), Seg::new(ext[1]));
         // SAFETY: each array holds exactly the 4 f64 an unaligned load reads.
         let (mut acc, mut tail) = unsafe {
             (
@@ -484,66 +587,18 @@ mod x86 {
             for y in r.y.clone() {
                 // Index of the row segment's first point.
                 let b = r.x.start + sx * y + plane * z;
-                let mut j = 0;
-                while j < full {
-                    let i = b + j;
-                    // SAFETY: (1) loads: z ∈ [1, n.z] and y ∈ [1, n.y], so z ± 1 and y ± 1 are
-                    // planes and rows of the array; x runs over r.x ⊆ [1, n.x], so x ± 1 ⊆
-                    // [0, n.x + 1] < sx: every index i − 1 .. i + 4 ± sx, ± plane lies in
-                    // [0, len) = src (asserted above), and i .. i + 3 in rhs (same length).
-                    // (2) store, when UPDATE: i − base .. i − base + 3 lies between the first
-                    // and last point of the region minus base, inside dst (asserted above);
-                    // `dst` is a unique borrow, no source value aliases it. (3) unaligned loads
-                    // and stores have no alignment requirement.
-                    unsafe {
-                        let mut s = sum6(
-                            _mm256_loadu_pd(u.add(i - 1)),
-                            _mm256_loadu_pd(u.add(i + 1)),
-                            _mm256_loadu_pd(u.add(i - sx)),
-                            _mm256_loadu_pd(u.add(i + sx)),
-                            _mm256_loadu_pd(u.add(i - plane)),
-                            _mm256_loadu_pd(u.add(i + plane)),
-                        );
-                        if RHS {
-                            s = _mm256_add_pd(s, _mm256_loadu_pd(f.add(i)));
-                        }
-                        if UPDATE {
-                            _mm256_storeu_pd(o.add(i - base), _mm256_mul_pd(s, sixth));
-                        }
-                        if RESID {
-                            let c = _mm256_loadu_pd(u.add(i));
-                            let r = _mm256_sub_pd(s, _mm256_mul_pd(six, c));
-                            acc = _mm256_add_pd(acc, _mm256_mul_pd(r, r));
-                        }
+                // SAFETY: `row`'s contract: z ∈ [1, n.z] and y ∈ [1, n.y] (asserted ranges);
+                // the three segments [b − ext[0], b), [b, b + m), [b + m, b + m + ext[1])
+                // lie at x ∈ [r.x.start − ext[0], r.x.end + ext[1]) ⊆ [1, n.x] (asserted), and
+                // their stores, when UPDATE, between the first and last point asserted to be
+                // inside dst; src and rhs have the block's length (asserted).
+                unsafe {
+                    if UPDATE && EXT && ext[0] > 0 {
+                        k.row::<true, false, RHS>(b - ext[0], &lo, &mut acc, &mut tail);
                     }
-                    j += 4;
-                }
-                if rem > 0 {
-                    let i = b + full;
-                    // SAFETY: as above for the lanes k < rem, whose points x = r.x.start +
-                    // full + k < r.x.end are in the region; masked loads and stores touch no
-                    // memory of the other lanes and read zeros there, so those lanes add 0 to
-                    // `tail`.
-                    unsafe {
-                        let mut s = sum6(
-                            _mm256_maskload_pd(u.add(i - 1), mask),
-                            _mm256_maskload_pd(u.add(i + 1), mask),
-                            _mm256_maskload_pd(u.add(i - sx), mask),
-                            _mm256_maskload_pd(u.add(i + sx), mask),
-                            _mm256_maskload_pd(u.add(i - plane), mask),
-                            _mm256_maskload_pd(u.add(i + plane), mask),
-                        );
-                        if RHS {
-                            s = _mm256_add_pd(s, _mm256_maskload_pd(f.add(i), mask));
-                        }
-                        if UPDATE {
-                            _mm256_maskstore_pd(o.add(i - base), mask, _mm256_mul_pd(s, sixth));
-                        }
-                        if RESID {
-                            let c = _mm256_maskload_pd(u.add(i), mask);
-                            let r = _mm256_sub_pd(s, _mm256_mul_pd(six, c));
-                            tail = _mm256_add_pd(tail, _mm256_mul_pd(r, r));
-                        }
+                    k.row::<UPDATE, RESID, RHS>(b, &own, &mut acc, &mut tail);
+                    if UPDATE && EXT && ext[1] > 0 {
+                        k.row::<true, false, RHS>(b + own.m, &hi, &mut acc, &mut tail);
                     }
                 }
             }
@@ -552,6 +607,136 @@ mod x86 {
         unsafe {
             _mm256_storeu_pd(lanes.acc.as_mut_ptr(), acc);
             _mm256_storeu_pd(lanes.tail.as_mut_ptr(), tail);
+        }
+    }
+
+    /// A row segment's length, its full chunks of four and the mask of its last, partial one.
+    struct Seg {
+        m: usize,
+        full: usize,
+        rem: usize,
+        mask: __m256i,
+    }
+
+    impl Seg {
+        #[target_feature(enable = "avx2")]
+        fn new(m: usize) -> Self {
+            let rem = m % 4;
+            // Lanes 0..rem of the segment's last, partial chunk.
+            let mask = _mm256_setr_epi64x(
+                if rem > 0 { -1 } else { 0 },
+                if rem > 1 { -1 } else { 0 },
+                if rem > 2 { -1 } else { 0 },
+                0,
+            );
+            Seg {
+                m,
+                full: m - rem,
+                rem,
+                mask,
+            }
+        }
+    }
+
+    /// The arrays and constants of one [`region`] call.
+    struct Kernel {
+        u: *const f64,
+        f: *const f64,
+        o: *mut f64,
+        base: usize,
+        sx: usize,
+        plane: usize,
+        sixth: __m256d,
+        six: __m256d,
+    }
+
+    impl Kernel {
+        /// The `seg.m` points of one row from index `b`: stores into `o` (UPDATE), r² into
+        /// `acc` (full chunks) and `tail` (the partial chunk) (RESID).
+        ///
+        /// # Safety
+        /// The points b .. b + seg.m lie in one row of the block's interior (x ∈ [1, n.x],
+        /// y ∈ [1, n.y], z ∈ [1, n.z]) of arrays `u` (and `f` when RHS) of the block's length;
+        /// when UPDATE, `o` is valid for writes at i − base for each of those points and no
+        /// value of `u` or `f` aliases them; the CPU has AVX2.
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        unsafe fn row<const UPDATE: bool, const RESID: bool, const RHS: bool>(
+            &self,
+            b: usize,
+            seg: &Seg,
+            acc: &mut __m256d,
+            tail: &mut __m256d,
+        ) {
+            let Kernel {
+                u,
+                f,
+                o,
+                base,
+                sx,
+                plane,
+                sixth,
+                six,
+            } = *self;
+            let mut j = 0;
+            while j < seg.full {
+                let i = b + j;
+                // SAFETY: (1) loads: the point is interior (the contract), so z ± 1 and y ± 1
+                // are planes and rows of the array and x ± 1 ∈ [0, n.x + 1] < sx: every index
+                // i − 1 .. i + 4 ± sx, ± plane lies in the array, and i .. i + 3 in rhs (same
+                // length). (2) store, when UPDATE: i − base .. i − base + 3 are writable and
+                // alias no source (the contract). (3) unaligned loads and stores have no
+                // alignment requirement.
+                unsafe {
+                    let mut s = sum6(
+                        _mm256_loadu_pd(u.add(i - 1)),
+                        _mm256_loadu_pd(u.add(i + 1)),
+                        _mm256_loadu_pd(u.add(i - sx)),
+                        _mm256_loadu_pd(u.add(i + sx)),
+                        _mm256_loadu_pd(u.add(i - plane)),
+                        _mm256_loadu_pd(u.add(i + plane)),
+                    );
+                    if RHS {
+                        s = _mm256_add_pd(s, _mm256_loadu_pd(f.add(i)));
+                    }
+                    if UPDATE {
+                        _mm256_storeu_pd(o.add(i - base), _mm256_mul_pd(s, sixth));
+                    }
+                    if RESID {
+                        let c = _mm256_loadu_pd(u.add(i));
+                        let r = _mm256_sub_pd(s, _mm256_mul_pd(six, c));
+                        *acc = _mm256_add_pd(*acc, _mm256_mul_pd(r, r));
+                    }
+                }
+                j += 4;
+            }
+            if seg.rem > 0 {
+                let (i, mask) = (b + seg.full, seg.mask);
+                // SAFETY: as above for the lanes k < rem, whose points are in the segment;
+                // masked loads and stores touch no memory of the other lanes and read zeros
+                // there, so those lanes add 0 to `tail`.
+                unsafe {
+                    let mut s = sum6(
+                        _mm256_maskload_pd(u.add(i - 1), mask),
+                        _mm256_maskload_pd(u.add(i + 1), mask),
+                        _mm256_maskload_pd(u.add(i - sx), mask),
+                        _mm256_maskload_pd(u.add(i + sx), mask),
+                        _mm256_maskload_pd(u.add(i - plane), mask),
+                        _mm256_maskload_pd(u.add(i + plane), mask),
+                    );
+                    if RHS {
+                        s = _mm256_add_pd(s, _mm256_maskload_pd(f.add(i), mask));
+                    }
+                    if UPDATE {
+                        _mm256_maskstore_pd(o.add(i - base), mask, _mm256_mul_pd(s, sixth));
+                    }
+                    if RESID {
+                        let c = _mm256_maskload_pd(u.add(i), mask);
+                        let r = _mm256_sub_pd(s, _mm256_mul_pd(six, c));
+                        *tail = _mm256_add_pd(*tail, _mm256_mul_pd(r, r));
+                    }
+                }
+            }
         }
     }
 
@@ -695,12 +880,26 @@ mod tests {
                 step_region(&sh, &src, rhs, &mut c, &half);
                 let mut l = Lanes::default();
                 match rhs {
-                    Some(f) => {
-                        portable::<true, false, true>(&sh, &src, f, &mut c, 0, &rest, &mut l)
-                    }
-                    None => {
-                        portable::<true, false, false>(&sh, &src, &[], &mut c, 0, &rest, &mut l)
-                    }
+                    Some(f) => portable::<true, false, true>(
+                        &sh,
+                        &src,
+                        f,
+                        &mut c,
+                        0,
+                        &rest,
+                        [0, 0],
+                        &mut l,
+                    ),
+                    None => portable::<true, false, false>(
+                        &sh,
+                        &src,
+                        &[],
+                        &mut c,
+                        0,
+                        &rest,
+                        [0, 0],
+                        &mut l,
+                    ),
                 }
                 assert_eq!(l, Lanes::default(), "no residual accumulated");
                 assert!(a.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()));
@@ -841,12 +1040,14 @@ mod tests {
                 let mut l = Lanes::default();
                 match (upd, f.is_empty()) {
                     (true, true) => {
-                        portable::<true, true, false>(&sh, &src, f, dst, 0, reg, &mut l)
+                        portable::<true, true, false>(&sh, &src, f, dst, 0, reg, [0, 0], &mut l)
                     }
                     (true, false) => {
-                        portable::<true, true, true>(&sh, &src, f, dst, 0, reg, &mut l)
+                        portable::<true, true, true>(&sh, &src, f, dst, 0, reg, [0, 0], &mut l)
                     }
-                    (false, _) => portable::<false, true, false>(&sh, &src, f, dst, 0, reg, &mut l),
+                    (false, _) => {
+                        portable::<false, true, false>(&sh, &src, f, dst, 0, reg, [0, 0], &mut l)
+                    }
                 }
                 l.total()
             };
@@ -868,6 +1069,80 @@ mod tests {
             let rd = port(true, &f, &mut d, &reg);
             assert_eq!(c, d);
             assert_eq!(rc.to_bits(), rd.to_bits());
+        }
+    }
+
+    /// A region swept with its rows extended along x computes the extension's points as a
+    /// region of their own does, and the region's own points and r² as without the
+    /// extension, bit for bit, on the dispatched (AVX2) and the portable build, for every
+    /// extension width 0 to 5 below and above (masked and whole chunks), with and without a
+    /// source term.
+    #[test]
+    fn an_x_extension_is_swept_as_its_own_region() {
+        for (k, sh) in shapes().into_iter().enumerate() {
+            let n = sh.n;
+            let src = noise(sh.len, k as u64 + 31);
+            let f = noise(sh.len, k as u64 + 32);
+            for lo in 0..=5usize.min(n.x - 1) {
+                for hi in 0..=5usize.min(n.x - 1 - lo) {
+                    let own = Region {
+                        x: 1 + lo..n.x + 1 - hi,
+                        y: 1..n.y + 1,
+                        z: 1..n.z + 1,
+                    };
+                    for rhs in [None, Some(&f[..])] {
+                        let what = format!("{n:?} ext [{lo}, {hi}] rhs {}", rhs.is_some());
+                        // The statement: three regions, the extensions updated only.
+                        let mut want = noise(sh.len, 99);
+                        let mut lw = Lanes::default();
+                        sweep_region_into(&sh, &src, rhs, &mut want, &own, &mut lw);
+                        for x in [1..1 + lo, n.x + 1 - hi..n.x + 1] {
+                            step_region(&sh, &src, rhs, &mut want, &Region { x, ..own.clone() });
+                        }
+                        let mut got = noise(sh.len, 99);
+                        let mut lg = Lanes::default();
+                        sweep_region_ext_x_into(&sh, &src, rhs, &mut got, &own, [lo, hi], &mut lg);
+                        assert!(
+                            got.iter()
+                                .zip(&want)
+                                .all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{what}"
+                        );
+                        assert_eq!(lg, lw, "{what}: r² lanes");
+                        let mut port = noise(sh.len, 99);
+                        let mut lp = Lanes::default();
+                        match rhs {
+                            Some(b) => portable::<true, true, true>(
+                                &sh,
+                                &src,
+                                b,
+                                &mut port,
+                                0,
+                                &own,
+                                [lo, hi],
+                                &mut lp,
+                            ),
+                            None => portable::<true, true, false>(
+                                &sh,
+                                &src,
+                                &[],
+                                &mut port,
+                                0,
+                                &own,
+                                [lo, hi],
+                                &mut lp,
+                            ),
+                        }
+                        assert!(
+                            port.iter()
+                                .zip(&want)
+                                .all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{what}: portable"
+                        );
+                        assert_eq!(lp, lw, "{what}: portable r² lanes");
+                    }
+                }
+            }
         }
     }
 
