@@ -1,8 +1,9 @@
 //! Multisplitting over the threads backend: at 2, 4 and 8 ranks, in every variant and with
 //! both inner solvers, a run that says converged has its true residual below tolerance (and
 //! its assembled solution has, by the serial oracle's own residual), and sync and async need
-//! at least 10× fewer outer iterations than Jacobi needs iterations on the same problem (run
-//! in the same test, not a number written down). Blocks of 16³: multisplitting's advantage
+//! at least 10× fewer outer iterations (async: macro-iterations, bounded by the fewest outer
+//! iterations of any rank) than Jacobi needs iterations on the same problem (run in the same
+//! test, not a number written down). Blocks of 16³: multisplitting's advantage
 //! grows with the block (without overlap, its outer iterations grow like the block's width,
 //! Jacobi's like its square), and at 8³ it is 7× at 8 ranks.
 
@@ -30,9 +31,8 @@ fn multisplit(n: usize, variant: Variant, inner: Inner) -> Config {
     c
 }
 
-/// Every rank converged, certified below tolerance; returns the outer iterations (max over
-/// ranks).
-fn assert_converged(recs: &[RankRecord], what: &str, tol: f64) -> u64 {
+/// Every rank converged, certified below tolerance.
+fn assert_converged(recs: &[RankRecord], what: &str, tol: f64) {
     for r in recs {
         assert_eq!(r.stop, StopReason::Criterion, "{what}: rank {}", r.rank);
         assert!(r.converged, "{what}");
@@ -42,7 +42,6 @@ fn assert_converged(recs: &[RankRecord], what: &str, tol: f64) -> u64 {
             r.residual.true_residual
         );
     }
-    recs.iter().map(|r| r.iterations).max().unwrap()
 }
 
 /// Jacobi on the same problem, checked every iteration: the exact count it needs (the serial
@@ -64,13 +63,25 @@ fn check(n: usize, variant: Variant, inner: Inner) {
     let jacobi_iters = jacobi_iterations(&c, n);
     let (recs, u, plan) = run_threads(&c, n);
     let what = format!("multisplit {variant} inner {} on {n} ranks", inner.name());
-    let outer = assert_converged(&recs, &what, tol);
+    assert_converged(&recs, &what, tol);
+    // Async and racy ranks do not iterate in step: a rank that runs more often than its
+    // neighbours starts an outer iteration on every new halo from any of them (on 8 ranks
+    // over 2 cores, release build: two or three ranks took 90–114, the others 47–56; beside
+    // a busy loop, 4 ranks took 27, 68, 111 and 114), so the maximum measures the scheduler.
+    // What the method needed is counted in macro-iterations (epochs in which every rank
+    // completed an outer iteration on data of the epoch before, as the theory of
+    // asynchronous iterations counts them), and there are at most as many of those as the
+    // rank with the fewest outer iterations did: the minimum bounds them. Sync ranks
+    // iterate in step: minimum = maximum.
+    let outer = recs.iter().map(|r| r.iterations).min().unwrap();
+    let counts: Vec<u64> = recs.iter().map(|r| r.iterations).collect();
     // Racy reads halos that may be torn between two sends: it converges, and with fewer
     // outer iterations than Jacobi, but its count depends on the interleaving.
     let factor = if variant == Variant::Racy { 1 } else { 10 };
     assert!(
         outer * factor <= jacobi_iters,
-        "{what}: {outer} outer iterations, Jacobi {jacobi_iters} (must be {factor}× fewer)"
+        "{what}: at most {outer} macro-iterations (outer iterations by rank: {counts:?}), \
+         Jacobi {jacobi_iters} (must be {factor}× fewer)"
     );
     for r in &recs {
         let m = r.multisplit.as_ref().expect("a multisplit record");
