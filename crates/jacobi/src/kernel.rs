@@ -373,36 +373,7 @@ fn fused_into<const UPDATE: bool, const RESID: bool>(
         // SAFETY: the only precondition of a `#[target_feature(enable = "avx2")]` function is
         // that the CPU supports AVX2, detected on the line above; `region`'s own preconditions
         // are the asserts above.
-        unsafe {
-            match (rhs, ext == [0, 0]) {
-                (Some(b), true) => x86::region::<UPDATE, RESID, true, false>(
-                    shape, src, b, dst, base, r, ext, lanes,
-                ),
-                (Some(b), false) => x86::region::<UPDATE, RESID, true, true>(
-                    shape, src, b, dst, base, r, ext, lanes,
-                ),
-                (None, true) => x86::region::<UPDATE, RESID, false, false>(
-                    shape,
-                    src,
-                    &[],
-                    dst,
-                    base,
-                    r,
-                    ext,
-                    lanes,
-                ),
-                (None, false) => x86::region::<UPDATE, RESID, false, true>(
-                    shape,
-                    src,
-                    &[],
-                    dst,
-                    base,
-                    r,
-                    ext,
-                    lanes,
-                ),
-            }
-        };
+        unsafe { x86::region::<UPDATE, RESID>(shape, src, rhs, dst, base, r, ext, lanes) };
         return;
     }
     match rhs {
@@ -531,19 +502,37 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// The fused sweep (`UPDATE`, `RESID`), the update alone (`!RESID`: no centre load, no
-    /// r²) or the residual alone (`!UPDATE`, `dst` empty), with a source term (`RHS`) or
-    /// without, over region `r`, and (`EXT`) each row's `ext` points beyond it along x updated
-    /// only: each row segment four points at a time, its last partial chunk masked. `EXT` is a
-    /// constant so that the sweeps without an extension test nothing per row (a test of `ext`
-    /// in every row slowed the 50³ sweep by 4–12%).
+    /// r²) or the residual alone (`!UPDATE`, `dst` empty), with a source term or without,
+    /// over region `r`, each row's `ext` points beyond it along x updated only: [`rows`] with
+    /// the source term and the extension as constants, so that the sweeps without them test
+    /// nothing per row (a test of `ext` in every row slowed the 50³ sweep by 4–12%).
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2")]
-    pub(super) fn region<
-        const UPDATE: bool,
-        const RESID: bool,
-        const RHS: bool,
-        const EXT: bool,
-    >(
+    pub(super) fn region<const UPDATE: bool, const RESID: bool>(
+        shape: &Shape,
+        src: &[f64],
+        rhs: Option<&[f64]>,
+        dst: &mut [f64],
+        base: usize,
+        r: &Region,
+        ext: [usize; 2],
+        lanes: &mut Lanes,
+    ) {
+        let (s, f, d, e) = (src, rhs.unwrap_or(&[]), dst, ext);
+        match (rhs.is_some(), ext == [0, 0]) {
+            (true, true) => rows::<UPDATE, RESID, true, false>(shape, s, f, d, base, r, e, lanes),
+            (true, false) => rows::<UPDATE, RESID, true, true>(shape, s, f, d, base, r, e, lanes),
+            (false, true) => rows::<UPDATE, RESID, false, false>(shape, s, f, d, base, r, e, lanes),
+            (false, false) => rows::<UPDATE, RESID, false, true>(shape, s, f, d, base, r, e, lanes),
+        }
+    }
+
+    /// [`region`] with a source term (`RHS`) or without, and (`EXT`) with the extension
+    /// along x or without: each row segment four points at a time, its last partial chunk
+    /// masked.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2")]
+    fn rows<const UPDATE: bool, const RESID: bool, const RHS: bool, const EXT: bool>(
         shape: &Shape,
         src: &[f64],
         rhs: &[f64],
@@ -575,7 +564,12 @@ mod x86 {
             sixth: _mm256_set1_pd(SIXTH),
             six: _mm256_set1_pd(6.0),
         };
-        let (own, lo, hi) = (Seg::new(r.x.len()), Seg::new(ext[0]), Seg::new(ext[1]));
+        let own = Seg::new(r.x.len());
+        // Without the extension, constants (nothing computed per call).
+        let (lo, hi) = (
+            Seg::new(ext[0] * usize::from(EXT)),
+            Seg::new(ext[1] * usize::from(EXT)),
+        );
         // SAFETY: each array holds exactly the 4 f64 an unaligned load reads.
         let (mut acc, mut tail) = unsafe {
             (
