@@ -725,8 +725,7 @@ impl Run<'_, DeepField> {
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
         let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg);
         ctx.barrier()?;
-        let start = Instant::now();
-        self.start = start;
+        self.start = Instant::now();
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
         let mut floor = vec![0u64; self.faces.len()];
         let mut local = [0.0, 0.0];
@@ -774,12 +773,7 @@ impl Run<'_, DeepField> {
                 RoundStep::Pending | RoundStep::Went => {}
             }
         };
-        let true_value = self.final_true(ctx, &mut cert, last_true)?;
-        let time = start.elapsed();
-        drop(rounds);
-        let mut stats = close_all(chans)?;
-        stats.extend(close_all(cert)?);
-        Ok((stop, true_value, time, stats))
+        self.end_async(ctx, stop, last_true, rounds, chans, cert)
     }
 
     /// The loop of `Run::sync` (solver.rs) with a block of k sweeps per exchange.

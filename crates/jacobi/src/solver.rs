@@ -483,6 +483,26 @@ impl<'a, F: Iterate> Run<'a, F> {
         }
     }
 
+    /// The end of an async or racy run (one-plane and deep): the final true residual
+    /// ([`Run::final_true`]), the time since the start, the reduction dropped, the channels
+    /// closed (data, then certification).
+    pub(crate) fn end_async<C: Context, M: chan_core::Mode, R>(
+        &mut self,
+        ctx: &mut C,
+        stop: StopReason,
+        last_true: Option<f64>,
+        rounds: Rounds<R>,
+        chans: Vec<Channel<C::Backend, M>>,
+        mut cert: Vec<Channel<C::Backend, Sync>>,
+    ) -> Result<Ending, Error> {
+        let true_value = self.final_true(ctx, &mut cert, last_true)?;
+        let time = self.start.elapsed();
+        drop(rounds);
+        let mut stats = close_all(chans)?;
+        stats.extend(close_all(cert)?);
+        Ok((stop, true_value, time, stats))
+    }
+
     /// The end of a pass of the async and racy loops (one-plane and deep): test the
     /// non-blocking reduction; once a round has returned, report it, certify a convergence
     /// claim (`last_true` holds the true residual in the pass that took it), stop on the
@@ -829,8 +849,7 @@ impl Run<'_> {
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
         let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg);
         ctx.barrier()?;
-        let start = Instant::now();
-        self.start = start;
+        self.start = Instant::now();
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
         let mut inbox = vec![Inbox::default(); self.faces.len()];
         // Faces offered but not sent (all R slots busy): multisplitting retries them.
@@ -948,12 +967,7 @@ impl Run<'_> {
                 RoundStep::Pending | RoundStep::Went => {}
             }
         };
-        let true_value = self.final_true(ctx, &mut cert, last_true)?;
-        let time = start.elapsed();
-        drop(rounds);
-        let mut stats = close_all(chans)?;
-        stats.extend(close_all(cert)?);
-        Ok((stop, true_value, time, stats))
+        self.end_async(ctx, stop, last_true, rounds, chans, cert)
     }
 
     /// Offer the current faces marked in `unsent` with `try_send`; a face whose R slots are
@@ -983,4 +997,4 @@ impl Run<'_> {
 
 /// How a run ended: the reason, the true final residual (relative), the solve time and the
 /// channels' statistics.
-type Ending = (StopReason, f64, Duration, Vec<ChannelStats>);
+pub(crate) type Ending = (StopReason, f64, Duration, Vec<ChannelStats>);
