@@ -189,7 +189,7 @@ impl DeepField {
     /// The starting iterate of `problem` on `geom`'s block grown by `depth`-deep ghost zones:
     /// every point at the value the problem gives it (as if exchanged), in both arrays.
     /// `align_owned` (async and racy): rows of owned points begin on an aligned point, padded
-    /// below the ghost zone where needed (module docs, "Rows").
+    /// below the ghost zone where needed (module docs, "Async and racy").
     pub(crate) fn new(geom: &Geometry, problem: &Problem, depth: usize, align_owned: bool) -> Self {
         assert!(depth >= 1);
         let n = geom.local.to_array();
