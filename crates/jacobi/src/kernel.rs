@@ -248,8 +248,37 @@ fn fused<const UPDATE: bool, const RESID: bool>(
     r: &Region,
 ) -> f64 {
     let mut lanes = Lanes::default();
-    fused_into::<UPDATE, RESID>(shape, src, rhs, dst, base, r, [0, 0], &mut lanes);
+    let sweep = Sweep::new(shape, src, rhs, r);
+    fused_into::<UPDATE, RESID>(Sweep { base, ..sweep }, dst, &mut lanes);
     lanes.total()
+}
+
+/// One kernel call's input: the block's shape, the array read, the source term (`h² f`, an
+/// array of the block's shape, where the problem has one), the region whose points are
+/// updated and (RESID) summed, how far its rows reach beyond it along x (points updated only),
+/// and `base`, the index of the destination's first value (one that holds some planes only).
+#[derive(Clone, Copy)]
+struct Sweep<'a> {
+    shape: &'a Shape,
+    src: &'a [f64],
+    rhs: Option<&'a [f64]>,
+    r: &'a Region,
+    ext: [usize; 2],
+    base: usize,
+}
+
+impl<'a> Sweep<'a> {
+    /// Region `r` of `src`, no extension, the whole array as the destination.
+    fn new(shape: &'a Shape, src: &'a [f64], rhs: Option<&'a [f64]>, r: &'a Region) -> Self {
+        Sweep {
+            shape,
+            src,
+            rhs,
+            r,
+            ext: [0, 0],
+            base: 0,
+        }
+    }
 }
 
 /// The r² lanes of a fused sweep: four lanes (point index mod 4 within a row segment's full
@@ -279,7 +308,7 @@ pub fn sweep_region_into(
     region: &Region,
     lanes: &mut Lanes,
 ) {
-    fused_into::<true, true>(shape, src, rhs, dst, 0, region, [0, 0], lanes);
+    fused_into::<true, true>(Sweep::new(shape, src, rhs, region), dst, lanes);
 }
 
 /// [`sweep_region_into`] whose rows reach `ext[0]` points below and `ext[1]` points above
@@ -296,7 +325,8 @@ pub fn sweep_region_ext_x_into(
     ext: [usize; 2],
     lanes: &mut Lanes,
 ) {
-    fused_into::<true, true>(shape, src, rhs, dst, 0, region, ext, lanes);
+    let sweep = Sweep::new(shape, src, rhs, region);
+    fused_into::<true, true>(Sweep { ext, ..sweep }, dst, lanes);
 }
 
 /// One Jacobi step of `src` into `dst` on every owned point, without the residual: the
@@ -315,23 +345,18 @@ pub fn step_region(
     region: &Region,
 ) {
     let mut lanes = Lanes::default();
-    fused_into::<true, false>(shape, src, rhs, dst, 0, region, [0, 0], &mut lanes);
+    fused_into::<true, false>(Sweep::new(shape, src, rhs, region), dst, &mut lanes);
 }
 
 /// [`fused`], adding to `lanes` (unless `!RESID`: the update alone, `lanes` untouched), each
 /// row segment extended by `ext[0]` points below and `ext[1]` above along x, updated only
 /// (UPDATE; no extension without it).
-#[allow(clippy::too_many_arguments)]
 fn fused_into<const UPDATE: bool, const RESID: bool>(
-    shape: &Shape,
-    src: &[f64],
-    rhs: Option<&[f64]>,
+    sweep: Sweep<'_>,
     dst: &mut [f64],
-    base: usize,
-    r: &Region,
-    ext: [usize; 2],
     lanes: &mut Lanes,
 ) {
+    let (shape, src, rhs, r, ext) = (sweep.shape, sweep.src, sweep.rhs, sweep.r, sweep.ext);
     let n = shape.n;
     assert_eq!(
         src.len(),
@@ -364,7 +389,7 @@ fn fused_into<const UPDATE: bool, const RESID: bool>(
         let first = shape.index(r.x.start - ext[0], r.y.start, r.z.start);
         let last = shape.index(r.x.end + ext[1] - 1, r.y.end - 1, r.z.end - 1);
         assert!(
-            first >= base && last - base < dst.len(),
+            first >= sweep.base && last - sweep.base < dst.len(),
             "destination does not hold the region swept"
         );
     }
@@ -373,12 +398,21 @@ fn fused_into<const UPDATE: bool, const RESID: bool>(
         // SAFETY: the only precondition of a `#[target_feature(enable = "avx2")]` function is
         // that the CPU supports AVX2, detected on the line above; `region`'s own preconditions
         // are the asserts above.
-        unsafe { x86::region::<UPDATE, RESID>(shape, src, rhs, dst, base, r, ext, lanes) };
+        unsafe { x86::region::<UPDATE, RESID>(sweep, dst, lanes) };
         return;
     }
-    match rhs {
-        Some(b) => portable::<UPDATE, RESID, true>(shape, src, b, dst, base, r, ext, lanes),
-        None => portable::<UPDATE, RESID, false>(shape, src, &[], dst, base, r, ext, lanes),
+    portable_build::<UPDATE, RESID>(sweep, dst, lanes);
+}
+
+/// The portable build, with the source term as a constant.
+fn portable_build<const UPDATE: bool, const RESID: bool>(
+    sweep: Sweep<'_>,
+    dst: &mut [f64],
+    lanes: &mut Lanes,
+) {
+    match sweep.rhs {
+        Some(_) => portable::<UPDATE, RESID, true>(sweep, dst, lanes),
+        None => portable::<UPDATE, RESID, false>(sweep, dst, lanes),
     }
 }
 
@@ -392,46 +426,23 @@ fn total(acc: [f64; 4], tail: [f64; 4]) -> f64 {
 /// (`!UPDATE`, `dst` empty), with a source term (`RHS`, `rhs` of the block's shape) or
 /// without, over region `r`, each row's `ext` points beyond it along x updated only:
 /// portable build.
-#[allow(clippy::too_many_arguments)]
 fn portable<const UPDATE: bool, const RESID: bool, const RHS: bool>(
-    shape: &Shape,
-    src: &[f64],
-    rhs: &[f64],
+    sweep: Sweep<'_>,
     dst: &mut [f64],
-    base: usize,
-    r: &Region,
-    ext: [usize; 2],
     lanes: &mut Lanes,
 ) {
+    let Sweep { shape, r, ext, .. } = sweep;
     let m = r.x.len();
     let mut out = *lanes;
     for z in r.z.clone() {
         for y in r.y.clone() {
             let b = shape.index(r.x.start, y, z);
             if UPDATE && ext[0] > 0 {
-                portable_row::<true, false, RHS>(
-                    shape,
-                    src,
-                    rhs,
-                    dst,
-                    base,
-                    b - ext[0],
-                    ext[0],
-                    &mut out,
-                );
+                portable_row::<true, false, RHS>(&sweep, dst, b - ext[0], ext[0], &mut out);
             }
-            portable_row::<UPDATE, RESID, RHS>(shape, src, rhs, dst, base, b, m, &mut out);
+            portable_row::<UPDATE, RESID, RHS>(&sweep, dst, b, m, &mut out);
             if UPDATE && ext[1] > 0 {
-                portable_row::<true, false, RHS>(
-                    shape,
-                    src,
-                    rhs,
-                    dst,
-                    base,
-                    b + m,
-                    ext[1],
-                    &mut out,
-                );
+                portable_row::<true, false, RHS>(&sweep, dst, b + m, ext[1], &mut out);
             }
         }
     }
@@ -439,18 +450,18 @@ fn portable<const UPDATE: bool, const RESID: bool, const RHS: bool>(
 }
 
 /// One row segment of [`portable`]: the `m` points from index `b`.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn portable_row<const UPDATE: bool, const RESID: bool, const RHS: bool>(
-    shape: &Shape,
-    src: &[f64],
-    rhs: &[f64],
+    sweep: &Sweep<'_>,
     dst: &mut [f64],
-    base: usize,
     b: usize,
     m: usize,
     lanes: &mut Lanes,
 ) {
+    let Sweep {
+        shape, src, base, ..
+    } = *sweep;
+    let rhs = sweep.rhs.unwrap_or(&[]);
     let Shape { sx, plane, .. } = *shape;
     let full = m - m % 4;
     let xm = &src[b - 1..b - 1 + m];
@@ -498,7 +509,7 @@ mod x86 {
     //! (no write-allocate traffic), forming the x ± 1 neighbours by shuffles of the centre
     //! vectors (five aligned loads instead of seven), two accumulators, a tree-shaped sum.
 
-    use super::{Lanes, Region, Shape, SIXTH};
+    use super::{Lanes, Shape, Sweep, SIXTH};
     use std::arch::x86_64::*;
 
     /// The fused sweep (`UPDATE`, `RESID`), the update alone (`!RESID`: no centre load, no
@@ -506,42 +517,31 @@ mod x86 {
     /// over region `r`, each row's `ext` points beyond it along x updated only: [`rows`] with
     /// the source term and the extension as constants, so that the sweeps without them test
     /// nothing per row (a test of `ext` in every row slowed the 50³ sweep by 4–12%).
-    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2")]
     pub(super) fn region<const UPDATE: bool, const RESID: bool>(
-        shape: &Shape,
-        src: &[f64],
-        rhs: Option<&[f64]>,
+        sweep: Sweep<'_>,
         dst: &mut [f64],
-        base: usize,
-        r: &Region,
-        ext: [usize; 2],
         lanes: &mut Lanes,
     ) {
-        let (s, f, d, e) = (src, rhs.unwrap_or(&[]), dst, ext);
-        match (rhs.is_some(), ext == [0, 0]) {
-            (true, true) => rows::<UPDATE, RESID, true, false>(shape, s, f, d, base, r, e, lanes),
-            (true, false) => rows::<UPDATE, RESID, true, true>(shape, s, f, d, base, r, e, lanes),
-            (false, true) => rows::<UPDATE, RESID, false, false>(shape, s, f, d, base, r, e, lanes),
-            (false, false) => rows::<UPDATE, RESID, false, true>(shape, s, f, d, base, r, e, lanes),
+        match (sweep.rhs.is_some(), sweep.ext == [0, 0]) {
+            (true, true) => rows::<UPDATE, RESID, true, false>(sweep, dst, lanes),
+            (true, false) => rows::<UPDATE, RESID, true, true>(sweep, dst, lanes),
+            (false, true) => rows::<UPDATE, RESID, false, false>(sweep, dst, lanes),
+            (false, false) => rows::<UPDATE, RESID, false, true>(sweep, dst, lanes),
         }
     }
 
     /// [`region`] with a source term (`RHS`) or without, and (`EXT`) with the extension
     /// along x or without: each row segment four points at a time, its last partial chunk
     /// masked.
-    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2")]
     fn rows<const UPDATE: bool, const RESID: bool, const RHS: bool, const EXT: bool>(
-        shape: &Shape,
-        src: &[f64],
-        rhs: &[f64],
+        sweep: Sweep<'_>,
         dst: &mut [f64],
-        base: usize,
-        r: &Region,
-        ext: [usize; 2],
         lanes: &mut Lanes,
     ) {
+        let (shape, src, r, ext, base) = (sweep.shape, sweep.src, sweep.r, sweep.ext, sweep.base);
+        let rhs = sweep.rhs.unwrap_or(&[]);
         let Shape { n, sx, plane, len } = *shape;
         // The preconditions the SAFETY arguments below rest on (checked by the caller too).
         assert!(src.len() == len && (!RHS || rhs.len() == len));
@@ -873,28 +873,7 @@ mod tests {
                 };
                 step_region(&sh, &src, rhs, &mut c, &half);
                 let mut l = Lanes::default();
-                match rhs {
-                    Some(f) => portable::<true, false, true>(
-                        &sh,
-                        &src,
-                        f,
-                        &mut c,
-                        0,
-                        &rest,
-                        [0, 0],
-                        &mut l,
-                    ),
-                    None => portable::<true, false, false>(
-                        &sh,
-                        &src,
-                        &[],
-                        &mut c,
-                        0,
-                        &rest,
-                        [0, 0],
-                        &mut l,
-                    ),
-                }
+                portable_build::<true, false>(Sweep::new(&sh, &src, rhs, &rest), &mut c, &mut l);
                 assert_eq!(l, Lanes::default(), "no residual accumulated");
                 assert!(a.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()));
             }
@@ -1032,16 +1011,10 @@ mod tests {
             let ra = sweep(&sh, &src, None, &mut a);
             let port = |upd: bool, f: &[f64], dst: &mut [f64], reg: &Region| {
                 let mut l = Lanes::default();
-                match (upd, f.is_empty()) {
-                    (true, true) => {
-                        portable::<true, true, false>(&sh, &src, f, dst, 0, reg, [0, 0], &mut l)
-                    }
-                    (true, false) => {
-                        portable::<true, true, true>(&sh, &src, f, dst, 0, reg, [0, 0], &mut l)
-                    }
-                    (false, _) => {
-                        portable::<false, true, false>(&sh, &src, f, dst, 0, reg, [0, 0], &mut l)
-                    }
+                let sweep = Sweep::new(&sh, &src, (!f.is_empty()).then_some(f), reg);
+                match upd {
+                    true => portable_build::<true, true>(sweep, dst, &mut l),
+                    false => portable_build::<false, true>(sweep, dst, &mut l),
                 }
                 l.total()
             };
@@ -1096,43 +1069,23 @@ mod tests {
                         let mut got = noise(sh.len, 99);
                         let mut lg = Lanes::default();
                         sweep_region_ext_x_into(&sh, &src, rhs, &mut got, &own, [lo, hi], &mut lg);
-                        assert!(
-                            got.iter()
-                                .zip(&want)
-                                .all(|(a, b)| a.to_bits() == b.to_bits()),
-                            "{what}"
-                        );
+                        let same = |v: &[f64]| {
+                            v.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits())
+                        };
+                        assert!(same(&got), "{what}");
                         assert_eq!(lg, lw, "{what}: r² lanes");
                         let mut port = noise(sh.len, 99);
                         let mut lp = Lanes::default();
-                        match rhs {
-                            Some(b) => portable::<true, true, true>(
-                                &sh,
-                                &src,
-                                b,
-                                &mut port,
-                                0,
-                                &own,
-                                [lo, hi],
-                                &mut lp,
-                            ),
-                            None => portable::<true, true, false>(
-                                &sh,
-                                &src,
-                                &[],
-                                &mut port,
-                                0,
-                                &own,
-                                [lo, hi],
-                                &mut lp,
-                            ),
-                        }
-                        assert!(
-                            port.iter()
-                                .zip(&want)
-                                .all(|(a, b)| a.to_bits() == b.to_bits()),
-                            "{what}: portable"
+                        let sweep = Sweep::new(&sh, &src, rhs, &own);
+                        portable_build::<true, true>(
+                            Sweep {
+                                ext: [lo, hi],
+                                ..sweep
+                            },
+                            &mut port,
+                            &mut lp,
                         );
+                        assert!(same(&port), "{what}: portable");
                         assert_eq!(lp, lw, "{what}: portable r² lanes");
                     }
                 }
