@@ -433,20 +433,18 @@ fn portable<const UPDATE: bool, const RESID: bool, const RHS: bool>(
 ) {
     let Sweep { shape, r, ext, .. } = sweep;
     let m = r.x.len();
-    let mut out = *lanes;
     for z in r.z.clone() {
         for y in r.y.clone() {
             let b = shape.index(r.x.start, y, z);
             if UPDATE && ext[0] > 0 {
-                portable_row::<true, false, RHS>(&sweep, dst, b - ext[0], ext[0], &mut out);
+                portable_row::<true, false, RHS>(&sweep, dst, b - ext[0], ext[0], lanes);
             }
-            portable_row::<UPDATE, RESID, RHS>(&sweep, dst, b, m, &mut out);
+            portable_row::<UPDATE, RESID, RHS>(&sweep, dst, b, m, lanes);
             if UPDATE && ext[1] > 0 {
-                portable_row::<true, false, RHS>(&sweep, dst, b + m, ext[1], &mut out);
+                portable_row::<true, false, RHS>(&sweep, dst, b + m, ext[1], lanes);
             }
         }
     }
-    *lanes = out;
 }
 
 /// One row segment of [`portable`]: the `m` points from index `b`.
