@@ -73,8 +73,8 @@ fn check(n: usize, variant: Variant, inner: Inner) {
     // asynchronous iterations counts them), and there are at most as many of those as the
     // rank with the fewest outer iterations did: the minimum bounds them. Sync ranks
     // iterate in step: minimum = maximum.
-    let outer = recs.iter().map(|r| r.iterations).min().unwrap();
     let counts: Vec<u64> = recs.iter().map(|r| r.iterations).collect();
+    let outer = *counts.iter().min().expect("at least one rank");
     // Racy reads halos that may be torn between two sends: it converges, and with fewer
     // outer iterations than Jacobi, but its count depends on the interleaving.
     let factor = if variant == Variant::Racy { 1 } else { 10 };
