@@ -108,6 +108,12 @@ impl AtomicF64Slice {
         }
     }
 
+    /// The first `mid` elements and the rest, as two views. Panics when `mid > len`.
+    pub fn split_at(&self, mid: usize) -> (&Self, &Self) {
+        let (a, b) = self.0.split_at(mid);
+        (Self::from_atomics(a), Self::from_atomics(b))
+    }
+
     /// Iterate over relaxed loads of the elements.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = f64> + '_ {
         self.0.iter().map(AtomicF64::load)

@@ -66,12 +66,14 @@ pub(crate) fn swap<B: Backend, H: Halo + ?Sized>(
 }
 
 /// The channels of a block's halo: one per face with a neighbour (`faces`, in
-/// [`Face::ALL`] order), tagged `tag_base` plus the face's axis, `r` messages in flight.
+/// [`Face::ALL`] order), tagged `tag_base` plus the face's axis, `r` messages in flight, each
+/// message the face's values and `extra` words after them.
 pub(crate) fn specs(
     field: &crate::field::Field,
     faces: &[Face],
     tag_base: u32,
     r: usize,
+    extra: usize,
 ) -> Result<Vec<chan_core::ChannelSpec>, Error> {
     use chan_core::{ChannelConfig, ChannelSpec, CreateError};
     let geom = field.geometry();
@@ -79,7 +81,8 @@ pub(crate) fn specs(
         .iter()
         .map(|&f| {
             let peer = geom.neighbours[f.index()].expect("faces have neighbours");
-            let cfg = ChannelConfig::new(field.face_len(f), r).map_err(CreateError::from)?;
+            let cfg =
+                ChannelConfig::new(field.face_len(f) + extra, r).map_err(CreateError::from)?;
             ChannelSpec::new(peer, tag_base + f.axis.index() as u32, cfg)
                 .map_err(|e| Error::Create(e.into()))
         })

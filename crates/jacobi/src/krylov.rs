@@ -91,7 +91,7 @@ pub(crate) fn solve_rank<C: Context>(
         start: Instant::now(),
         progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
     };
-    let specs = halo::specs(&k.field, &k.faces, 0, 1)?;
+    let specs = halo::specs(&k.field, &k.faces, 0, 1, 0)?;
     let mut chans = ctx.open::<Sync>(&specs)?;
     let (stop, true_value) = match cfg.solver {
         Solver::PipeCg => {

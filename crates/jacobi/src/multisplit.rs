@@ -33,7 +33,10 @@
 //! solves short and keeps pace with them instead of holding each outer iteration back by a
 //! full solve of its own. "Every neighbour" rather than "any": a rank that is not behind all
 //! of its neighbours finishes its solve, so in a balanced run solves are rarely cut. Sync runs
-//! never cut a solve (they have no new data mid-solve by construction).
+//! never cut a solve (they have no new data mid-solve by construction). A rank whose
+//! neighbour waits for it (the two took turns) sends that neighbour its faces after the
+//! solve's first inner iteration, from `fresher`, which is given the current iterate for it
+//! (`solver.rs`, `Outbox`).
 //!
 //! The work vectors (inner CG: r, p, A p) are allocated once, when the run starts.
 
@@ -47,7 +50,8 @@ use std::time::Instant;
 
 /// Asked between inner iterations: has fresher boundary data arrived (every neighbour sent
 /// since the solve began)? Never blocks. `Ok(false)` always: a full solve.
-pub(crate) type Fresher<'a> = dyn FnMut() -> Result<bool, Error> + 'a;
+/// It is given the current iterate (multisplitting may send faces of it mid-solve).
+pub(crate) type Fresher<'a> = dyn FnMut(&Field) -> Result<bool, Error> + 'a;
 
 /// One rank's inner solver and its counts.
 #[derive(Debug)]
@@ -65,6 +69,8 @@ pub(crate) struct InnerSolve {
     /// Solves ended before their tolerance or iteration limit because fresher halos had
     /// arrived.
     pub(crate) cut_short: u64,
+    /// Faces sent mid-solve to a neighbour that waited for them (`solver.rs`, `Outbox`).
+    pub(crate) sent_mid_solve: u64,
 }
 
 impl InnerSolve {
@@ -80,6 +86,7 @@ impl InnerSolve {
             fewest: u64::MAX,
             most: 0,
             cut_short: 0,
+            sent_mid_solve: 0,
         }
     }
 
@@ -119,9 +126,10 @@ impl Work<'_, '_> {
         slow_down(self.slowdown, t.elapsed());
     }
 
-    /// After an inner iteration that did not end the solve: stop for fresher halos?
-    fn stop(&mut self) -> Result<bool, Error> {
-        (self.fresher)()
+    /// After an inner iteration that did not end the solve, `field` holding its iterate: stop
+    /// for fresher halos?
+    fn stop(&mut self, field: &Field) -> Result<bool, Error> {
+        (self.fresher)(field)
     }
 }
 
@@ -133,7 +141,7 @@ fn jacobi(spec: InnerSpec, field: &mut Field, work: &mut Work) -> Result<(f64, u
     let stop = spec.tol * spec.tol * r0;
     let mut k = 1;
     while k < spec.max {
-        if work.stop()? {
+        if work.stop(field)? {
             return Ok((r0, k, true));
         }
         // The sweep returns the residual of the iterate it started from: one sweep past the
@@ -180,7 +188,7 @@ fn cg(
     let mut rr = r0;
     let mut k = 0;
     while k < spec.max {
-        if k > 0 && work.stop()? {
+        if k > 0 && work.stop(field)? {
             return Ok((r0, k, true));
         }
         let t = Instant::now();
@@ -302,7 +310,7 @@ mod tests {
     }
 
     /// Never fresher data: a full solve.
-    fn full() -> Result<bool, Error> {
+    fn full(_: &Field) -> Result<bool, Error> {
         Ok(false)
     }
 
@@ -319,11 +327,11 @@ mod tests {
             };
             let mut s = InnerSolve::new(spec, &f);
             // Fresher data from the start: one inner iteration, then the stop.
-            s.solve(&mut f, 1.0, &mut || Ok(true)).unwrap();
+            s.solve(&mut f, 1.0, &mut |_: &Field| Ok(true)).unwrap();
             assert_eq!((s.total, s.cut_short), (1, 1), "{solver:?}");
             // Fresher data after the 4th question: 5 iterations.
             let mut asked = 0;
-            s.solve(&mut f, 1.0, &mut || {
+            s.solve(&mut f, 1.0, &mut |_: &Field| {
                 asked += 1;
                 Ok(asked > 4)
             })

@@ -180,6 +180,11 @@ pub struct MultisplitRecord {
     /// began (async and racy only; 0 in reports written before it was counted).
     #[serde(default)]
     pub inner_cut_short: u64,
+    /// Times this rank sent its faces mid-solve to a neighbour that waited for them (async
+    /// and racy only: the two had been taking turns; 0 in reports written before it was
+    /// counted).
+    #[serde(default)]
+    pub faces_sent_mid_solve: u64,
 }
 
 /// A step of an overlapped halo exchange.

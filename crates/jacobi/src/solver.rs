@@ -179,6 +179,56 @@ struct Inbox {
     /// The halo already holds the neighbour's iterate of this stamp (from a certification
     /// exchange); older messages still in flight are not applied.
     floor: u64,
+    /// The stamp of the newest message applied to the halo (0: none yet).
+    stamp: u64,
+    /// Multisplitting: that message's trailing word, the stamp of this rank's faces that the
+    /// neighbour's solve started from (0: none, or not multisplitting).
+    echo: u64,
+}
+
+impl Inbox {
+    /// A message stamped `stamp` was applied; `extra` is what followed its face data (the
+    /// echo word of multisplitting's messages, nothing otherwise).
+    fn applied(&mut self, stamp: u64, extra: Option<f64>) {
+        self.stamp = stamp;
+        // A stamp is an iteration count, exact as an f64 (below 2^53).
+        self.echo = extra.map_or(0, |e| e as u64);
+    }
+}
+
+/// One face's send state in async and racy runs.
+///
+/// **Multisplitting's echo.** Each message carries, after the face's values, the stamp of the
+/// neighbour's faces that the solve which computed it started from. A rank starting a solve
+/// whose neighbour's newest faces echo this rank's newest (`sent`) knows that neighbour has
+/// answered them and waits for this solve: the two take turns, one solving while the other
+/// waits, and a slowed rank's solves are never cut short. The rank then sends that neighbour
+/// its faces once, after the solve's first inner iteration (an intermediate iterate: valid
+/// data for an asynchronous method, Frommer and Szyld's "flexible communication"); the
+/// neighbour solves with them while this rank solves on, and its answer cuts this solve
+/// short, which restores the overlap. Those mid-solve faces echo 0 (they answer nothing: their
+/// sender is solving, not waiting), so the neighbour does not send mid-solve in turn. In a
+/// balanced run a rank starts each solve with faces
+/// its neighbour computed from older ones, the echoes never match, and nothing extra is sent.
+#[derive(Debug, Clone, Copy, Default)]
+struct Outbox {
+    /// Offered but not sent (all R slots busy).
+    unsent: bool,
+    /// The stamp of this rank's newest faces sent (0: none yet).
+    sent: u64,
+    /// What this rank's faces echo: the stamp of the neighbour's faces the current iterate's
+    /// solve started from.
+    echo: u64,
+}
+
+/// Pack `face` of the current iterate into `buf`, followed by `echo` when the channel carries
+/// a word more than the face (multisplitting).
+fn pack_echo(field: &Field, face: Face, echo: u64, buf: &mut [f64]) {
+    let (data, extra) = buf.split_at_mut(field.face_len(face));
+    field.pack(face, data);
+    if let Some(e) = extra.first_mut() {
+        *e = echo as f64;
+    }
 }
 
 /// Taking whatever new halo data a channel holds: the only thing async and racy runs do
@@ -211,7 +261,9 @@ impl<B: Backend> HaloSource for Channel<B, Async> {
     ) -> Result<bool, Error> {
         if let Some(m) = self.recv()? {
             if m.stamp() >= inbox.floor {
-                field.unpack(face, m.data());
+                let (data, extra) = m.data().split_at(field.face_len(face));
+                field.unpack(face, data);
+                inbox.applied(m.stamp(), extra.first().copied());
                 return Ok(true);
             }
         }
@@ -231,22 +283,24 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
         inbox: &mut Inbox,
         read: RacyRead,
     ) -> Result<bool, Error> {
-        match read {
+        let read_now = match read {
             // Read the view only once a send newer than the halo's data has landed: before
             // any send the view holds zeros, not the neighbour's iterate.
-            RacyRead::Landed => {
-                if self.can_recv()? && self.last_stamp() >= inbox.floor.max(1) {
-                    field.unpack_atomic(face, self.recv()?);
-                    return Ok(true);
-                }
-                Ok(false)
-            }
+            RacyRead::Landed => self.can_recv()? && self.last_stamp() >= inbox.floor.max(1),
             // The paper's racy receive: always ready, the view read every iteration.
-            RacyRead::Always => {
-                field.unpack_atomic(face, self.recv()?);
-                Ok(true)
-            }
+            RacyRead::Always => true,
+        };
+        if read_now {
+            self.recv()?;
+            let (data, extra) = self.view().split_at(field.face_len(face));
+            field.unpack_atomic(face, data);
+            // The echo word is some send's whole word, like every element of the view.
+            inbox.applied(
+                self.last_stamp(),
+                (!extra.is_empty()).then(|| extra.load(0)),
+            );
         }
+        Ok(read_now)
     }
 
     fn fresh(&mut self) -> Result<bool, Error> {
@@ -607,6 +661,7 @@ impl<'a, F: Iterate> Run<'a, F> {
                 inner_fewest: if s.fewest == u64::MAX { 0 } else { s.fewest },
                 inner_most: s.most,
                 inner_cut_short: s.cut_short,
+                faces_sent_mid_solve: s.sent_mid_solve,
             }),
             exchange_trace: self.trace.clone(),
             messages,
@@ -620,7 +675,7 @@ impl Run<'_> {
     /// timed as compute; Σ r² of the iterate it started from, or 0 for a plain sweep whose
     /// residual is not wanted (`resid` false: the sync variant's sweeps between checks).
     fn sweep(&mut self, resid: bool) -> Result<f64, Error> {
-        self.sweep_or_solve(resid, &mut || Ok(false))
+        self.sweep_or_solve(resid, &mut |_: &Field| Ok(false))
     }
 
     /// One sweep, or multisplit's inner solve of the block, which `fresher` may cut short
@@ -753,7 +808,7 @@ impl Run<'_> {
     }
 
     fn specs(&self, tag_base: u32, r: usize) -> Result<Vec<ChannelSpec>, Error> {
-        halo::specs(&self.field, &self.faces, tag_base, r)
+        halo::specs(&self.field, &self.faces, tag_base, r, 0)
     }
 
     /// The sync variant (the paper's Figure 1): halo swap every `halo_every` iterations,
@@ -843,7 +898,15 @@ impl Run<'_> {
         M: chan_core::Mode,
         Channel<C::Backend, M>: HaloSource,
     {
-        let specs = self.specs(0, self.cfg.max_in_flight)?;
+        // Multisplitting's faces carry one word after the values: the echo (`Outbox`).
+        let echo_words = usize::from(self.inner.is_some());
+        let specs = halo::specs(
+            &self.field,
+            &self.faces,
+            0,
+            self.cfg.max_in_flight,
+            echo_words,
+        )?;
         let mut chans = ctx.open::<M>(&specs)?;
         let cert_specs = self.specs(3, 1)?;
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
@@ -852,8 +915,14 @@ impl Run<'_> {
         self.start = Instant::now();
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
         let mut inbox = vec![Inbox::default(); self.faces.len()];
-        // Faces offered but not sent (all R slots busy): multisplitting retries them.
-        let mut unsent = vec![false; self.faces.len()];
+        // Faces offered but not sent (all R slots busy: multisplitting retries them), and what
+        // multisplitting's faces echo.
+        let mut outbox = vec![Outbox::default(); self.faces.len()];
+        // Multisplitting: the faces whose neighbour waits for this rank's next ones (it has
+        // answered the newest), sent once mid-solve; the solve's closure cannot borrow
+        // `self.faces`.
+        let mut waiting = vec![false; self.faces.len()];
+        let faces = self.faces.clone();
         let (mut idled, mut spins) = (false, 0u32);
         // A certification swap wrote new halos: solve with them.
         let mut resolve = false;
@@ -922,8 +991,8 @@ impl Run<'_> {
                         local[0] = self.field.residual_sq();
                         self.compute += t.elapsed();
                     }
-                    if unsent.iter().any(|&u| u) {
-                        self.offer(&mut chans, &mut unsent)?;
+                    if outbox.iter().any(|o| o.unsent) {
+                        self.offer(&mut chans, &mut outbox)?;
                     }
                     chans[0].relax(spins);
                     spins = spins.saturating_add(1);
@@ -934,9 +1003,36 @@ impl Run<'_> {
                     fresh.fill(false);
                     first_new = None;
                     let t = Instant::now();
+                    // Multisplitting: a neighbour whose newest faces answer this rank's
+                    // newest waits for this solve (they took turns); it gets this rank's
+                    // faces once mid-solve (`Outbox`). The solve's faces echo the halo it
+                    // starts from.
+                    for ((w, o), ib) in waiting.iter_mut().zip(&mut outbox).zip(&inbox) {
+                        *w = echo_words > 0 && o.sent > 0 && ib.echo == o.sent;
+                        o.echo = ib.stamp;
+                    }
+                    let mut mid = waiting.iter().any(|&w| w);
+                    let mut mid_sent = 0;
+                    let it = self.it;
                     // Multisplitting stops its inner solve once every neighbour has sent new
                     // faces since it began (`multisplit.rs`); Jacobi's sweep never asks.
-                    let mut fresher = || {
+                    let mut fresher = |field: &Field| {
+                        if std::mem::take(&mut mid) {
+                            for ((ch, &face), _) in chans
+                                .iter_mut()
+                                .zip(&faces)
+                                .zip(&waiting)
+                                .filter(|(_, &w)| w)
+                            {
+                                ch.set_iteration(it);
+                                // Echo 0: this rank is solving, not waiting (`Outbox`).
+                                match ch.try_send_with(|buf| pack_echo(field, face, 0, buf)) {
+                                    Ok(()) => mid_sent += 1,
+                                    Err(TrySendError::Full(_)) => {}
+                                    Err(TrySendError::Comm(e)) => return Err(e.into()),
+                                }
+                            }
+                        }
                         for ch in chans.iter_mut() {
                             if !ch.fresh()? {
                                 return Ok(false);
@@ -946,10 +1042,13 @@ impl Run<'_> {
                     };
                     local[0] = self.sweep_or_solve(true, &mut fresher)?;
                     last_solve = t.elapsed();
+                    if let Some(s) = &mut self.inner {
+                        s.sent_mid_solve += mid_sent;
+                    }
                     // Offer the new faces.
                     if self.it % self.cfg.halo_every == 0 {
-                        unsent.fill(true);
-                        self.offer(&mut chans, &mut unsent)?;
+                        outbox.iter_mut().for_each(|o| o.unsent = true);
+                        self.offer(&mut chans, &mut outbox)?;
                     }
                 }
                 local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
@@ -961,6 +1060,8 @@ impl Run<'_> {
                     // Messages sent before the certification swap carry older stamps.
                     for (ch, ib) in cert.iter().zip(&mut inbox) {
                         ib.floor = ch.latest().map_or(ib.floor, |m| m.stamp());
+                        // The halo holds that iterate now; it answers nothing.
+                        ib.applied(ib.floor, None);
                     }
                     resolve = true; // solve with the new halo
                 }
@@ -970,23 +1071,27 @@ impl Run<'_> {
         self.end_async(ctx, stop, last_true, rounds, chans, cert)
     }
 
-    /// Offer the current faces marked in `unsent` with `try_send`; a face whose R slots are
-    /// all busy stays marked (Jacobi never retries one: its next sweep offers newer faces).
+    /// Offer the current faces marked unsent in `outbox` with `try_send`; a face whose R
+    /// slots are all busy stays marked (Jacobi never retries one: its next sweep offers newer
+    /// faces).
     fn offer<B: Backend, M: chan_core::Mode>(
         &mut self,
         chans: &mut [Channel<B, M>],
-        unsent: &mut [bool],
+        outbox: &mut [Outbox],
     ) -> Result<(), Error> {
         let t = Instant::now();
-        for ((ch, &face), pending) in chans.iter_mut().zip(&self.faces).zip(unsent) {
-            if !*pending {
+        for ((ch, &face), o) in chans.iter_mut().zip(&self.faces).zip(outbox) {
+            if !o.unsent {
                 continue;
             }
             ch.set_iteration(self.it);
             let field = &self.field;
-            match ch.try_send_with(|buf| field.pack(face, buf)) {
-                Ok(()) => *pending = false,
-                Err(TrySendError::Full(_)) => *pending = self.inner.is_some(),
+            match ch.try_send_with(|buf| pack_echo(field, face, o.echo, buf)) {
+                Ok(()) => {
+                    o.unsent = false;
+                    o.sent = self.it;
+                }
+                Err(TrySendError::Full(_)) => o.unsent = self.inner.is_some(),
                 Err(TrySendError::Comm(e)) => return Err(e.into()),
             }
         }
@@ -998,3 +1103,83 @@ impl Run<'_> {
 /// How a run ended: the reason, the true final residual (relative), the solve time and the
 /// channels' statistics.
 pub(crate) type Ending = (StopReason, f64, Duration, Vec<ChannelStats>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geometry::{Dims, ProcGrid};
+    use crate::problem::Problem;
+    use chan_core::Mode;
+    use chan_threads::World;
+
+    /// The one face of a block with one neighbour.
+    fn neighbour_face(f: &Field) -> Face {
+        let g = f.geometry();
+        Face::ALL
+            .into_iter()
+            .find(|fc| g.neighbours[fc.index()].is_some())
+            .unwrap()
+    }
+
+    /// Rank 0 sends its face stamped 7 with echo 5 over a multisplit halo channel of mode `M`;
+    /// rank 1 takes it into `field`. Rank 1's inbox after the take (rank 0's: untouched).
+    fn send_with_echo<C: Context, M: Mode>(ctx: &mut C, field: &mut Field) -> Inbox
+    where
+        Channel<C::Backend, M>: HaloSource,
+    {
+        let face = neighbour_face(field);
+        let specs = halo::specs(field, &[face], 0, 2, 1).unwrap();
+        let mut chans = ctx.open::<M>(&specs).unwrap();
+        let mut ib = Inbox::default();
+        if ctx.rank() == 0 {
+            chans[0].set_iteration(7);
+            let f = &*field;
+            chans[0]
+                .try_send_with(|b| pack_echo(f, face, 5, b))
+                .unwrap();
+        } else {
+            while !chans[0]
+                .take(field, face, &mut ib, RacyRead::Landed)
+                .unwrap()
+            {}
+        }
+        ctx.barrier().unwrap();
+        close_all(chans).unwrap();
+        ib
+    }
+
+    /// Multisplitting's wire format over real channels (threads backend): the face one rank
+    /// packs with an echo arrives in the other's halo value for value, as a plain unpack of
+    /// the same face writes it, and the receiver's inbox reads back the sender's stamp and
+    /// echo, in async and racy mode.
+    #[test]
+    fn a_multisplit_face_carries_its_echo() {
+        let plan = Plan::split(Dims::new(12, 5, 4), ProcGrid(Dims::new(2, 1, 1))).unwrap();
+        // A rank's block, its values distinct.
+        let block = |r: usize| {
+            let mut f = Field::new(&plan.geometry(r), &Problem::Laplace { offset: 0.0 });
+            for (i, v) in f.iterate_mut().iter_mut().enumerate() {
+                *v = 0.5 + i as f64;
+            }
+            f
+        };
+        let sender = block(0);
+        let mut face = vec![0.0; sender.face_len(neighbour_face(&sender))];
+        sender.pack(neighbour_face(&sender), &mut face);
+        let mut want = block(1);
+        want.unpack(neighbour_face(&want), &face);
+        for mode in ["async", "racy"] {
+            let outs = World::new(2).unwrap().run(|ctx| {
+                let mut field = block(ctx.rank());
+                let ib = match mode {
+                    "async" => send_with_echo::<_, Async>(ctx, &mut field),
+                    _ => send_with_echo::<_, Racy>(ctx, &mut field),
+                };
+                (ib, field)
+            });
+            let (ib, field) = &outs[1];
+            assert_eq!(field.iterate(), want.iterate(), "{mode}: the halo");
+            assert_eq!((ib.stamp, ib.echo), (7, 5), "{mode}: stamp and echo");
+        }
+    }
+}
