@@ -149,7 +149,12 @@ impl Transport for MailboxEnd {
 
 impl MailboxTransport for MailboxEnd {
     fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
+        let before = out.len();
         self.rx.poll(&self.pair.lanes[1 - self.side], out);
+        if out.len() == before {
+            // Nothing new: in an oversubscribed world, let the sender run (`World::wait_policy`).
+            self.world.wait.idle();
+        }
         Ok(())
     }
     fn data(&self, slot: usize) -> &[f64] {
@@ -305,6 +310,10 @@ impl RacyTransport for RacyEnd {
         let c = lane.completed.load(Ordering::Acquire);
         let arrived = c - self.seen;
         self.seen = c;
+        if arrived == 0 {
+            // Nothing new: in an oversubscribed world, let the sender run (`World::wait_policy`).
+            self.world.wait.idle();
+        }
         Ok(RacyPoll {
             arrived,
             stamp: lane.stamp.load(Ordering::Relaxed),

@@ -6,8 +6,8 @@ use crate::endpoint::{MailboxEnd, MailboxPair, RacyEnd, RacyPair};
 use crate::window::{ThreadWindow, WinMem};
 use crate::Threads;
 use chan_core::backend::{
-    Agreed, ChannelHooks, Collective, Lists, ReservedTags, Shared as SharedDelivery, Slots,
-    WindowHooks,
+    Agreed, ChannelHooks, Collective, EnvVarError, Lists, ReservedTags, Shared as SharedDelivery,
+    Slots, WaitPolicy, WindowHooks,
 };
 use chan_core::{CommError, CreateError, ReduceOp, TreeReduction};
 use std::collections::HashMap;
@@ -24,6 +24,9 @@ pub enum WorldError {
     /// Zero threads.
     #[error("a world needs at least 1 thread, got 0")]
     Empty,
+    /// `AIAC_WAIT` holds a value it does not accept.
+    #[error(transparent)]
+    Env(#[from] EnvVarError),
 }
 
 /// N ranks as N threads. [`World::run`] runs the same closure on every rank.
@@ -31,15 +34,31 @@ pub enum WorldError {
 pub struct World {
     size: usize,
     pin: bool,
+    wait: WaitPolicy,
 }
 
 impl World {
-    /// A world of `size` ranks.
+    /// A world of `size` ranks. With more ranks than the CPUs this process may use (or
+    /// `AIAC_WAIT=yield`) its channels wait by yielding ([`WaitPolicy`], [`World::wait_policy`]).
     pub fn new(size: usize) -> Result<Self, WorldError> {
         if size == 0 {
             return Err(WorldError::Empty);
         }
-        Ok(World { size, pin: false })
+        let wait = WaitPolicy::detect(None, Some(size))?;
+        Ok(World {
+            size,
+            pin: false,
+            wait,
+        })
+    }
+
+    /// How the ranks' channels wait: [`WaitPolicy::Yield`] when the world has more ranks than
+    /// CPUs. A receive that finds nothing new then gives the core away, as a SHMEM poll and
+    /// Open MPI's progress do on an oversubscribed node: two neighbours sharing a core would
+    /// otherwise never run at once, and an async channel between them would carry its R
+    /// messages per time slice.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.wait
     }
 
     /// Pin rank r's thread to the r-th of the CPUs the thread calling [`World::run`] may use.
@@ -65,7 +84,7 @@ impl World {
         T: Send,
         F: Fn(&mut ThreadCtx) -> T + std::marker::Sync,
     {
-        let shared = Arc::new(Shared::new(self.size));
+        let shared = Arc::new(Shared::new(self.size, self.wait));
         let cpus = if self.pin {
             core_affinity::get_core_ids()
                 .filter(|ids| ids.len() >= self.size)
@@ -166,6 +185,8 @@ type Sparse = Vec<(usize, Vec<u64>)>;
 /// State shared by all ranks of one `World::run`.
 pub(crate) struct Shared {
     size: usize,
+    /// How the channels of this world wait ([`World::wait_policy`]).
+    pub(crate) wait: WaitPolicy,
     failed: AtomicBool,
     failure: Mutex<String>,
     exited: AtomicUsize,
@@ -184,9 +205,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    fn new(size: usize) -> Self {
+    fn new(size: usize, wait: WaitPolicy) -> Self {
         Shared {
             size,
+            wait,
             failed: AtomicBool::new(false),
             failure: Mutex::new(String::new()),
             exited: AtomicUsize::new(0),
