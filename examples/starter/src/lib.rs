@@ -7,7 +7,8 @@
 //! * [`heat2d`]: the 2-D heat equation run to its steady state, the domain split into strips
 //!   of rows, one rank each, with **asynchronous** halos (each step takes the newest whole row
 //!   a neighbour sent and never waits for one) and a non-blocking reduction that says when
-//!   every rank's last step changed nothing above the tolerance.
+//!   every rank's last step changed nothing above the tolerance, or that a rank has taken
+//!   all its steps (every rank then stops on that same round).
 //! * [`ring`]: a pipeline around a ring with **synchronous** channels: a token goes round
 //!   `laps` times and each rank adds its rank to it.
 
@@ -30,7 +31,8 @@ pub struct Heat {
     pub rows: usize,
     /// Stop when no point of the last step changed by more than this.
     pub tol: f64,
-    /// Give up after this many steps.
+    /// A rank takes at most this many steps; once one has, every rank stops, unconverged, at
+    /// the reduction round that says so.
     pub max_steps: u64,
 }
 
@@ -78,34 +80,49 @@ pub fn heat2d<C: Context>(ctx: &mut C, heat: &Heat) -> Result<HeatResult, Error>
     let below = (rank > 0).then_some(0);
     let above = (rank + 1 < size).then(|| specs.len() - 1);
 
-    let mut done = ctx.reduction(1, ReduceOp::Max)?;
+    // Each round reduces [the last step's change, 1 if this rank has taken all its steps],
+    // by their maxima. Every rank sees the same rounds, so every rank stops on the same one:
+    // a rank that ran out of steps takes no more but goes on reducing until a round has
+    // told everyone (one that left the loop alone would leave the others waiting for it).
+    let mut done = ctx.reduction(2, ReduceOp::Max)?;
     let (mut steps, mut converged, mut certifications) = (0u64, false, 0u64);
-    while steps < heat.max_steps {
-        // The newest halo rows, if any arrived.
-        for (side, row) in [(below, 0), (above, rows + 1)] {
-            if let Some(i) = side {
-                if let Some(m) = chans[i].recv()? {
-                    u[row * width..(row + 1) * width].copy_from_slice(&m);
+    let (mut change, mut spins) = (f64::INFINITY, 0u32);
+    loop {
+        if steps < heat.max_steps {
+            // The newest halo rows, if any arrived.
+            for (side, row) in [(below, 0), (above, rows + 1)] {
+                if let Some(i) = side {
+                    if let Some(m) = chans[i].recv()? {
+                        u[row * width..(row + 1) * width].copy_from_slice(&m);
+                    }
                 }
             }
-        }
-        let change = step(&mut u, &mut next, cols, rows);
-        steps += 1;
-        for ch in &mut chans {
-            ch.set_iteration(steps);
-        }
-        // Offer the boundary rows; all R in flight means the neighbour is behind: carry on.
-        for (side, row) in [(below, 1), (above, rows)] {
-            if let Some(i) = side {
-                let _ = chans[i].try_send(&u[row * width..(row + 1) * width]);
+            change = step(&mut u, &mut next, cols, rows);
+            steps += 1;
+            for ch in &mut chans {
+                ch.set_iteration(steps);
             }
+            // Offer the boundary rows; all R in flight means the neighbour is behind: carry
+            // on.
+            for (side, row) in [(below, 1), (above, rows)] {
+                if let Some(i) = side {
+                    let _ = chans[i].try_send(&u[row * width..(row + 1) * width]);
+                }
+            }
+        } else if let Some(ch) = chans.first_mut() {
+            // Out of steps: only the rounds are left to wait for.
+            ch.relax(spins);
+            spins = spins.saturating_add(1);
         }
         // The global change: start a round, test it while stepping.
         if !done.in_progress() {
-            done.start(&[change])?;
+            let out_of_steps = f64::from(u8::from(steps >= heat.max_steps));
+            done.start(&[change, out_of_steps])?;
         }
-        let claimed = matches!(done.test()?, Some(global) if global[0] <= heat.tol);
-        if claimed {
+        let Some(global) = done.test()? else {
+            continue;
+        };
+        if global[0] <= heat.tol {
             // Every rank got the same round's value, so every rank is here. Halos may have
             // been stale when the changes were measured: certify with one step on the
             // neighbours' current rows, exchanged and waited for, and a blocking reduction.
@@ -125,10 +142,11 @@ pub fn heat2d<C: Context>(ctx: &mut C, heat: &Heat) -> Result<HeatResult, Error>
                 break;
             }
         }
+        if global[1] > 0.0 {
+            break; // some rank took all its steps
+        }
     }
-    if done.in_progress() {
-        done.wait()?;
-    }
+    // Every rank left on the same round's result: none is in progress.
     let received = chans.iter().map(|c| c.stats().received).sum();
     close_all(chans)?;
     let mut error = 0.0f64;

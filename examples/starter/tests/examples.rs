@@ -32,6 +32,43 @@ fn heat_reaches_the_exact_steady_state_at_1_to_3_ranks() {
     }
 }
 
+/// A run that cannot converge (tolerance 0) ends on every rank once one has taken all its
+/// steps, none waiting for a round the others left. Before every round carried "out of
+/// steps", the ranks left the loop each at its own last step, one with a reduction in
+/// progress that the others never joined: in release builds the test above hung in 4 of 6
+/// runs. Run under a time limit, so that a hang fails the test.
+#[test]
+fn every_rank_stops_when_one_runs_out_of_steps() {
+    let heat = Heat {
+        cols: 8,
+        rows: 6,
+        tol: 0.0,
+        max_steps: 300,
+    };
+    for p in 1..=3 {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let results = World::new(p)
+                .unwrap()
+                .run(|ctx| heat2d(ctx, &heat).unwrap());
+            let _ = tx.send(results);
+        });
+        let results = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("{p} ranks: no result in 60 s (a rank waits for ever)"));
+        assert!(
+            results
+                .iter()
+                .all(|r| !r.converged && r.steps <= heat.max_steps),
+            "{p} ranks: {results:?}"
+        );
+        assert!(
+            results.iter().any(|r| r.steps == heat.max_steps),
+            "{p} ranks: none took all its steps: {results:?}"
+        );
+    }
+}
+
 #[test]
 fn the_token_comes_back_with_every_rank_added_each_lap() {
     for p in 2..=5u64 {
