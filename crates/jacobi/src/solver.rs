@@ -208,8 +208,8 @@ impl Inbox {
 /// neighbour solves with them while this rank solves on, and its answer cuts this solve
 /// short, which restores the overlap. Those mid-solve faces echo 0 (they answer nothing: their
 /// sender is solving, not waiting), so the neighbour does not send mid-solve in turn. In a
-/// balanced run a rank starts each solve with faces
-/// its neighbour computed from older ones, the echoes never match, and nothing extra is sent.
+/// balanced run a rank starts each solve with faces its neighbour computed from older ones,
+/// the echoes never match, and nothing extra is sent.
 #[derive(Debug, Clone, Copy, Default)]
 struct Outbox {
     /// Offered but not sent (all R slots busy).
@@ -228,6 +228,23 @@ fn pack_echo(field: &Field, face: Face, echo: u64, buf: &mut [f64]) {
     field.pack(face, data);
     if let Some(e) = extra.first_mut() {
         *e = echo as f64;
+    }
+}
+
+/// Offer `face` of `field`, stamped `it`, with `echo` (`try_send`): true when sent, false when
+/// all R slots were busy.
+fn offer_face<B: Backend, M: chan_core::Mode>(
+    ch: &mut Channel<B, M>,
+    field: &Field,
+    face: Face,
+    echo: u64,
+    it: u64,
+) -> Result<bool, Error> {
+    ch.set_iteration(it);
+    match ch.try_send_with(|buf| pack_echo(field, face, echo, buf)) {
+        Ok(()) => Ok(true),
+        Err(TrySendError::Full(_)) => Ok(false),
+        Err(TrySendError::Comm(e)) => Err(e.into()),
     }
 }
 
@@ -1024,13 +1041,8 @@ impl Run<'_> {
                                 .zip(&waiting)
                                 .filter(|(_, &w)| w)
                             {
-                                ch.set_iteration(it);
                                 // Echo 0: this rank is solving, not waiting (`Outbox`).
-                                match ch.try_send_with(|buf| pack_echo(field, face, 0, buf)) {
-                                    Ok(()) => mid_sent += 1,
-                                    Err(TrySendError::Full(_)) => {}
-                                    Err(TrySendError::Comm(e)) => return Err(e.into()),
-                                }
+                                mid_sent += u64::from(offer_face(ch, field, face, 0, it)?);
                             }
                         }
                         for ch in chans.iter_mut() {
@@ -1084,15 +1096,11 @@ impl Run<'_> {
             if !o.unsent {
                 continue;
             }
-            ch.set_iteration(self.it);
-            let field = &self.field;
-            match ch.try_send_with(|buf| pack_echo(field, face, o.echo, buf)) {
-                Ok(()) => {
-                    o.unsent = false;
-                    o.sent = self.it;
-                }
-                Err(TrySendError::Full(_)) => o.unsent = self.inner.is_some(),
-                Err(TrySendError::Comm(e)) => return Err(e.into()),
+            if offer_face(ch, &self.field, face, o.echo, self.it)? {
+                o.unsent = false;
+                o.sent = self.it;
+            } else {
+                o.unsent = self.inner.is_some();
             }
         }
         self.comm += t.elapsed();
