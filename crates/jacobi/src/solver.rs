@@ -219,6 +219,9 @@ struct Outbox {
     /// What this rank's faces echo: the stamp of the neighbour's faces the current iterate's
     /// solve started from.
     echo: u64,
+    /// The neighbour answered this rank's newest faces and waits for the current solve: it
+    /// gets faces once mid-solve.
+    waits: bool,
 }
 
 /// Pack `face` of the current iterate into `buf`, followed by `echo` when the channel carries
@@ -824,8 +827,8 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn specs(&self, tag_base: u32, r: usize) -> Result<Vec<ChannelSpec>, Error> {
-        halo::specs(&self.field, &self.faces, tag_base, r, 0)
+    fn specs(&self, tag_base: u32, r: usize, extra: usize) -> Result<Vec<ChannelSpec>, Error> {
+        halo::specs(&self.field, &self.faces, tag_base, r, extra)
     }
 
     /// The sync variant (the paper's Figure 1): halo swap every `halo_every` iterations,
@@ -835,7 +838,7 @@ impl Run<'_> {
         // array's halo is never read.
         let every = self.inner.is_none() && self.cfg.halo_every == 1;
         self.field.set_halo_current_only(every);
-        let specs = self.specs(0, 1)?;
+        let specs = self.specs(0, 1, 0)?;
         let mut chans = ctx.open::<Sync>(&specs)?;
         ctx.barrier()?;
         let start = Instant::now();
@@ -917,28 +920,19 @@ impl Run<'_> {
     {
         // Multisplitting's faces carry one word after the values: the echo (`Outbox`).
         let echo_words = usize::from(self.inner.is_some());
-        let specs = halo::specs(
-            &self.field,
-            &self.faces,
-            0,
-            self.cfg.max_in_flight,
-            echo_words,
-        )?;
+        let specs = self.specs(0, self.cfg.max_in_flight, echo_words)?;
         let mut chans = ctx.open::<M>(&specs)?;
-        let cert_specs = self.specs(3, 1)?;
+        let cert_specs = self.specs(3, 1, 0)?;
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
         let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg);
         ctx.barrier()?;
         self.start = Instant::now();
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
         let mut inbox = vec![Inbox::default(); self.faces.len()];
-        // Faces offered but not sent (all R slots busy: multisplitting retries them), and what
-        // multisplitting's faces echo.
+        // Faces offered but not sent (all R slots busy: multisplitting retries them), what
+        // multisplitting's faces echo, and which neighbours wait for this rank's next ones.
         let mut outbox = vec![Outbox::default(); self.faces.len()];
-        // Multisplitting: the faces whose neighbour waits for this rank's next ones (it has
-        // answered the newest), sent once mid-solve; the solve's closure cannot borrow
-        // `self.faces`.
-        let mut waiting = vec![false; self.faces.len()];
+        // Multisplitting's mid-solve sends: the solve's closure cannot borrow `self.faces`.
         let faces = self.faces.clone();
         let (mut idled, mut spins) = (false, 0u32);
         // A certification swap wrote new halos: solve with them.
@@ -1024,11 +1018,11 @@ impl Run<'_> {
                     // newest waits for this solve (they took turns); it gets this rank's
                     // faces once mid-solve (`Outbox`). The solve's faces echo the halo it
                     // starts from.
-                    for ((w, o), ib) in waiting.iter_mut().zip(&mut outbox).zip(&inbox) {
-                        *w = echo_words > 0 && o.sent > 0 && ib.echo == o.sent;
+                    for (o, ib) in outbox.iter_mut().zip(&inbox) {
+                        o.waits = echo_words > 0 && o.sent > 0 && ib.echo == o.sent;
                         o.echo = ib.stamp;
                     }
-                    let mut mid = waiting.iter().any(|&w| w);
+                    let mut mid = outbox.iter().any(|o| o.waits);
                     let mut mid_sent = 0;
                     let it = self.it;
                     // Multisplitting stops its inner solve once every neighbour has sent new
@@ -1038,8 +1032,8 @@ impl Run<'_> {
                             for ((ch, &face), _) in chans
                                 .iter_mut()
                                 .zip(&faces)
-                                .zip(&waiting)
-                                .filter(|(_, &w)| w)
+                                .zip(&outbox)
+                                .filter(|(_, o)| o.waits)
                             {
                                 // Echo 0: this rank is solving, not waiting (`Outbox`).
                                 mid_sent += u64::from(offer_face(ch, field, face, 0, it)?);
