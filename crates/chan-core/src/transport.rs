@@ -177,6 +177,14 @@ pub trait Backend: Sized + Send + 'static {
 /// yields, as Open MPI's progress engine does when its launcher found the node oversubscribed
 /// (`mpi_yield_when_idle`). Measured on 2 cores, 8 processes: a SHMEM sync Jacobi solve took
 /// 35 s spinning and 0.1 s yielding (docs/performance.md, "Oversubscribed").
+///
+/// The count is this job's; other jobs or threads may hold the cores it counted on. So `Spin`
+/// too gives the core away, rarely: once per [`SPIN_WAIT_YIELD`] spins of a blocking wait and
+/// once per [`SPIN_IDLE_YIELD`] polls in a row that found nothing. Either streak means the
+/// peer has not written for tens of microseconds, far past a running peer's answer, and a
+/// `sched_yield` that finds no other task returns in well under a microsecond. Without it,
+/// two ranks of an async run that shared a core with a third program exchanged R messages per
+/// time slice: 160 faces in 2 million steps (docs/performance.md, "Oversubscribed").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitPolicy {
     /// Busy-poll: one process per core.
@@ -204,6 +212,11 @@ const YIELD_AFTER: u32 = 16;
 const SLEEP_AFTER: u32 = YIELD_AFTER + 64;
 /// One sleep: long enough to leave the run queue, short against a time slice.
 const NAP: Duration = Duration::from_micros(50);
+/// [`WaitPolicy::Spin`]'s blocking waits yield once per this many spins (tens of
+/// microseconds).
+pub const SPIN_WAIT_YIELD: u32 = 1024;
+/// [`WaitPolicy::Spin`]'s polls yield once per this many in a row that found nothing.
+pub const SPIN_IDLE_YIELD: u32 = 64;
 
 /// The node's online CPUs (`/sys/devices/system/cpu/online`, e.g. `0-3,8`), whatever this
 /// process's affinity; `None` where that cannot be read.
@@ -292,10 +305,14 @@ impl WaitPolicy {
     }
 
     /// Wait once between polls of a blocking operation; `spins` counts the polls so far.
-    /// `Spin`: one `spin_loop` hint. `Yield`: a few spins, then `sched_yield`, then 50 µs naps.
+    /// `Spin`: one `spin_loop` hint, and a `sched_yield` once per [`SPIN_WAIT_YIELD`].
+    /// `Yield`: a few spins, then `sched_yield`, then 50 µs naps.
     #[inline]
     pub fn relax(self, spins: u32) {
         match self {
+            WaitPolicy::Spin if spins % SPIN_WAIT_YIELD == SPIN_WAIT_YIELD - 1 => {
+                std::thread::yield_now()
+            }
             WaitPolicy::Spin => std::hint::spin_loop(),
             WaitPolicy::Yield if spins < YIELD_AFTER => std::hint::spin_loop(),
             WaitPolicy::Yield if spins < SLEEP_AFTER => std::thread::yield_now(),
@@ -303,12 +320,14 @@ impl WaitPolicy {
         }
     }
 
-    /// After a non-blocking poll found nothing new: `Yield` gives the core to a process that
-    /// may have something to do (Open MPI's `opal_progress` under `mpi_yield_when_idle`);
-    /// `Spin` returns at once.
+    /// After a non-blocking poll found nothing new; `streak` counts the polls in a row before
+    /// this one that found nothing (0 after one that found something). `Yield` gives the core
+    /// to a process that may have something to do (Open MPI's `opal_progress` under
+    /// `mpi_yield_when_idle`); `Spin` does so once per [`SPIN_IDLE_YIELD`] and otherwise
+    /// returns at once.
     #[inline]
-    pub fn idle(self) {
-        if self == WaitPolicy::Yield {
+    pub fn idle(self, streak: u32) {
+        if self == WaitPolicy::Yield || streak % SPIN_IDLE_YIELD == SPIN_IDLE_YIELD - 1 {
             std::thread::yield_now();
         }
     }
@@ -338,10 +357,10 @@ mod tests {
     #[test]
     fn relax_and_idle_return() {
         for p in [WaitPolicy::Spin, WaitPolicy::Yield] {
-            for spins in [0, 15, 16, 79, 80, u32::MAX] {
+            for spins in [0, 15, 16, 79, 80, 1023, u32::MAX] {
                 p.relax(spins);
+                p.idle(spins);
             }
-            p.idle();
         }
     }
 }

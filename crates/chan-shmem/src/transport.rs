@@ -268,6 +268,8 @@ pub(crate) struct Core {
     last_ack: u64,
     /// Racy: sends counted by polls so far.
     racy_seen: u64,
+    /// Polls in a row that found nothing (`WaitPolicy::idle`).
+    idle: u32,
     state: State,
 }
 
@@ -319,6 +321,7 @@ impl Core {
             release_mark: vec![false; shape.slots()].into_boxed_slice(),
             last_ack: 0,
             racy_seen: 0,
+            idle: 0,
             state: State::Open,
         }
     }
@@ -512,8 +515,11 @@ impl Core {
             // the slot reads below happen after the flag was seen.
             if self.flag(k).load(Acquire) != seq {
                 if self.reported == before {
-                    // Nothing new: on an oversubscribed node, let the sender run.
-                    self.sh.wait.idle();
+                    // Nothing new: let a sender that shares this core run.
+                    self.sh.wait.idle(self.idle);
+                    self.idle = self.idle.wrapping_add(1);
+                } else {
+                    self.idle = 0;
                 }
                 break;
             }
@@ -575,10 +581,12 @@ impl Core {
         let count = self.ctrl(COUNT).load(Acquire);
         let arrived = count.saturating_sub(self.racy_seen);
         if arrived == 0 {
-            // Nothing new: on an oversubscribed node, let the sender run.
-            self.sh.wait.idle();
+            // Nothing new: let a sender that shares this core run.
+            self.sh.wait.idle(self.idle);
+            self.idle = self.idle.wrapping_add(1);
             return RacyPoll::default();
         }
+        self.idle = 0;
         self.racy_seen = count;
         // SAFETY: the racy buffer's stamp word, written by the peer's puts; atomics only.
         let stamp = unsafe { atomic_at(self.local.slots) }.load(Relaxed);

@@ -76,6 +76,8 @@ pub struct MailboxEnd {
     rx: LaneReceiver,
     sent: u64,
     closed: bool,
+    /// Polls in a row that found nothing (`WaitPolicy::idle`).
+    idle: u32,
 }
 
 impl MailboxEnd {
@@ -88,6 +90,7 @@ impl MailboxEnd {
             rx: LaneReceiver::new(),
             sent: 0,
             closed: false,
+            idle: 0,
         }
     }
     fn in_lane(&self) -> &Lane {
@@ -152,8 +155,11 @@ impl MailboxTransport for MailboxEnd {
         let before = out.len();
         self.rx.poll(&self.pair.lanes[1 - self.side], out);
         if out.len() == before {
-            // Nothing new: in an oversubscribed world, let the sender run (`World::wait_policy`).
-            self.world.wait.idle();
+            // Nothing new: let a sender that shares this core run (`World::wait_policy`).
+            self.world.wait.idle(self.idle);
+            self.idle = self.idle.wrapping_add(1);
+        } else {
+            self.idle = 0;
         }
         Ok(())
     }
@@ -225,6 +231,8 @@ pub struct RacyEnd {
     seen: u64,
     sent: u64,
     closed: bool,
+    /// Polls in a row that found nothing (`WaitPolicy::idle`).
+    idle: u32,
 }
 
 impl RacyEnd {
@@ -239,6 +247,7 @@ impl RacyEnd {
             seen: 0,
             sent: 0,
             closed: false,
+            idle: 0,
         }
     }
 
@@ -311,8 +320,11 @@ impl RacyTransport for RacyEnd {
         let arrived = c - self.seen;
         self.seen = c;
         if arrived == 0 {
-            // Nothing new: in an oversubscribed world, let the sender run (`World::wait_policy`).
-            self.world.wait.idle();
+            // Nothing new: let a sender that shares this core run (`World::wait_policy`).
+            self.world.wait.idle(self.idle);
+            self.idle = self.idle.wrapping_add(1);
+        } else {
+            self.idle = 0;
         }
         Ok(RacyPoll {
             arrived,
