@@ -178,13 +178,15 @@ pub trait Backend: Sized + Send + 'static {
 /// (`mpi_yield_when_idle`). Measured on 2 cores, 8 processes: a SHMEM sync Jacobi solve took
 /// 35 s spinning and 0.1 s yielding (docs/performance.md, "Oversubscribed").
 ///
-/// The count is this job's; other jobs or threads may hold the cores it counted on. So `Spin`
-/// too gives the core away, rarely: once per [`SPIN_WAIT_YIELD`] spins of a blocking wait and
-/// once per [`SPIN_IDLE_YIELD`] polls in a row that found nothing. Either streak means the
-/// peer has not written for tens of microseconds, far past a running peer's answer, and a
-/// `sched_yield` that finds no other task returns in well under a microsecond. Without it,
-/// two ranks of an async run that shared a core with a third program exchanged R messages per
-/// time slice: 160 faces in 2 million steps (docs/performance.md, "Oversubscribed").
+/// The count is this job's; other jobs or threads may hold the cores it counted on. So a
+/// `Spin` poll too gives the core away, rarely: once per [`SPIN_IDLE_YIELD`] in a row that
+/// found nothing. Such a streak means the peer has not written for many iterations, and a
+/// `sched_yield` that finds no other task returns in under a microsecond. Without it, two
+/// ranks of an async run that shared a core with a third program exchanged R messages per
+/// time slice: 160 faces in 2 million steps (docs/performance.md, "Oversubscribed"). A `Spin`
+/// blocking wait does not yield: beside a program that never yields, each `sched_yield` hands
+/// it a whole time slice, and a SHMEM sync run that yielded once per 1024 spins took up to 20
+/// times as long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitPolicy {
     /// Busy-poll: one process per core.
@@ -212,9 +214,6 @@ const YIELD_AFTER: u32 = 16;
 const SLEEP_AFTER: u32 = YIELD_AFTER + 64;
 /// One sleep: long enough to leave the run queue, short against a time slice.
 const NAP: Duration = Duration::from_micros(50);
-/// [`WaitPolicy::Spin`]'s blocking waits yield once per this many spins (tens of
-/// microseconds).
-pub const SPIN_WAIT_YIELD: u32 = 1024;
 /// [`WaitPolicy::Spin`]'s polls yield once per this many in a row that found nothing.
 pub const SPIN_IDLE_YIELD: u32 = 64;
 
@@ -305,14 +304,10 @@ impl WaitPolicy {
     }
 
     /// Wait once between polls of a blocking operation; `spins` counts the polls so far.
-    /// `Spin`: one `spin_loop` hint, and a `sched_yield` once per [`SPIN_WAIT_YIELD`].
-    /// `Yield`: a few spins, then `sched_yield`, then 50 µs naps.
+    /// `Spin`: one `spin_loop` hint. `Yield`: a few spins, then `sched_yield`, then 50 µs naps.
     #[inline]
     pub fn relax(self, spins: u32) {
         match self {
-            WaitPolicy::Spin if spins % SPIN_WAIT_YIELD == SPIN_WAIT_YIELD - 1 => {
-                std::thread::yield_now()
-            }
             WaitPolicy::Spin => std::hint::spin_loop(),
             WaitPolicy::Yield if spins < YIELD_AFTER => std::hint::spin_loop(),
             WaitPolicy::Yield if spins < SLEEP_AFTER => std::thread::yield_now(),

@@ -755,8 +755,12 @@ impl<D: Delivery> Transport for ShmemEnd<D> {
     /// The PE's [`WaitPolicy`](chan_core::backend::WaitPolicy). With a core per PE it
     /// busy-polls: the wait is for a word a peer's put changes in local memory, and a
     /// `sched_yield` between loads only delays seeing it. On an oversubscribed node the peer
-    /// that will write the word may be waiting for this core: back off and yield.
+    /// that will write the word may be waiting for this core: back off and yield. Polls
+    /// between a blocking wait's relaxes are not empty receives of the caller's loop: the
+    /// streak `WaitPolicy::idle` counts starts again, so that a `Spin` wait never yields
+    /// (beside a program that never yields, each `sched_yield` hands it a time slice).
     fn relax(&mut self, spins: u32) {
+        self.core.idle = 0;
         self.core.sh.wait.relax(spins);
     }
     fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
