@@ -9,6 +9,7 @@
 //! that, the starter's 2-rank `heat2d` run beside other tests' threads exchanged 160 faces in
 //! 2 million steps and did not converge (11 of 30 release runs beside one busy loop). A binary
 //! of its own, so that no other test's threads compete for the cores; its tests take turns.
+
 use chan_core::backend::WaitPolicy;
 use chan_core::traits::*;
 use chan_core::{close_all, Async, ChannelConfig, ChannelSpec};
