@@ -21,8 +21,8 @@ pub use crate::atomic::AtomicF64Buf;
 pub use crate::handshake::{Agreed, AgreedEnd};
 pub use crate::mode::{Delivery, Shared, Slots};
 pub use crate::transport::{
-    Arrival, Backend, CloseReport, EnvVarError, Header, MailboxTransport, RacyPoll, RacyTransport,
-    Transport, WaitPolicy,
+    Arrival, Backend, CloseReport, EnvVarError, Header, IdleStreak, MailboxTransport, RacyPoll,
+    RacyTransport, Transport, WaitPolicy,
 };
 pub use crate::window::{RawWindow, WindowHooks, WordOp};
 

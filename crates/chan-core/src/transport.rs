@@ -8,6 +8,7 @@
 
 use crate::atomic::AtomicF64Slice;
 use crate::error::CommError;
+use std::cell::Cell;
 use std::time::Duration;
 
 /// A message's header, carried with its data.
@@ -84,7 +85,10 @@ pub trait Transport {
     fn peer_closed(&mut self) -> bool;
 
     /// Called between polls by blocking operations: yield, back off, or progress the library.
+    /// An implementation that does not go through [`WaitPolicy::relax`] calls
+    /// [`IdleStreak::note_relax`].
     fn relax(&mut self, spins: u32) {
+        IdleStreak::note_relax();
         if spins < 64 {
             std::hint::spin_loop();
         } else {
@@ -178,15 +182,16 @@ pub trait Backend: Sized + Send + 'static {
 /// (`mpi_yield_when_idle`). Measured on 2 cores, 8 processes: a SHMEM sync Jacobi solve took
 /// 35 s spinning and 0.1 s yielding (docs/performance.md, "Oversubscribed").
 ///
-/// The count is this job's; other jobs or threads may hold the cores it counted on. So a
-/// `Spin` poll too gives the core away, rarely: once per [`SPIN_IDLE_YIELD`] in a row that
-/// found nothing. Such a streak means the peer has not written for many iterations, and a
-/// `sched_yield` that finds no other task returns in under a microsecond. Without it, two
-/// ranks of an async run that shared a core with a third program exchanged R messages per
-/// time slice: 160 faces in 2 million steps (docs/performance.md, "Oversubscribed"). A `Spin`
-/// blocking wait does not yield: beside a program that never yields, each `sched_yield` hands
-/// it a whole time slice, and a SHMEM sync run that yielded once per 1024 spins took up to 20
-/// times as long.
+/// The count is this job's; other jobs or threads may hold the cores it counted on. So under
+/// `Spin` a receive that polls outside a blocking wait (an async or racy `recv` in the
+/// caller's loop) gives the core away too, rarely: once per [`SPIN_IDLE_YIELD`] in a row that
+/// found nothing ([`IdleStreak`]). Such a streak means the peer has not written for many of
+/// the caller's iterations, and a `sched_yield` that finds no other task returns in under a
+/// microsecond. Without it, two ranks of an async run that shared a core with a third program
+/// exchanged R messages per time slice: 160 faces in 2 million steps (docs/performance.md,
+/// "Oversubscribed"). A `Spin` blocking wait ([`WaitPolicy::relax`] between its polls) does not
+/// yield: beside a program that never yields, each `sched_yield` hands it a whole time slice,
+/// and a SHMEM sync run whose waits yielded now and then took up to 20 times as long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitPolicy {
     /// Busy-poll: one process per core.
@@ -214,8 +219,52 @@ const YIELD_AFTER: u32 = 16;
 const SLEEP_AFTER: u32 = YIELD_AFTER + 64;
 /// One sleep: long enough to leave the run queue, short against a time slice.
 const NAP: Duration = Duration::from_micros(50);
-/// [`WaitPolicy::Spin`]'s polls yield once per this many in a row that found nothing.
+/// [`WaitPolicy::Spin`]'s polls yield once per this many in a row that found nothing, outside
+/// blocking waits ([`IdleStreak`]).
 pub const SPIN_IDLE_YIELD: u32 = 64;
+
+thread_local! {
+    /// Relaxes of blocking waits on this thread so far ([`IdleStreak::note_relax`]).
+    static RELAXES: Cell<u32> = const { Cell::new(0) };
+}
+
+/// What [`WaitPolicy::idle`] counts for one receiving end: its polls in a row that found
+/// nothing, outside blocking waits. A blocking wait relaxes between its polls, on whichever of
+/// the channels it waits on (a tree reduction relaxes on one and polls them all); any relax on
+/// the thread since this end's last poll starts the count again, so under
+/// [`WaitPolicy::Spin`] a blocking wait never yields.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IdleStreak {
+    polls: u32,
+    relaxes: u32,
+}
+
+impl IdleStreak {
+    /// A blocking wait relaxed between polls (called by [`WaitPolicy::relax`] and the default
+    /// [`Transport::relax`]).
+    #[inline]
+    pub fn note_relax() {
+        RELAXES.with(|r| r.set(r.get().wrapping_add(1)));
+    }
+
+    /// A poll found something new.
+    #[inline]
+    pub fn found(&mut self) {
+        self.polls = 0;
+    }
+
+    /// A poll found nothing new: wait as `policy` says ([`WaitPolicy::idle`]).
+    #[inline]
+    pub fn empty(&mut self, policy: WaitPolicy) {
+        let relaxes = RELAXES.with(Cell::get);
+        if relaxes != self.relaxes {
+            self.relaxes = relaxes;
+            self.polls = 0;
+        }
+        policy.idle(self.polls);
+        self.polls = self.polls.wrapping_add(1);
+    }
+}
 
 /// The node's online CPUs (`/sys/devices/system/cpu/online`, e.g. `0-3,8`), whatever this
 /// process's affinity; `None` where that cannot be read.
@@ -307,6 +356,7 @@ impl WaitPolicy {
     /// `Spin`: one `spin_loop` hint. `Yield`: a few spins, then `sched_yield`, then 50 µs naps.
     #[inline]
     pub fn relax(self, spins: u32) {
+        IdleStreak::note_relax();
         match self {
             WaitPolicy::Spin => std::hint::spin_loop(),
             WaitPolicy::Yield if spins < YIELD_AFTER => std::hint::spin_loop(),
@@ -315,8 +365,8 @@ impl WaitPolicy {
         }
     }
 
-    /// After a non-blocking poll found nothing new; `streak` counts the polls in a row before
-    /// this one that found nothing (0 after one that found something). `Yield` gives the core
+    /// After a poll found nothing new; `streak` counts the polls in a row before this one that
+    /// found nothing, outside blocking waits ([`IdleStreak`] keeps it). `Yield` gives the core
     /// to a process that may have something to do (Open MPI's `opal_progress` under
     /// `mpi_yield_when_idle`); `Spin` does so once per [`SPIN_IDLE_YIELD`] and otherwise
     /// returns at once.
@@ -330,7 +380,7 @@ impl WaitPolicy {
 
 #[cfg(test)]
 mod tests {
-    use super::WaitPolicy;
+    use super::{IdleStreak, WaitPolicy};
 
     #[test]
     fn wait_policy_detection() {
@@ -347,6 +397,29 @@ mod tests {
         assert_eq!(detect(None, Some(usize::MAX)), WaitPolicy::Yield);
         assert_eq!(detect(None, Some(1)), WaitPolicy::Spin);
         assert_eq!(detect(None, None), WaitPolicy::Spin);
+    }
+
+    #[test]
+    fn a_relax_starts_the_idle_streak_again() {
+        let mut s = IdleStreak::default();
+        for _ in 0..5 {
+            s.empty(WaitPolicy::Spin);
+        }
+        assert_eq!(s.polls, 5);
+        WaitPolicy::Spin.relax(0);
+        s.empty(WaitPolicy::Spin);
+        assert_eq!(s.polls, 1, "the relax started the count again");
+        s.empty(WaitPolicy::Spin);
+        assert_eq!(s.polls, 2);
+        s.found();
+        assert_eq!(s.polls, 0);
+        // Another thread's relaxes are not this thread's waits.
+        s.empty(WaitPolicy::Spin);
+        std::thread::spawn(|| WaitPolicy::Spin.relax(0))
+            .join()
+            .unwrap();
+        s.empty(WaitPolicy::Spin);
+        assert_eq!(s.polls, 2);
     }
 
     #[test]

@@ -49,7 +49,9 @@
 //! ## Waiting on an oversubscribed node
 //! Blocking operations (a Sync receive, a send waiting for a slot, a close waiting for the
 //! peer's total, a tree reduction's `wait`) poll words in local memory that a peer's put
-//! changes. With a core per PE they spin. With more PEs on the node than cores the peer may be
+//! changes. With a core per PE they spin, and only a receive outside a blocking wait yields,
+//! once per 64 in a row that found nothing (another program may hold a core: `IdleStreak`
+//! in chan-core). With more PEs on the node than cores the peer may be
 //! descheduled, so they back off and yield, and a poll that finds nothing yields too, as Open
 //! MPI does under `mpi_yield_when_idle` ([`chan_core::backend::WaitPolicy`]; detected at
 //! [`ShmemCtx::init`] from the launcher's environment, or forced with `AIAC_WAIT=spin|yield`).

@@ -88,7 +88,7 @@
 use crate::env::{SetMem, Shared};
 use crate::sym::{atomic_at, fence, peer_ptr, put, put_word, quiet, shmem_err};
 use chan_core::backend::{
-    Arrival, CloseReport, Delivery, Header, MailboxTransport, RacyPoll, RacyTransport,
+    Arrival, CloseReport, Delivery, Header, IdleStreak, MailboxTransport, RacyPoll, RacyTransport,
     Shared as SharedBuf, Slots, Transport,
 };
 use chan_core::{AtomicF64Slice, CommError};
@@ -269,7 +269,7 @@ pub(crate) struct Core {
     /// Racy: sends counted by polls so far.
     racy_seen: u64,
     /// Polls in a row that found nothing (`WaitPolicy::idle`).
-    idle: u32,
+    idle: IdleStreak,
     state: State,
 }
 
@@ -321,7 +321,7 @@ impl Core {
             release_mark: vec![false; shape.slots()].into_boxed_slice(),
             last_ack: 0,
             racy_seen: 0,
-            idle: 0,
+            idle: IdleStreak::default(),
             state: State::Open,
         }
     }
@@ -514,13 +514,6 @@ impl Core {
             // Acquire: pairs with the sender's fence between its data put and this flag put;
             // the slot reads below happen after the flag was seen.
             if self.flag(k).load(Acquire) != seq {
-                if self.reported == before {
-                    // Nothing new: let a sender that shares this core run.
-                    self.sh.wait.idle(self.idle);
-                    self.idle = self.idle.wrapping_add(1);
-                } else {
-                    self.idle = 0;
-                }
                 break;
             }
             // SAFETY: slot k's stamp word; the message is complete (flag seen) and the sender
@@ -534,6 +527,12 @@ impl Core {
             if self.reported - before == self.slots as u64 {
                 break;
             }
+        }
+        if self.reported == before {
+            // Nothing new: let a sender that shares this core run.
+            self.idle.empty(self.sh.wait);
+        } else {
+            self.idle.found();
         }
         Ok(())
     }
@@ -582,11 +581,10 @@ impl Core {
         let arrived = count.saturating_sub(self.racy_seen);
         if arrived == 0 {
             // Nothing new: let a sender that shares this core run.
-            self.sh.wait.idle(self.idle);
-            self.idle = self.idle.wrapping_add(1);
+            self.idle.empty(self.sh.wait);
             return RacyPoll::default();
         }
-        self.idle = 0;
+        self.idle.found();
         self.racy_seen = count;
         // SAFETY: the racy buffer's stamp word, written by the peer's puts; atomics only.
         let stamp = unsafe { atomic_at(self.local.slots) }.load(Relaxed);
@@ -755,12 +753,8 @@ impl<D: Delivery> Transport for ShmemEnd<D> {
     /// The PE's [`WaitPolicy`](chan_core::backend::WaitPolicy). With a core per PE it
     /// busy-polls: the wait is for a word a peer's put changes in local memory, and a
     /// `sched_yield` between loads only delays seeing it. On an oversubscribed node the peer
-    /// that will write the word may be waiting for this core: back off and yield. Polls
-    /// between a blocking wait's relaxes are not empty receives of the caller's loop: the
-    /// streak `WaitPolicy::idle` counts starts again, so that a `Spin` wait never yields
-    /// (beside a program that never yields, each `sched_yield` hands it a time slice).
+    /// that will write the word may be waiting for this core: back off and yield.
     fn relax(&mut self, spins: u32) {
-        self.core.idle = 0;
         self.core.sh.wait.relax(spins);
     }
     fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {

@@ -4,8 +4,8 @@
 use crate::lane::{Lane, LaneReceiver, LaneSender};
 use crate::world::Shared;
 use chan_core::backend::{
-    Arrival, AtomicF64Buf, CloseReport, Header, MailboxTransport, RacyPoll, RacyTransport,
-    Transport,
+    Arrival, AtomicF64Buf, CloseReport, Header, IdleStreak, MailboxTransport, RacyPoll,
+    RacyTransport, Transport,
 };
 use chan_core::{AtomicF64Slice, CommError};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,7 +77,7 @@ pub struct MailboxEnd {
     sent: u64,
     closed: bool,
     /// Polls in a row that found nothing (`WaitPolicy::idle`).
-    idle: u32,
+    idle: IdleStreak,
 }
 
 impl MailboxEnd {
@@ -90,7 +90,7 @@ impl MailboxEnd {
             rx: LaneReceiver::new(),
             sent: 0,
             closed: false,
-            idle: 0,
+            idle: IdleStreak::default(),
         }
     }
     fn in_lane(&self) -> &Lane {
@@ -156,10 +156,9 @@ impl MailboxTransport for MailboxEnd {
         self.rx.poll(&self.pair.lanes[1 - self.side], out);
         if out.len() == before {
             // Nothing new: let a sender that shares this core run (`World::wait_policy`).
-            self.world.wait.idle(self.idle);
-            self.idle = self.idle.wrapping_add(1);
+            self.idle.empty(self.world.wait);
         } else {
-            self.idle = 0;
+            self.idle.found();
         }
         Ok(())
     }
@@ -232,7 +231,7 @@ pub struct RacyEnd {
     sent: u64,
     closed: bool,
     /// Polls in a row that found nothing (`WaitPolicy::idle`).
-    idle: u32,
+    idle: IdleStreak,
 }
 
 impl RacyEnd {
@@ -247,7 +246,7 @@ impl RacyEnd {
             seen: 0,
             sent: 0,
             closed: false,
-            idle: 0,
+            idle: IdleStreak::default(),
         }
     }
 
@@ -321,10 +320,9 @@ impl RacyTransport for RacyEnd {
         self.seen = c;
         if arrived == 0 {
             // Nothing new: let a sender that shares this core run (`World::wait_policy`).
-            self.world.wait.idle(self.idle);
-            self.idle = self.idle.wrapping_add(1);
+            self.idle.empty(self.world.wait);
         } else {
-            self.idle = 0;
+            self.idle.found();
         }
         Ok(RacyPoll {
             arrived,

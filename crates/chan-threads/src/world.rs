@@ -56,7 +56,9 @@ impl World {
     /// CPUs. A receive that finds nothing new then gives the core away, as a SHMEM poll and
     /// Open MPI's progress do on an oversubscribed node: two neighbours sharing a core would
     /// otherwise never run at once, and an async channel between them would carry its R
-    /// messages per time slice.
+    /// messages per time slice. [`WaitPolicy::Spin`] (a CPU per rank) still yields once per
+    /// 64 receives in a row that found nothing: other programs or threads may hold the CPUs
+    /// it counted on. Blocking waits yield after 64 spins whatever the policy.
     pub fn wait_policy(&self) -> WaitPolicy {
         self.wait
     }
