@@ -296,6 +296,8 @@ pub(crate) struct Shared {
     pub(crate) wait: WaitPolicy,
     /// `AIAC_SHMEM_REMOTE=1`: no peer is mapped with `shmem_ptr`; every send is a put.
     pub(crate) remote: bool,
+    /// Channel ends opened so far that write their peer's memory through `shmem_ptr`.
+    pub(crate) mapped_ends: Cell<u64>,
 }
 
 impl Shared {
@@ -405,6 +407,7 @@ impl ShmemCtx {
                 shut: Cell::new(false),
                 wait,
                 remote,
+                mapped_ends: Cell::new(0),
             }),
             reserved_tags: ReservedTags::new(),
         })
@@ -447,6 +450,14 @@ impl ShmemCtx {
     /// put of the count, as between PEs on different nodes.
     pub fn remote_only(&self) -> bool {
         self.sh.remote
+    }
+
+    /// Channel ends opened so far on this PE whose sends write the peer's memory in place,
+    /// mapped with `shmem_ptr` (a peer on this node): a mailbox end fills the peer's slot, a
+    /// racy end its buffer. Ends to other nodes, and every end under `AIAC_SHMEM_REMOTE=1`,
+    /// put instead.
+    pub fn mapped_ends(&self) -> u64 {
+        self.sh.mapped_ends.get()
     }
 
     /// Channel sets whose memory is still allocated (closed ones included until reclaimed).

@@ -25,6 +25,11 @@
 //!   means the whole message landed (the fence), and it is reported. Flags carry sequence
 //!   numbers, so they never need clearing: a slot's flag only changes when the sender refills
 //!   it, which it does only after the receiver released it.
+//! * **Mailbox send on one node**: when `shmem_ptr` maps the peer's flags and slots into this
+//!   process ([`Mapped`]), `send_with` gives its closure the peer's slot itself and stores the
+//!   flag with `Release`: the payload is copied once (the caller's pack) instead of into the
+//!   staging buffer and again by the put. The slot is the sender's alone from its release to
+//!   the flag, as on the put path.
 //! * **Acknowledgement**: when the channel releases a slot, the receiver puts into the sender's
 //!   `ACK` how many slots, in sequence order, it released. The sender refills slot
 //!   `(s − 1) mod S` only once message `s − S` was released, so a slot is never written while
@@ -37,8 +42,9 @@
 //!   acknowledgement is put when a poll reports a message: the only ack is the release's, and
 //!   Sync's release happens at the start of the next receive, off the critical path.
 //! * **Staged send**: `stage_with` fills a buffer of this end's own (not the one `send_with`
-//!   fills), and `start_staged` sends it as above. A staged message counts as one more
-//!   unreleased message for `can_send`, so the slot it goes to is released when it starts.
+//!   fills), and `start_staged` sends it as above (copied into the mapped slot on one node).
+//!   A staged message counts as one more unreleased message for `can_send`, so the slot it
+//!   goes to is released when it starts.
 //! * **Racy**: write `[stamp, payload]` into the peer's one buffer with no flag to wait for,
 //!   then the running send count into the peer's `COUNT`. The view reads the buffer through
 //!   atomics. A send lands straight in the view, so nothing is ever in flight. When the peer's
@@ -57,7 +63,8 @@
 //! ## Memory ordering
 //! Words the peer writes (`ctrl`, `flags`, the racy buffer) are read only through atomics.
 //! A flag is loaded with `Acquire`, so the reads of the slot that follow are not hoisted above
-//! it; the sender's `shmem_fence` is the other half (the data is delivered before the flag).
+//! it; the sender's `shmem_fence` is the other half (the data is delivered before the flag), or
+//! on one node its `Release` store of the flag after the plain stores into the slot.
 //! The same holds for `COUNT` and `CLOSE`; a racy `COUNT` written through the peer's mapping
 //! is a `Release` store instead of fence and put, and pairs with the same `Acquire` loads.
 //! `ACK` is put after a `Release` fence and loaded with `Acquire`: the receiver's reads of the
@@ -227,6 +234,38 @@ impl Direct {
     }
 }
 
+/// A mailbox peer's flags and slots as this process's addresses (`shmem_ptr`: a PE on this
+/// node). A send then fills the peer's released slot in place, one copy, where the put path
+/// fills the staging buffer and the put copies it again; the flag is a release store.
+#[derive(Debug, Clone, Copy)]
+struct Mapped {
+    flags: *mut u64,
+    slots: *mut u64,
+}
+
+impl Mapped {
+    /// The peer's flags and slots (from its first flag to the last word of its last slot), if
+    /// every word is mapped here contiguously.
+    ///
+    /// # Safety
+    /// `remote` is the peer's region of a mailbox `shape` inside a live symmetric allocation.
+    unsafe fn map(remote: &Region, shape: &Shape, pe: c_int) -> Option<Self> {
+        let words = shape.flags_words() + shape.slots() * shape.stride();
+        // SAFETY: (caller) the first flag and the last slot word lie inside the region.
+        let (first, last) = unsafe {
+            (
+                peer_ptr(remote.flags, pe)?,
+                peer_ptr(remote.flags.add(words - 1), pe)?,
+            )
+        };
+        // shmem_ptr maps whole segments; check that flags and slots are one piece anyway.
+        (first.as_ptr().wrapping_add(words - 1) == last.as_ptr()).then(|| Mapped {
+            flags: first.as_ptr(),
+            slots: first.as_ptr().wrapping_add(shape.flags_words()),
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Open,
@@ -252,6 +291,8 @@ pub(crate) struct Core {
     remote: Region,
     /// Racy: the peer's buffer and `COUNT` mapped into this process, when they are.
     direct: Option<Direct>,
+    /// Mailbox: the peer's flags and slots mapped into this process, when they are.
+    mapped: Option<Mapped>,
     /// `[stamp, payload]` of the next send; allocated once.
     staging: Box<[f64]>,
     /// `[stamp, payload]` of a staged message (`stage_with`); allocated at the first stage.
@@ -300,6 +341,13 @@ impl Core {
         let direct = (shape.racy && !sh.remote)
             .then(|| unsafe { Direct::map(&remote, shape.len, peer as c_int) })
             .flatten();
+        // SAFETY: as for `direct`.
+        let mapped = (!shape.racy && !sh.remote)
+            .then(|| unsafe { Mapped::map(&remote, &shape, peer as c_int) })
+            .flatten();
+        if direct.is_some() || mapped.is_some() {
+            sh.mapped_ends.set(sh.mapped_ends.get() + 1);
+        }
         set.opened();
         Core {
             sh,
@@ -312,6 +360,7 @@ impl Core {
             local,
             remote,
             direct,
+            mapped,
             staging: vec![0.0; 1 + shape.len].into_boxed_slice(),
             staged: Vec::new(),
             has_staged: false,
@@ -407,8 +456,41 @@ impl Core {
     ) -> Result<(), CommError> {
         self.check_open("send")?;
         debug_assert!(self.can_send(), "send only after can_send");
+        if let Some(m) = self.mapped {
+            self.send_mapped(m, header, fill);
+            return Ok(());
+        }
         fill(&mut self.staging[1..]);
         self.send_buffered(header, false)
+    }
+
+    /// Mailbox with the peer mapped: fill the slot of the next message on the peer in place,
+    /// stamp it, and publish its flag. Only after `can_send` returned true.
+    fn send_mapped<F: FnOnce(&mut [f64])>(&mut self, m: Mapped, header: Header, fill: F) {
+        let seq = self.sent + 1;
+        debug_assert_eq!(header.seq, seq, "the channel and its transport count alike");
+        debug_assert!(self.unreleased() < self.slots as u64);
+        let k = ((seq - 1) % self.slots as u64) as usize;
+        // SAFETY: slot k of the peer's region, 1 + len words inside its stride, mapped into
+        // this process (Mapped::map) while the set is allocated (self.set keeps it). The peer
+        // released it (`can_send`; the Acquire load of ACK in `unreleased` orders the peer's
+        // reads of it before these writes) and reads it again only after the flag below
+        // says `seq`: nothing else touches it during this borrow.
+        let slot = unsafe {
+            std::slice::from_raw_parts_mut(
+                m.slots.add(self.slot_off(k)).cast::<f64>(),
+                1 + self.shape.len,
+            )
+        };
+        fill(&mut slot[1..]);
+        slot[0] = f64::from_bits(header.stamp);
+        // SAFETY: flag k of the peer's region, mapped (above) and aligned; the peer reads it
+        // only through atomics.
+        let flag = unsafe { atomic_at(m.flags.add(k)) };
+        // Release: the slot's words above are seen before the flag (pairs with the Acquire
+        // load in the peer's `poll`).
+        flag.store(seq, Release);
+        self.sent = seq;
     }
 
     /// Fill the staged message (replacing one staged before). Only after `can_send` returned
@@ -440,6 +522,14 @@ impl Core {
         let seq = self.sent + 1;
         debug_assert_eq!(header.seq, seq, "the channel and its transport count alike");
         debug_assert!(self.shape.racy || self.unreleased() < self.slots as u64);
+        if let Some(m) = self.mapped {
+            debug_assert!(staged, "send_with fills a mapped peer's slot itself");
+            // Taken out and put back: no allocation.
+            let buf = std::mem::take(&mut self.staged);
+            self.send_mapped(m, header, |dst| dst.copy_from_slice(&buf[1..]));
+            self.staged = buf;
+            return Ok(());
+        }
         let (dst, direct, pe) = (self.remote_slot(seq), self.direct, self.pe);
         let buf = if staged {
             &mut self.staged[..]
@@ -472,6 +562,10 @@ impl Core {
         if let Some(d) = self.direct {
             d.write(header.stamp, data, seq);
             self.sent = seq;
+            return Ok(());
+        }
+        if let Some(m) = self.mapped {
+            self.send_mapped(m, header, |dst| dst.copy_from_slice(data));
             return Ok(());
         }
         let dst = self.remote_slot(seq);

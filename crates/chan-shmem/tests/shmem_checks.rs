@@ -364,6 +364,22 @@ fn reclaim_after_close(ctx: &mut ShmemCtx) -> Check {
     Ok(())
 }
 
+/// After a case whose PEs all opened channels (the mode cases: mailbox ends for async, sync
+/// and staged, racy ends for racy), check which path they took: on one node every end writes
+/// its peer's memory in place, with `AIAC_SHMEM_REMOTE=1` none does.
+fn mapping_as_asked(ctx: &ShmemCtx, case: &str, remote_asked: bool) -> Check {
+    let opens_ends = case.ends_with("_semantics") || case == "staged_sends";
+    if !opens_ends || ctx.size() < 2 {
+        return Ok(());
+    }
+    let mapped = ctx.mapped_ends();
+    match (remote_asked, mapped) {
+        (true, 0) | (false, 1..) => Ok(()),
+        (true, n) => Err(format!("AIAC_SHMEM_REMOTE=1, but {n} ends were mapped")),
+        (false, 0) => Err("no end mapped its peer, all on one node".to_string()),
+    }
+}
+
 fn child(case: &str) -> ExitCode {
     let mut ctx = match ShmemCtx::init() {
         Ok(c) => c,
@@ -377,7 +393,7 @@ fn child(case: &str) -> ExitCode {
     let checked = if remote_asked && !ctx.remote_only() {
         Err("AIAC_SHMEM_REMOTE=1, but the context maps its peers".to_string())
     } else {
-        run_case(&mut ctx, case)
+        run_case(&mut ctx, case).and_then(|()| mapping_as_asked(&ctx, case, remote_asked))
     };
     if let Err(e) = checked {
         eprintln!("PE {rank}: {case}: {e}");
