@@ -59,9 +59,9 @@
 //! ## The between-nodes path, on one node
 //! `AIAC_SHMEM_REMOTE=1` (read at [`ShmemCtx::init`]) makes every PE treat every peer as on
 //! another node: no peer is mapped with `shmem_ptr`, so a racy send is a bulk put,
-//! `shmem_fence` and a put of the count, and a mailbox send a put, `shmem_fence` and a flag put,
-//! which is what differs between nodes (control words are puts on both paths). `scripts/test` runs the SHMEM checks
-//! once this way. On one node the bulk put is a copy into the peer's mapped heap, so the racy
+//! `shmem_fence` and a put of the count, and a mailbox send a put, `shmem_fence` and a flag
+//! put, which is what differs between nodes (control words are puts on both paths).
+//! `scripts/test` runs the SHMEM checks once this way. On one node the bulk put is a copy into the peer's mapped heap, so the racy
 //! checks on this path also test that such a copy writes whole words (see `src/transport.rs`,
 //! "Whole words").
 //!

@@ -365,8 +365,9 @@ fn reclaim_after_close(ctx: &mut ShmemCtx) -> Check {
 }
 
 /// After a case whose PEs all opened channels (the mode cases: mailbox ends for async, sync
-/// and staged, racy ends for racy), check which path they took: on one node every end writes
-/// its peer's memory in place, with `AIAC_SHMEM_REMOTE=1` none does.
+/// and staged, racy ends for racy), check which path they took: on one node the ends map
+/// their peers and write their memory in place (the count is not zero), with
+/// `AIAC_SHMEM_REMOTE=1` no end does.
 fn mapping_as_asked(ctx: &ShmemCtx, case: &str, remote_asked: bool) -> Check {
     let opens_ends = case.ends_with("_semantics") || case == "staged_sends";
     if !opens_ends || ctx.size() < 2 {
