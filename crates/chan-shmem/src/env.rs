@@ -296,7 +296,9 @@ pub(crate) struct Shared {
     pub(crate) wait: WaitPolicy,
     /// `AIAC_SHMEM_REMOTE=1`: no peer is mapped with `shmem_ptr`; every send is a put.
     pub(crate) remote: bool,
-    /// Channel ends opened so far that write their peer's memory through `shmem_ptr`.
+    /// Channel ends opened so far, and those of them that write their peer's memory through
+    /// `shmem_ptr`.
+    pub(crate) ends_opened: Cell<u64>,
     pub(crate) mapped_ends: Cell<u64>,
 }
 
@@ -407,6 +409,7 @@ impl ShmemCtx {
                 shut: Cell::new(false),
                 wait,
                 remote,
+                ends_opened: Cell::new(0),
                 mapped_ends: Cell::new(0),
             }),
             reserved_tags: ReservedTags::new(),
@@ -453,11 +456,17 @@ impl ShmemCtx {
     }
 
     /// Channel ends opened so far on this PE whose sends write the peer's memory in place,
-    /// mapped with `shmem_ptr` (a peer on this node): a mailbox end fills the peer's slot, a
-    /// racy end its buffer. Ends to other nodes, and every end under `AIAC_SHMEM_REMOTE=1`,
-    /// put instead.
+    /// mapped with `shmem_ptr` (a peer on this node): a mailbox end fills the peer's slot and
+    /// stores its acknowledgements, a racy end writes the peer's buffer. Ends to other nodes,
+    /// and every end under `AIAC_SHMEM_REMOTE=1`, put instead. Out of
+    /// [`ShmemCtx::ends_opened`].
     pub fn mapped_ends(&self) -> u64 {
         self.sh.mapped_ends.get()
+    }
+
+    /// Channel ends opened so far on this PE (tree reductions' included).
+    pub fn ends_opened(&self) -> u64 {
+        self.sh.ends_opened.get()
     }
 
     /// Channel sets whose memory is still allocated (closed ones included until reclaimed).

@@ -25,11 +25,11 @@
 //!   means the whole message landed (the fence), and it is reported. Flags carry sequence
 //!   numbers, so they never need clearing: a slot's flag only changes when the sender refills
 //!   it, which it does only after the receiver released it.
-//! * **Mailbox send on one node**: when `shmem_ptr` maps the peer's flags and slots into this
-//!   process ([`Mapped`]), `send_with` gives its closure the peer's slot itself and stores the
-//!   flag with `Release`: the payload is copied once (the caller's pack) instead of into the
+//! * **Mailbox on one node**: when `shmem_ptr` maps the peer's region into this process
+//!   ([`Mapped`]), `send_with` gives its closure the peer's slot itself and stores the flag
+//!   with `Release`: the payload is copied once (the caller's pack) instead of into the
 //!   staging buffer and again by the put. The slot is the sender's alone from its release to
-//!   the flag, as on the put path.
+//!   the flag, as on the put path. The acknowledgement below is then a store too.
 //! * **Acknowledgement**: when the channel releases a slot, the receiver puts into the sender's
 //!   `ACK` how many slots, in sequence order, it released. The sender refills slot
 //!   `(s − 1) mod S` only once message `s − S` was released, so a slot is never written while
@@ -67,8 +67,11 @@
 //! on one node its `Release` store of the flag after the plain stores into the slot.
 //! The same holds for `COUNT` and `CLOSE`; a racy `COUNT` written through the peer's mapping
 //! is a `Release` store instead of fence and put, and pairs with the same `Acquire` loads.
-//! `ACK` is put after a `Release` fence and loaded with `Acquire`: the receiver's reads of the
-//! slots it released come before the sender's puts that refill them.
+//! `ACK` is put (on one node, stored through the mapping) after a `Release` fence and loaded
+//! with `Acquire`: the receiver's reads of the slots it released come before the sender's
+//! writes that refill them. On the put path, and for `CLOSE` on both, this rests on a put of
+//! one aligned word being one 8-byte store (on one node, UCX's copy into the mapped heap)
+//! made by this thread after the fence; the mapped path's stores are Rust atomics.
 //!
 //! ## Whole words
 //! A racy view is read while the peer writes it, so each element must change from one whole
@@ -110,8 +113,9 @@ const CLOSE: usize = 0;
 const ACK: usize = 1;
 const COUNT: usize = 2;
 
-/// Messages up to this many elements are copied into the staging slot and put at once; longer
-/// ones are put straight from the caller's slice, and the stamp by a second small put.
+/// Put path: messages up to this many elements are copied into the staging slot and put at
+/// once; longer ones are put straight from the caller's slice, and the stamp by a second small
+/// put. (A peer mapped into this process gets every message copied straight into its slot.)
 const STAGE_MAX: usize = 256;
 
 fn round8(w: usize) -> usize {
@@ -234,34 +238,39 @@ impl Direct {
     }
 }
 
-/// A mailbox peer's flags and slots as this process's addresses (`shmem_ptr`: a PE on this
-/// node). A send then fills the peer's released slot in place, one copy, where the put path
-/// fills the staging buffer and the put copies it again; the flag is a release store.
+/// A mailbox peer's region as this process's addresses (`shmem_ptr`: a PE on this node). A
+/// send then fills the peer's released slot in place, one copy, where the put path fills the
+/// staging buffer and the put copies it again; the flag is a release store, and so is the
+/// acknowledgement of the peer's messages this end released.
 #[derive(Debug, Clone, Copy)]
 struct Mapped {
+    /// The peer's `ACK` word.
+    ack: *mut u64,
     flags: *mut u64,
     slots: *mut u64,
 }
 
 impl Mapped {
-    /// The peer's flags and slots (from its first flag to the last word of its last slot), if
-    /// every word is mapped here contiguously.
+    /// The peer's region (from its first control word to the last word of its last slot), if
+    /// every word is mapped here contiguously and 8-byte aligned.
     ///
     /// # Safety
     /// `remote` is the peer's region of a mailbox `shape` inside a live symmetric allocation.
     unsafe fn map(remote: &Region, shape: &Shape, pe: c_int) -> Option<Self> {
-        let words = shape.flags_words() + shape.slots() * shape.stride();
-        // SAFETY: (caller) the first flag and the last slot word lie inside the region.
+        let words = shape.words()?;
+        // SAFETY: (caller) the first control word and the last slot word lie inside the region.
         let (first, last) = unsafe {
             (
-                peer_ptr(remote.flags, pe)?,
-                peer_ptr(remote.flags.add(words - 1), pe)?,
+                peer_ptr(remote.ctrl, pe)?,
+                peer_ptr(remote.ctrl.add(words - 1), pe)?,
             )
         };
-        // shmem_ptr maps whole segments; check that flags and slots are one piece anyway.
-        (first.as_ptr().wrapping_add(words - 1) == last.as_ptr()).then(|| Mapped {
-            flags: first.as_ptr(),
-            slots: first.as_ptr().wrapping_add(shape.flags_words()),
+        // shmem_ptr maps whole segments; check that the region is one piece anyway.
+        let ctrl = first.as_ptr();
+        (ctrl.is_aligned() && ctrl.wrapping_add(words - 1) == last.as_ptr()).then(|| Mapped {
+            ack: ctrl.wrapping_add(ACK),
+            flags: ctrl.wrapping_add(CTRL_WORDS),
+            slots: ctrl.wrapping_add(CTRL_WORDS + shape.flags_words()),
         })
     }
 }
@@ -345,9 +354,12 @@ impl Core {
         let mapped = (!shape.racy && !sh.remote)
             .then(|| unsafe { Mapped::map(&remote, &shape, peer as c_int) })
             .flatten();
+        sh.ends_opened.set(sh.ends_opened.get() + 1);
         if direct.is_some() || mapped.is_some() {
             sh.mapped_ends.set(sh.mapped_ends.get() + 1);
         }
+        // A mapped mailbox end never uses the staging buffer.
+        let staging_len = if mapped.is_some() { 0 } else { 1 + shape.len };
         set.opened();
         Core {
             sh,
@@ -361,7 +373,7 @@ impl Core {
             remote,
             direct,
             mapped,
-            staging: vec![0.0; 1 + shape.len].into_boxed_slice(),
+            staging: vec![0.0; staging_len].into_boxed_slice(),
             staged: Vec::new(),
             has_staged: false,
             sent: 0,
@@ -457,23 +469,33 @@ impl Core {
         self.check_open("send")?;
         debug_assert!(self.can_send(), "send only after can_send");
         if let Some(m) = self.mapped {
-            self.send_mapped(m, header, fill);
-            return Ok(());
+            return self.send_mapped(m, header, fill);
         }
         fill(&mut self.staging[1..]);
         self.send_buffered(header, false)
     }
 
     /// Mailbox with the peer mapped: fill the slot of the next message on the peer in place,
-    /// stamp it, and publish its flag. Only after `can_send` returned true.
-    fn send_mapped<F: FnOnce(&mut [f64])>(&mut self, m: Mapped, header: Header, fill: F) {
+    /// stamp it, and publish its flag. Refused unless the peer released that slot (the
+    /// channel calls `can_send` first, so only a misuse is refused).
+    fn send_mapped<F: FnOnce(&mut [f64])>(
+        &mut self,
+        m: Mapped,
+        header: Header,
+        fill: F,
+    ) -> Result<(), CommError> {
         let seq = self.sent + 1;
         debug_assert_eq!(header.seq, seq, "the channel and its transport count alike");
-        debug_assert!(self.unreleased() < self.slots as u64);
+        // Checked in every build: the slot below is written as plain memory.
+        if self.unreleased() >= self.slots as u64 {
+            return Err(shmem_err("send", "no released slot (call can_send first)"));
+        }
         let k = ((seq - 1) % self.slots as u64) as usize;
         // SAFETY: slot k of the peer's region, 1 + len words inside its stride, mapped into
-        // this process (Mapped::map) while the set is allocated (self.set keeps it). The peer
-        // released it (`can_send`; the Acquire load of ACK in `unreleased` orders the peer's
+        // this process (Mapped::map). The peer's copy of the set stays allocated, and mapped,
+        // while this end is open: sets are freed only by a collective vote that an open end
+        // blocks (`ShmemCtx::reclaim`) or at finalize, after a barrier. The peer released the
+        // slot (checked above; the Acquire load of ACK in `unreleased` orders the peer's
         // reads of it before these writes) and reads it again only after the flag below
         // says `seq`: nothing else touches it during this borrow.
         let slot = unsafe {
@@ -491,6 +513,7 @@ impl Core {
         // load in the peer's `poll`).
         flag.store(seq, Release);
         self.sent = seq;
+        Ok(())
     }
 
     /// Fill the staged message (replacing one staged before). Only after `can_send` returned
@@ -526,9 +549,9 @@ impl Core {
             debug_assert!(staged, "send_with fills a mapped peer's slot itself");
             // Taken out and put back: no allocation.
             let buf = std::mem::take(&mut self.staged);
-            self.send_mapped(m, header, |dst| dst.copy_from_slice(&buf[1..]));
+            let sent = self.send_mapped(m, header, |dst| dst.copy_from_slice(&buf[1..]));
             self.staged = buf;
-            return Ok(());
+            return sent;
         }
         let (dst, direct, pe) = (self.remote_slot(seq), self.direct, self.pe);
         let buf = if staged {
@@ -565,8 +588,7 @@ impl Core {
             return Ok(());
         }
         if let Some(m) = self.mapped {
-            self.send_mapped(m, header, |dst| dst.copy_from_slice(data));
-            return Ok(());
+            return self.send_mapped(m, header, |dst| dst.copy_from_slice(data));
         }
         let dst = self.remote_slot(seq);
         // SAFETY: as in send_with: a free slot of 1 + len words on the peer; the payload goes
@@ -592,8 +614,15 @@ impl Core {
             // CPU the put on one node is a plain store). Pairs with the Acquire load of ACK in
             // `unreleased`.
             std::sync::atomic::fence(Release);
-            // SAFETY: the peer's ACK word, read there through atomics only.
-            unsafe { put_word(self.remote.ctrl.add(ACK), self.released, self.pe) };
+            if let Some(m) = self.mapped {
+                // SAFETY: the peer's ACK word, mapped here and aligned (Mapped::map) while
+                // this end is open (see send_mapped), read there through atomics only.
+                // Relaxed after the Release fence above.
+                unsafe { atomic_at(m.ack) }.store(self.released, Relaxed);
+            } else {
+                // SAFETY: the peer's ACK word, read there through atomics only.
+                unsafe { put_word(self.remote.ctrl.add(ACK), self.released, self.pe) };
+            }
             self.last_ack = self.released;
         }
     }
