@@ -300,7 +300,7 @@ pub(crate) struct Core {
     remote: Region,
     /// Racy: the peer's buffer and `COUNT` mapped into this process, when they are.
     direct: Option<Direct>,
-    /// Mailbox: the peer's flags and slots mapped into this process, when they are.
+    /// Mailbox: the peer's region mapped into this process, when it is.
     mapped: Option<Mapped>,
     /// `[stamp, payload]` of the next send; allocated once.
     staging: Box<[f64]>,
@@ -536,7 +536,9 @@ impl Core {
         if !std::mem::take(&mut self.has_staged) {
             return Err(shmem_err("send_staged", "no message is staged"));
         }
+        // Refused (a mapped slot not released), the message stays staged.
         self.send_buffered(header, true)
+            .inspect_err(|_| self.has_staged = true)
     }
 
     /// Send the message whose payload is in the staging buffer, or in the staged one: the stamp
