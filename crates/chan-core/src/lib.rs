@@ -95,6 +95,7 @@ mod context;
 mod error;
 pub mod handshake;
 mod mode;
+pub mod onesided;
 mod reduce;
 mod stats;
 pub mod transport;

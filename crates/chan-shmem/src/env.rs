@@ -2,7 +2,7 @@
 //! collective creation of channel sets, their collective reclamation, and finalize.
 
 use crate::sym::{barrier_all, quiet, shmem_err, Sym};
-use crate::transport::{Core, ShmemEnd};
+use crate::transport::{ShmemEnd, ShmemPeer};
 use crate::Shmem;
 use chan_core::backend::{
     vote, Agreed, AgreedEnd, ChannelHooks, Collective, Delivery, EnvVarError, Lists, ReservedTags,
@@ -80,18 +80,10 @@ const CHUNK: usize = 512;
 /// here) and the PE's list of sets, which frees it collectively.
 pub(crate) struct SetMem {
     mem: RefCell<Option<Sym<u64>>>,
-    base: *mut u64,
-    words: usize,
     open: Cell<usize>,
 }
 
 impl SetMem {
-    pub(crate) fn base(&self) -> *mut u64 {
-        self.base
-    }
-    pub(crate) fn words(&self) -> usize {
-        self.words
-    }
     pub(crate) fn opened(&self) {
         self.open.set(self.open.get() + 1);
     }
@@ -571,8 +563,6 @@ impl ShmemCtx {
         let base = mem.as_ref().map_or(std::ptr::null_mut(), Sym::ptr);
         let set = Rc::new(SetMem {
             mem: RefCell::new(mem),
-            base,
-            words,
             open: Cell::new(0),
         });
         self.sh.sets.borrow_mut().push(Rc::clone(&set));
@@ -580,14 +570,31 @@ impl ShmemCtx {
             .ends()
             .iter()
             .map(|e| {
-                ShmemEnd::new(Core::new(
-                    Rc::clone(&self.sh),
-                    Rc::clone(&set),
-                    e.spec.peer,
-                    shape(e),
-                    e.word as usize,
-                    e.peer_word as usize,
-                ))
+                let (len, r) = (e.spec.config.len(), e.spec.config.max_in_flight());
+                debug_assert!(e.word as usize + shape(e).words().unwrap_or(0) <= words);
+                debug_assert!(e.peer_word as usize + shape(e).words().unwrap_or(0) <= words);
+                let peer = ShmemPeer::new(Rc::clone(&self.sh), Rc::clone(&set), e.spec.peer);
+                // SAFETY: the handshake placed both regions of this shape inside the set's
+                // allocation (its size is the largest any PE needs, the same on every PE),
+                // zeroed on every PE before the barrier above; regions of one set never
+                // overlap (layout); `peer` keeps the set allocated. AIAC_SHMEM_REMOTE=1
+                // (sh.remote) maps nothing: every peer is as if on another node.
+                let end = unsafe {
+                    ShmemEnd::new(
+                        peer,
+                        e.spec.peer,
+                        len,
+                        r,
+                        base.add(e.word as usize),
+                        base.add(e.peer_word as usize),
+                        !self.sh.remote,
+                    )
+                };
+                self.sh.ends_opened.set(self.sh.ends_opened.get() + 1);
+                if end.is_mapped() {
+                    self.sh.mapped_ends.set(self.sh.mapped_ends.get() + 1);
+                }
+                end
             })
             .collect())
     }

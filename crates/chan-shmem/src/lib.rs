@@ -80,7 +80,7 @@ mod transport;
 mod window;
 
 pub use env::{FinalizeError, InitError, ShmemCtx};
-pub use transport::ShmemEnd;
+pub use transport::{ShmemEnd, ShmemPeer};
 pub use window::ShmemWindow;
 
 /// The OpenSHMEM backend's marker type.
