@@ -1,16 +1,17 @@
 //! The MPI environment: initialisation, the rank's [`MpiCtx`] (chan-core's collectives and
 //! channel hooks: wiring an agreed set), and a finalize that leaves no request behind.
 
+use crate::node::{layout, remote_from_env, MpiPeer, Node, NodeEnd, TWO_SIDED};
 use crate::raw::{self, check, Requests};
 use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
 use crate::transport::{Core, MpiDelivery, MpiEnd, Wire, HDR};
 use crate::Mpi;
 use chan_core::backend::{
-    vote, Agreed, ChannelHooks, Collective, EnvVarError, Lists, ReservedTags,
+    vote, Agreed, ChannelHooks, Collective, Delivery, EnvVarError, Lists, ReservedTags,
     Shared as SharedDelivery, Slots, WaitPolicy,
 };
 use chan_core::transport::CloseReport;
-use chan_core::{CommError, CreateError, ReduceOp, TreeReduction};
+use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
 use mpi::ffi;
 use mpi::traits::AsRaw;
 use std::cell::{Cell, RefCell};
@@ -80,6 +81,11 @@ pub(crate) struct Shared {
     shut: Cell<bool>,
     /// How waiting loops wait between polls (oversubscribed node: back off and yield).
     pub(crate) wait: WaitPolicy,
+    /// The ranks of this node, for node-local ends; `None` under `AIAC_MPI_REMOTE=1`.
+    pub(crate) node: Option<Node>,
+    /// Channel ends opened so far, and those of them on the node-local path.
+    pub(crate) ends_opened: Cell<u64>,
+    pub(crate) node_ends: Cell<u64>,
 }
 
 impl Shared {
@@ -97,6 +103,26 @@ impl Shared {
         });
         self.unfinished.set(self.unfinished.get() + 1);
         id
+    }
+
+    /// Run MPI's progress engine once (`MPI_Iprobe`, which matches nothing): for waits that
+    /// make no MPI call of their own (node-local ends).
+    pub(crate) fn progress(&self) {
+        let mut flag: c_int = 0;
+        let mut status = raw::empty_status();
+        // SAFETY: aiac's communicator, valid until shutdown; flag and status are locals.
+        let rc = unsafe {
+            ffi::MPI_Iprobe(
+                ffi::RSMPI_ANY_SOURCE,
+                ffi::RSMPI_ANY_TAG,
+                self.comm,
+                &mut flag,
+                &mut status,
+            )
+        };
+        // A failing probe changes nothing: the wait goes on, and the calls it waits for
+        // report the error.
+        let _ = rc;
     }
 
     /// Advance every close in progress (cheap when there is none: inlined into every channel
@@ -160,6 +186,11 @@ impl Shared {
         }
         for c in std::mem::take(&mut *self.closing.borrow_mut()) {
             if let Some(Err(e)) = c.outcome {
+                first_err.get_or_insert(e.into());
+            }
+        }
+        if let Some(node) = &self.node {
+            if let Err(e) = node.shutdown() {
                 first_err.get_or_insert(e.into());
             }
         }
@@ -247,7 +278,7 @@ impl MpiCtx {
     /// [`InitError::Env`].
     pub fn init() -> Result<Self, InitError> {
         // Read before MPI starts: a bad value fails init without touching the library.
-        let wait = WaitPolicy::from_open_mpi_env()?;
+        let (wait, remote) = (WaitPolicy::from_open_mpi_env()?, remote_from_env()?);
         let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
             .ok_or(InitError::AlreadyInitialized)?;
         let world = universe.world();
@@ -284,6 +315,11 @@ impl MpiCtx {
         } else {
             32767
         };
+        let node = if remote {
+            None
+        } else {
+            Node::new(comm, rank as usize)?
+        };
         Ok(MpiCtx {
             sh: Rc::new(Shared {
                 comm,
@@ -297,6 +333,9 @@ impl MpiCtx {
                 universe: RefCell::new(Some(universe)),
                 shut: Cell::new(false),
                 wait,
+                node,
+                ends_opened: Cell::new(0),
+                node_ends: Cell::new(0),
             }),
             reserved_tags: ReservedTags::new(),
             reduction_kind: ReductionKind::default(),
@@ -348,6 +387,39 @@ impl MpiCtx {
         &self.sh
     }
 
+    /// True when `AIAC_MPI_REMOTE=1` forced the two-sided path at init: no channel end
+    /// writes its peer's memory through a shared window, as between ranks on different nodes.
+    pub fn remote_only(&self) -> bool {
+        self.sh.node.is_none()
+    }
+
+    /// Channel ends opened so far on this rank that took the node-local path (a shared
+    /// window to a rank of this node), out of [`MpiCtx::ends_opened`].
+    pub fn node_ends(&self) -> u64 {
+        self.sh.node_ends.get()
+    }
+
+    /// Channel ends opened so far on this rank (tree reductions' included).
+    pub fn ends_opened(&self) -> u64 {
+        self.sh.ends_opened.get()
+    }
+
+    /// Channel sets whose shared window is still allocated (closed ones included until
+    /// reclaimed; sets without a node-local end have none).
+    pub fn live_windows(&self) -> usize {
+        self.sh.node.as_ref().map_or(0, Node::live_sets)
+    }
+
+    /// Collective: free the shared window of every channel set whose ends every rank of the
+    /// node has closed (or dropped); how many were freed. A closed channel's window cannot
+    /// be freed by its close (the peer may still write into it until it closes its own end,
+    /// and `MPI_Win_free` is collective), so it is freed here, after a vote, or at finalize;
+    /// every channel creation calls this first, so a program that opens and closes channels
+    /// repeatedly reuses the memory.
+    pub fn reclaim(&mut self) -> Result<usize, CommError> {
+        self.sh.node.as_ref().map_or(Ok(0), Node::reclaim)
+    }
+
     /// `MPI_Wtime`.
     pub fn wtime(&self) -> f64 {
         // SAFETY: no arguments; MPI is initialised while self exists.
@@ -368,11 +440,59 @@ impl MpiCtx {
         // SAFETY: a valid communicator just made; the constant is an immutable handle.
         let rc = unsafe { ffi::MPI_Comm_set_errhandler(set.raw(), ffi::RSMPI_ERRORS_RETURN) };
         check(rc, "MPI_Comm_set_errhandler")?;
+        // The node-local ends' regions: this rank's segment of one shared window.
+        let sh = Rc::clone(&self.sh);
+        let node = sh.node.as_ref();
+        let local_words = agreed
+            .ends()
+            .iter()
+            .filter(|e| e.word != TWO_SIDED)
+            .map(|e| {
+                let shape = NodeEnd::<D>::shape(e.spec.config.len(), e.spec.config.max_in_flight());
+                e.word as usize + shape.words().unwrap_or(0)
+            })
+            .max()
+            .unwrap_or(0);
+        let window = match node {
+            Some(n) => n.alloc(local_words),
+            None => Ok(None),
+        };
+        // Allocation can fail on one rank only: every rank learns of it.
+        let window = vote(self, window.map_err(CreateError::from))?;
         let ends = agreed
             .ends()
             .iter()
             .map(|e| {
                 let (len, r) = (e.spec.config.len(), e.spec.config.max_in_flight());
+                self.sh.ends_opened.set(self.sh.ends_opened.get() + 1);
+                let peer_node = node.and_then(|n| n.rank_of(e.spec.peer));
+                if let (Some((set, base)), Some(peer_node), false) = (
+                    &window,
+                    peer_node,
+                    e.word == TWO_SIDED || e.peer_word == TWO_SIDED,
+                ) {
+                    let remote = set.segment(peer_node)?;
+                    let peer = MpiPeer::new(Rc::clone(&self.sh), Rc::clone(set));
+                    // SAFETY: both ranks laid out their regions of this shape in their own
+                    // segments of this set's window (layout; offsets from the handshake, each
+                    // inside its segment, whose size covers every region), zeroed before
+                    // alloc's barrier; regions of a set never overlap; `peer` keeps the
+                    // window allocated; the peer's segment is mapped here (shared query).
+                    let end = unsafe {
+                        NodeEnd::new(
+                            peer,
+                            e.spec.peer,
+                            len,
+                            r,
+                            base.add(e.word as usize),
+                            remote.add(e.peer_word as usize),
+                            true,
+                        )
+                    };
+                    debug_assert!(end.is_mapped());
+                    self.sh.node_ends.set(self.sh.node_ends.get() + 1);
+                    return Ok(MpiEnd::node(Rc::clone(&self.sh), end));
+                }
                 let data_tag = 2 * e.ordinal as c_int;
                 let wire = Wire {
                     comm: set.raw(),
@@ -550,6 +670,14 @@ impl Collective for MpiCtx {
 impl ChannelHooks for MpiCtx {
     type Backend = Mpi;
     type Reduction = MpiReduction;
+
+    /// Frees the shared windows of sets every rank of the node closed (collective), then lays
+    /// out this rank's node-local regions; each offset travels to the peer with the
+    /// handshake ([`TWO_SIDED`] for an end to another node).
+    fn declare<D: Delivery>(&mut self, specs: &[ChannelSpec]) -> Result<Vec<u64>, CreateError> {
+        self.reclaim()?;
+        Ok(layout::<D>(specs, self.sh.node.as_ref())?)
+    }
 
     /// Tags 2k and 2k+1 for the k-th channel of a pair must fit under `MPI_TAG_UB`.
     fn max_channels_per_pair(&self) -> usize {

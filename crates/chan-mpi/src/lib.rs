@@ -33,12 +33,14 @@
 #![warn(missing_docs)]
 
 mod env;
+mod node;
 mod raw;
 mod reduce;
 mod transport;
 mod window;
 
 pub use env::{FinalizeError, InitError, MpiCtx};
+pub use node::MpiPeer;
 pub use reduce::{Iallreduce, MpiReduction, ReductionKind};
 pub use transport::{MpiDelivery, MpiEnd};
 pub use window::MpiWindow;

@@ -58,6 +58,7 @@
 //! memory MPI may write.
 
 use crate::env::{SetComm, Shared as EnvShared};
+use crate::node::NodeEnd;
 use crate::raw::{self, Requests, Route};
 use chan_core::backend::{
     Arrival, CloseReport, Delivery, Header, MailboxTransport, RacyPoll, RacyTransport, Shared,
@@ -885,11 +886,15 @@ impl MpiDelivery for Shared {
 
 /// One end of a channel over MPI: [`MpiEnd<Slots>`] carries Sync and Async channels,
 /// [`MpiEnd<Shared>`] Racy ones. The send side, the close and the drop are the same code.
+/// An end to a rank of the same node takes the node-local path instead (`crate::node`:
+/// chan-core's one-sided transport over a shared window); every call goes to it.
 pub struct MpiEnd<D: MpiDelivery> {
     sh: Rc<EnvShared>,
     /// The core while the channel is open; in the rank's closing registry after `begin_close`.
     core: Option<Core>,
     closing: Option<u64>,
+    /// The node-local end, for an end that takes that path (then `core` is `None`).
+    node: Option<NodeEnd<D>>,
     _delivery: PhantomData<D>,
 }
 
@@ -899,8 +904,26 @@ impl<D: MpiDelivery> MpiEnd<D> {
             sh,
             core: Some(core),
             closing: None,
+            node: None,
             _delivery: PhantomData,
         }
+    }
+
+    /// An end on the node-local path.
+    pub(crate) fn node(sh: Rc<EnvShared>, end: NodeEnd<D>) -> Self {
+        MpiEnd {
+            sh,
+            core: None,
+            closing: None,
+            node: Some(end),
+            _delivery: PhantomData,
+        }
+    }
+
+    /// True when this end writes its peer's memory through a shared window (a rank of this
+    /// node), false when it sends two-sided messages.
+    pub fn is_node_local(&self) -> bool {
+        self.node.is_some()
     }
 
     /// The world's shared state and this end's core, borrowed apart. Only before
@@ -920,11 +943,17 @@ impl<D: MpiDelivery> MpiEnd<D> {
 
 impl<D: MpiDelivery> Transport for MpiEnd<D> {
     fn in_flight(&mut self) -> Result<usize, CommError> {
+        if let Some(n) = &mut self.node {
+            return n.in_flight();
+        }
         self.sh.progress_closing();
         let (sh, core) = self.parts();
         core.in_flight(&sh.requests)
     }
     fn can_send(&mut self) -> Result<bool, CommError> {
+        if let Some(n) = &mut self.node {
+            return n.can_send();
+        }
         self.sh.progress_closing();
         let (sh, core) = self.parts();
         core.can_send(&sh.requests)
@@ -934,13 +963,30 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
         header: Header,
         fill: F,
     ) -> Result<(), CommError> {
+        if let Some(n) = &mut self.node {
+            return n.send_with(header, fill);
+        }
         let (sh, core) = self.parts();
         core.send_with(header, fill, &sh.requests)
     }
+    /// The node-local path copies `data` straight into the peer's memory; the two-sided one
+    /// into a send slot.
+    fn send_from(&mut self, header: Header, data: &[f64]) -> Result<(), CommError> {
+        if let Some(n) = &mut self.node {
+            return n.send_from(header, data);
+        }
+        self.send_with(header, |buf| buf.copy_from_slice(data))
+    }
     fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
+        if let Some(n) = &mut self.node {
+            return n.stage_with(fill);
+        }
         self.parts().1.stage_with(fill)
     }
     fn start_staged(&mut self, header: Header) -> Result<(), CommError> {
+        if let Some(n) = &mut self.node {
+            return n.start_staged(header);
+        }
         let (sh, core) = self.parts();
         core.start_staged(header, &sh.requests)
     }
@@ -950,14 +996,23 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
     /// oversubscribed node it backs off and yields (Open MPI's progress engine, which every
     /// poll runs, then yields too when it finds nothing to do).
     fn relax(&mut self, spins: u32) {
+        if let Some(n) = &mut self.node {
+            return n.relax(spins);
+        }
         self.sh.wait.relax(spins);
     }
     /// What `can_send` found: the channel asks this after `can_send` returned false, which
     /// tested the control receive (one progress call for both).
     fn peer_closed(&mut self) -> bool {
+        if let Some(n) = &mut self.node {
+            return n.peer_closed();
+        }
         self.parts().1.peer_total_seen().is_some()
     }
     fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
+        if let Some(n) = &mut self.node {
+            return n.begin_close(sent);
+        }
         let (sh, core) = self.parts();
         debug_assert_eq!(
             sent,
@@ -970,6 +1025,9 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
         Ok(())
     }
     fn finish_close(&mut self) -> Result<CloseReport, CommError> {
+        if let Some(n) = &mut self.node {
+            return n.finish_close();
+        }
         let id = self
             .closing
             .take()
@@ -1008,37 +1066,56 @@ impl<D: MpiDelivery> std::fmt::Debug for MpiEnd<D> {
         f.debug_struct("MpiEnd")
             .field("delivery", &std::any::type_name::<D>())
             .field("peer", &self.core.as_ref().map(Core::peer))
+            .field("node", &self.node)
             .finish()
     }
 }
 
 impl MailboxTransport for MpiEnd<Slots> {
     fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
+        if let Some(n) = &mut self.node {
+            return n.poll(out);
+        }
         self.sh.progress_closing();
         let (sh, core) = self.parts();
         core.poll(out, &sh.requests)
     }
     fn data(&self, slot: usize) -> &[f64] {
+        if let Some(n) = &self.node {
+            return n.data(slot);
+        }
         self.live_core().data(slot)
     }
     fn release(&mut self, slot: usize) -> Result<(), CommError> {
+        if let Some(n) = &mut self.node {
+            return n.release(slot);
+        }
         let (sh, core) = self.parts();
         core.release(slot, &sh.requests)
     }
     /// What the polls found: each `poll` tests the control receive beside the data (one
     /// progress call for both), and the channel asks this after a poll.
     fn peer_sent_total(&mut self) -> Option<u64> {
+        if let Some(n) = &mut self.node {
+            return n.peer_sent_total();
+        }
         self.parts().1.peer_total_seen()
     }
 }
 
 impl RacyTransport for MpiEnd<Shared> {
     fn poll(&mut self) -> Result<RacyPoll, CommError> {
+        if let Some(n) = &mut self.node {
+            return n.poll();
+        }
         self.sh.progress_closing();
         let (sh, core) = self.parts();
         core.poll_racy(&sh.requests)
     }
     fn view(&self) -> &AtomicF64Slice {
+        if let Some(n) = &self.node {
+            return n.view();
+        }
         self.live_core().view()
     }
 }

@@ -28,6 +28,7 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("reductions_iallreduce", &[1, 2, 3, 4], 60),
     ("reductions_tree", &[1, 2, 3, 4], 60),
     ("close_with_traffic", &[2, 3, 4], 120),
+    ("reclaim_after_close", &[2, 3], 30),
     // 10^5 8-byte messages to a receiver that sleeps, R = 1 and 4, every mode.
     ("fast_sender_slow_receiver", &[2, 3], 240),
     ("drop_without_close", &[2, 3, 4], 60),
@@ -60,14 +61,32 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
             testkit::reductions_match_serial(ctx, 30, 5)
         }
         "close_with_traffic" => testkit::close_with_traffic(ctx, 50, 16),
-        // A racy send is in flight until MPI completes it: R + 1 receives bound the racy
-        // queue as the slots bound the others.
+        // Two-sided, a racy send is in flight until MPI completes it: R + 1 receives bound
+        // the racy queue as the slots bound the others. On the node-local path it writes the
+        // peer's buffer, and nothing queues.
         "fast_sender_slow_receiver" => (|| {
             for r in [1, 4] {
-                testkit::fast_sender_slow_receiver(ctx, 100_000, r, Some(r as u64 + 1))?;
+                let racy_bound = ctx.remote_only().then_some(r as u64 + 1);
+                testkit::fast_sender_slow_receiver(ctx, 100_000, r, racy_bound)?;
             }
             Ok(())
         })(),
+        "reclaim_after_close" if ctx.remote_only() => (|| {
+            // Two-sided ends have no shared window to reclaim.
+            let chans = ctx
+                .open::<chan_core::Async>(&testkit::ring_specs(ctx, 100, 2)?)
+                .map_err(|e| e.to_string())?;
+            let live = ctx.live_windows();
+            chan_core::close_all(chans).map_err(|e| e.to_string())?;
+            if live == 0 {
+                Ok(())
+            } else {
+                Err(format!("{live} windows under AIAC_MPI_REMOTE=1"))
+            }
+        })(),
+        "reclaim_after_close" => {
+            testkit::reclaim_after_close(ctx, MpiCtx::reclaim, MpiCtx::live_windows)
+        }
         "close_then_finalize" => testkit::close_unread(ctx),
         "drop_without_close" => testkit::drop_without_close(ctx),
         "collectives_match" => testkit::collectives_match(ctx),
@@ -90,7 +109,16 @@ fn child(case: &str) -> ExitCode {
         }
     };
     let rank = ctx.rank();
-    if let Err(e) = run_case(&mut ctx, case) {
+    let remote_asked = std::env::var_os("AIAC_MPI_REMOTE").is_some_and(|v| v == "1");
+    let checked = if remote_asked && !ctx.remote_only() {
+        Err("AIAC_MPI_REMOTE=1, but the context takes the node-local path".to_string())
+    } else {
+        run_case(&mut ctx, case).and_then(|()| {
+            let (opened, local) = (ctx.ends_opened(), ctx.node_ends());
+            testkit::path_as_asked(case, ctx.size(), opened, local, remote_asked)
+        })
+    };
+    if let Err(e) = checked {
         eprintln!("rank {rank}: {case}: {e}");
         ctx.abort(1);
     }
@@ -106,6 +134,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(case) = jobs::child_case(&args) {
         return child(case);
+    }
+    if std::env::var_os("AIAC_MPI_REMOTE").is_some_and(|v| v == "1") {
+        println!("\nAIAC_MPI_REMOTE=1: every rank takes the two-sided path to every peer");
     }
     let mut all = jobs::per_count(CASES);
     for k in 0..CLOSE_FINALIZE_JOBS {

@@ -70,7 +70,9 @@ fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
         "racy_stress" => racy_stress(ctx),
         "async_held_message_intact" => async_held_message_intact(ctx),
         "creation_errors" => creation_errors(ctx),
-        "reclaim_after_close" => reclaim_after_close(ctx),
+        "reclaim_after_close" => {
+            testkit::reclaim_after_close(ctx, ShmemCtx::reclaim, ShmemCtx::live_sets)
+        }
         "close_then_finalize" => testkit::close_unread(ctx),
         "drop_without_close" => testkit::drop_without_close(ctx),
         "racy_whole_words" => testkit::racy_whole_words(ctx, 32, 40, 8192),
@@ -317,71 +319,6 @@ fn creation_errors(ctx: &mut ShmemCtx) -> Check {
     Ok(())
 }
 
-/// A set's memory is freed by a collective reclaim once every end on every PE is closed or
-/// dropped, and not before.
-fn reclaim_after_close(ctx: &mut ShmemCtx) -> Check {
-    let rank = ctx.rank();
-    ctx.reclaim().map_err(|e| e.to_string())?;
-    ensure!(ctx.live_sets() == 0, "sets left before the test");
-    let mut chans = ctx
-        .open::<Async>(&testkit::ring_specs(ctx, 100, 2)?)
-        .map_err(|e| e.to_string())?;
-    for ch in &mut chans {
-        let _ = ch.try_send(&[1.0; 100]);
-    }
-    // PE 0 drops its ends; the others keep theirs open: nothing may be freed.
-    let kept = if rank == 0 {
-        drop(chans);
-        None
-    } else {
-        Some(chans)
-    };
-    let freed = ctx.reclaim().map_err(|e| e.to_string())?;
-    ensure!(
-        freed == 0 && ctx.live_sets() == 1,
-        "freed {freed} sets with ends open"
-    );
-    if let Some(chans) = kept {
-        close_all(chans).map_err(|e| e.to_string())?;
-    }
-    let freed = ctx.reclaim().map_err(|e| e.to_string())?;
-    ensure!(
-        freed == 1 && ctx.live_sets() == 0,
-        "freed {freed} sets after every end closed"
-    );
-    // Opening reclaims too: many open/close rounds do not pile up sets.
-    for _ in 0..20 {
-        let chans = ctx
-            .open::<Sync>(&testkit::ring_specs(ctx, 1000, 1)?)
-            .map_err(|e| e.to_string())?;
-        close_all(chans).map_err(|e| e.to_string())?;
-    }
-    ensure!(
-        ctx.live_sets() <= 1,
-        "{} sets alive after 20 rounds",
-        ctx.live_sets()
-    );
-    Ok(())
-}
-
-/// After a case whose PEs all opened channels (the mode cases: mailbox ends for async, sync
-/// and staged, racy ends for racy), check which path they took: on one node every end maps
-/// its peer and writes its memory in place, with `AIAC_SHMEM_REMOTE=1` none does.
-fn mapping_as_asked(ctx: &ShmemCtx, case: &str, remote_asked: bool) -> Check {
-    let opens_ends = case.ends_with("_semantics") || case == "staged_sends";
-    if !opens_ends || ctx.size() < 2 {
-        return Ok(());
-    }
-    let (opened, mapped) = (ctx.ends_opened(), ctx.mapped_ends());
-    let expected = if remote_asked { 0 } else { opened };
-    ensure!(
-        opened > 0 && mapped == expected,
-        "{mapped} of {opened} ends mapped their peer (AIAC_SHMEM_REMOTE=1: {remote_asked}), \
-         expected {expected}"
-    );
-    Ok(())
-}
-
 fn child(case: &str) -> ExitCode {
     let mut ctx = match ShmemCtx::init() {
         Ok(c) => c,
@@ -395,7 +332,10 @@ fn child(case: &str) -> ExitCode {
     let checked = if remote_asked && !ctx.remote_only() {
         Err("AIAC_SHMEM_REMOTE=1, but the context maps its peers".to_string())
     } else {
-        run_case(&mut ctx, case).and_then(|()| mapping_as_asked(&ctx, case, remote_asked))
+        run_case(&mut ctx, case).and_then(|()| {
+            let (opened, mapped) = (ctx.ends_opened(), ctx.mapped_ends());
+            testkit::path_as_asked(case, ctx.size(), opened, mapped, remote_asked)
+        })
     };
     if let Err(e) = checked {
         eprintln!("PE {rank}: {case}: {e}");

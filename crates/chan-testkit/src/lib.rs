@@ -10,8 +10,8 @@ pub mod jobs;
 
 use chan_core::traits::*;
 use chan_core::{
-    close_all, Async, Channel, ChannelConfig, ChannelSpec, CreateError, Field, Racy, ReduceOp,
-    SendError, Sync, TrySendError,
+    close_all, Async, Channel, ChannelConfig, ChannelSpec, CommError, CreateError, Field, Racy,
+    ReduceOp, SendError, Sync, TrySendError,
 };
 
 /// A failed property.
@@ -1216,5 +1216,79 @@ pub fn fast_sender_slow_receiver<C: Context>(
             Ok((ch.stats().received == n).then_some(n))
         },
     )?;
+    Ok(())
+}
+
+/// A channel set's memory is freed by a collective `reclaim` (the backend's: it returns how
+/// many sets it freed; `live` counts the sets still allocated) once every end on every rank
+/// is closed or dropped, and not before; opening reclaims too. Rank 0 drops its ends while the
+/// others keep theirs open. At least 2 ranks.
+pub fn reclaim_after_close<C: Context>(
+    ctx: &mut C,
+    reclaim: impl Fn(&mut C) -> Result<usize, CommError>,
+    live: impl Fn(&C) -> usize,
+) -> Check {
+    let rank = ctx.rank();
+    reclaim(ctx).map_err(|e| e.to_string())?;
+    ensure!(live(ctx) == 0, "sets left before the test");
+    let mut chans = ctx
+        .open::<Async>(&ring_specs(ctx, 100, 2)?)
+        .map_err(|e| e.to_string())?;
+    for ch in &mut chans {
+        let _ = ch.try_send(&[1.0; 100]);
+    }
+    // Rank 0 drops its ends; the others keep theirs open: nothing may be freed.
+    let kept = if rank == 0 {
+        drop(chans);
+        None
+    } else {
+        Some(chans)
+    };
+    let freed = reclaim(ctx).map_err(|e| e.to_string())?;
+    ensure!(
+        freed == 0 && live(ctx) == 1,
+        "freed {freed} sets with ends open"
+    );
+    if let Some(chans) = kept {
+        close_all(chans).map_err(|e| e.to_string())?;
+    }
+    let freed = reclaim(ctx).map_err(|e| e.to_string())?;
+    ensure!(
+        freed == 1 && live(ctx) == 0,
+        "freed {freed} sets after every end closed"
+    );
+    // Opening reclaims too: many open/close rounds do not pile up sets.
+    for _ in 0..20 {
+        let chans = ctx
+            .open::<Sync>(&ring_specs(ctx, 1000, 1)?)
+            .map_err(|e| e.to_string())?;
+        close_all(chans).map_err(|e| e.to_string())?;
+    }
+    ensure!(live(ctx) <= 1, "{} sets alive after 20 rounds", live(ctx));
+    Ok(())
+}
+
+/// After `case` ran with `size` ranks: if it is a case whose ranks all opened channels (the
+/// mode cases: mailbox ends for async, sync and staged, racy ends for racy), check which path
+/// their ends took. On one node every one of the `opened` ends writes its peer's memory in
+/// place (`in_place` of them did); when the backend was asked for the between-nodes path
+/// (`remote_asked`), none does.
+pub fn path_as_asked(
+    case: &str,
+    size: usize,
+    opened: u64,
+    in_place: u64,
+    remote_asked: bool,
+) -> Check {
+    let opens_ends = case.ends_with("_semantics") || case == "staged_sends";
+    if !opens_ends || size < 2 {
+        return Ok(());
+    }
+    let expected = if remote_asked { 0 } else { opened };
+    ensure!(
+        opened > 0 && in_place == expected,
+        "{in_place} of {opened} ends write their peer's memory in place (between-nodes path \
+         asked: {remote_asked}), expected {expected}"
+    );
     Ok(())
 }

@@ -1,0 +1,430 @@
+//! The node-local path: a channel end between two ranks of one node writes its peer's memory
+//! in place, through an MPI-3 shared-memory window (`MPI_Win_allocate_shared` on the node's
+//! communicator, MPI 3.1 §11.2.3), with chan-core's one-sided transport
+//! ([`chan_core::onesided`]): the same mailbox and racy protocol OpenSHMEM's ends take on one
+//! node. Ends to ranks of other nodes, and every end under `AIAC_MPI_REMOTE=1`, keep the
+//! two-sided path (`crate::transport`).
+//!
+//! ## Why
+//! A two-sided message is packed into a send buffer and copied by MPI into the receive buffer
+//! (one copy on each side besides MPI's). On one node a peer's memory can instead be
+//! written directly: the pack goes straight into the peer's slot, and the flag that publishes
+//! it is one store. docs/performance.md measures both.
+//!
+//! ## Memory
+//! Each channel set whose ends include a node-local one gets one window: each rank's segment
+//! holds its inbound regions (laid out by [`layout`], offsets carried to the peer by the
+//! creation handshake), padded to whole pages so that no two ranks' regions share a cache
+//! line. `MPI_Win_shared_query` gives the peer's segment in this process, so the peer's
+//! region is `its base + its offset`. The window stays in one passive-target epoch
+//! (`MPI_Win_lock_all`, `MPI_MODE_NOCHECK`) for its life; every access is a load or store of
+//! this process, ordered with Rust atomics as chan-core's transport says (Open MPI and MPICH
+//! give shared windows the unified memory model, MPI 3.1 §11.4, in which those are the
+//! window's public copy).
+//!
+//! A peer writes a region until it closed its end, and `MPI_Win_free` is collective over the
+//! node, so a set's window is freed after a vote of the node that every end of the set is
+//! closed ([`Node::reclaim`], run by every channel creation), or at finalize.
+//!
+//! ## Progress
+//! Waiting on a node-local end makes no MPI call of its own. A rank that waits there while
+//! one of its two-sided sends needs its progress (a rendezvous to another node) would stall
+//! that send, so the wait runs MPI's progress engine (`MPI_Iprobe`) between its polls while
+//! the rank has requests outstanding, and steps the rank's closing channels as every wait
+//! does.
+
+use crate::env::Shared;
+use crate::raw::{check, misuse};
+use chan_core::backend::{Delivery, EnvVarError, WaitPolicy};
+use chan_core::onesided::{OneSidedEnd, PeerMem};
+use chan_core::{ChannelSpec, CommError};
+use mpi::ffi;
+use std::cell::{Cell, RefCell};
+use std::os::raw::{c_int, c_void};
+use std::ptr::NonNull;
+use std::rc::Rc;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// The variable that forces the two-sided path to every peer: `1` (unset, empty or `0`: off).
+pub(crate) const REMOTE_ENV: &str = "AIAC_MPI_REMOTE";
+
+/// The word a rank declares for an end that takes the two-sided path.
+pub(crate) const TWO_SIDED: u64 = u64::MAX;
+
+/// Bytes a rank's segment is padded to.
+const PAGE: usize = 4096;
+
+/// `AIAC_MPI_REMOTE`: whether to treat every peer as if on another node.
+pub(crate) fn remote_from_env() -> Result<bool, EnvVarError> {
+    match std::env::var_os(REMOTE_ENV) {
+        None => Ok(false),
+        Some(v) => match v.to_str().map(str::trim) {
+            Some("" | "0") => Ok(false),
+            Some("1") => Ok(true),
+            _ => Err(EnvVarError {
+                var: REMOTE_ENV,
+                value: v.to_string_lossy().into_owned(),
+                allowed: "1 (every peer takes the two-sided path), 0 or unset",
+            }),
+        },
+    }
+}
+
+/// An end of one node-local channel set: its `OneSidedEnd`.
+pub(crate) type NodeEnd<D> = OneSidedEnd<D, MpiPeer>;
+
+/// The ranks of this node: their communicator, and each world rank's place in it.
+pub(crate) struct Node {
+    comm: ffi::MPI_Comm,
+    /// `of[world rank]`: its rank in `comm`, for the ranks of this node.
+    of: Vec<Option<c_int>>,
+    /// Windows of live sets, in creation order (the same list on every rank of the node).
+    sets: RefCell<Vec<Rc<NodeSet>>>,
+}
+
+impl Node {
+    /// Collective over `world`: split it by node (`MPI_COMM_TYPE_SHARED`) and learn which
+    /// world rank is which node rank. `None` when this rank is alone on its node.
+    pub(crate) fn new(world: ffi::MPI_Comm, rank: usize) -> Result<Option<Node>, CommError> {
+        // SAFETY: null handle constant, overwritten by MPI_Comm_split_type.
+        let mut comm = unsafe { ffi::RSMPI_COMM_NULL };
+        let (mut size, mut me): (c_int, c_int) = (0, 0);
+        // SAFETY: every rank of `world` makes this call (init is collective); the results go
+        // to the locals; the constants are immutable handles.
+        unsafe {
+            check(
+                ffi::MPI_Comm_split_type(
+                    world,
+                    ffi::RSMPI_COMM_TYPE_SHARED,
+                    rank as c_int,
+                    ffi::RSMPI_INFO_NULL,
+                    &mut comm,
+                ),
+                "MPI_Comm_split_type",
+            )?;
+            check(
+                ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN),
+                "MPI_Comm_set_errhandler",
+            )?;
+            check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size")?;
+            check(ffi::MPI_Comm_rank(comm, &mut me), "MPI_Comm_rank")?;
+        }
+        let mut worlds = vec![0 as c_int; size as usize];
+        let mine = rank as c_int;
+        // SAFETY: collective over the node's communicator; one int in, `size` ints out.
+        let rc = unsafe {
+            ffi::MPI_Allgather(
+                (&mine as *const c_int).cast::<c_void>(),
+                1,
+                crate::raw::int_type(),
+                worlds.as_mut_ptr().cast::<c_void>(),
+                1,
+                crate::raw::int_type(),
+                comm,
+            )
+        };
+        check(rc, "MPI_Allgather")?;
+        let world_size = worlds.iter().map(|&w| w as usize + 1).max().unwrap_or(0);
+        let mut of = vec![None; world_size.max(rank + 1)];
+        for (node_rank, &w) in worlds.iter().enumerate() {
+            of[w as usize] = Some(node_rank as c_int);
+        }
+        Ok(Some(Node {
+            comm,
+            of,
+            sets: RefCell::new(Vec::new()),
+        }))
+    }
+
+    /// The node rank of world rank `peer`, when it shares this node.
+    pub(crate) fn rank_of(&self, peer: usize) -> Option<c_int> {
+        self.of.get(peer).copied().flatten()
+    }
+
+    /// Channel sets whose window is still allocated.
+    pub(crate) fn live_sets(&self) -> usize {
+        self.sets.borrow().len()
+    }
+
+    /// Collective over the node: free the window of every set whose ends every rank of the
+    /// node has closed; how many were freed.
+    pub(crate) fn reclaim(&self) -> Result<usize, CommError> {
+        let n = self.sets.borrow().len();
+        if n == 0 {
+            return Ok(0);
+        }
+        let mine: Vec<c_int> = self
+            .sets
+            .borrow()
+            .iter()
+            .map(|s| c_int::from(s.open.get() == 0))
+            .collect();
+        let mut votes = vec![0 as c_int; n];
+        // SAFETY: collective over the node (every rank of it reaches a creation, and has the
+        // same list of sets); n ints each way, in buffers that do not overlap.
+        let rc = unsafe {
+            ffi::MPI_Allreduce(
+                mine.as_ptr().cast::<c_void>(),
+                votes.as_mut_ptr().cast::<c_void>(),
+                n as c_int,
+                crate::raw::int_type(),
+                ffi::RSMPI_MIN,
+                self.comm,
+            )
+        };
+        check(rc, "MPI_Allreduce")?;
+        // Every rank of the node voted after its ends of these sets closed: none of them
+        // writes into these windows any more (a close's last write, CLOSE, came before).
+        let mut first_err = None;
+        let mut freed = 0;
+        let mut i = 0;
+        self.sets.borrow_mut().retain(|s| {
+            let gone = votes[i] == 1;
+            i += 1;
+            if gone {
+                if let Err(e) = s.free() {
+                    first_err.get_or_insert(e);
+                }
+                freed += 1;
+            }
+            !gone
+        });
+        first_err.map_or(Ok(freed), Err)
+    }
+
+    /// Collective over the node, at finalize: free every window, after a barrier (a peer's
+    /// last store, the CLOSE of a dropped end, comes before it), then the communicator.
+    pub(crate) fn shutdown(&self) -> Result<(), CommError> {
+        // SAFETY: the node's communicator; every rank of the node finalizes.
+        let mut out = check(unsafe { ffi::MPI_Barrier(self.comm) }, "MPI_Barrier");
+        for s in self.sets.borrow_mut().drain(..) {
+            out = out.and(s.free());
+        }
+        let mut comm = self.comm;
+        // SAFETY: made by MPI_Comm_split_type for this Node alone, freed once (the world's
+        // shutdown, which alone calls this, runs once).
+        out.and(check(
+            unsafe { ffi::MPI_Comm_free(&mut comm) },
+            "MPI_Comm_free",
+        ))
+    }
+
+    /// Collective over the node: the window of one set, this rank's segment `words` long
+    /// (its inbound regions); `None` when no rank of the node needs one. The segment is
+    /// zeroed on every rank before any rank returns.
+    pub(crate) fn alloc(&self, words: usize) -> Result<Option<(Rc<NodeSet>, *mut u64)>, CommError> {
+        let (mine, mut need) = (words as u64, 0u64);
+        // SAFETY: collective over the node; one u64 each way.
+        let rc = unsafe {
+            ffi::MPI_Allreduce(
+                (&mine as *const u64).cast::<c_void>(),
+                (&mut need as *mut u64).cast::<c_void>(),
+                1,
+                crate::raw::u64_type(),
+                ffi::RSMPI_MAX,
+                self.comm,
+            )
+        };
+        check(rc, "MPI_Allreduce")?;
+        if need == 0 {
+            return Ok(None);
+        }
+        let bytes = words
+            .checked_mul(8)
+            .map(|b| b.next_multiple_of(PAGE))
+            .filter(|&b| b <= ffi::MPI_Aint::MAX as usize)
+            .ok_or_else(|| misuse("MPI_Win_allocate_shared", "a channel set too large"))?;
+        let mut base: *mut u64 = std::ptr::null_mut();
+        // SAFETY: null handle constant, overwritten by MPI_Win_allocate_shared.
+        let mut win = unsafe { ffi::RSMPI_WIN_NULL };
+        // SAFETY: collective over the node (every rank of it reached `need` above); MPI
+        // writes the base address and the handle into the locals.
+        let rc = unsafe {
+            ffi::MPI_Win_allocate_shared(
+                bytes as ffi::MPI_Aint,
+                8,
+                ffi::RSMPI_INFO_NULL,
+                self.comm,
+                (&mut base as *mut *mut u64).cast::<c_void>(),
+                &mut win,
+            )
+        };
+        check(rc, "MPI_Win_allocate_shared")?;
+        let set = Rc::new(NodeSet {
+            win: Cell::new(Some(win)),
+            open: Cell::new(0),
+        });
+        // From here the window is in the list: freed by a reclaim or at finalize whatever
+        // happens below.
+        self.sets.borrow_mut().push(Rc::clone(&set));
+        // SAFETY: a valid window; the constant is an immutable handle.
+        let rc = unsafe { ffi::MPI_Win_set_errhandler(win, ffi::RSMPI_ERRORS_RETURN) };
+        check(rc, "MPI_Win_set_errhandler")?;
+        if words > 0 && (base.is_null() || !base.is_aligned()) {
+            return Err(misuse("MPI_Win_allocate_shared", "no aligned memory"));
+        }
+        if words > 0 {
+            // SAFETY: base..base + words lies in this rank's segment (bytes >= 8 words),
+            // aligned (checked); no rank touches it before the barrier below.
+            unsafe { std::ptr::write_bytes(base, 0, words) };
+        }
+        // SAFETY: a valid window, no lock held. NOCHECK: nobody takes exclusive locks on it.
+        let rc = unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, win) };
+        check(rc, "MPI_Win_lock_all")?;
+        // SAFETY: the window is locked; the zeroing becomes part of its public copy.
+        check(unsafe { ffi::MPI_Win_sync(win) }, "MPI_Win_sync")?;
+        // SAFETY: the node's communicator, collective: every segment is zeroed before any
+        // rank writes into one.
+        check(unsafe { ffi::MPI_Barrier(self.comm) }, "MPI_Barrier")?;
+        Ok(Some((set, base)))
+    }
+}
+
+/// One channel set's shared window, and how many of this rank's ends use it.
+pub(crate) struct NodeSet {
+    win: Cell<Option<ffi::MPI_Win>>,
+    open: Cell<usize>,
+}
+
+impl NodeSet {
+    /// The base of node rank `r`'s segment in this process.
+    pub(crate) fn segment(&self, r: c_int) -> Result<*mut u64, CommError> {
+        let win = self
+            .win
+            .get()
+            .ok_or_else(|| misuse("MPI_Win_shared_query", "the window was freed"))?;
+        let (mut size, mut unit): (ffi::MPI_Aint, c_int) = (0, 0);
+        let mut base: *mut u64 = std::ptr::null_mut();
+        // SAFETY: a live window of this node; r is a rank of its group; MPI writes the
+        // locals.
+        let rc = unsafe {
+            ffi::MPI_Win_shared_query(
+                win,
+                r,
+                &mut size,
+                &mut unit,
+                (&mut base as *mut *mut u64).cast::<c_void>(),
+            )
+        };
+        check(rc, "MPI_Win_shared_query")?;
+        if size > 0 && (base.is_null() || !base.is_aligned()) {
+            return Err(misuse("MPI_Win_shared_query", "no aligned memory"));
+        }
+        Ok(base)
+    }
+
+    /// Collective over the node: close the epoch and free the window.
+    fn free(&self) -> Result<(), CommError> {
+        let Some(mut win) = self.win.take() else {
+            return Ok(());
+        };
+        // SAFETY: a valid, locked window, freed once (taken above); MPI_Win_free is
+        // collective over the node, and every caller is (reclaim, shutdown).
+        let unlocked = check(
+            unsafe { ffi::MPI_Win_unlock_all(win) },
+            "MPI_Win_unlock_all",
+        );
+        // SAFETY: as above.
+        let freed = check(unsafe { ffi::MPI_Win_free(&mut win) }, "MPI_Win_free");
+        unlocked.and(freed)
+    }
+}
+
+/// Lay out this rank's inbound regions of one set: each node-local spec's word offset in
+/// this rank's segment, [`TWO_SIDED`] for the others.
+pub(crate) fn layout<D: Delivery>(
+    specs: &[ChannelSpec],
+    node: Option<&Node>,
+) -> Result<Vec<u64>, CommError> {
+    let mut cursor = 0usize;
+    specs
+        .iter()
+        .map(|s| {
+            if node.and_then(|n| n.rank_of(s.peer)).is_none() {
+                return Ok(TWO_SIDED);
+            }
+            let shape = NodeEnd::<D>::shape(s.config.len(), s.config.max_in_flight());
+            let at = cursor;
+            cursor = shape
+                .words()
+                .and_then(|w| cursor.checked_add(w))
+                .filter(|&c| c < TWO_SIDED as usize)
+                .ok_or_else(|| misuse("channel creation", "channel set too large"))?;
+            Ok(at as u64)
+        })
+        .collect()
+}
+
+/// A node-local end's way to its peer: loads and stores into the set's shared window. Keeps
+/// MPI initialised and the window allocated (this end counted open in its set) while the end
+/// exists.
+pub struct MpiPeer {
+    sh: Rc<Shared>,
+    set: Rc<NodeSet>,
+}
+
+impl MpiPeer {
+    pub(crate) fn new(sh: Rc<Shared>, set: Rc<NodeSet>) -> Self {
+        set.open.set(set.open.get() + 1);
+        MpiPeer { sh, set }
+    }
+}
+
+impl Drop for MpiPeer {
+    fn drop(&mut self) {
+        // The end announced its close before (its own Drop runs first); the window stays
+        // until a reclaim of the node or finalize.
+        self.set.open.set(self.set.open.get() - 1);
+    }
+}
+
+impl std::fmt::Debug for MpiPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiPeer").finish_non_exhaustive()
+    }
+}
+
+// SAFETY: the peer's addresses are this process's (MPI_Win_shared_query), inside the set's
+// window, which `set` keeps allocated (on every rank of the node: it is freed only
+// collectively, after a vote that this end's open count blocks, or at finalize); `map` is
+// the identity; `put` copies with plain stores and `put_word` is one atomic 8-byte store;
+// `fence` is a Release fence, which orders this thread's earlier stores before its later
+// atomic stores as the peer's Acquire loads see them; nothing is left to complete (`quiet`).
+unsafe impl PeerMem for MpiPeer {
+    const BACKEND: &'static str = "mpi";
+
+    fn wait(&self) -> WaitPolicy {
+        self.sh.wait
+    }
+
+    /// Steps the rank's closing channels, runs MPI's progress engine while the rank has
+    /// requests outstanding (module docs, "Progress"), then the wait policy's back-off.
+    fn relax(&self, spins: u32) {
+        self.sh.progress_closing();
+        if self.sh.requests.outstanding() > 0 {
+            self.sh.progress();
+        }
+        self.sh.wait.relax(spins);
+    }
+
+    unsafe fn map(&self, p: *mut u64) -> Option<NonNull<u64>> {
+        NonNull::new(p)
+    }
+
+    unsafe fn put(&self, dst: *mut u8, src: *const u8, bytes: usize) {
+        // SAFETY: (caller) dst..dst + bytes is in the peer's region, not read meanwhile;
+        // src is readable; the two do not overlap (src is this end's own buffer).
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, bytes) }
+    }
+
+    unsafe fn put_word(&self, dst: *mut u64, v: u64) {
+        // SAFETY: (caller) an aligned word of the peer's region, read there through atomics.
+        unsafe { AtomicU64::from_ptr(dst) }.store(v, Ordering::Relaxed);
+    }
+
+    fn fence(&self) {
+        fence(Ordering::Release);
+    }
+
+    fn quiet(&self) {}
+}
