@@ -212,6 +212,25 @@ pub struct EnvVarError {
     pub allowed: &'static str,
 }
 
+impl EnvVarError {
+    /// A switch read from `var`: `1` is on; unset, empty or `0` off; anything else an error
+    /// that lists `allowed` (the values, and what `1` does).
+    pub fn switch(var: &'static str, allowed: &'static str) -> Result<bool, EnvVarError> {
+        match std::env::var_os(var) {
+            None => Ok(false),
+            Some(v) => match v.to_str().map(str::trim) {
+                Some("" | "0") => Ok(false),
+                Some("1") => Ok(true),
+                _ => Err(EnvVarError {
+                    var,
+                    value: v.to_string_lossy().into_owned(),
+                    allowed,
+                }),
+            },
+        }
+    }
+}
+
 /// Spins of [`WaitPolicy::Yield`]'s `relax` before it starts yielding: a peer running on the
 /// other core answers within them.
 const YIELD_AFTER: u32 = 16;

@@ -27,7 +27,8 @@ pub enum InitError {
     /// Setting up aiac's communicator failed.
     #[error("setting up the MPI communicator: {0}")]
     Comm(#[from] CommError),
-    /// `AIAC_WAIT` holds a value it does not accept.
+    /// An environment variable aiac reads (`AIAC_WAIT`, `AIAC_MPI_REMOTE`) holds a value it
+    /// does not accept.
     #[error(transparent)]
     Env(#[from] EnvVarError),
 }
@@ -270,12 +271,15 @@ impl std::fmt::Debug for MpiCtx {
 }
 
 impl MpiCtx {
-    /// Initialise MPI (`MPI_Init_thread`, funneled) and aiac's own communicator (a duplicate of
-    /// `MPI_COMM_WORLD` with `MPI_ERRORS_RETURN`, so that every error comes back as a value).
+    /// Initialise MPI (`MPI_Init_thread`, funneled), aiac's own communicator (a duplicate of
+    /// `MPI_COMM_WORLD` with `MPI_ERRORS_RETURN`, so that every error comes back as a value),
+    /// and the node's communicator for the node-local path.
     ///
-    /// `AIAC_WAIT` is read first (`spin` or `yield`; unset: yield when the launcher placed
-    /// more ranks on the node than it has cores, see [`WaitPolicy`]); another value is
-    /// [`InitError::Env`].
+    /// Two variables of aiac's are read first (a value outside their range is
+    /// [`InitError::Env`]): `AIAC_WAIT` (`spin` or `yield`; unset: yield when the launcher
+    /// placed more ranks on the node than it has cores, see [`WaitPolicy`]) and
+    /// `AIAC_MPI_REMOTE` (`1`: the two-sided path to every peer, see
+    /// [`MpiCtx::remote_only`]).
     pub fn init() -> Result<Self, InitError> {
         // Read before MPI starts: a bad value fails init without touching the library.
         let (wait, remote) = (WaitPolicy::from_open_mpi_env()?, remote_from_env()?);
@@ -673,7 +677,7 @@ impl ChannelHooks for MpiCtx {
 
     /// Frees the shared windows of sets every rank of the node closed (collective), then lays
     /// out this rank's node-local regions; each offset travels to the peer with the
-    /// handshake ([`TWO_SIDED`] for an end to another node).
+    /// handshake (`u64::MAX` for an end to another node).
     fn declare<D: Delivery>(&mut self, specs: &[ChannelSpec]) -> Result<Vec<u64>, CreateError> {
         self.reclaim()?;
         Ok(layout::<D>(specs, self.sh.node.as_ref())?)

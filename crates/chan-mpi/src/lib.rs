@@ -23,7 +23,13 @@
 //! ctx.finalize().expect("nothing left outstanding");
 //! ```
 //!
-//! How each mode maps onto MPI (the protocol is in `src/transport.rs` and
+//! Between ranks of one node a channel end takes the node-local path (`src/node.rs`):
+//! chan-core's one-sided transport over an MPI-3 shared-memory window, where a send fills the
+//! peer's slot in place and publishes it with one store, as OpenSHMEM's ends do on one node.
+//! `AIAC_MPI_REMOTE=1` sends every end the two-sided way instead, as between nodes
+//! ([`MpiCtx::remote_only`], [`MpiCtx::node_ends`]).
+//!
+//! How each mode maps onto two-sided MPI (the protocol is in `src/transport.rs` and
 //! docs/architecture.md): standard-mode sends from R owned send slots, each with a credit
 //! that guarantees a posted receive (credits return in the headers of the messages flowing
 //! back, or batched), R + 2 pre-posted receive slots, newest-wins on receive; racy posts its

@@ -56,18 +56,10 @@ const PAGE: usize = 4096;
 
 /// `AIAC_MPI_REMOTE`: whether to treat every peer as if on another node.
 pub(crate) fn remote_from_env() -> Result<bool, EnvVarError> {
-    match std::env::var_os(REMOTE_ENV) {
-        None => Ok(false),
-        Some(v) => match v.to_str().map(str::trim) {
-            Some("" | "0") => Ok(false),
-            Some("1") => Ok(true),
-            _ => Err(EnvVarError {
-                var: REMOTE_ENV,
-                value: v.to_string_lossy().into_owned(),
-                allowed: "1 (every peer takes the two-sided path), 0 or unset",
-            }),
-        },
-    }
+    EnvVarError::switch(
+        REMOTE_ENV,
+        "1 (every peer takes the two-sided path), 0 or unset",
+    )
 }
 
 /// An end of one node-local channel set: its `OneSidedEnd`.

@@ -44,18 +44,10 @@ pub(crate) const REMOTE_ENV: &str = "AIAC_SHMEM_REMOTE";
 
 /// `AIAC_SHMEM_REMOTE`: whether to treat every peer as if on another node.
 fn remote_from_env() -> Result<bool, EnvVarError> {
-    match std::env::var_os(REMOTE_ENV) {
-        None => Ok(false),
-        Some(v) => match v.to_str().map(str::trim) {
-            Some("" | "0") => Ok(false),
-            Some("1") => Ok(true),
-            _ => Err(EnvVarError {
-                var: REMOTE_ENV,
-                value: v.to_string_lossy().into_owned(),
-                allowed: "1 (every peer takes the between-nodes path), 0 or unset",
-            }),
-        },
-    }
+    EnvVarError::switch(
+        REMOTE_ENV,
+        "1 (every peer takes the between-nodes path), 0 or unset",
+    )
 }
 
 /// `finalize` found something wrong. SHMEM is finalized anyway, or, with channels still open,

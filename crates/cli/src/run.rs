@@ -802,9 +802,24 @@ fn run_launched<C: Launched>(mut ctx: C, args: &RunArgs) -> Result<ExitCode, Run
     }
 }
 
+/// A launched backend did not start. A bad value of one of aiac's variables (`env`) is the
+/// same on every rank and found before the library starts: rank 0 alone says so, as for a
+/// usage error.
+#[cfg(any(feature = "mpi", feature = "shmem"))]
+fn init_failed(message: String, env: bool) -> RunError {
+    if env && launched_rank().is_some_and(|r| r != 0) {
+        RunError::LeftToRank0
+    } else {
+        RunError::Launch(message)
+    }
+}
+
 #[cfg(feature = "mpi")]
 fn run_mpi(args: &RunArgs) -> Result<ExitCode, RunError> {
-    let mut ctx = chan_mpi::MpiCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
+    let mut ctx = chan_mpi::MpiCtx::init().map_err(|e| {
+        let env = matches!(e, chan_mpi::InitError::Env(_));
+        init_failed(e.to_string(), env)
+    })?;
     // On every rank alike (creating a reduction is collective); always Ok for MPI.
     if let Ok(kind) = args.reduction() {
         ctx.set_reduction_kind(match kind {
@@ -822,7 +837,10 @@ fn run_mpi(_: &RunArgs) -> Result<ExitCode, RunError> {
 
 #[cfg(feature = "shmem")]
 fn run_shmem(args: &RunArgs) -> Result<ExitCode, RunError> {
-    let ctx = chan_shmem::ShmemCtx::init().map_err(|e| RunError::Launch(e.to_string()))?;
+    let ctx = chan_shmem::ShmemCtx::init().map_err(|e| {
+        let env = matches!(e, chan_shmem::InitError::Env(_));
+        init_failed(e.to_string(), env)
+    })?;
     run_launched(ctx, args)
 }
 

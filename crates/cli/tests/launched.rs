@@ -587,34 +587,53 @@ fn sweep_over_a_launcher_prints_speedup_for_both_exchanges() {
     }
 }
 
-/// `mpirun -np 4 aiac ARGS`, killed after two minutes.
-fn mpirun4(args: &[&str]) -> Output {
+/// `mpirun -np 4 aiac ARGS` with the variables `env` set, killed after two minutes.
+fn mpirun4(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new("timeout")
         .args(["-k", "5", "120", "mpirun", "-np", "4", AIAC])
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("timeout and mpirun start")
 }
 
 /// Under mpirun every rank finds the same bad input: the message reaches the user exactly
 /// once, whichever rank runs first (a usage error before MPI starts, a refused size after
-/// it, a threads run started by mpirun), and the job exits non-zero.
+/// it, a threads run started by mpirun, a bad value of one of aiac's variables), and the job
+/// exits non-zero.
 #[test]
 fn input_errors_under_mpirun_are_printed_once() {
-    let cases: [(&[&str], &str); 3] = [
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 5] = [
         (
             &["run", "--backend", "mpi", "--no-such-flag"],
+            &[],
             "error: unexpected argument",
         ),
         (
             &["run", "--backend", "mpi", "--local", "100000"],
+            &[],
             "needs about",
         ),
-        (&["run", "--backend", "threads", "--local", "4"], "one of 4"),
+        (
+            &["run", "--backend", "threads", "--local", "4"],
+            &[],
+            "one of 4",
+        ),
+        (
+            &["run", "--backend", "mpi", "--local", "8"],
+            &[("AIAC_MPI_REMOTE", "yes")],
+            "AIAC_MPI_REMOTE=\"yes\"",
+        ),
+        (
+            &["run", "--backend", "mpi", "--local", "8"],
+            &[("AIAC_WAIT", "fast")],
+            "AIAC_WAIT=\"fast\"",
+        ),
     ];
     for round in 0..3 {
-        for (args, needle) in cases {
-            let out = mpirun4(args);
+        for (args, env, needle) in cases {
+            let out = mpirun4(args, env);
             let err = String::from_utf8_lossy(&out.stderr);
             assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
             assert_eq!(
