@@ -943,18 +943,18 @@ impl<D: MpiDelivery> MpiEnd<D> {
 
 impl<D: MpiDelivery> Transport for MpiEnd<D> {
     fn in_flight(&mut self) -> Result<usize, CommError> {
+        self.sh.progress_closing();
         if let Some(n) = &mut self.node {
             return n.in_flight();
         }
-        self.sh.progress_closing();
         let (sh, core) = self.parts();
         core.in_flight(&sh.requests)
     }
     fn can_send(&mut self) -> Result<bool, CommError> {
+        self.sh.progress_closing();
         if let Some(n) = &mut self.node {
             return n.can_send();
         }
-        self.sh.progress_closing();
         let (sh, core) = self.parts();
         core.can_send(&sh.requests)
     }
@@ -1073,10 +1073,10 @@ impl<D: MpiDelivery> std::fmt::Debug for MpiEnd<D> {
 
 impl MailboxTransport for MpiEnd<Slots> {
     fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
+        self.sh.progress_closing();
         if let Some(n) = &mut self.node {
             return n.poll(out);
         }
-        self.sh.progress_closing();
         let (sh, core) = self.parts();
         core.poll(out, &sh.requests)
     }
@@ -1105,10 +1105,10 @@ impl MailboxTransport for MpiEnd<Slots> {
 
 impl RacyTransport for MpiEnd<Shared> {
     fn poll(&mut self) -> Result<RacyPoll, CommError> {
+        self.sh.progress_closing();
         if let Some(n) = &mut self.node {
             return n.poll();
         }
-        self.sh.progress_closing();
         let (sh, core) = self.parts();
         core.poll_racy(&sh.requests)
     }
