@@ -102,7 +102,9 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 /// * [`put`](PeerMem::put) copies the bytes into the peer's memory; [`put_word`](PeerMem::put_word)
 ///   writes one aligned 8-byte word whole;
 /// * [`fence`](PeerMem::fence) orders every put and store of this thread to the peer before
-///   it ahead of those after it, as the peer sees them (and starts with a `Release` fence);
+///   it ahead of the puts and atomic stores after it, as the peer sees them (it starts with a
+///   `Release` fence; the transport writes nothing but `put_word`s and atomic stores after
+///   one);
 /// * [`quiet`](PeerMem::quiet) completes every put of this thread;
 /// * [`map`](PeerMem::map) returns an address at which this process's loads and stores reach
 ///   the peer's word `p` (the end checks that a region maps in one piece);
@@ -384,7 +386,7 @@ impl<P: PeerMem> Core<P> {
     /// put (the between-nodes path).
     ///
     /// # Safety
-    /// `local` starts a region of `shape.words()` words, 64-byte aligned and zeroed before
+    /// `local` starts a region of `shape.words()` words, 8-byte aligned and zeroed before
     /// the peer could write it, that stays allocated while `mem` lives and that nothing but
     /// this end and the peer's (through `mem`'s puts or mapped stores) touches; `remote` is
     /// the same of the peer's end, as `mem` addresses it.
@@ -537,9 +539,9 @@ impl<P: PeerMem> Core<P> {
         }
         let k = ((seq - 1) % self.slots as u64) as usize;
         // SAFETY: slot k of the peer's region, 1 + len words inside its stride, mapped into
-        // this process (Mapped::map). The peer's copy of the set stays allocated, and mapped,
-        // while this end is open: sets are freed only by a collective vote that an open end
-        // blocks (`ShmemCtx::reclaim`) or at finalize, after a barrier. The peer released the
+        // this process (Mapped::map). The peer's region stays allocated, and mapped, while
+        // this end's PeerMem lives (its contract: backends free regions only collectively,
+        // once every end that shares them is closed). The peer released the
         // slot (checked above; the Acquire load of ACK in `unreleased` orders the peer's
         // reads of it before these writes) and reads it again only after the flag below
         // says `seq`: nothing else touches it during this borrow.
@@ -760,7 +762,7 @@ impl<P: PeerMem> Core<P> {
     /// Racy: the buffer's payload through atomics.
     fn view(&self) -> &AtomicF64Slice {
         // SAFETY: (1) len f64 after the stamp word, aligned, inside this end's region for as
-        // long as self (the Rc keeps the set alive); (2) Rust reads and writes this memory
+        // long as self (its PeerMem keeps the region allocated); (2) Rust reads and writes this memory
         // only through atomics (this view, the stamp load, and the peer's Direct::write); a
         // peer on another node puts whole aligned words (module docs, "Whole words").
         unsafe { AtomicF64Slice::from_raw(self.local.slots.add(1).cast::<f64>(), self.shape.len) }

@@ -82,11 +82,16 @@ pub(crate) struct Shared {
     shut: Cell<bool>,
     /// How waiting loops wait between polls (oversubscribed node: back off and yield).
     pub(crate) wait: WaitPolicy,
-    /// The ranks of this node, for node-local ends; `None` under `AIAC_MPI_REMOTE=1`.
-    pub(crate) node: Option<Node>,
-    /// Channel ends opened so far, and those of them on the node-local path.
+    /// The ranks of this node.
+    pub(crate) node: Node,
+    /// `AIAC_MPI_REMOTE=1` on some rank: every end takes the two-sided path.
+    pub(crate) remote: bool,
+    /// Channel ends opened so far; those whose peer runs on this node; those of them on the
+    /// node-local path; those alive on it (each holds the Rc of this twice).
     pub(crate) ends_opened: Cell<u64>,
+    pub(crate) ends_to_node: Cell<u64>,
     pub(crate) node_ends: Cell<u64>,
+    pub(crate) node_live: Cell<usize>,
 }
 
 impl Shared {
@@ -104,6 +109,11 @@ impl Shared {
         });
         self.unfinished.set(self.unfinished.get() + 1);
         id
+    }
+
+    /// The node, when ends to its ranks take the node-local path (not `AIAC_MPI_REMOTE=1`).
+    pub(crate) fn local(&self) -> Option<&Node> {
+        (!self.remote).then_some(&self.node)
     }
 
     /// Run MPI's progress engine once (`MPI_Iprobe`, which matches nothing): for waits that
@@ -190,10 +200,8 @@ impl Shared {
                 first_err.get_or_insert(e.into());
             }
         }
-        if let Some(node) = &self.node {
-            if let Err(e) = node.shutdown() {
-                first_err.get_or_insert(e.into());
-            }
+        if let Err(e) = self.node.shutdown() {
+            first_err.get_or_insert(e.into());
         }
         let outstanding = self.requests.outstanding();
         if outstanding != 0 && first_err.is_none() {
@@ -319,11 +327,23 @@ impl MpiCtx {
         } else {
             32767
         };
-        let node = if remote {
-            None
-        } else {
-            Node::new(comm, rank as usize)?
+        let node = Node::new(comm, rank as usize)?;
+        // The path is agreed: a rank that asked for two-sided ends (the variable may not reach
+        // every node) gets them from all its peers.
+        let mut any_remote = 0 as c_int;
+        let asked = c_int::from(remote);
+        // SAFETY: every rank of comm makes this call (init is collective); one int each way.
+        let rc = unsafe {
+            ffi::MPI_Allreduce(
+                (&asked as *const c_int).cast::<c_void>(),
+                (&mut any_remote as *mut c_int).cast::<c_void>(),
+                1,
+                raw::int_type(),
+                raw::op(ReduceOp::Max),
+                comm,
+            )
         };
+        check(rc, "MPI_Allreduce")?;
         Ok(MpiCtx {
             sh: Rc::new(Shared {
                 comm,
@@ -338,8 +358,11 @@ impl MpiCtx {
                 shut: Cell::new(false),
                 wait,
                 node,
+                remote: any_remote != 0,
                 ends_opened: Cell::new(0),
+                ends_to_node: Cell::new(0),
                 node_ends: Cell::new(0),
+                node_live: Cell::new(0),
             }),
             reserved_tags: ReservedTags::new(),
             reduction_kind: ReductionKind::default(),
@@ -372,7 +395,10 @@ impl MpiCtx {
         let sh = self.sh;
         match Rc::try_unwrap(sh) {
             Ok(sh) => sh.shutdown(),
-            Err(sh) => Err(FinalizeError::StillOpen(Rc::strong_count(&sh) - 1)),
+            // A node-local end holds the Rc twice (its MpiEnd and its MpiPeer).
+            Err(sh) => Err(FinalizeError::StillOpen(
+                Rc::strong_count(&sh) - 1 - sh.node_live.get(),
+            )),
         }
     }
 
@@ -391,10 +417,22 @@ impl MpiCtx {
         &self.sh
     }
 
-    /// True when `AIAC_MPI_REMOTE=1` forced the two-sided path at init: no channel end
-    /// writes its peer's memory through a shared window, as between ranks on different nodes.
+    /// True when `AIAC_MPI_REMOTE=1` (on any rank: the ranks agree at init) forced the
+    /// two-sided path: no channel end writes its peer's memory through a shared window, as
+    /// between ranks on different nodes.
     pub fn remote_only(&self) -> bool {
-        self.sh.node.is_none()
+        self.sh.remote
+    }
+
+    /// How many ranks of the job run on this rank's node, this one included.
+    pub fn ranks_on_node(&self) -> usize {
+        self.sh.node.ranks()
+    }
+
+    /// Channel ends opened so far on this rank whose peer runs on this node, whichever path
+    /// they took: all of them take the node-local path unless [`MpiCtx::remote_only`].
+    pub fn ends_to_node(&self) -> u64 {
+        self.sh.ends_to_node.get()
     }
 
     /// Channel ends opened so far on this rank that took the node-local path (a shared
@@ -411,7 +449,7 @@ impl MpiCtx {
     /// Channel sets whose shared window is still allocated (closed ones included until
     /// reclaimed; sets without a node-local end have none).
     pub fn live_windows(&self) -> usize {
-        self.sh.node.as_ref().map_or(0, Node::live_sets)
+        self.sh.node.live_sets()
     }
 
     /// Collective: free the shared window of every channel set whose ends every rank of the
@@ -421,7 +459,7 @@ impl MpiCtx {
     /// every channel creation calls this first, so a program that opens and closes channels
     /// repeatedly reuses the memory.
     pub fn reclaim(&mut self) -> Result<usize, CommError> {
-        self.sh.node.as_ref().map_or(Ok(0), Node::reclaim)
+        self.sh.node.reclaim()
     }
 
     /// `MPI_Wtime`.
@@ -446,7 +484,7 @@ impl MpiCtx {
         check(rc, "MPI_Comm_set_errhandler")?;
         // The node-local ends' regions: this rank's segment of one shared window.
         let sh = Rc::clone(&self.sh);
-        let node = sh.node.as_ref();
+        let node = sh.local();
         let local_words = agreed
             .ends()
             .iter()
@@ -469,19 +507,32 @@ impl MpiCtx {
             .map(|e| {
                 let (len, r) = (e.spec.config.len(), e.spec.config.max_in_flight());
                 self.sh.ends_opened.set(self.sh.ends_opened.get() + 1);
+                if sh.node.rank_of(e.spec.peer).is_some() {
+                    self.sh.ends_to_node.set(self.sh.ends_to_node.get() + 1);
+                }
                 let peer_node = node.and_then(|n| n.rank_of(e.spec.peer));
                 if let (Some((set, base)), Some(peer_node), false) = (
                     &window,
                     peer_node,
                     e.word == TWO_SIDED || e.peer_word == TWO_SIDED,
                 ) {
-                    let remote = set.segment(peer_node)?;
+                    let (remote, remote_words) = set.segment(peer_node)?;
+                    let words = NodeEnd::<D>::shape(len, r).words();
+                    if words.and_then(|w| w.checked_add(e.peer_word as usize)) > Some(remote_words)
+                    {
+                        return Err(raw::misuse(
+                            "channel creation",
+                            format!("rank {}'s region lies outside its window", e.spec.peer),
+                        )
+                        .into());
+                    }
                     let peer = MpiPeer::new(Rc::clone(&self.sh), Rc::clone(set));
                     // SAFETY: both ranks laid out their regions of this shape in their own
-                    // segments of this set's window (layout; offsets from the handshake, each
-                    // inside its segment, whose size covers every region), zeroed before
-                    // alloc's barrier; regions of a set never overlap; `peer` keeps the
-                    // window allocated; the peer's segment is mapped here (shared query).
+                    // segments of this set's window (layout; offsets from the handshake; this
+                    // rank's segment covers each of its regions, the peer's was checked
+                    // above), zeroed before alloc's agreement; regions of a set never
+                    // overlap; `peer` keeps the window allocated; the peer's segment is
+                    // mapped here (shared query).
                     let end = unsafe {
                         NodeEnd::new(
                             peer,
@@ -680,7 +731,7 @@ impl ChannelHooks for MpiCtx {
     /// handshake (`u64::MAX` for an end to another node).
     fn declare<D: Delivery>(&mut self, specs: &[ChannelSpec]) -> Result<Vec<u64>, CreateError> {
         self.reclaim()?;
-        Ok(layout::<D>(specs, self.sh.node.as_ref())?)
+        Ok(layout::<D>(specs, self.sh.local())?)
     }
 
     /// Tags 2k and 2k+1 for the k-th channel of a pair must fit under `MPI_TAG_UB`.

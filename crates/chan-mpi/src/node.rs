@@ -37,7 +37,7 @@ use crate::env::Shared;
 use crate::raw::{check, misuse};
 use chan_core::backend::{Delivery, EnvVarError, WaitPolicy};
 use chan_core::onesided::{OneSidedEnd, PeerMem};
-use chan_core::{ChannelSpec, CommError};
+use chan_core::{ChannelSpec, CommError, ReduceOp};
 use mpi::ffi;
 use std::cell::{Cell, RefCell};
 use std::os::raw::{c_int, c_void};
@@ -76,8 +76,8 @@ pub(crate) struct Node {
 
 impl Node {
     /// Collective over `world`: split it by node (`MPI_COMM_TYPE_SHARED`) and learn which
-    /// world rank is which node rank. `None` when this rank is alone on its node.
-    pub(crate) fn new(world: ffi::MPI_Comm, rank: usize) -> Result<Option<Node>, CommError> {
+    /// world rank is which node rank.
+    pub(crate) fn new(world: ffi::MPI_Comm, rank: usize) -> Result<Node, CommError> {
         // SAFETY: null handle constant, overwritten by MPI_Comm_split_type.
         let mut comm = unsafe { ffi::RSMPI_COMM_NULL };
         let (mut size, mut me): (c_int, c_int) = (0, 0);
@@ -121,16 +121,21 @@ impl Node {
         for (node_rank, &w) in worlds.iter().enumerate() {
             of[w as usize] = Some(node_rank as c_int);
         }
-        Ok(Some(Node {
+        Ok(Node {
             comm,
             of,
             sets: RefCell::new(Vec::new()),
-        }))
+        })
     }
 
     /// The node rank of world rank `peer`, when it shares this node.
     pub(crate) fn rank_of(&self, peer: usize) -> Option<c_int> {
         self.of.get(peer).copied().flatten()
+    }
+
+    /// How many ranks run on this node (this one included).
+    pub(crate) fn ranks(&self) -> usize {
+        self.of.iter().flatten().count()
     }
 
     /// Channel sets whose window is still allocated.
@@ -201,31 +206,53 @@ impl Node {
         ))
     }
 
-    /// Collective over the node: the window of one set, this rank's segment `words` long
-    /// (its inbound regions); `None` when no rank of the node needs one. The segment is
-    /// zeroed on every rank before any rank returns.
-    pub(crate) fn alloc(&self, words: usize) -> Result<Option<(Rc<NodeSet>, *mut u64)>, CommError> {
-        let (mine, mut need) = (words as u64, 0u64);
-        // SAFETY: collective over the node; one u64 each way.
+    /// `MPI_Allreduce` of one `u64` over the node.
+    fn all_u64(&self, mine: u64, op: ffi::MPI_Op) -> Result<u64, CommError> {
+        let mut all = 0u64;
+        // SAFETY: collective over the node (callers are reached by every rank of it); one u64
+        // each way, in locals.
         let rc = unsafe {
             ffi::MPI_Allreduce(
                 (&mine as *const u64).cast::<c_void>(),
-                (&mut need as *mut u64).cast::<c_void>(),
+                (&mut all as *mut u64).cast::<c_void>(),
                 1,
                 crate::raw::u64_type(),
-                ffi::RSMPI_MAX,
+                op,
                 self.comm,
             )
         };
         check(rc, "MPI_Allreduce")?;
-        if need == 0 {
-            return Ok(None);
-        }
+        Ok(all)
+    }
+
+    /// Collective over the node: the window of one set, this rank's segment `words` long
+    /// (its inbound regions); `None` when no rank of the node needs one. The segment is
+    /// zeroed on every rank before any rank returns.
+    ///
+    /// Every rank of the node makes the same collective calls whatever fails where: a size
+    /// one rank cannot allocate is known to all before the allocation, and whether every
+    /// rank allocated, zeroed and locked its window is agreed after it. A window that failed
+    /// anywhere is left to `MPI_Finalize` on every rank (freeing it is collective, and a rank
+    /// whose allocation failed has none), so the node's lists of sets stay the same.
+    pub(crate) fn alloc(&self, words: usize) -> Result<Option<(Rc<NodeSet>, *mut u64)>, CommError> {
         let bytes = words
             .checked_mul(8)
             .map(|b| b.next_multiple_of(PAGE))
-            .filter(|&b| b <= ffi::MPI_Aint::MAX as usize)
-            .ok_or_else(|| misuse("MPI_Win_allocate_shared", "a channel set too large"))?;
+            .filter(|&b| b < ffi::MPI_Aint::MAX as usize);
+        // u64::MAX: this rank's segment cannot be sized.
+        let need = self.all_u64(
+            bytes.map_or(u64::MAX, |b| b as u64),
+            crate::raw::op(ReduceOp::Max),
+        )?;
+        if need == 0 {
+            return Ok(None);
+        }
+        let Some(bytes) = bytes.filter(|_| need != u64::MAX) else {
+            return Err(misuse(
+                "MPI_Win_allocate_shared",
+                "a channel set too large for a rank of this node",
+            ));
+        };
         let mut base: *mut u64 = std::ptr::null_mut();
         // SAFETY: null handle constant, overwritten by MPI_Win_allocate_shared.
         let mut win = unsafe { ffi::RSMPI_WIN_NULL };
@@ -241,35 +268,45 @@ impl Node {
                 &mut win,
             )
         };
-        check(rc, "MPI_Win_allocate_shared")?;
+        let ready = check(rc, "MPI_Win_allocate_shared").and_then(|()| start(win, base, words));
+        // Every rank of the node, whatever happened: this is also the barrier after which
+        // every segment is zeroed and may be written.
+        let all_ready = self.all_u64(u64::from(ready.is_ok()), crate::raw::op(ReduceOp::Min))?;
+        ready?;
+        if all_ready != 1 {
+            return Err(misuse(
+                "MPI_Win_allocate_shared",
+                "failed on another rank of this node",
+            ));
+        }
         let set = Rc::new(NodeSet {
             win: Cell::new(Some(win)),
             open: Cell::new(0),
         });
-        // From here the window is in the list: freed by a reclaim or at finalize whatever
-        // happens below.
         self.sets.borrow_mut().push(Rc::clone(&set));
-        // SAFETY: a valid window; the constant is an immutable handle.
-        let rc = unsafe { ffi::MPI_Win_set_errhandler(win, ffi::RSMPI_ERRORS_RETURN) };
-        check(rc, "MPI_Win_set_errhandler")?;
-        if words > 0 && (base.is_null() || !base.is_aligned()) {
-            return Err(misuse("MPI_Win_allocate_shared", "no aligned memory"));
-        }
-        if words > 0 {
-            // SAFETY: base..base + words lies in this rank's segment (bytes >= 8 words),
-            // aligned (checked); no rank touches it before the barrier below.
-            unsafe { std::ptr::write_bytes(base, 0, words) };
-        }
-        // SAFETY: a valid window, no lock held. NOCHECK: nobody takes exclusive locks on it.
-        let rc = unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, win) };
-        check(rc, "MPI_Win_lock_all")?;
-        // SAFETY: the window is locked; the zeroing becomes part of its public copy.
-        check(unsafe { ffi::MPI_Win_sync(win) }, "MPI_Win_sync")?;
-        // SAFETY: the node's communicator, collective: every segment is zeroed before any
-        // rank writes into one.
-        check(unsafe { ffi::MPI_Barrier(self.comm) }, "MPI_Barrier")?;
         Ok(Some((set, base)))
     }
+}
+
+/// Errors come back as values, this rank's segment (`words` at `base`) is zeroed, and the
+/// window's passive-target epoch is open.
+fn start(win: ffi::MPI_Win, base: *mut u64, words: usize) -> Result<(), CommError> {
+    // SAFETY: a valid window just allocated; the constant is an immutable handle.
+    let rc = unsafe { ffi::MPI_Win_set_errhandler(win, ffi::RSMPI_ERRORS_RETURN) };
+    check(rc, "MPI_Win_set_errhandler")?;
+    if words > 0 {
+        if base.is_null() || !base.is_aligned() {
+            return Err(misuse("MPI_Win_allocate_shared", "no aligned memory"));
+        }
+        // SAFETY: base..base + words lies in this rank's segment (its size is 8 × words
+        // rounded up), aligned (checked); no rank touches it before the caller's agreement.
+        unsafe { std::ptr::write_bytes(base, 0, words) };
+    }
+    // SAFETY: a valid window, no lock held. NOCHECK: nobody takes exclusive locks on it.
+    let rc = unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, win) };
+    check(rc, "MPI_Win_lock_all")?;
+    // SAFETY: the window is locked; the zeroing becomes part of its public copy.
+    check(unsafe { ffi::MPI_Win_sync(win) }, "MPI_Win_sync")
 }
 
 /// One channel set's shared window, and how many of this rank's ends use it.
@@ -279,8 +316,8 @@ pub(crate) struct NodeSet {
 }
 
 impl NodeSet {
-    /// The base of node rank `r`'s segment in this process.
-    pub(crate) fn segment(&self, r: c_int) -> Result<*mut u64, CommError> {
+    /// The base of node rank `r`'s segment in this process, and its length in words.
+    pub(crate) fn segment(&self, r: c_int) -> Result<(*mut u64, usize), CommError> {
         let win = self
             .win
             .get()
@@ -302,7 +339,7 @@ impl NodeSet {
         if size > 0 && (base.is_null() || !base.is_aligned()) {
             return Err(misuse("MPI_Win_shared_query", "no aligned memory"));
         }
-        Ok(base)
+        Ok((base, usize::try_from(size).unwrap_or(0) / 8))
     }
 
     /// Collective over the node: close the epoch and free the window.
@@ -358,6 +395,7 @@ pub struct MpiPeer {
 impl MpiPeer {
     pub(crate) fn new(sh: Rc<Shared>, set: Rc<NodeSet>) -> Self {
         set.open.set(set.open.get() + 1);
+        sh.node_live.set(sh.node_live.get() + 1);
         MpiPeer { sh, set }
     }
 }
@@ -367,6 +405,7 @@ impl Drop for MpiPeer {
         // The end announced its close before (its own Drop runs first); the window stays
         // until a reclaim of the node or finalize.
         self.set.open.set(self.set.open.get() - 1);
+        self.sh.node_live.set(self.sh.node_live.get() - 1);
     }
 }
 
@@ -403,10 +442,19 @@ unsafe impl PeerMem for MpiPeer {
         NonNull::new(p)
     }
 
+    /// Never called while `map` maps every peer (the transport then stores into the peer's
+    /// slots itself); written whole words all the same, as a racy buffer needs.
     unsafe fn put(&self, dst: *mut u8, src: *const u8, bytes: usize) {
-        // SAFETY: (caller) dst..dst + bytes is in the peer's region, not read meanwhile;
-        // src is readable; the two do not overlap (src is this end's own buffer).
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, bytes) }
+        debug_assert!(bytes % 8 == 0 && dst.cast::<u64>().is_aligned());
+        for i in 0..bytes / 8 {
+            // SAFETY: (caller) dst..dst + bytes is an aligned part of the peer's region that
+            // it reads through atomics or only after the protocol says it landed; src..src
+            // + bytes is readable (read unaligned, as its alignment is not promised).
+            unsafe {
+                let v = src.cast::<u64>().add(i).read_unaligned();
+                AtomicU64::from_ptr(dst.cast::<u64>().add(i)).store(v, Ordering::Relaxed);
+            }
+        }
     }
 
     unsafe fn put_word(&self, dst: *mut u64, v: u64) {

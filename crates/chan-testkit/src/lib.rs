@@ -1270,13 +1270,13 @@ pub fn reclaim_after_close<C: Context>(
 
 /// After `case` ran with `size` ranks: if it is a case whose ranks all opened channels (the
 /// mode cases: mailbox ends for async, sync and staged, racy ends for racy), check which path
-/// their ends took. On one node every one of the `opened` ends writes its peer's memory in
-/// place (`in_place` of them did); when the backend was asked for the between-nodes path
-/// (`remote_asked`), none does.
+/// their ends took. Of the `opened` ends, the `to_node` whose peer shares this node write its
+/// peer's memory in place (`in_place` of them did); when the backend was asked for the
+/// between-nodes path (`remote_asked`), none does.
 pub fn path_as_asked(
     case: &str,
     size: usize,
-    opened: u64,
+    (opened, to_node): (u64, u64),
     in_place: u64,
     remote_asked: bool,
 ) -> Check {
@@ -1284,11 +1284,11 @@ pub fn path_as_asked(
     if !opens_ends || size < 2 {
         return Ok(());
     }
-    let expected = if remote_asked { 0 } else { opened };
+    let expected = if remote_asked { 0 } else { to_node };
     ensure!(
         opened > 0 && in_place == expected,
-        "{in_place} of {opened} ends write their peer's memory in place (between-nodes path \
-         asked: {remote_asked}), expected {expected}"
+        "{in_place} of {opened} ends write their peer's memory in place ({to_node} to this \
+         node; between-nodes path asked: {remote_asked}), expected {expected}"
     );
     Ok(())
 }
