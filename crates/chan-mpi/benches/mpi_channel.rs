@@ -170,6 +170,25 @@ fn pingpong_chan<M: Mode>(
     }
 }
 
+/// The `arrived` test of an async or racy ping-pong: true once per message of the peer, by
+/// the count of arrivals (`stats().received`), not by `can_recv`. Rank 1 answers before it
+/// takes the message, so the peer's next message can land before the take (on the node-local
+/// path it does, within tens of nanoseconds); newest wins, so that take consumes it too, and a
+/// `can_recv` would then wait for a message that was already taken.
+fn arrivals<M: Mode>(
+    mut poll: impl FnMut(&mut Channel<Mpi, M>),
+) -> impl FnMut(&mut Channel<Mpi, M>) -> bool {
+    let mut counted = None;
+    move |c| {
+        // The count before this batch's first poll.
+        let seen = counted.get_or_insert(c.stats().received);
+        poll(c);
+        let new = c.stats().received > *seen;
+        *seen += u64::from(new);
+        new
+    }
+}
+
 /// Exchange over an async or racy channel: send, wait until the peer's message of this round
 /// arrived, take the newest. Newest wins, so two of the peer's messages landing in one poll
 /// supersede one another: the wait counts arrivals, not receives.
@@ -302,15 +321,24 @@ fn run(
             rank,
             &data,
             iters,
-            |c| c.can_recv().unwrap(),
-            |c| sink.copy_from_slice(&c.recv().unwrap().expect("arrived")),
+            arrivals(|c: &mut Channel<Mpi, Async>| {
+                c.can_recv().unwrap();
+            }),
+            |c| {
+                // None when the message counted was superseded by a newer one (see arrivals).
+                if let Some(m) = c.recv().unwrap() {
+                    sink.copy_from_slice(&m);
+                }
+            },
         ),
         (0, _) => pingpong_chan(
             &mut chans.pp_racy[li],
             rank,
             &data,
             iters,
-            |c| c.can_recv().unwrap(),
+            arrivals(|c: &mut Channel<Mpi, Racy>| {
+                c.can_recv().unwrap();
+            }),
             |c| c.recv().unwrap().load_into(&mut sink),
         ),
         (1, 0) => raw_stream(raw, STREAM_R, rank, &data, &mut sink, iters),
