@@ -472,16 +472,9 @@ impl MpiCtx {
     /// the k-th channel between two ranks (its ordinal, the same at both ends) uses MPI tags
     /// 2k (data) and 2k+1 (control); then each end's buffers and pre-posted receives.
     fn wire<D: MpiDelivery>(&mut self, agreed: Agreed<D>) -> Result<Vec<MpiEnd<D>>, CreateError> {
-        // SAFETY: null handle constant, overwritten by MPI_Comm_dup below.
-        let mut set = unsafe { ffi::RSMPI_COMM_NULL };
-        // SAFETY: every rank of comm makes this call (creation is collective and the
-        // handshake's vote passed everywhere); `set` receives the new handle.
-        let rc = unsafe { ffi::MPI_Comm_dup(self.sh.comm, &mut set) };
-        check(rc, "MPI_Comm_dup")?;
-        let set = Rc::new(SetComm(set));
-        // SAFETY: a valid communicator just made; the constant is an immutable handle.
-        let rc = unsafe { ffi::MPI_Comm_set_errhandler(set.raw(), ffi::RSMPI_ERRORS_RETURN) };
-        check(rc, "MPI_Comm_set_errhandler")?;
+        // An error here is carried through the node's collectives below to the vote, so that
+        // a rank that failed makes the same collective calls as the others.
+        let set = self.dup_set();
         // The node-local ends' regions: this rank's segment of one shared window.
         let sh = Rc::clone(&self.sh);
         let node = sh.local();
@@ -500,7 +493,8 @@ impl MpiCtx {
             None => Ok(None),
         };
         // Allocation can fail on one rank only: every rank learns of it.
-        let window = vote(self, window.map_err(CreateError::from))?;
+        let window = set.and_then(|set| Ok((set, window?)));
+        let (set, window) = vote(self, window.map_err(CreateError::from))?;
         let ends = agreed
             .ends()
             .iter()
@@ -518,8 +512,8 @@ impl MpiCtx {
                 ) {
                     let (remote, remote_words) = set.segment(peer_node)?;
                     let words = NodeEnd::<D>::shape(len, r).words();
-                    if words.and_then(|w| w.checked_add(e.peer_word as usize)) > Some(remote_words)
-                    {
+                    let end = words.and_then(|w| w.checked_add(e.peer_word as usize));
+                    if end.is_none_or(|end| end > remote_words) {
                         return Err(raw::misuse(
                             "channel creation",
                             format!("rank {}'s region lies outside its window", e.spec.peer),
@@ -562,6 +556,22 @@ impl MpiCtx {
             .collect();
         // Posting a receive can fail on one rank only: every rank learns of it.
         vote(self, ends)
+    }
+
+    /// Collective: the communicator of a new channel set, a duplicate of the world's whose
+    /// errors come back as values.
+    fn dup_set(&self) -> Result<Rc<SetComm>, CommError> {
+        // SAFETY: null handle constant, overwritten by MPI_Comm_dup below.
+        let mut set = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: every rank of comm makes this call (creation is collective and the
+        // handshake's vote passed everywhere); `set` receives the new handle.
+        let rc = unsafe { ffi::MPI_Comm_dup(self.sh.comm, &mut set) };
+        check(rc, "MPI_Comm_dup")?;
+        let set = Rc::new(SetComm(set));
+        // SAFETY: a valid communicator just made; the constant is an immutable handle.
+        let rc = unsafe { ffi::MPI_Comm_set_errhandler(set.raw(), ffi::RSMPI_ERRORS_RETURN) };
+        check(rc, "MPI_Comm_set_errhandler")?;
+        Ok(set)
     }
 
     /// The counts of `lists` as MPI ints, and their displacements.

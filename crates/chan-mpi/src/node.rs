@@ -31,7 +31,9 @@
 //! one of its two-sided sends needs its progress (a rendezvous to another node) would stall
 //! that send, so the wait runs MPI's progress engine (`MPI_Iprobe`) between its polls while
 //! the rank has requests outstanding, and steps the rank's closing channels as every wait
-//! does.
+//! does. A non-blocking call on a node-local end (a poll, `can_send`) steps the closing
+//! channels but runs no progress of its own: a rank's two-sided ends progress MPI when they
+//! are called, as a computing rank's requests always did.
 
 use crate::env::Shared;
 use crate::raw::{check, misuse};
@@ -237,7 +239,7 @@ impl Node {
     pub(crate) fn alloc(&self, words: usize) -> Result<Option<(Rc<NodeSet>, *mut u64)>, CommError> {
         let bytes = words
             .checked_mul(8)
-            .map(|b| b.next_multiple_of(PAGE))
+            .and_then(|b| b.checked_next_multiple_of(PAGE))
             .filter(|&b| b < ffi::MPI_Aint::MAX as usize);
         // u64::MAX: this rank's segment cannot be sized.
         let need = self.all_u64(
@@ -288,12 +290,36 @@ impl Node {
     }
 }
 
-/// Errors come back as values, this rank's segment (`words` at `base`) is zeroed, and the
-/// window's passive-target epoch is open.
+/// Errors come back as values, the window has the unified memory model, this rank's segment
+/// (`words` at `base`) is zeroed, and the window's passive-target epoch is open.
 fn start(win: ffi::MPI_Win, base: *mut u64, words: usize) -> Result<(), CommError> {
     // SAFETY: a valid window just allocated; the constant is an immutable handle.
     let rc = unsafe { ffi::MPI_Win_set_errhandler(win, ffi::RSMPI_ERRORS_RETURN) };
     check(rc, "MPI_Win_set_errhandler")?;
+    // Loads and stores of this process are the window's public copy only in the unified
+    // model (MPI 3.1 §11.4); in the separate one they would need MPI_Win_sync around every
+    // access, which the protocol does not make.
+    let (mut model, mut found): (*mut c_int, c_int) = (std::ptr::null_mut(), 0);
+    // SAFETY: a valid window; for MPI_WIN_MODEL, MPI stores a pointer to an int it owns
+    // into `model` (MPI 3.1 §11.2.6) and sets `found`.
+    let rc = unsafe {
+        ffi::MPI_Win_get_attr(
+            win,
+            ffi::MPI_WIN_MODEL as c_int,
+            (&mut model as *mut *mut c_int).cast::<c_void>(),
+            &mut found,
+        )
+    };
+    check(rc, "MPI_Win_get_attr")?;
+    // SAFETY: when found, `model` points at the attribute's int, valid while the window is.
+    let unified =
+        found != 0 && !model.is_null() && unsafe { *model } == ffi::MPI_WIN_UNIFIED as c_int;
+    if !unified {
+        return Err(misuse(
+            "MPI_Win_allocate_shared",
+            "the window's memory model is not unified; AIAC_MPI_REMOTE=1 takes the two-sided path",
+        ));
+    }
     if words > 0 {
         if base.is_null() || !base.is_aligned() {
             return Err(misuse("MPI_Win_allocate_shared", "no aligned memory"));

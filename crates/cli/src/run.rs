@@ -275,6 +275,15 @@ pub(crate) fn launched_size() -> Option<usize> {
         .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
 }
 
+/// This process's rank among those of its job on this machine (Open MPI's and MPICH's local
+/// rank), if the launcher says.
+#[cfg(any(feature = "mpi", feature = "shmem"))]
+fn launched_local_rank() -> Option<usize> {
+    ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
 /// How many ranks of a launched job run on this machine (Open MPI's and MPICH's local size),
 /// if the launcher says.
 #[cfg_attr(not(any(feature = "mpi", feature = "shmem")), allow(dead_code))]
@@ -802,12 +811,14 @@ fn run_launched<C: Launched>(mut ctx: C, args: &RunArgs) -> Result<ExitCode, Run
     }
 }
 
-/// A launched backend did not start. A bad value of one of aiac's variables (`env`) is the
-/// same on every rank and found before the library starts: rank 0 alone says so, as for a
-/// usage error.
+/// A launched backend did not start. A bad value of one of aiac's variables (`env`) is found
+/// before the library starts, and is the same on every rank of a node (the launcher gives
+/// them one environment; another node may not have it): the first rank of each node alone
+/// says so, as rank 0 does for a usage error.
 #[cfg(any(feature = "mpi", feature = "shmem"))]
 fn init_failed(message: String, env: bool) -> RunError {
-    if env && launched_rank().is_some_and(|r| r != 0) {
+    let first_of_node = launched_local_rank().or_else(launched_rank) == Some(0);
+    if env && launched_rank().is_some() && !first_of_node {
         RunError::LeftToRank0
     } else {
         RunError::Launch(message)
