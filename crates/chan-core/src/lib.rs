@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | [`Sync`] | every message once, in order ([`Channel::recv`] blocks) | at most R in flight, and as many unreceived as the receiver has slots (R + 1); [`Channel::send`] blocks |
 //! | [`Async`] | the **newest whole message** that arrived, with its sender's stamp; older ones are discarded | at most R in flight; [`Channel::try_send`] says when all R are busy |
-//! | [`Racy`] | an [`AtomicF64Slice`] the transport may write while it is read | at most R sends in flight; it binds only where a send is still in flight when it returns (MPI) |
+//! | [`Racy`] | an [`AtomicF64Slice`] the transport may write while it is read | at most R sends in flight; it binds only where a send is still in flight when it returns (MPI between nodes) |
 //!
 //! Operations that only make sense in one mode exist only on that mode's channel. Each of
 //! these compiles in its own mode:
@@ -74,10 +74,10 @@
 //!
 //! ## R and the racy mode
 //! R bounds the messages of an end in flight in every mode. A racy send is in flight from its
-//! start until the transport has written it into the peer's buffer: over MPI that is after the
-//! send returns, so R binds there (the paper's R receives posted into one buffer); between
-//! threads and over OpenSHMEM a racy send has written the peer's buffer when it returns, so
-//! it is never in flight and R never binds.
+//! start until the transport has written it into the peer's buffer: over MPI between nodes
+//! that is after the send returns, so R binds there (the paper's R receives posted into one
+//! buffer); between threads, over OpenSHMEM and over MPI on one node a racy send has written
+//! the peer's buffer when it returns, so it is never in flight and R never binds.
 //!
 //! ## Racy receive
 //! [`Channel::recv`] on a racy channel is always ready, as the paper's racy receive is: it
