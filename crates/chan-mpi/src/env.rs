@@ -111,9 +111,10 @@ impl Shared {
         id
     }
 
-    /// The node, when ends to its ranks take the node-local path (not `AIAC_MPI_REMOTE=1`).
+    /// The node, when ends to its ranks take the node-local path (not `AIAC_MPI_REMOTE=1`, and
+    /// shared windows can be made there).
     pub(crate) fn local(&self) -> Option<&Node> {
-        (!self.remote).then_some(&self.node)
+        (!self.remote && self.node.has_windows()).then_some(&self.node)
     }
 
     /// Run MPI's progress engine once (`MPI_Iprobe`, which matches nothing): for waits that

@@ -74,6 +74,11 @@ pub(crate) struct Node {
     of: Vec<Option<c_int>>,
     /// Windows of live sets, in creation order (the same list on every rank of the node).
     sets: RefCell<Vec<Rc<NodeSet>>>,
+    /// False once the node agreed that a shared window could not be made (the same on every
+    /// rank of it): ends to its ranks take the two-sided path from then on.
+    windows: Cell<bool>,
+    /// This rank's rank on the node (0 reports for the node).
+    me: c_int,
 }
 
 impl Node {
@@ -127,7 +132,15 @@ impl Node {
             comm,
             of,
             sets: RefCell::new(Vec::new()),
+            windows: Cell::new(true),
+            me,
         })
+    }
+
+    /// Whether ends to the ranks of this node can take the node-local path: false after a
+    /// shared window could not be made on it (see [`Node::alloc`]).
+    pub(crate) fn has_windows(&self) -> bool {
+        self.windows.get()
     }
 
     /// The node rank of world rank `peer`, when it shares this node.
@@ -236,6 +249,12 @@ impl Node {
     /// rank allocated, zeroed and locked its window is agreed after it. A window that failed
     /// anywhere is left to `MPI_Finalize` on every rank (freeing it is collective, and a rank
     /// whose allocation failed has none), so the node's lists of sets stay the same.
+    ///
+    /// A window that failed is not an error: the node's ranks agree on it, so every end
+    /// between two of them falls back to the two-sided path, for this set (`None`) and every
+    /// later one ([`Node::has_windows`]). Open MPI without its `sm` one-sided component
+    /// (`OMPI_MCA_osc=ucx`, as OpenSHMEM once needed) allocates no shared window; node rank 0
+    /// says so once on standard error.
     pub(crate) fn alloc(&self, words: usize) -> Result<Option<(Rc<NodeSet>, *mut u64)>, CommError> {
         let bytes = words
             .checked_mul(8)
@@ -274,12 +293,19 @@ impl Node {
         // Every rank of the node, whatever happened: this is also the barrier after which
         // every segment is zeroed and may be written.
         let all_ready = self.all_u64(u64::from(ready.is_ok()), crate::raw::op(ReduceOp::Min))?;
-        ready?;
         if all_ready != 1 {
-            return Err(misuse(
-                "MPI_Win_allocate_shared",
-                "failed on another rank of this node",
-            ));
+            self.windows.set(false);
+            if self.me == 0 {
+                let why = ready
+                    .err()
+                    .map_or("failed on another rank".into(), |e| e.to_string());
+                eprintln!(
+                    "aiac (mpi): no shared-memory window on this node ({why}); channels between \
+                     its ranks take the two-sided path (with Open MPI, include sm in \
+                     OMPI_MCA_osc)"
+                );
+            }
+            return Ok(None);
         }
         let set = Rc::new(NodeSet {
             win: Cell::new(Some(win)),

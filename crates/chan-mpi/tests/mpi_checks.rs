@@ -42,6 +42,20 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("window_out_of_range", &[1, 2, 3], 60),
 ];
 
+/// Cases run again where Open MPI can make no shared-memory window (its `sm` one-sided
+/// component left out, as `OMPI_MCA_osc=ucx` does): every end between ranks of the node falls
+/// back to the two-sided path, and the cases pass on it.
+const NO_WINDOW_CASES: &[(&str, usize)] = &[
+    ("async_semantics", 2),
+    ("sync_semantics", 3),
+    ("racy_semantics", 2),
+    ("staged_sends", 2),
+    ("close_with_traffic", 3),
+];
+
+/// The launcher's words that leave Open MPI without shared-memory windows.
+const NO_WINDOW_ARGS: &[&str] = &["--mca", "osc", "ucx"];
+
 /// `close()` with messages in flight both ways, then `MPI_Finalize`: this many separate jobs.
 const CLOSE_FINALIZE_JOBS: usize = 50;
 
@@ -112,12 +126,15 @@ fn child(case: &str) -> ExitCode {
     };
     let rank = ctx.rank();
     let remote_asked = std::env::var_os("AIAC_MPI_REMOTE").is_some_and(|v| v == "1");
+    // Open MPI passes a launcher's `--mca osc LIST` to its processes as OMPI_MCA_osc.
+    let no_window = std::env::var("OMPI_MCA_osc").is_ok_and(|v| !v.split(',').any(|c| c == "sm"));
     let checked = if remote_asked && !ctx.remote_only() {
         Err("AIAC_MPI_REMOTE=1, but the context takes the node-local path".to_string())
     } else {
         run_case(&mut ctx, case).and_then(|()| {
             let ends = (ctx.ends_opened(), ctx.ends_to_node());
-            testkit::path_as_asked(case, ctx.size(), ends, ctx.node_ends(), remote_asked)
+            let two_sided = remote_asked || no_window;
+            testkit::path_as_asked(case, ctx.size(), ends, ctx.node_ends(), two_sided)
         })
     };
     if let Err(e) = checked {
@@ -141,6 +158,13 @@ fn main() -> ExitCode {
         println!("\nAIAC_MPI_REMOTE=1: every rank takes the two-sided path to every peer");
     }
     let mut all = jobs::per_count(CASES);
+    for &(case, procs) in NO_WINDOW_CASES {
+        all.push(Job {
+            name: format!("{case} np={procs} no shared window"),
+            open_mpi_args: NO_WINDOW_ARGS,
+            ..Job::new(case, procs, 120)
+        });
+    }
     for k in 0..CLOSE_FINALIZE_JOBS {
         all.push(Job {
             name: format!("close_then_finalize #{k} np=2"),

@@ -35,6 +35,10 @@ pub struct Job {
     pub procs: usize,
     /// Seconds before the job counts as hung and is killed.
     pub limit_s: u64,
+    /// Words for Open MPI's launcher, for this job alone (after those of [`LAUNCHER_ARGS`]);
+    /// a job with some is left out under another launcher ([`MPIRUN`]), which would not
+    /// know them.
+    pub open_mpi_args: &'static [&'static str],
 }
 
 impl Job {
@@ -45,6 +49,7 @@ impl Job {
             case,
             procs,
             limit_s,
+            open_mpi_args: &[],
         }
     }
 }
@@ -90,7 +95,17 @@ pub fn run_all(launcher: &Launcher, args: &[String], mut jobs: Vec<Job>) -> Exit
             before - jobs.len()
         );
     }
-    let (prog, _) = program(launcher);
+    let (prog, open_mpi) = program(launcher);
+    if !open_mpi {
+        let before = jobs.len();
+        jobs.retain(|j| j.open_mpi_args.is_empty());
+        if jobs.len() < before {
+            println!(
+                "\n{prog}: {} job(s) for Open MPI's launcher left out",
+                before - jobs.len()
+            );
+        }
+    }
     if extra.is_empty() {
         println!(
             "\nrunning {} {} jobs with {prog}",
@@ -168,6 +183,7 @@ fn launch(l: &Launcher, extra: &[String], job: &Job) -> Result<Duration, String>
     let out = Command::new("timeout")
         .args(["-k", "5", &job.limit_s.to_string(), &prog])
         .args(extra)
+        .args(job.open_mpi_args)
         .args(open_mpi.then_some("--oversubscribe"))
         .args(["-np", &job.procs.to_string()])
         .arg(&exe)
