@@ -78,18 +78,34 @@ fn slow_rank_does_fewer_iterations() {
             rank: 1,
             factor: 4.0,
         });
-        let recs = if shared {
-            jacobi::solve_shared(&c, 2).unwrap()
-        } else {
-            run_threads(&c, 2)
+        let run = || {
+            if shared {
+                jacobi::solve_shared(&c, 2).unwrap()
+            } else {
+                run_threads(&c, 2)
+            }
         };
+        let recs = run();
         let (fast, slow) = (recs[0].iterations as f64, recs[1].iterations as f64);
         assert!(recs.iter().all(|r| r.converged), "{v}");
         if v == Variant::Sync {
             assert_eq!(fast, slow);
+            // compute_s is wall-clock time in sweeps (the slow rank's about 4× the fast
+            // one's, 3.1-3.9× in 15 quiet runs). This binary's tests run at once on the
+            // machine's CPUs: a fast rank descheduled in a sweep counts the time slice as
+            // compute, which at 12³ can be as long as all its sweeps (a CI run read under
+            // 2×). So up to three runs, one of which must show it; without the slowdown the
+            // ratio is about 1 in each.
+            let mut ratios = vec![recs[1].compute_s / recs[0].compute_s];
+            while ratios.len() < 3 && ratios.iter().all(|&r| r <= 2.0) {
+                let again = run();
+                assert!(again.iter().all(|r| r.converged), "{v}");
+                assert_eq!(again[0].iterations, again[1].iterations);
+                ratios.push(again[1].compute_s / again[0].compute_s);
+            }
             assert!(
-                recs[1].compute_s > 2.0 * recs[0].compute_s,
-                "{v}: the slow rank computes longer"
+                ratios.iter().any(|&r| r > 2.0),
+                "{v}: the slow rank's compute time over the fast one's: {ratios:?}"
             );
         } else {
             assert!(
