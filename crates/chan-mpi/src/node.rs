@@ -343,7 +343,7 @@ fn start(win: ffi::MPI_Win, base: *mut u64, words: usize) -> Result<(), CommErro
     if !unified {
         return Err(misuse(
             "MPI_Win_allocate_shared",
-            "the window's memory model is not unified; AIAC_MPI_REMOTE=1 takes the two-sided path",
+            "the window's memory model is not unified",
         ));
     }
     if words > 0 {
