@@ -53,6 +53,11 @@ pub(crate) const REMOTE_ENV: &str = "AIAC_MPI_REMOTE";
 /// The word a rank declares for an end that takes the two-sided path.
 pub(crate) const TWO_SIDED: u64 = u64::MAX;
 
+/// `MPI_WIN_SEPARATE`, the value of a window's `MPI_WIN_MODEL` attribute that is not
+/// `MPI_WIN_UNIFIED`: 1 in Open MPI's `mpi.h` (a macro) and in MPICH's (an enum, which bindgen
+/// names `MPIR_Win_model_MPI_WIN_SEPARATE`), so it is spelled here once for both.
+const WIN_SEPARATE: c_int = 1;
+
 /// Bytes a rank's segment is padded to.
 const PAGE: usize = 4096;
 
@@ -338,8 +343,7 @@ fn start(win: ffi::MPI_Win, base: *mut u64, words: usize) -> Result<(), CommErro
     };
     check(rc, "MPI_Win_get_attr")?;
     // SAFETY: when found, `model` points at the attribute's int, valid while the window is.
-    let unified =
-        found != 0 && !model.is_null() && unsafe { *model } == ffi::MPI_WIN_UNIFIED as c_int;
+    let unified = found != 0 && !model.is_null() && unsafe { *model } != WIN_SEPARATE;
     if !unified {
         return Err(misuse(
             "MPI_Win_allocate_shared",
