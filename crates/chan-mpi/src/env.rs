@@ -431,7 +431,9 @@ impl MpiCtx {
     }
 
     /// Channel ends opened so far on this rank whose peer runs on this node, whichever path
-    /// they took: all of them take the node-local path unless [`MpiCtx::remote_only`].
+    /// they took: all of them take the node-local path unless [`MpiCtx::remote_only`], or
+    /// unless the node could make no shared window (then they fall back to the two-sided
+    /// path, and [`MpiCtx::node_ends`] counts fewer).
     pub fn ends_to_node(&self) -> u64 {
         self.sh.ends_to_node.get()
     }
