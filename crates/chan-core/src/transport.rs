@@ -376,11 +376,17 @@ impl WaitPolicy {
     #[inline]
     pub fn relax(self, spins: u32) {
         IdleStreak::note_relax();
+        self.relax_pause(spins).take();
+    }
+
+    /// What [`WaitPolicy::relax`] does after `spins` polls.
+    #[inline]
+    fn relax_pause(self, spins: u32) -> Pause {
         match self {
-            WaitPolicy::Spin => std::hint::spin_loop(),
-            WaitPolicy::Yield if spins < YIELD_AFTER => std::hint::spin_loop(),
-            WaitPolicy::Yield if spins < SLEEP_AFTER => std::thread::yield_now(),
-            WaitPolicy::Yield => std::thread::sleep(NAP),
+            WaitPolicy::Spin => Pause::Spin,
+            WaitPolicy::Yield if spins < YIELD_AFTER => Pause::Spin,
+            WaitPolicy::Yield if spins < SLEEP_AFTER => Pause::Yield,
+            WaitPolicy::Yield => Pause::Nap,
         }
     }
 
@@ -391,8 +397,41 @@ impl WaitPolicy {
     /// returns at once.
     #[inline]
     pub fn idle(self, streak: u32) {
+        self.idle_pause(streak).take();
+    }
+
+    /// What [`WaitPolicy::idle`] does after a streak of `streak` empty polls.
+    #[inline]
+    fn idle_pause(self, streak: u32) -> Pause {
         if self == WaitPolicy::Yield || streak % SPIN_IDLE_YIELD == SPIN_IDLE_YIELD - 1 {
-            std::thread::yield_now();
+            Pause::Yield
+        } else {
+            Pause::None
+        }
+    }
+}
+
+/// One wait between polls, as [`WaitPolicy`] schedules it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pause {
+    /// Return at once.
+    None,
+    /// One `spin_loop` hint.
+    Spin,
+    /// `sched_yield`.
+    Yield,
+    /// Sleep [`NAP`].
+    Nap,
+}
+
+impl Pause {
+    #[inline]
+    fn take(self) {
+        match self {
+            Pause::None => {}
+            Pause::Spin => std::hint::spin_loop(),
+            Pause::Yield => std::thread::yield_now(),
+            Pause::Nap => std::thread::sleep(NAP),
         }
     }
 }
@@ -442,12 +481,33 @@ mod tests {
     }
 
     #[test]
-    fn relax_and_idle_return() {
-        for p in [WaitPolicy::Spin, WaitPolicy::Yield] {
-            for spins in [0, 15, 16, 63, 79, 80, u32::MAX] {
-                p.relax(spins);
-                p.idle(spins);
-            }
+    fn the_wait_schedule() {
+        use super::{Pause, SLEEP_AFTER, SPIN_IDLE_YIELD, YIELD_AFTER};
+        let (spin, yld) = (WaitPolicy::Spin, WaitPolicy::Yield);
+        // A blocking wait: Spin never gives the core away; Yield spins, yields, then naps.
+        for spins in [0, YIELD_AFTER, SLEEP_AFTER, u32::MAX] {
+            assert_eq!(spin.relax_pause(spins), Pause::Spin, "spins = {spins}");
+        }
+        assert_eq!(yld.relax_pause(0), Pause::Spin);
+        assert_eq!(yld.relax_pause(YIELD_AFTER - 1), Pause::Spin);
+        assert_eq!(yld.relax_pause(YIELD_AFTER), Pause::Yield);
+        assert_eq!(yld.relax_pause(SLEEP_AFTER - 1), Pause::Yield);
+        assert_eq!(yld.relax_pause(SLEEP_AFTER), Pause::Nap);
+        assert_eq!(yld.relax_pause(u32::MAX), Pause::Nap);
+        // An empty poll: Yield always yields; Spin once per SPIN_IDLE_YIELD in a row.
+        let spin_yields = (0..4 * SPIN_IDLE_YIELD)
+            .filter(|&s| spin.idle_pause(s) == Pause::Yield)
+            .collect::<Vec<_>>();
+        let every = SPIN_IDLE_YIELD;
+        assert_eq!(
+            spin_yields,
+            [every - 1, 2 * every - 1, 3 * every - 1, 4 * every - 1]
+        );
+        assert!((0..4 * every).all(|s| yld.idle_pause(s) == Pause::Yield));
+        assert_eq!(spin.idle_pause(u32::MAX), Pause::Yield); // u32::MAX ≡ 63 (mod 64)
+                                                             // Taking each pause returns (a nap is 50 µs).
+        for p in [Pause::None, Pause::Spin, Pause::Yield, Pause::Nap] {
+            p.take();
         }
     }
 }
