@@ -8,19 +8,19 @@
 
 #![warn(missing_docs)]
 
-/// One-sided communication: symmetric windows of 8-byte words (chan-core's `window`).
-pub use chan_core::window;
 pub use chan_core::{
-    close_all, Async, AtomicF64, AtomicF64Slice, Channel, ChannelConfig, ChannelSpec, ChannelStats,
-    CommError, Context, CreateError, Message, Mode, ModeKind, Racy, RecvError, ReduceOp, Reduction,
-    Sync, TreeReduction, TrySendError,
+    close_all, Async, AtomicF64, AtomicF64Slice, Backend, Channel, ChannelConfig, ChannelSpec,
+    ChannelStats, CommError, Context, CreateError, Message, Mode, ModeKind, Racy, RecvError,
+    ReduceOp, Reduction, Sync, TreeReduction, TrySendError,
 };
-pub use chan_core::{Window, WindowError, Windows};
+/// One-sided communication: symmetric windows of 8-byte words.
+pub use chan_core::{
+    Epoch, Flushed, IntWord, PendingGet, PendingWord, Window, WindowError, Windows, Word,
+};
 
-/// The hooks a backend implements (chan-core's `backend`).
+/// The hooks a backend implements (chan-core's `backend`), the agreed sets of the creation
+/// handshake every backend shares, and the one-sided transport.
 pub use chan_core::backend;
-/// The channel creation handshake every backend shares.
-pub use chan_core::handshake;
 /// The MPI backend (chan-mpi), with the `mpi` feature.
 #[cfg(feature = "mpi")]
 pub use chan_mpi as mpi;

@@ -5,7 +5,7 @@
 //! own library. Included with `#[path]`, next to `interleaved.rs`.
 
 use crate::interleaved;
-use chan_core::transport::Backend;
+use chan_core::Backend;
 use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Context, Racy, Sync};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use std::process::ExitCode;

@@ -3,15 +3,15 @@
 //!
 //! A backend provides, on one world type (one rank's handle on its world):
 //! 1. [`Collective`]: rank, size, barrier, all-reduce, an all-to-all and a gather of `u64`
-//!    lists. chan-core builds the channel handshake ([`crate::handshake`]) and record
+//!    lists. chan-core builds the channel handshake ([`Agreed`]) and record
 //!    gathering ([`crate::Context::gather_bytes`]) on these, once for every backend.
 //! 2. [`ChannelHooks`]: the transports of its channels ([`Backend`]: a mailbox for Sync and
-//!    Async, a racy transport for Racy; see [`crate::transport`]), and how to wire the ends
+//!    Async, a racy transport for Racy; see [`Transport`]), and how to wire the ends
 //!    the handshake agreed on. It never checks specs or talks to peers about them: the
 //!    handshake did.
 //!
 //! 3. [`WindowHooks`]: one-sided windows ([`RawWindow`]: put, get, compare-and-swap,
-//!    fetch-add, flush), see [`crate::window`].
+//!    fetch-add, flush), see [`crate::Window`].
 //!
 //! Every type implementing [`ChannelHooks`] is a [`crate::Context`] (a blanket impl), which
 //! is all a solver needs, and every type implementing [`WindowHooks`] is a
@@ -20,9 +20,10 @@
 pub use crate::atomic::AtomicF64Buf;
 pub use crate::handshake::{Agreed, AgreedEnd};
 pub use crate::mode::{Delivery, Shared, Slots};
+pub use crate::onesided::{OneSidedEnd, PeerMem, Shape, CTRL_WORDS};
 pub use crate::transport::{
     Arrival, Backend, CloseReport, EnvVarError, Header, IdleStreak, MailboxTransport, RacyPoll,
-    RacyTransport, Transport, WaitPolicy,
+    RacyTransport, Transport, WaitPolicy, SPIN_IDLE_YIELD,
 };
 pub use crate::window::{RawWindow, WindowHooks, WordOp};
 

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 /// channel, so the slot cannot be given back (by the next receive) while it is read:
 ///
 /// ```compile_fail
-/// # use chan_core::{Channel, Async, transport::Backend};
+/// # use chan_core::{Channel, Async, Backend};
 /// fn keep_across_recv<B: Backend>(ch: &mut Channel<B, Async>) {
 ///     let first = ch.recv().unwrap();
 ///     let second = ch.recv().unwrap(); // the first message's slot would be released here

@@ -31,7 +31,7 @@ pub trait Context: Collective + sealed::Sealed {
     /// Collectively create this rank's channels of mode `M`, one per spec; the peer must
     /// create the matching end (same tag) in the same collective call. Two ends that disagree
     /// on length, R or mode both get [`CreateError::Mismatch`] naming both values; every other
-    /// rank gets [`CreateError::FailedElsewhere`]. See [`crate::handshake`].
+    /// rank gets [`CreateError::FailedElsewhere`] (docs/architecture.md, "The handshake").
     fn open<M: Mode>(
         &mut self,
         specs: &[ChannelSpec],

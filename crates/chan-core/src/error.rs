@@ -68,7 +68,7 @@ pub enum CommError {
 
 /// Which parameter two channel ends disagree on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
+pub enum SpecField {
     /// Message length.
     Length,
     /// R.
@@ -77,12 +77,12 @@ pub enum Field {
     Mode,
 }
 
-impl std::fmt::Display for Field {
+impl std::fmt::Display for SpecField {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            Field::Length => "message length",
-            Field::MaxInFlight => "max in flight (R)",
-            Field::Mode => "mode",
+            SpecField::Length => "message length",
+            SpecField::MaxInFlight => "max in flight (R)",
+            SpecField::Mode => "mode",
         })
     }
 }
@@ -100,7 +100,7 @@ pub enum CreateError {
         /// The channel's tag.
         tag: u32,
         /// What differs.
-        field: Field,
+        field: SpecField,
         /// The value on this side.
         here: String,
         /// The value on the peer's side.
@@ -176,7 +176,7 @@ impl CreateError {
         rank: usize,
         peer: usize,
         tag: u32,
-        field: Field,
+        field: SpecField,
         here: impl ToString,
         there: impl ToString,
     ) -> Self {
@@ -203,7 +203,7 @@ impl CreateError {
                 rank,
                 peer,
                 tag,
-                Field::Mode,
+                SpecField::Mode,
                 mine.0,
                 theirs.0,
             ));
@@ -213,7 +213,7 @@ impl CreateError {
                 rank,
                 peer,
                 tag,
-                Field::Length,
+                SpecField::Length,
                 mine.1,
                 theirs.1,
             ));
@@ -223,7 +223,7 @@ impl CreateError {
                 rank,
                 peer,
                 tag,
-                Field::MaxInFlight,
+                SpecField::MaxInFlight,
                 mine.2,
                 theirs.2,
             ));

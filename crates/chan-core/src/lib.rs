@@ -13,7 +13,7 @@
 //! these compiles in its own mode:
 //!
 //! ```no_run
-//! # use chan_core::{Channel, Async, Racy, Sync, transport::Backend};
+//! # use chan_core::{Channel, Async, Racy, Sync, Backend};
 //! fn right_modes<B: Backend>(a: &mut Channel<B, Async>, r: &mut Channel<B, Racy>,
 //!                            s: &mut Channel<B, Sync>) {
 //!     let _newest = a.recv().unwrap().map(|m| m.stamp());  // Async: newest whole message
@@ -28,31 +28,31 @@
 //! and none of these does:
 //!
 //! ```compile_fail
-//! # use chan_core::{Channel, Async, transport::Backend};
+//! # use chan_core::{Channel, Async, Backend};
 //! fn racy_view_on_async<B: Backend>(ch: &Channel<B, Async>) {
 //!     let _ = ch.view(); // only Channel<_, Racy> has a racy view
 //! }
 //! ```
 //! ```compile_fail
-//! # use chan_core::{Channel, Racy, transport::Backend};
+//! # use chan_core::{Channel, Racy, Backend};
 //! fn plain_slice_from_racy<B: Backend>(ch: &mut Channel<B, Racy>) {
 //!     let v: &[f64] = ch.recv().unwrap(); // a racy receive is an atomic view, never &[f64]
 //! }
 //! ```
 //! ```compile_fail
-//! # use chan_core::{Channel, Racy, transport::Backend};
+//! # use chan_core::{Channel, Racy, Backend};
 //! fn whole_message_from_racy<B: Backend>(ch: &Channel<B, Racy>) {
 //!     let _ = ch.latest(); // a racy channel never lends a whole message
 //! }
 //! ```
 //! ```compile_fail
-//! # use chan_core::{Channel, Async, transport::Backend};
+//! # use chan_core::{Channel, Async, Backend};
 //! fn in_order_recv_on_async<B: Backend>(ch: &mut Channel<B, Async>) {
 //!     let _ = ch.try_recv(); // only Sync delivers every message, in order
 //! }
 //! ```
 //! ```compile_fail
-//! # use chan_core::{Channel, Async, transport::Backend};
+//! # use chan_core::{Channel, Async, Backend};
 //! fn recv_into_on_async<B: Backend>(ch: &mut Channel<B, Async>, out: &mut [f64]) {
 //!     let _ = ch.recv_into(out); // Sync only
 //! }
@@ -65,12 +65,25 @@
 //! overlap a wait (a ping-pong's answer packed before the request arrives, as a C halo swap
 //! packs its buffer before `MPI_Wait`).
 //!
-//! The channel logic (newest-wins, ordering, statistics), the creation [`handshake`], the
-//! tree reduction and record gathering live here, once. A backend implements the hooks of
+//! The channel logic (newest-wins, ordering, statistics), the creation handshake, the tree
+//! reduction and record gathering live here, once. A backend implements the hooks of
 //! [`backend`] (collectives, transports, wiring) on its world type, which makes that type a
 //! [`Context`]: chan-threads (no system library, the embedded default), chan-mpi and
 //! chan-shmem. docs/architecture.md in the repository describes the layers, each backend's
 //! protocol and how to add one.
+//!
+//! ## Two faces
+//! A user of channels and windows needs this crate's root and [`traits`]: [`Context`],
+//! [`Channel`], the modes, [`Reduction`], [`Window`] and [`Windows`], the errors. A backend
+//! author needs [`backend`] besides: the hooks to implement, the transport traits, the agreed
+//! sets of the handshake, and the one-sided transport ([`backend::OneSidedEnd`] over a
+//! [`backend::PeerMem`]) that OpenSHMEM and MPI on one node run.
+//!
+//! ## One-sided windows
+//! A [`Window`] gives every rank `len` 8-byte words that every other rank can put, get,
+//! compare-and-swap and fetch-add without the owner taking part (MPI-3 RMA §11, OpenSHMEM 1.4
+//! §9.5–9.8); a collective [`Windows::window`] creates one on every rank. A get's value is
+//! readable only once it completes: [`PendingGet`] and [`Flushed`] make that a type.
 //!
 //! ## R and the racy mode
 //! R bounds the messages of an end in flight in every mode. A racy send is in flight from its
@@ -93,24 +106,25 @@ mod channel;
 mod config;
 mod context;
 mod error;
-pub mod handshake;
+mod handshake;
 mod mode;
-pub mod onesided;
+mod onesided;
 mod reduce;
 mod stats;
-pub mod transport;
-pub mod window;
+mod transport;
+mod window;
 
 pub use atomic::{AtomicF64, AtomicF64Slice};
 pub use channel::{close_all, Channel, Message};
 pub use config::{ChannelConfig, ChannelSpec, RESERVED_TAG_BIT};
 pub use context::Context;
 pub use error::{
-    CommError, ConfigError, CreateError, Field, RecvError, ReduceError, SendError, TrySendError,
+    CommError, ConfigError, CreateError, RecvError, ReduceError, SendError, SpecField, TrySendError,
 };
 pub use mode::{Async, Mode, ModeKind, Racy, Sync};
 pub use reduce::{ReduceOp, Reduction, TreeReduction};
 pub use stats::{ChannelStats, Histogram};
+pub use transport::Backend;
 pub use window::{
     Epoch, Flushed, IntWord, PendingGet, PendingWord, Window, WindowError, Windows, Word,
 };

@@ -1,114 +1,5 @@
-//! One-sided communication: symmetric windows of 8-byte words that any rank reads, writes and
-//! updates atomically without the owner taking part.
-//!
-//! A channel pairs two ranks that both know of it. A distributed hash table cannot use one:
-//! the rank that hashes a key knows where the entry lives, the owner does not know who will
-//! write to it or when. A [`Window`] gives every rank `len` words that every other rank can
-//! [`put`](Window::put), [`get`](Window::get), [`compare_and_swap`](Window::compare_and_swap)
-//! and [`fetch_add`](Window::fetch_add) (MPI-3 RMA §11, OpenSHMEM 1.4 §9.5–9.8).
-//!
-//! ```no_run
-//! use chan_core::traits::*;
-//! use chan_core::{Window, WindowError};
-//!
-//! fn count_and_publish<C: Windows>(ctx: &mut C) -> Result<(), WindowError> {
-//!     let mut win = ctx.window::<u64>(16)?;            // collective: 16 words on every rank
-//!     let ticket = win.fetch_add(0, 0, 1)?;            // word 0 of rank 0, atomically
-//!     win.put((ctx.rank() + 1) % ctx.size(), 1, &[ticket])?;
-//!     // Non-blocking: many operations, completed together by one flush.
-//!     let total = win.epoch(|ep| {
-//!         let a = ep.fetch_add(0, 2, 5)?;
-//!         let b = ep.compare_and_swap(0, 3, 0, 7)?;
-//!         let done = ep.flush()?;
-//!         Ok(a.value(&done) + b.value(&done))
-//!     })?;
-//!     win.fence()?;                                    // collective: every rank's ops landed
-//!     let mut mine = vec![0u64; win.len()];
-//!     win.read_local(&mut mine)?;
-//!     win.free()?;                                     // collective
-//!     let _ = total;
-//!     Ok(())
-//! }
-//! ```
-//!
-//! A result is readable only after its completion; each of these fails to compile:
-//!
-//! ```compile_fail
-//! # use chan_core::{Window, WindowError, backend::RawWindow};
-//! fn read_before_flush<R: RawWindow>(win: &mut Window<R, u64>) -> Result<u64, WindowError> {
-//!     win.epoch(|ep| {
-//!         let old = ep.fetch_add(0, 0, 1)?;
-//!         Ok(old.value()) // no way to read it without the Flushed of a later flush
-//!     })
-//! }
-//! ```
-//! ```compile_fail
-//! # use chan_core::{Window, WindowError, backend::RawWindow};
-//! fn flushed_before_issued<R: RawWindow>(win: &mut Window<R, u64>) -> Result<u64, WindowError> {
-//!     win.epoch(|ep| {
-//!         let done = ep.flush()?;
-//!         let old = ep.fetch_add(0, 0, 1)?; // the epoch is borrowed by `done`
-//!         Ok(old.value(&done))
-//!     })
-//! }
-//! ```
-//! ```compile_fail
-//! # use chan_core::{Window, WindowError, backend::RawWindow};
-//! fn buffer_before_flush<R: RawWindow>(win: &mut Window<R, u64>) -> Result<u64, WindowError> {
-//!     let mut buf = vec![0u64; 4];
-//!     win.epoch(|ep| {
-//!         let _pending = ep.get_into(1, 0, &mut buf)?;
-//!         Ok(buf[0]) // still borrowed by the get in flight
-//!     })
-//! }
-//! ```
-//! ```compile_fail
-//! # use chan_core::{Window, WindowError, backend::RawWindow};
-//! fn handle_escapes<R: RawWindow>(win: &mut Window<R, u64>) {
-//!     let h = win.epoch(|ep| ep.fetch_add(0, 0, 1)); // a handle cannot leave its epoch
-//! }
-//! ```
-//!
-//! ## Memory model
-//! This is the one place the model is stated; each backend's mapping is in
-//! docs/architecture.md ("One-sided windows").
-//!
-//! 1. **Creation is collective and agreed.** Every rank calls [`Windows::window`] with the same
-//!    length and word type, in the same order as every other collective call. If any rank
-//!    asked for something else, every rank gets the same [`CreateError::WindowMismatch`]
-//!    naming rank 0's request and the first rank that differs; nobody allocates. Freeing
-//!    ([`Window::free`], or dropping the window) is collective too, as `MPI_Win_free` and
-//!    `shmem_free` are: every rank frees at the same point of the program.
-//! 2. **Every access is checked.** The target rank and the words touched are checked
-//!    against the world and the window before any call reaches the backend: out of range is
-//!    [`WindowError::OutOfRange`] or [`WindowError::BadTarget`], never a write elsewhere.
-//! 3. **Blocking operations are complete at the target when they return**: a `put`'s words
-//!    are in the target's memory, a `get`'s and an atomic's result in the caller's hands.
-//!    (MPI: the operation, then `MPI_Win_flush(target)`; SHMEM: `shmem_getmem` and the
-//!    fetching atomics return complete, a put is followed by `shmem_quiet`.)
-//! 4. **Non-blocking operations live in an epoch** ([`Window::epoch`]) and complete at its
-//!    [`Epoch::flush`] or at its end. A non-blocking get's or atomic's result is a
-//!    [`PendingWord`] or [`PendingGet`] that yields its value only against a [`Flushed`]
-//!    made after it: reading early does not compile. A non-blocking put's source and a get's
-//!    destination stay borrowed until the epoch ends, which always flushes (even on an
-//!    error or a panic), so no buffer is touched by the network after Rust can reuse it.
-//! 5. **Atomicity.** `compare_and_swap` and `fetch_add` on one word are atomic with respect
-//!    to each other when every concurrent update of that word uses the same one of them
-//!    (MPI's default `accumulate_ops = same_op_no_op`; the threads and SHMEM backends are
-//!    stronger). `put` and `get` are not atomic with respect to concurrent atomics on the
-//!    same word, and a put may be seen part-written by a concurrent get or `read_local` (a
-//!    bulk transfer is a memcpy on one node and may even tear a word; Rust only ever reads
-//!    window memory through atomics, so this is a stale or mixed value, never undefined
-//!    behaviour). To read words other ranks update,
-//!    separate the phases with [`Window::fence`], or read them with an atomic
-//!    (`fetch_add(.., 0)`, or a `compare_and_swap` that cannot match).
-//! 6. **Ordering between ranks** comes from [`Window::fence`] (collective: every rank's
-//!    operations so far are complete at their targets, then a barrier): after it, every
-//!    rank's [`get`](Window::get)s and [`read_local`](Window::read_local) see everything
-//!    written before it. Two operations of one rank to one target are not ordered unless a
-//!    flush (or a blocking operation) separates them.
-//! 7. **Local memory is read through [`Window::read_local`]** (atomic loads of this rank's
-//!    words), never through a plain reference: another rank may be writing it at any time.
+//! One-sided windows: the user's [`Window`] (its docs give the model) over a backend's
+//! [`RawWindow`].
 
 use crate::backend::{vote, Collective, Lists};
 use crate::error::{CommError, CreateError};
@@ -492,8 +383,119 @@ impl Slots {
     }
 }
 
-/// A collectively created window: `len()` words of `T` on every rank, which every rank
-/// reads, writes and updates atomically. See the [module docs](self) for the memory model.
+/// One-sided communication: symmetric windows of 8-byte words that any rank reads, writes and
+/// updates atomically without the owner taking part.
+///
+/// A channel pairs two ranks that both know of it. A distributed hash table cannot use one:
+/// the rank that hashes a key knows where the entry lives, the owner does not know who will
+/// write to it or when. A [`Window`] gives every rank `len` words that every other rank can
+/// [`put`](Window::put), [`get`](Window::get), [`compare_and_swap`](Window::compare_and_swap)
+/// and [`fetch_add`](Window::fetch_add) (MPI-3 RMA §11, OpenSHMEM 1.4 §9.5–9.8).
+///
+/// ```no_run
+/// use chan_core::traits::*;
+/// use chan_core::{Window, WindowError};
+///
+/// fn count_and_publish<C: Windows>(ctx: &mut C) -> Result<(), WindowError> {
+///     let mut win = ctx.window::<u64>(16)?;            // collective: 16 words on every rank
+///     let ticket = win.fetch_add(0, 0, 1)?;            // word 0 of rank 0, atomically
+///     win.put((ctx.rank() + 1) % ctx.size(), 1, &[ticket])?;
+///     // Non-blocking: many operations, completed together by one flush.
+///     let total = win.epoch(|ep| {
+///         let a = ep.fetch_add(0, 2, 5)?;
+///         let b = ep.compare_and_swap(0, 3, 0, 7)?;
+///         let done = ep.flush()?;
+///         Ok(a.value(&done) + b.value(&done))
+///     })?;
+///     win.fence()?;                                    // collective: every rank's ops landed
+///     let mut mine = vec![0u64; win.len()];
+///     win.read_local(&mut mine)?;
+///     win.free()?;                                     // collective
+///     let _ = total;
+///     Ok(())
+/// }
+/// ```
+///
+/// A result is readable only after its completion; each of these fails to compile:
+///
+/// ```compile_fail
+/// # use chan_core::{Window, WindowError, backend::RawWindow};
+/// fn read_before_flush<R: RawWindow>(win: &mut Window<R, u64>) -> Result<u64, WindowError> {
+///     win.epoch(|ep| {
+///         let old = ep.fetch_add(0, 0, 1)?;
+///         Ok(old.value()) // no way to read it without the Flushed of a later flush
+///     })
+/// }
+/// ```
+/// ```compile_fail
+/// # use chan_core::{Window, WindowError, backend::RawWindow};
+/// fn flushed_before_issued<R: RawWindow>(win: &mut Window<R, u64>) -> Result<u64, WindowError> {
+///     win.epoch(|ep| {
+///         let done = ep.flush()?;
+///         let old = ep.fetch_add(0, 0, 1)?; // the epoch is borrowed by `done`
+///         Ok(old.value(&done))
+///     })
+/// }
+/// ```
+/// ```compile_fail
+/// # use chan_core::{Window, WindowError, backend::RawWindow};
+/// fn buffer_before_flush<R: RawWindow>(win: &mut Window<R, u64>) -> Result<u64, WindowError> {
+///     let mut buf = vec![0u64; 4];
+///     win.epoch(|ep| {
+///         let _pending = ep.get_into(1, 0, &mut buf)?;
+///         Ok(buf[0]) // still borrowed by the get in flight
+///     })
+/// }
+/// ```
+/// ```compile_fail
+/// # use chan_core::{Window, WindowError, backend::RawWindow};
+/// fn handle_escapes<R: RawWindow>(win: &mut Window<R, u64>) {
+///     let h = win.epoch(|ep| ep.fetch_add(0, 0, 1)); // a handle cannot leave its epoch
+/// }
+/// ```
+///
+/// ## Memory model
+/// This is the one place the model is stated; each backend's mapping is in
+/// docs/architecture.md ("One-sided windows").
+///
+/// 1. **Creation is collective and agreed.** Every rank calls [`Windows::window`] with the same
+///    length and word type, in the same order as every other collective call. If any rank
+///    asked for something else, every rank gets the same [`CreateError::WindowMismatch`]
+///    naming rank 0's request and the first rank that differs; nobody allocates. Freeing
+///    ([`Window::free`], or dropping the window) is collective too, as `MPI_Win_free` and
+///    `shmem_free` are: every rank frees at the same point of the program.
+/// 2. **Every access is checked.** The target rank and the words touched are checked
+///    against the world and the window before any call reaches the backend: out of range is
+///    [`WindowError::OutOfRange`] or [`WindowError::BadTarget`], never a write elsewhere.
+/// 3. **Blocking operations are complete at the target when they return**: a `put`'s words
+///    are in the target's memory, a `get`'s and an atomic's result in the caller's hands.
+///    (MPI: the operation, then `MPI_Win_flush(target)`; SHMEM: `shmem_getmem` and the
+///    fetching atomics return complete, a put is followed by `shmem_quiet`.)
+/// 4. **Non-blocking operations live in an epoch** ([`Window::epoch`]) and complete at its
+///    [`Epoch::flush`] or at its end. A non-blocking get's or atomic's result is a
+///    [`PendingWord`] or [`PendingGet`] that yields its value only against a [`Flushed`]
+///    made after it: reading early does not compile. A non-blocking put's source and a get's
+///    destination stay borrowed until the epoch ends, which always flushes (even on an
+///    error or a panic), so no buffer is touched by the network after Rust can reuse it.
+/// 5. **Atomicity.** `compare_and_swap` and `fetch_add` on one word are atomic with respect
+///    to each other when every concurrent update of that word uses the same one of them
+///    (MPI's default `accumulate_ops = same_op_no_op`; the threads and SHMEM backends are
+///    stronger). `put` and `get` are not atomic with respect to concurrent atomics on the
+///    same word, and a put may be seen part-written by a concurrent get or `read_local` (a
+///    bulk transfer is a memcpy on one node and may even tear a word; Rust only ever reads
+///    window memory through atomics, so this is a stale or mixed value, never undefined
+///    behaviour). To read words other ranks update,
+///    separate the phases with [`Window::fence`], or read them with an atomic
+///    (`fetch_add(.., 0)`, or a `compare_and_swap` that cannot match).
+/// 6. **Ordering between ranks** comes from [`Window::fence`] (collective: every rank's
+///    operations so far are complete at their targets, then a barrier): after it, every
+///    rank's [`get`](Window::get)s and [`read_local`](Window::read_local) see everything
+///    written before it. Two operations of one rank to one target are not ordered unless a
+///    flush (or a blocking operation) separates them.
+/// 7. **Local memory is read through [`Window::read_local`]** (atomic loads of this rank's
+///    words), never through a plain reference: another rank may be writing it at any time.
+///
+/// A window holds `len()` words of `T` on every rank.
 ///
 /// Dropping a window frees it collectively, as [`Window::free`] does (without the error);
 /// a rank unwinding from a panic leaks it instead of waiting for the others.

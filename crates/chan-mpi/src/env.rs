@@ -6,11 +6,11 @@ use crate::raw::{self, check, Requests};
 use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
 use crate::transport::{Core, MpiDelivery, MpiEnd, Wire, HDR};
 use crate::Mpi;
+use chan_core::backend::CloseReport;
 use chan_core::backend::{
     vote, Agreed, ChannelHooks, Collective, Delivery, EnvVarError, Lists, ReservedTags,
     Shared as SharedDelivery, Slots, WaitPolicy,
 };
-use chan_core::transport::CloseReport;
 use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
 use mpi::ffi;
 use mpi::traits::AsRaw;

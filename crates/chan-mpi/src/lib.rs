@@ -55,7 +55,7 @@ pub use window::MpiWindow;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Mpi;
 
-impl chan_core::transport::Backend for Mpi {
+impl chan_core::Backend for Mpi {
     const NAME: &'static str = "mpi";
     type Mailbox = MpiEnd<chan_core::backend::Slots>;
     type Racy = MpiEnd<chan_core::backend::Shared>;

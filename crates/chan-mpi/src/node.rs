@@ -1,7 +1,7 @@
 //! The node-local path: a channel end between two ranks of one node writes its peer's memory
 //! in place, through an MPI-3 shared-memory window (`MPI_Win_allocate_shared` on the node's
 //! communicator, MPI 3.1 §11.2.3), with chan-core's one-sided transport
-//! ([`chan_core::onesided`]): the same mailbox and racy protocol OpenSHMEM's ends take on one
+//! ([`chan_core::backend::OneSidedEnd`]): the same mailbox and racy protocol OpenSHMEM's ends take on one
 //! node. Ends to ranks of other nodes, and every end under `AIAC_MPI_REMOTE=1`, keep the
 //! two-sided path (`crate::transport`).
 //!
@@ -38,7 +38,7 @@
 use crate::env::Shared;
 use crate::raw::{check, misuse};
 use chan_core::backend::{Delivery, EnvVarError, WaitPolicy};
-use chan_core::onesided::{OneSidedEnd, PeerMem};
+use chan_core::backend::{OneSidedEnd, PeerMem};
 use chan_core::{ChannelSpec, CommError, ReduceOp};
 use mpi::ffi;
 use std::cell::{Cell, RefCell};

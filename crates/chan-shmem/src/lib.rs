@@ -87,7 +87,7 @@ pub use window::ShmemWindow;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Shmem;
 
-impl chan_core::transport::Backend for Shmem {
+impl chan_core::Backend for Shmem {
     const NAME: &'static str = "shmem";
     type Mailbox = ShmemEnd<chan_core::backend::Slots>;
     type Racy = ShmemEnd<chan_core::backend::Shared>;

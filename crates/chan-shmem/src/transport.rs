@@ -1,4 +1,4 @@
-//! The SHMEM transport: chan-core's one-sided transport ([`chan_core::onesided`]) over the
+//! The SHMEM transport: chan-core's one-sided transport ([`chan_core::backend::OneSidedEnd`]) over the
 //! symmetric heap. [`ShmemEnd`] is a [`OneSidedEnd`] whose [`ShmemPeer`] puts with
 //! `shmem_putmem` / `shmem_uint64_p`, orders with `shmem_fence`, completes with `shmem_quiet`,
 //! and maps a PE of the same node with `shmem_ptr`.
@@ -33,7 +33,7 @@
 use crate::env::{SetMem, Shared};
 use crate::sym::{fence, peer_ptr, put, put_word, quiet};
 use chan_core::backend::WaitPolicy;
-use chan_core::onesided::{OneSidedEnd, PeerMem};
+use chan_core::backend::{OneSidedEnd, PeerMem};
 use std::os::raw::c_int;
 use std::ptr::NonNull;
 use std::rc::Rc;

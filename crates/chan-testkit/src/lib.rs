@@ -10,8 +10,8 @@ pub mod jobs;
 
 use chan_core::traits::*;
 use chan_core::{
-    close_all, Async, Channel, ChannelConfig, ChannelSpec, CommError, CreateError, Field, Racy,
-    ReduceOp, SendError, Sync, TrySendError,
+    close_all, Async, Channel, ChannelConfig, ChannelSpec, CommError, CreateError, Racy, ReduceOp,
+    SendError, SpecField, Sync, TrySendError,
 };
 
 /// A failed property.
@@ -111,7 +111,7 @@ fn ring<C: Context, M: Mode>(
 
 /// Close both ring channels together (any order at any rank); check that every message the
 /// peer sent was received or drained.
-fn close_ring<B: chan_core::transport::Backend, M: Mode>(
+fn close_ring<B: chan_core::Backend, M: Mode>(
     next: Channel<B, M>,
     prev: Channel<B, M>,
 ) -> Result<Vec<chan_core::ChannelStats>, String> {
@@ -129,10 +129,7 @@ fn close_ring<B: chan_core::transport::Backend, M: Mode>(
 
 /// Offer the next message (sequence `sent + 1`) with `try_send`, which a full channel may
 /// decline, and check that no more than `r` are in flight.
-fn offer_next<B: chan_core::transport::Backend, M: Mode>(
-    ch: &mut Channel<B, M>,
-    r: usize,
-) -> Check {
+fn offer_next<B: chan_core::Backend, M: Mode>(ch: &mut Channel<B, M>, r: usize) -> Check {
     let seq = ch.stats().sent + 1;
     match ch.try_send_with(|b| fill(b, seq)) {
         Ok(()) | Err(TrySendError::Full(_)) => {}
@@ -277,7 +274,7 @@ fn exchange_counts<C: Context>(ctx: &mut C, mine: [u64; 2]) -> Result<[u64; 2], 
 }
 
 /// The next Sync message, which must carry sequence number `*expected`; advances it.
-fn recv_next<'a, B: chan_core::transport::Backend>(
+fn recv_next<'a, B: chan_core::Backend>(
     ch: &'a mut Channel<B, Sync>,
     expected: &mut u64,
 ) -> Result<chan_core::Message<'a>, String> {
@@ -419,10 +416,7 @@ const STAGED_STAMP: u64 = 1 << 40;
 
 /// Check `send_staged` with nothing staged, stage a bogus message, then restage it with what
 /// round `round` stages.
-fn stage_twice<B: chan_core::transport::Backend, M: Mode>(
-    ch: &mut Channel<B, M>,
-    round: u64,
-) -> Check {
+fn stage_twice<B: chan_core::Backend, M: Mode>(ch: &mut Channel<B, M>, round: u64) -> Check {
     let e = ch.send_staged().err();
     ensure!(
         e == Some(SendError::NothingStaged),
@@ -439,7 +433,7 @@ fn stage_twice<B: chan_core::transport::Backend, M: Mode>(
 
 /// Wait until `done`, relaxing between polls as the channel's transport does, failing when
 /// the world fails.
-fn spin_until<B: chan_core::transport::Backend, M: Mode>(
+fn spin_until<B: chan_core::Backend, M: Mode>(
     ch: &mut Channel<B, M>,
     mut done: impl FnMut(&mut Channel<B, M>) -> Result<bool, String>,
 ) -> Check {
@@ -784,11 +778,11 @@ pub fn mismatched_ends<C: Context>(ctx: &mut C) -> Check {
     // Length: 10 at rank 0, 12 at rank 1.
     let mine = if rank == 0 { cfg(10, 2) } else { cfg(12, 2) };
     let e = ctx.open::<Async>(&specs(mine)).err();
-    expect_mismatch(rank, e, Field::Length, ["10", "12"])?;
+    expect_mismatch(rank, e, SpecField::Length, ["10", "12"])?;
     // R: 2 at rank 0, 3 at rank 1.
     let mine = if rank == 0 { cfg(10, 2) } else { cfg(10, 3) };
     let e = ctx.open::<Sync>(&specs(mine)).err();
-    expect_mismatch(rank, e, Field::MaxInFlight, ["2", "3"])?;
+    expect_mismatch(rank, e, SpecField::MaxInFlight, ["2", "3"])?;
     // Mode: async at rank 0, racy at rank 1.
     let c = cfg(10, 2);
     let e = if rank == 0 {
@@ -796,7 +790,7 @@ pub fn mismatched_ends<C: Context>(ctx: &mut C) -> Check {
     } else {
         ctx.open::<Racy>(&specs(c)).err()
     };
-    expect_mismatch(rank, e, Field::Mode, ["async", "racy"])?;
+    expect_mismatch(rank, e, SpecField::Mode, ["async", "racy"])?;
     // And the world is still usable: a matching channel opens and carries a message.
     let mut ch = ctx
         .open::<Sync>(&specs(cfg(3, 1)))
@@ -814,7 +808,12 @@ pub fn mismatched_ends<C: Context>(ctx: &mut C) -> Check {
     Ok(())
 }
 
-fn expect_mismatch(rank: usize, e: Option<CreateError>, field: Field, values: [&str; 2]) -> Check {
+fn expect_mismatch(
+    rank: usize,
+    e: Option<CreateError>,
+    field: SpecField,
+    values: [&str; 2],
+) -> Check {
     match (rank, e) {
         (
             0 | 1,
@@ -1068,7 +1067,7 @@ pub fn racy_whole_words<C: Context>(ctx: &mut C, repeats: usize, rounds: u64, le
 
 /// One mode's run of [`fast_sender_slow_receiver`]: the channel's two ends, as sender (even
 /// rank) or receiver (odd rank).
-fn flood<B: chan_core::transport::Backend, M: Mode>(
+fn flood<B: chan_core::Backend, M: Mode>(
     mut ch: Channel<B, M>,
     sender: bool,
     n: u64,

@@ -48,7 +48,7 @@ pub use world::{ThreadCtx, World, WorldError};
 pub struct Threads;
 
 #[cfg(not(loom))]
-impl chan_core::transport::Backend for Threads {
+impl chan_core::Backend for Threads {
     const NAME: &'static str = "threads";
     type Mailbox = MailboxEnd;
     type Racy = RacyEnd;
