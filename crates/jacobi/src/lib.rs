@@ -53,6 +53,7 @@ mod kernel;
 mod krylov;
 mod linalg;
 mod memory;
+mod method;
 mod multisplit;
 mod problem;
 mod progress;
@@ -72,6 +73,7 @@ pub use config::{
 };
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use memory::{human_bytes, MemoryNeed};
+pub use method::{BlockIteration, Jacobi, Krylov, KrylovSolver, Method, MethodFlags, Multisplit};
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{

@@ -1,0 +1,466 @@
+//! The iterative method of a run, as a sum type: each method holds only the settings it reads,
+//! so a Krylov run has no halo period and a Jacobi run no preconditioner.
+//!
+//! Flags arrive flat (`--solver`, `--variant`, `--pc`, …, each with a default), and reports
+//! store them flat (docs/json-schema.md). [`MethodFlags`] is that flat form: [`Method::from_flags`]
+//! resolves it for a [`Solver`], refusing a flag given a value the method would not read, and
+//! [`Method::flags`] gives it back with every setting the method does not read at its default.
+
+use crate::config::{
+    ConfigError, Exchange, Inner, InnerSpec, Pc, RacyRead, Solver, Variant, DEFAULT_INNER_MAX,
+    DEFAULT_INNER_TOL,
+};
+use serde::{Deserialize, Serialize};
+
+/// What the solve iterates: Jacobi, a Krylov solver or multisplitting.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Method {
+    /// The paper's Jacobi iteration, in any [`Variant`].
+    Jacobi(Jacobi),
+    /// Conjugate gradients and its overlapped and pipelined forms: synchronous, halos every
+    /// iteration, the default exchange.
+    Krylov(Krylov),
+    /// Asynchronous multisplitting (Bethune et al., §6.4): an inner solve of each block per
+    /// outer iteration, the outer iteration in any [`Variant`].
+    Multisplit(Multisplit),
+}
+
+/// How a block iteration runs over channels: Jacobi's, and multisplitting's outer one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockIteration {
+    /// sync, async or racy.
+    pub variant: Variant,
+    /// Exchange halos every N iterations (sync: blocking swap; async/racy: offer the faces).
+    pub halo_every: u64,
+    /// R: messages in flight per channel direction (async, racy).
+    pub max_in_flight: usize,
+    /// Racy over channels: when the halo view is read.
+    pub racy_read: RacyRead,
+    /// Async and racy over channels: pace the non-blocking reduction by
+    /// [`crate::Config::check_every`] (`--check-every` given). Off (the default, the paper's
+    /// scheme): a round restarts as soon as the previous one returns.
+    pub pace_reductions: bool,
+}
+
+impl Default for BlockIteration {
+    /// Sync, a halo every iteration, R = 2, racy views read once landed, unpaced reductions.
+    fn default() -> Self {
+        BlockIteration {
+            variant: Variant::Sync,
+            halo_every: 1,
+            max_in_flight: 2,
+            racy_read: RacyRead::Landed,
+            pace_reductions: false,
+        }
+    }
+}
+
+impl BlockIteration {
+    /// The defaults in `variant`.
+    pub fn new(variant: Variant) -> Self {
+        BlockIteration {
+            variant,
+            ..Self::default()
+        }
+    }
+}
+
+/// Jacobi's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Jacobi {
+    /// The iteration over channels.
+    pub iteration: BlockIteration,
+    /// `--exchange`: how the sync variant swaps halos.
+    pub exchange: Exchange,
+    /// `--halo-depth k`: the sync variant exchanges halos k planes deep every k iterations and
+    /// does the k sweeps on its block grown by the ghost zone, as one wavefront (temporal
+    /// blocking); the iterates are bit for bit those of k = 1. Async and racy send k-deep
+    /// faces every `halo_every` iterations and advance a fresh ghost zone with the block.
+    pub halo_depth: u64,
+}
+
+impl Default for Jacobi {
+    /// The paper's: sync, the `Waitall` swap, one-plane halos.
+    fn default() -> Self {
+        Jacobi::new(Variant::Sync)
+    }
+}
+
+impl Jacobi {
+    /// The defaults in `variant`.
+    pub fn new(variant: Variant) -> Self {
+        Jacobi {
+            iteration: BlockIteration::new(variant),
+            exchange: Exchange::Waitall,
+            halo_depth: 1,
+        }
+    }
+}
+
+/// Which Krylov solver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KrylovSolver {
+    /// Conjugate gradients: halos through Sync channels, two blocking all-reduces an
+    /// iteration.
+    Cg,
+    /// CG with the interior of the matrix-vector product computed while the halos travel
+    /// (Hoefler et al.).
+    CgOverlap,
+    /// Pipelined CG (Ghysels and Vanroose): one non-blocking reduction an iteration.
+    PipeCg,
+}
+
+impl KrylovSolver {
+    /// The `--solver` value.
+    pub fn solver(self) -> Solver {
+        match self {
+            KrylovSolver::Cg => Solver::Cg,
+            KrylovSolver::CgOverlap => Solver::CgOverlap,
+            KrylovSolver::PipeCg => Solver::PipeCg,
+        }
+    }
+}
+
+/// A Krylov solver's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Krylov {
+    /// Which one.
+    pub solver: KrylovSolver,
+    /// The preconditioner.
+    pub pc: Pc,
+}
+
+impl Krylov {
+    /// `solver` without a preconditioner.
+    pub fn new(solver: KrylovSolver) -> Self {
+        Krylov {
+            solver,
+            pc: Pc::None,
+        }
+    }
+}
+
+/// Multisplitting's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Multisplit {
+    /// The outer iteration over channels.
+    pub iteration: BlockIteration,
+    /// The inner solve of each block.
+    pub inner: InnerSpec,
+}
+
+impl Multisplit {
+    /// The defaults in `variant` with `inner` as the inner solver.
+    pub fn new(variant: Variant, inner: Inner) -> Self {
+        Multisplit {
+            iteration: BlockIteration::new(variant),
+            inner: InnerSpec {
+                solver: inner,
+                tol: DEFAULT_INNER_TOL,
+                max: DEFAULT_INNER_MAX,
+            },
+        }
+    }
+}
+
+impl Default for Method {
+    /// Jacobi, the paper's.
+    fn default() -> Self {
+        Method::Jacobi(Jacobi::default())
+    }
+}
+
+impl From<Jacobi> for Method {
+    fn from(m: Jacobi) -> Self {
+        Method::Jacobi(m)
+    }
+}
+
+impl From<Krylov> for Method {
+    fn from(m: Krylov) -> Self {
+        Method::Krylov(m)
+    }
+}
+
+impl From<KrylovSolver> for Method {
+    fn from(s: KrylovSolver) -> Self {
+        Method::Krylov(Krylov::new(s))
+    }
+}
+
+impl From<Multisplit> for Method {
+    fn from(m: Multisplit) -> Self {
+        Method::Multisplit(m)
+    }
+}
+
+/// Every method's settings flat, each at its default unless given: the flags of `aiac run`
+/// and the `config` object of a report.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MethodFlags {
+    /// The Krylov solvers' preconditioner.
+    #[serde(default)]
+    pub pc: Pc,
+    /// sync, async or racy (Jacobi, multisplit; the Krylov solvers are sync only).
+    pub variant: Variant,
+    /// `--exchange` (Jacobi).
+    pub exchange: Exchange,
+    /// `--halo-every` (Jacobi, multisplit).
+    pub halo_every: u64,
+    /// `--halo-depth` (Jacobi). Absent in reports written before the flag existed: 1.
+    #[serde(default = "one")]
+    pub halo_depth: u64,
+    /// `--max-in-flight` (Jacobi, multisplit).
+    pub max_in_flight: usize,
+    /// `--racy-read` (Jacobi, multisplit).
+    #[serde(default)]
+    pub racy_read: RacyRead,
+    /// `--check-every` given, with async or racy (Jacobi, multisplit).
+    #[serde(default)]
+    pub pace_reductions: bool,
+    /// `--inner` (multisplit; [`Inner::Cg`] when not given).
+    #[serde(default)]
+    pub inner: Option<Inner>,
+    /// `--inner-tol` (multisplit; [`DEFAULT_INNER_TOL`] when not given).
+    #[serde(default)]
+    pub inner_tol: Option<f64>,
+    /// `--inner-max` (multisplit; [`DEFAULT_INNER_MAX`] when not given).
+    #[serde(default)]
+    pub inner_max: Option<u64>,
+}
+
+/// serde's default for fields that older reports lack.
+fn one() -> u64 {
+    1
+}
+
+impl Default for MethodFlags {
+    /// No flag given.
+    fn default() -> Self {
+        Method::default().flags()
+    }
+}
+
+impl Method {
+    /// The `--solver` value.
+    pub fn solver(&self) -> Solver {
+        match self {
+            Method::Jacobi(_) => Solver::Jacobi,
+            Method::Krylov(k) => k.solver.solver(),
+            Method::Multisplit(_) => Solver::Multisplit,
+        }
+    }
+
+    /// The variant: the Krylov solvers are sync.
+    pub fn variant(&self) -> Variant {
+        self.iteration().map_or(Variant::Sync, |i| i.variant)
+    }
+
+    /// The block iteration over channels (Jacobi, multisplit).
+    pub fn iteration(&self) -> Option<&BlockIteration> {
+        match self {
+            Method::Jacobi(j) => Some(&j.iteration),
+            Method::Multisplit(m) => Some(&m.iteration),
+            Method::Krylov(_) => None,
+        }
+    }
+
+    /// The flat form: every setting this method does not read at its default.
+    pub fn flags(&self) -> MethodFlags {
+        let it = self.iteration().copied().unwrap_or_default();
+        let (exchange, halo_depth) = match self {
+            Method::Jacobi(j) => (j.exchange, j.halo_depth),
+            _ => (Exchange::Waitall, 1),
+        };
+        let pc = match self {
+            Method::Krylov(k) => k.pc,
+            _ => Pc::None,
+        };
+        let inner = match self {
+            Method::Multisplit(m) => Some(m.inner),
+            _ => None,
+        };
+        MethodFlags {
+            pc,
+            variant: it.variant,
+            exchange,
+            halo_every: it.halo_every,
+            halo_depth,
+            max_in_flight: it.max_in_flight,
+            racy_read: it.racy_read,
+            pace_reductions: it.pace_reductions,
+            inner: inner.map(|i| i.solver),
+            inner_tol: inner.map(|i| i.tol),
+            inner_max: inner.map(|i| i.max),
+        }
+    }
+
+    /// `solver` with the settings `f` gives. A flag whose value differs from its default is
+    /// an error when `solver` does not read it, naming the flag.
+    pub fn from_flags(solver: Solver, f: &MethodFlags) -> Result<Method, ConfigError> {
+        let iteration = BlockIteration {
+            variant: f.variant,
+            halo_every: f.halo_every,
+            max_in_flight: f.max_in_flight,
+            racy_read: f.racy_read,
+            pace_reductions: f.pace_reductions,
+        };
+        let unused = |flag, applies| ConfigError::SolverFlag {
+            flag,
+            applies,
+            solver,
+        };
+        if solver != Solver::Multisplit {
+            let given = [
+                (f.inner.is_some(), "--inner"),
+                (f.inner_tol.is_some(), "--inner-tol"),
+                (f.inner_max.is_some(), "--inner-max"),
+            ];
+            if let Some((_, flag)) = given.into_iter().find(|g| g.0) {
+                return Err(unused(flag, "--solver multisplit"));
+            }
+        }
+        let krylov = match solver {
+            Solver::Cg => Some(KrylovSolver::Cg),
+            Solver::CgOverlap => Some(KrylovSolver::CgOverlap),
+            Solver::PipeCg => Some(KrylovSolver::PipeCg),
+            Solver::Jacobi | Solver::Multisplit => None,
+        };
+        if krylov.is_none() && f.pc != Pc::None {
+            return Err(unused(
+                "--pc",
+                "the Krylov solvers (--solver cg, cg-overlap, pipecg)",
+            ));
+        }
+        if f.halo_depth != 1 && solver != Solver::Jacobi {
+            return Err(ConfigError::HaloDepthWith {
+                depth: f.halo_depth,
+                why: format!("applies to --solver jacobi, not to --solver {solver}"),
+            });
+        }
+        Ok(match krylov {
+            Some(solver) => {
+                if f.variant != Variant::Sync {
+                    return Err(ConfigError::KrylovVariant {
+                        solver: solver.solver(),
+                        variant: f.variant,
+                    });
+                }
+                let jacobi_only = |flag| {
+                    unused(
+                        flag,
+                        "--solver jacobi (cg-overlap overlaps the halo exchange of CG)",
+                    )
+                };
+                if f.exchange != Exchange::Waitall {
+                    return Err(jacobi_only("--exchange"));
+                }
+                if f.halo_every != 1 {
+                    return Err(jacobi_only("--halo-every"));
+                }
+                // R, the racy read and the pacing of reductions have no effect on a
+                // synchronous solver; reports of earlier runs carry them at any value.
+                Method::Krylov(Krylov { solver, pc: f.pc })
+            }
+            None if solver == Solver::Multisplit => {
+                if f.exchange != Exchange::Waitall {
+                    return Err(unused(
+                        "--exchange",
+                        "--solver jacobi (an outer iteration of multisplit swaps every halo, \
+                         then solves its block)",
+                    ));
+                }
+                Method::Multisplit(Multisplit {
+                    iteration,
+                    inner: InnerSpec {
+                        solver: f.inner.unwrap_or_default(),
+                        tol: f.inner_tol.unwrap_or(DEFAULT_INNER_TOL),
+                        max: f.inner_max.unwrap_or(DEFAULT_INNER_MAX),
+                    },
+                })
+            }
+            None => Method::Jacobi(Jacobi {
+                iteration,
+                exchange: f.exchange,
+                halo_depth: f.halo_depth,
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every method goes to its flat form and back unchanged.
+    #[test]
+    fn flags_round_trip() {
+        let mut deep = Jacobi::new(Variant::Racy);
+        deep.halo_depth = 4;
+        deep.iteration.max_in_flight = 7;
+        let mut ms = Multisplit::new(Variant::Async, Inner::Jacobi);
+        ms.inner.tol = 0.3;
+        ms.iteration.halo_every = 3;
+        let methods: [Method; 4] = [
+            Method::default(),
+            deep.into(),
+            Krylov {
+                solver: KrylovSolver::PipeCg,
+                pc: Pc::Jacobi,
+            }
+            .into(),
+            ms.into(),
+        ];
+        for m in methods {
+            assert_eq!(Method::from_flags(m.solver(), &m.flags()).unwrap(), m);
+        }
+        assert_eq!(MethodFlags::default(), Method::default().flags());
+    }
+
+    /// A flag set away from its default for a method that does not read it names the flag.
+    #[test]
+    fn flags_of_another_method_are_refused() {
+        let with = |f: fn(&mut MethodFlags)| {
+            let mut flags = MethodFlags::default();
+            f(&mut flags);
+            flags
+        };
+        let cases: [(Solver, MethodFlags, &str); 8] = [
+            (Solver::Jacobi, with(|f| f.pc = Pc::Jacobi), "--pc"),
+            (
+                Solver::Jacobi,
+                with(|f| f.inner = Some(Inner::Cg)),
+                "--inner",
+            ),
+            (Solver::Cg, with(|f| f.inner_max = Some(3)), "--inner-max"),
+            (
+                Solver::Cg,
+                with(|f| f.variant = Variant::Async),
+                "is synchronous",
+            ),
+            (Solver::PipeCg, with(|f| f.halo_every = 2), "--halo-every"),
+            (
+                Solver::CgOverlap,
+                with(|f| f.exchange = Exchange::Overlap),
+                "--exchange",
+            ),
+            (
+                Solver::Multisplit,
+                with(|f| f.exchange = Exchange::Blocking),
+                "--exchange",
+            ),
+            (
+                Solver::Multisplit,
+                with(|f| f.halo_depth = 2),
+                "--halo-depth",
+            ),
+        ];
+        for (solver, flags, flag) in cases {
+            let e = Method::from_flags(solver, &flags).unwrap_err().to_string();
+            assert!(e.contains(flag), "{solver}: '{e}' does not name {flag}");
+        }
+        // What a Krylov solver does not read, at any value in an earlier report, is dropped.
+        let k = Method::from_flags(Solver::Cg, &with(|f| f.max_in_flight = 9)).unwrap();
+        assert_eq!(k, Method::from(KrylovSolver::Cg));
+    }
+}
