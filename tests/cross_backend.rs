@@ -8,7 +8,7 @@
 //! `cargo test --test cross_backend --all-features`; add a word to run only the cases whose
 //! name contains it.
 
-use aiac::jacobi::{self, Config, Dims, Problem, RankRecord, SizeSpec, Variant};
+use aiac::jacobi::{self, Config, Dims, Jacobi, Problem, RankRecord, SizeSpec, Variant};
 use aiac::threads::World;
 use aiac::traits::*;
 use chan_testkit::jobs;
@@ -30,7 +30,6 @@ macro_rules! ensure {
 /// over the process grids of 1 to 4 ranks.
 fn configs() -> Vec<(&'static str, Config)> {
     let laplace = Config {
-        variant: Variant::Sync,
         size: SizeSpec::Global(Dims::new(12, 12, 6)),
         check_every: 7,
         ..Config::default()
@@ -48,7 +47,7 @@ fn configs() -> Vec<(&'static str, Config)> {
 /// The async and racy forms of a configuration, with room to converge.
 fn unsynced(cfg: &Config) -> [Config; 2] {
     [Variant::Async, Variant::Racy].map(|variant| Config {
-        variant,
+        method: Jacobi::new(variant).into(),
         max_iters: 200_000,
         ..cfg.clone()
     })
@@ -143,7 +142,7 @@ fn every_check<C: Context>(ctx: &mut C, backend: &str) -> Check {
             same_iterates(&what, &got, &serial(&cfg)?)?;
         }
         for cfg in unsynced(&cfg) {
-            let what = format!("{what}, {:?}", cfg.variant);
+            let what = format!("{what}, {:?}", cfg.variant());
             let r = jacobi::solve(ctx, &cfg).map_err(|e| format!("{what}: {e}"))?;
             certified(&what, &r, &cfg)?;
         }
@@ -172,7 +171,7 @@ fn in_process() -> Check {
                 same_iterates(&what, r, &want)?;
             }
             for cfg in unsynced(&cfg) {
-                let what = format!("{what}, {:?}", cfg.variant);
+                let what = format!("{what}, {:?}", cfg.variant());
                 for r in jacobi::solve_shared(&cfg, t).map_err(|e| format!("{what}: {e}"))? {
                     certified(&what, &r, &cfg)?;
                 }

@@ -451,7 +451,7 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
     let label = |c: &RunConfig, skip: &[&str]| {
         let l = summary::label(c, &cols, skip);
         if l.is_empty() {
-            c.config.variant.name().to_string()
+            c.config.variant().name().to_string()
         } else {
             l
         }
@@ -593,11 +593,13 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
             "R (messages in flight per channel direction)",
             |c| {
                 c.applies("--max-in-flight")
-                    .then_some(c.config.max_in_flight as f64)
+                    .then_some(c.config.method.flags().max_in_flight as f64)
             },
             |c| {
                 let mut c = c.clone();
-                c.config.max_in_flight = 0;
+                if let Some(it) = c.config.method.iteration_mut() {
+                    it.max_in_flight = 0;
+                }
                 c.key()
             },
             &["R"],
@@ -606,10 +608,12 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
             "vs_N",
             "against N, the halo exchange period",
             "N (iterations between halo exchanges)",
-            |c| Some(c.config.halo_every as f64),
+            |c| Some(c.config.method.flags().halo_every as f64),
             |c| {
                 let mut c = c.clone();
-                c.config.halo_every = 0;
+                if let Some(it) = c.config.method.iteration_mut() {
+                    it.halo_every = 0;
+                }
                 c.key()
             },
             &["N"],

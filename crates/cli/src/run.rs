@@ -11,8 +11,8 @@ use chan_core::Context;
 use chan_threads::World;
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Decomp, Dims, Exchange, Inner, Pc, Plan, Problem, ProcGrid, RacyRead,
-    ReductionKind, Report, RunConfig, SizeSpec, SlowRank, Solver, StopCriterion, Variant,
+    Config, ConfigError, Decomp, Dims, Exchange, Inner, Method, MethodFlags, Pc, Plan, Problem,
+    ProcGrid, RacyRead, ReductionKind, Report, RunConfig, SizeSpec, SlowRank, Solver, Variant,
     MAX_SLOWDOWN,
 };
 use std::path::{Path, PathBuf};
@@ -425,8 +425,10 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The solver configuration the flags describe.
-    pub(crate) fn config(&self) -> Config {
+    /// The solver configuration the flags describe: the method from `--solver` and the flags
+    /// that set it (one given to a method that does not read it is refused), with that
+    /// method's defaults (jacobi's [`Config::new`]) for what was not given.
+    pub(crate) fn config(&self) -> Result<Config, ConfigError> {
         let size = match (self.local, self.global) {
             (_, Some(g)) => SizeSpec::Global(g),
             (Some(l), None) => SizeSpec::Local(l),
@@ -439,25 +441,7 @@ impl RunArgs {
             ProblemArg::Poisson => Problem::Poisson,
         };
         let solver = self.solver.solver();
-        let criterion = if solver.is_krylov() {
-            StopCriterion::RelativeResidual { tol: 1e-8 }
-        } else if solver == Solver::Multisplit {
-            // The relative residual on both problems: the update norm of an inner solve is
-            // not the Jacobi update the Poisson criterion measures.
-            StopCriterion::RelativeResidual { tol: 1e-4 }
-        } else {
-            problem.default_criterion()
-        };
-        let check_every = match (self.check_every, solver) {
-            (Some(k), _) => k,
-            (None, Solver::Cg | Solver::CgOverlap | Solver::PipeCg) => 100,
-            // An outer iteration is a whole inner solve: check each one.
-            (None, Solver::Multisplit) => 1,
-            (None, Solver::Jacobi) => problem.default_check_every(),
-        };
-        Config {
-            problem,
-            solver,
+        let flags = MethodFlags {
             pc: match self.pc {
                 PcArg::None => Pc::None,
                 PcArg::Jacobi => Pc::Jacobi,
@@ -467,24 +451,11 @@ impl RunArgs {
                 VariantArg::Async => Variant::Async,
                 VariantArg::Racy => Variant::Racy,
             },
-            size,
-            grid: self.grid,
-            decomp: match self.decomp {
-                DecompArg::Paper => Decomp::Paper,
-                DecompArg::Z => Decomp::Z,
-            },
             exchange: match self.exchange {
                 ExchangeArg::Waitall => Exchange::Waitall,
                 ExchangeArg::Blocking => Exchange::Blocking,
                 ExchangeArg::Overlap => Exchange::Overlap,
             },
-            criterion: self.tol.map_or(criterion, |t| criterion.with_tol(t)),
-            check_every,
-            // Shared memory has no reduction rounds: K only samples its history there.
-            pace_reductions: self.check_every.is_some()
-                && !solver.is_krylov()
-                && self.variant != VariantArg::Sync
-                && self.backend != BackendArg::Shared,
             halo_every: self.halo_every,
             halo_depth: self.halo_depth,
             max_in_flight: self.max_in_flight,
@@ -492,19 +463,37 @@ impl RunArgs {
                 RacyReadArg::Landed => RacyRead::Landed,
                 RacyReadArg::Always => RacyRead::Always,
             },
-            max_iters: self.max_iters,
-            confirm: !self.no_confirm,
-            slow: self.slow_rank.map(|rank| SlowRank {
-                rank,
-                factor: self.slowdown.unwrap_or(2.0),
-            }),
+            // Shared memory has no reduction rounds: K only samples its history there.
+            pace_reductions: self.check_every.is_some()
+                && self.variant != VariantArg::Sync
+                && self.backend != BackendArg::Shared,
             inner: self.inner.map(|i| match i {
                 InnerArg::Cg => Inner::Cg,
                 InnerArg::Jacobi => Inner::Jacobi,
             }),
             inner_tol: self.inner_tol,
             inner_max: self.inner_max,
-        }
+        };
+        let defaults = Config::new(problem, Method::from_flags(solver, &flags)?);
+        Ok(Config {
+            size,
+            grid: self.grid,
+            decomp: match self.decomp {
+                DecompArg::Paper => Decomp::Paper,
+                DecompArg::Z => Decomp::Z,
+            },
+            criterion: self
+                .tol
+                .map_or(defaults.criterion, |t| defaults.criterion.with_tol(t)),
+            check_every: self.check_every.unwrap_or(defaults.check_every),
+            max_iters: self.max_iters,
+            confirm: !self.no_confirm,
+            slow: self.slow_rank.map(|rank| SlowRank {
+                rank,
+                factor: self.slowdown.unwrap_or(2.0),
+            }),
+            ..defaults
+        })
     }
 }
 
@@ -516,12 +505,12 @@ impl RunArgs {
 
     /// Every check that needs no launcher and no world: the configuration against `-t` ranks
     /// (the process count an MPI job will have), the backend's own limits and the output
-    /// files. Returns the decomposition. `aiac run` calls it for the threads and shared
-    /// backends.
-    pub(crate) fn check(&self) -> Result<Plan, RunError> {
-        let plan = self.check_config()?;
+    /// files. Returns the configuration and its decomposition. `aiac run` calls it for the
+    /// threads and shared backends.
+    pub(crate) fn check(&self) -> Result<(Config, Plan), RunError> {
+        let checked = self.check_config()?;
         check_output(self)?;
-        Ok(plan)
+        Ok(checked)
     }
 
     /// The reduction this run's backend builds: `--reduction`, or the backend's default
@@ -542,8 +531,8 @@ impl RunArgs {
 
     /// [`RunArgs::check`] without the output files: what `aiac sweep` checks for every run
     /// before it starts any (it checks its own output directory).
-    pub(crate) fn check_config(&self) -> Result<Plan, RunError> {
-        let cfg = self.config();
+    pub(crate) fn check_config(&self) -> Result<(Config, Plan), RunError> {
+        let cfg = self.config()?;
         let n = self.threads.unwrap_or(1);
         if n == 0 {
             return Err(ConfigError::NoRanks.into());
@@ -570,13 +559,18 @@ impl RunArgs {
         }
         // Every rank on this machine: threads and shared memory are one process, and a
         // sweep (or a user) starts launched runs here.
-        self.check_plan(&plan, n)?;
-        Ok(plan)
+        self.check_plan(&cfg, &plan, n)?;
+        Ok((cfg, plan))
     }
 
     /// The checks that need the decomposition: the flags that depend on each other, and the
     /// memory `ranks_here` ranks of `plan` need on this machine against what it has.
-    pub(crate) fn check_plan(&self, plan: &Plan, ranks_here: usize) -> Result<(), RunError> {
+    pub(crate) fn check_plan(
+        &self,
+        cfg: &Config,
+        plan: &Plan,
+        ranks_here: usize,
+    ) -> Result<(), RunError> {
         if let (Some(_), ProblemArg::Poisson) = (self.offset, self.problem) {
             return Err(RunError::Invalid(
                 "--offset applies to --problem laplace only: the Poisson problem's boundary \
@@ -593,7 +587,6 @@ impl RunArgs {
                 .into());
             }
         }
-        let cfg = self.config();
         let need = match self.backend.info().shared_memory {
             false => cfg.memory_need(plan),
             true => cfg.shared_memory_need(plan),
@@ -606,14 +599,14 @@ impl RunArgs {
 
     /// The `config` object this run's report will have (what `aiac sweep` records for a run
     /// that fails).
-    pub(crate) fn report_config(&self, plan: &Plan) -> RunConfig {
-        self.run_config(self.threads.unwrap_or(1), plan)
+    pub(crate) fn report_config(&self, cfg: &Config, plan: &Plan) -> RunConfig {
+        self.run_config(cfg, self.threads.unwrap_or(1), plan)
     }
 
-    /// The `config` of the report of this run over `ranks` ranks (its flags checked).
-    fn run_config(&self, ranks: usize, plan: &Plan) -> RunConfig {
+    /// The `config` of the report of this run of `cfg` over `ranks` ranks (its flags checked).
+    fn run_config(&self, cfg: &Config, ranks: usize, plan: &Plan) -> RunConfig {
         let reduction = self.reduction().unwrap_or_default();
-        RunConfig::new(self.backend_name(), ranks, plan, &self.config(), reduction)
+        RunConfig::new(self.backend_name(), ranks, plan, cfg, reduction)
     }
 }
 
@@ -643,7 +636,7 @@ pub fn run_on<C: Context>(
     let converged = rec.converged;
     match jacobi::gather_records(ctx, &rec)? {
         Some(records) => finish(
-            Report::new(args.run_config(ctx.size(), plan), records),
+            Report::new(args.run_config(cfg, ctx.size(), plan), records),
             args,
         ),
         None => Ok(exit_code(converged)),
@@ -676,8 +669,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, RunError> {
 /// `--backend threads`: one rank per thread of this process.
 fn run_threads(args: &RunArgs) -> Result<ExitCode, RunError> {
     // Validate once before starting threads, so bad input gives one message.
-    let plan = args.check()?;
-    let cfg = args.config();
+    let (cfg, plan) = args.check()?;
     // One rank per CPU when they fit (unpinned busy-polling ranks can share a core).
     let world = World::new(args.threads.unwrap_or(1))
         .map_err(|_| ConfigError::NoRanks)?
@@ -690,13 +682,15 @@ fn run_threads(args: &RunArgs) -> Result<ExitCode, RunError> {
 
 /// `--backend shared`: the shared-memory (rayon) variants.
 fn run_shared(args: &RunArgs) -> Result<ExitCode, RunError> {
-    let plan = args.check()?;
-    let cfg = args.config();
+    let (cfg, plan) = args.check()?;
     let progress = (!args.quiet).then(|| RunProgress::start(&cfg));
     let records = jacobi::solve_shared_with(&cfg, &plan, progress.as_ref().map(RunProgress::hook));
     drop(progress);
     let threads = args.threads.unwrap_or(1);
-    finish(Report::new(args.run_config(threads, &plan), records?), args)
+    finish(
+        Report::new(args.run_config(&cfg, threads, &plan), records?),
+        args,
+    )
 }
 
 fn not_built(backend: &str) -> RunError {
@@ -762,16 +756,20 @@ impl Launched for chan_shmem::ShmemCtx {
 #[cfg(any(feature = "mpi", feature = "shmem"))]
 fn run_launched<C: Launched>(mut ctx: C, args: &RunArgs) -> Result<ExitCode, RunError> {
     use std::io::Write;
-    let cfg = &args.config();
     let (rank, size) = (ctx.rank(), ctx.size());
     let here = launched_local_size().unwrap_or(1);
     let checked = job_matches::<C>(args, size)
         .and_then(|()| args.reduction().map_err(RunError::from))
-        .and_then(|_| cfg.plan(size).map_err(RunError::from))
-        .and_then(|plan| args.check_plan(&plan, here).map(|()| plan))
-        .and_then(|plan| match rank {
-            0 => check_output(args).map(|()| plan),
-            _ => Ok(plan),
+        .and_then(|_| args.config().map_err(RunError::from))
+        .and_then(|cfg| {
+            cfg.plan(size)
+                .map(|plan| (cfg, plan))
+                .map_err(RunError::from)
+        })
+        .and_then(|(cfg, plan)| args.check_plan(&cfg, &plan, here).map(|()| (cfg, plan)))
+        .and_then(|checked| match rank {
+            0 => check_output(args).map(|()| checked),
+            _ => Ok(checked),
         });
     // The lowest rank that refused, or none (infinity).
     let mut vote = [match &checked {
@@ -779,8 +777,8 @@ fn run_launched<C: Launched>(mut ctx: C, args: &RunArgs) -> Result<ExitCode, Run
         Err(_) => rank as f64,
     }];
     let voted = ctx.all_reduce(&mut vote, chan_core::ReduceOp::Min);
-    let plan = match (checked, voted) {
-        (Ok(plan), Ok(())) if vote[0].is_infinite() => plan,
+    let (cfg, plan) = match (checked, voted) {
+        (Ok(checked), Ok(())) if vote[0].is_infinite() => checked,
         (checked, voted) => {
             let printer = voted.is_err() || vote[0] == rank as f64;
             if let (Err(e), true) = (&checked, printer) {
@@ -798,7 +796,7 @@ fn run_launched<C: Launched>(mut ctx: C, args: &RunArgs) -> Result<ExitCode, Run
             return Err(RunError::AlreadyReported);
         }
     };
-    match run_on(&mut ctx, cfg, &plan, args) {
+    match run_on(&mut ctx, &cfg, &plan, args) {
         Ok(code) => {
             ctx.finalize()
                 .map_err(|e| RunError::Launch(format!("{} finalize: {e}", C::NAME)))?;
@@ -1001,7 +999,7 @@ pub(crate) fn rank_csv(run: &Report) -> Csv {
             r.messages.superseded.to_string(),
             crate::output::opt((n > 0).then(|| sum as f64 / n as f64)),
             crate::output::opt(r.error_max),
-            run.config.config.solver.name().to_string(),
+            run.config.config.solver().name().to_string(),
             crate::output::opt(r.krylov.as_ref().map(|k| k.reduce_flight_s)),
             crate::output::opt(r.krylov.as_ref().map(|k| k.reduce_wait_s)),
             r.krylov
@@ -1073,15 +1071,14 @@ mod tests {
             ],
         ] {
             let args = crate::parse_run_args(argv).unwrap();
-            let plan = args.check_config().unwrap();
-            let cfg = args.config();
+            let (cfg, plan) = args.check_config().unwrap();
             let n = args.threads.unwrap_or(1);
             let records = World::new(n)
                 .unwrap()
                 .run(|ctx| jacobi::solve_with(ctx, &cfg, &plan, None).unwrap());
-            let report = Report::new(args.run_config(n, &plan), records);
+            let report = Report::new(args.run_config(&cfg, n, &plan), records);
             let v = serde_json::to_value(&report).unwrap();
-            let failed = serde_json::to_value(args.report_config(&plan)).unwrap();
+            let failed = serde_json::to_value(args.report_config(&cfg, &plan)).unwrap();
             assert_eq!(v["config"], failed, "{argv:?}");
             assert_eq!(v["config"]["reduction"], "tree", "{argv:?}");
         }

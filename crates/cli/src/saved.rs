@@ -67,8 +67,8 @@ impl ConfigExt for RunConfig {
     fn applies(&self, flag: &str) -> bool {
         applies(
             flag,
-            self.config.solver.name(),
-            self.config.variant.name(),
+            self.config.solver().name(),
+            self.config.variant().name(),
             &self.backend,
             "",
         )
@@ -96,7 +96,7 @@ impl ConfigExt for RunConfig {
     }
 
     fn variant(&self) -> Variant {
-        self.config.variant
+        self.config.variant()
     }
 }
 

@@ -84,7 +84,7 @@ pub const COLUMNS: &[Column] = &[
     Column {
         header: "solver",
         name: "",
-        value: |c| c.config.solver.name().into(),
+        value: |c| c.config.solver().name().into(),
         always: false,
     },
     Column {
@@ -102,7 +102,7 @@ pub const COLUMNS: &[Column] = &[
         name: "pc",
         value: |c| {
             if c.applies("--pc") {
-                c.config.pc.name().into()
+                c.config.method.flags().pc.name().into()
             } else {
                 "-".into()
             }
@@ -114,7 +114,7 @@ pub const COLUMNS: &[Column] = &[
         name: "",
         value: |c| {
             if c.applies("--variant") {
-                c.config.variant.name().into()
+                c.config.variant().name().into()
             } else {
                 "-".into()
             }
@@ -168,7 +168,7 @@ pub const COLUMNS: &[Column] = &[
         name: "",
         value: |c| {
             if c.applies("--exchange") {
-                c.config.exchange.name().into()
+                c.config.method.flags().exchange.name().into()
             } else {
                 "-".into()
             }
@@ -180,7 +180,7 @@ pub const COLUMNS: &[Column] = &[
         name: "R",
         value: |c| {
             if c.applies("--max-in-flight") {
-                c.config.max_in_flight.to_string()
+                c.config.method.flags().max_in_flight.to_string()
             } else {
                 "-".into()
             }
@@ -204,7 +204,7 @@ pub const COLUMNS: &[Column] = &[
         name: "N",
         value: |c| {
             if c.applies("--halo-every") {
-                c.config.halo_every.to_string()
+                c.config.method.flags().halo_every.to_string()
             } else {
                 "-".into()
             }
@@ -216,7 +216,7 @@ pub const COLUMNS: &[Column] = &[
         name: "k",
         value: |c| {
             if c.applies("--halo-depth") {
-                c.config.halo_depth.to_string()
+                c.config.halo_depth().to_string()
             } else {
                 "-".into()
             }
@@ -227,9 +227,9 @@ pub const COLUMNS: &[Column] = &[
         header: "K",
         name: "K",
         value: |c| {
-            let paced = c.config.pace_reductions
-                || c.config.variant == jacobi::Variant::Sync
-                || c.config.solver.is_krylov();
+            let paced = c.config.method.flags().pace_reductions
+                || c.config.variant() == jacobi::Variant::Sync
+                || c.config.solver().is_krylov();
             if c.applies("--check-every") && paced {
                 c.config.check_every.to_string()
             } else {
@@ -611,13 +611,13 @@ pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
         }
         row.extend([
             c.backend.clone(),
-            c.config.variant.name().into(),
+            c.config.variant().name().into(),
             c.ranks.to_string(),
             col("problem"),
             col("size"),
             col("exchange"),
             col("R"),
-            c.config.halo_every.to_string(),
+            c.config.method.flags().halo_every.to_string(),
             col("K"),
             col("tol"),
             c.config.max_iters.to_string(),
@@ -643,7 +643,7 @@ pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
             None => row.extend(std::iter::repeat_n(String::new(), 15)),
         }
         row.extend([
-            c.config.solver.name().to_string(),
+            c.config.solver().name().to_string(),
             col("pc"),
             opt(o.run().and_then(Report::reductions_hidden)),
             c.config

@@ -536,10 +536,10 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
     // Every R, also those no run of this sweep will use (racy off MPI): a bad value is a
     // mistake whatever the runs.
     for &r in &args.max_in_flight {
-        let cfg = jacobi::Config {
-            max_in_flight: r,
-            ..jacobi::Config::default()
-        };
+        let mut cfg = jacobi::Config::default();
+        if let Some(it) = cfg.method.iteration_mut() {
+            it.max_in_flight = r;
+        }
         cfg.validate().map_err(RunError::from)?;
     }
     let exe = std::env::current_exe()
@@ -579,10 +579,10 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
                 .trim_start_matches("error: ");
             RunError::Invalid(format!("{first} (in the run {})", p.label))
         })?;
-        let plan = run_args
+        let (cfg, plan) = run_args
             .check_config()
             .map_err(|e| RunError::Invalid(format!("{e} (in the run {})", p.label)))?;
-        let config = run_args.report_config(&plan);
+        let config = run_args.report_config(&cfg, &plan);
         planned.push((p, stem, json, argv, config));
     }
     // Last, the output directory (created when missing): nothing exists before all is right.

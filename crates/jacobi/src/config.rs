@@ -3,6 +3,7 @@
 //! one message naming the flag.
 
 use crate::geometry::{Dims, Plan, ProcGrid};
+use crate::method::{Jacobi, Method, MethodFlags};
 use crate::problem::{Problem, StopCriterion};
 use serde::{Deserialize, Serialize};
 
@@ -278,11 +279,6 @@ pub const MIN_TOL: f64 = f64::EPSILON;
 /// than the messages they save.
 pub const MAX_HALO_DEPTH: u64 = 16;
 
-/// serde's default for fields that older reports lack.
-fn one() -> u64 {
-    1
-}
-
 /// Rounding floor of the relative residual, per unit of `|offset|`, on a grid of `nz` planes
 /// (see [`Config::max_offset`]).
 fn offset_floor_per_unit(nz: usize) -> f64 {
@@ -327,56 +323,33 @@ pub struct SlowRank {
     pub factor: f64,
 }
 
-/// One run of the solver.
+/// One run of the solver: the problem, the method, the grid, when to stop. What only one
+/// method reads lives in its [`Method`].
+///
+/// A report stores it flat, as the flags are given (`solver`, `variant`, `pc`, …: the
+/// [`MethodFlags`] of the method, every setting the method does not read at its default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "ConfigRecord", into = "ConfigRecord")]
 pub struct Config {
     /// The equation, its boundary values and starting guess.
     pub problem: Problem,
-    /// The iterative method: Jacobi (the default) or a Krylov solver.
-    #[serde(default)]
-    pub solver: Solver,
-    /// The Krylov solvers' preconditioner.
-    #[serde(default)]
-    pub pc: Pc,
-    /// sync, async or racy (Jacobi; the Krylov solvers are sync only).
-    pub variant: Variant,
+    /// The iterative method and its settings.
+    pub method: Method,
     /// The grid size.
     pub size: SizeSpec,
     /// `--grid`: the process grid, instead of the one `decomp` gives.
     pub grid: Option<ProcGrid>,
     /// `--decomp`: the shape of the process grid when `--grid` is not given.
     pub decomp: Decomp,
-    /// `--exchange`: how the sync variant swaps halos.
-    pub exchange: Exchange,
     /// When to stop.
     pub criterion: StopCriterion,
     /// K. Krylov solvers: compute the true residual b − A x every K iterations and replace
     /// the recurrence residual when the two have drifted apart. Sync: reduce the global
     /// residual every K iterations. Async and racy over channels:
-    /// with [`Config::pace_reductions`], start a round of the non-blocking reduction no sooner
-    /// than K iterations after the previous one started. Shared-memory async and racy: record
-    /// the running residual in the history every K iterations.
+    /// with [`crate::BlockIteration::pace_reductions`], start a round of the non-blocking reduction
+    /// no sooner than K iterations after the previous one started. Shared-memory async and
+    /// racy: record the running residual in the history every K iterations.
     pub check_every: u64,
-    /// Async and racy over channels: pace the non-blocking reduction by
-    /// [`Config::check_every`] (`--check-every` given). Off (the default, the paper's
-    /// scheme): a round restarts as soon as the previous one returns.
-    #[serde(default)]
-    pub pace_reductions: bool,
-    /// Exchange halos every N iterations (sync: blocking swap; async/racy: offer the faces).
-    pub halo_every: u64,
-    /// `--halo-depth k`: the sync Jacobi variant exchanges halos k planes deep every k
-    /// iterations and does the k sweeps on its block grown by the ghost zone, as one
-    /// wavefront (temporal blocking); the iterates are bit for bit those of k = 1. Async and
-    /// racy send k-deep faces every `halo_every` iterations and advance a fresh ghost zone
-    /// with the block (crate `deep` module docs). Absent in reports written before the flag
-    /// existed: 1.
-    #[serde(default = "one")]
-    pub halo_depth: u64,
-    /// R: messages in flight per channel direction (async, racy).
-    pub max_in_flight: usize,
-    /// Racy over channels: when the halo view is read.
-    #[serde(default)]
-    pub racy_read: RacyRead,
     /// No rank iterates more than this.
     pub max_iters: u64,
     /// Certify a convergence claim with a synchronous exchange and reduction of the true
@@ -384,18 +357,60 @@ pub struct Config {
     pub confirm: bool,
     /// `--slow-rank K --slowdown F`.
     pub slow: Option<SlowRank>,
-    /// Multisplitting's inner solver (`--inner`; [`Inner::Cg`] when not given). Only
-    /// `--solver multisplit` takes it.
+}
+
+/// [`Config`] as a report stores it: the method's settings flat beside `solver`.
+#[derive(Serialize, Deserialize)]
+struct ConfigRecord {
+    problem: Problem,
     #[serde(default)]
-    pub inner: Option<Inner>,
-    /// Multisplitting: an inner solve stops when its block's residual has fallen by this
-    /// factor (`--inner-tol`, from 0 exclusive to 1 exclusive; [`DEFAULT_INNER_TOL`]).
-    #[serde(default)]
-    pub inner_tol: Option<f64>,
-    /// Multisplitting: inner iterations per outer iteration at most (`--inner-max`, at least
-    /// 1; [`DEFAULT_INNER_MAX`]).
-    #[serde(default)]
-    pub inner_max: Option<u64>,
+    solver: Solver,
+    #[serde(flatten)]
+    method: MethodFlags,
+    size: SizeSpec,
+    grid: Option<ProcGrid>,
+    decomp: Decomp,
+    criterion: StopCriterion,
+    check_every: u64,
+    max_iters: u64,
+    confirm: bool,
+    slow: Option<SlowRank>,
+}
+
+impl TryFrom<ConfigRecord> for Config {
+    type Error = ConfigError;
+    fn try_from(r: ConfigRecord) -> Result<Self, ConfigError> {
+        Ok(Config {
+            problem: r.problem,
+            method: Method::from_flags(r.solver, &r.method)?,
+            size: r.size,
+            grid: r.grid,
+            decomp: r.decomp,
+            criterion: r.criterion,
+            check_every: r.check_every,
+            max_iters: r.max_iters,
+            confirm: r.confirm,
+            slow: r.slow,
+        })
+    }
+}
+
+impl From<Config> for ConfigRecord {
+    fn from(c: Config) -> Self {
+        ConfigRecord {
+            problem: c.problem,
+            solver: c.method.solver(),
+            method: c.method.flags(),
+            size: c.size,
+            grid: c.grid,
+            decomp: c.decomp,
+            criterion: c.criterion,
+            check_every: c.check_every,
+            max_iters: c.max_iters,
+            confirm: c.confirm,
+            slow: c.slow,
+        }
+    }
 }
 
 /// Multisplitting's inner solve, resolved: the solver, its relative tolerance, its iteration
@@ -411,31 +426,56 @@ pub struct InnerSpec {
 }
 
 impl Default for Config {
-    /// The paper's defaults: Laplace, sync, 50³ per rank, relative residual below 1e-4,
-    /// check every 100, halo every iteration, R = 2.
+    /// The paper's: Laplace, Jacobi's sync variant, 50³ per rank, relative residual below
+    /// 1e-4, checked every 100 iterations, halo every iteration, R = 2.
     fn default() -> Self {
+        Config::new(Problem::Laplace { offset: 0.0 }, Method::default())
+    }
+}
+
+impl Config {
+    /// `method` on `problem` with each method's defaults, 50³ per rank, the paper's process
+    /// grid: Jacobi stops as the problem's literature does ([`Problem::default_criterion`],
+    /// [`Problem::default_check_every`]); the Krylov solvers on the relative residual ‖b −
+    /// A x‖₂/‖b‖₂ below 1e-8, recomputing the true residual every 100 iterations;
+    /// multisplitting on the relative residual below 1e-4 on every problem (the update norm
+    /// of an inner solve is not the Jacobi update the Poisson criterion measures), checked
+    /// every outer iteration (each is a whole inner solve).
+    pub fn new(problem: Problem, method: Method) -> Self {
+        let (criterion, check_every) = match method {
+            Method::Jacobi(_) => (problem.default_criterion(), problem.default_check_every()),
+            Method::Krylov(_) => (StopCriterion::RelativeResidual { tol: 1e-8 }, 100),
+            Method::Multisplit(_) => (StopCriterion::RelativeResidual { tol: 1e-4 }, 1),
+        };
         Config {
-            problem: Problem::Laplace { offset: 0.0 },
-            solver: Solver::Jacobi,
-            pc: Pc::None,
-            variant: Variant::Sync,
+            problem,
+            method,
             size: SizeSpec::Local(Dims::cube(50)),
             grid: None,
             decomp: Decomp::Paper,
-            exchange: Exchange::Waitall,
-            criterion: StopCriterion::RelativeResidual { tol: 1e-4 },
-            check_every: 100,
-            pace_reductions: false,
-            halo_every: 1,
-            halo_depth: 1,
-            max_in_flight: 2,
-            racy_read: RacyRead::Landed,
+            criterion,
+            check_every,
             max_iters: 1_000_000,
             confirm: true,
             slow: None,
-            inner: None,
-            inner_tol: None,
-            inner_max: None,
+        }
+    }
+
+    /// The `--solver` value.
+    pub fn solver(&self) -> Solver {
+        self.method.solver()
+    }
+
+    /// The variant (the Krylov solvers are sync).
+    pub fn variant(&self) -> Variant {
+        self.method.variant()
+    }
+
+    /// The halo depth k (1 but for Jacobi with `--halo-depth`).
+    pub fn halo_depth(&self) -> u64 {
+        match self.method {
+            Method::Jacobi(j) => j.halo_depth,
+            _ => 1,
         }
     }
 }
@@ -630,29 +670,9 @@ impl Config {
         if self.check_every == 0 {
             return Err(ConfigError::CheckEvery);
         }
-        if self.halo_every == 0 {
-            return Err(ConfigError::HaloEvery);
-        }
-        self.validate_halo_depth()?;
-        // The channel layer's own check (R ≥ 1 and its upper limit), as one message.
-        if let Err(e) = chan_core::ChannelConfig::new(1, self.max_in_flight) {
-            return Err(ConfigError::MaxInFlight(e.to_string()));
-        }
+        self.validate_method()?;
         if self.max_iters == 0 {
             return Err(ConfigError::MaxIters);
-        }
-        if self.solver.is_krylov() {
-            self.validate_krylov()?;
-        } else if self.pc != Pc::None {
-            return Err(ConfigError::SolverFlag {
-                flag: "--pc",
-                applies: "the Krylov solvers (--solver cg, cg-overlap, pipecg)",
-                solver: self.solver,
-            });
-        }
-        self.validate_multisplit()?;
-        if self.exchange != Exchange::Waitall && self.variant != Variant::Sync {
-            return Err(ConfigError::ExchangeNeedsSync(self.exchange.name()));
         }
         self.problem.validate()?;
         let dims = match self.size {
@@ -669,35 +689,61 @@ impl Config {
         Ok(())
     }
 
-    /// What `--halo-depth k` with k > 1 needs: Jacobi; in the sync variant the default
+    /// The method's settings, each in its range, and with the criterion: the Krylov solvers
+    /// and multisplitting stop on the relative residual only.
+    fn validate_method(&self) -> Result<(), ConfigError> {
+        let update_norm = matches!(self.criterion, StopCriterion::UpdateNorm { .. });
+        match &self.method {
+            Method::Jacobi(j) => {
+                j.iteration.validate()?;
+                self.validate_halo_depth(j)?;
+                if j.exchange != Exchange::Waitall && j.iteration.variant != Variant::Sync {
+                    return Err(ConfigError::ExchangeNeedsSync(j.exchange.name()));
+                }
+            }
+            Method::Krylov(k) if update_norm => {
+                return Err(ConfigError::KrylovCriterion(k.solver.solver()))
+            }
+            Method::Krylov(_) => {}
+            Method::Multisplit(m) => {
+                m.iteration.validate()?;
+                let t = m.inner.tol;
+                if !(t > 0.0 && t < 1.0) {
+                    return Err(ConfigError::InnerTol(t));
+                }
+                if m.inner.max == 0 {
+                    return Err(ConfigError::InnerMax);
+                }
+                if update_norm {
+                    return Err(ConfigError::MultisplitCriterion);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What Jacobi's `--halo-depth k` with k > 1 needs: in the sync variant the default
     /// exchange, a halo every iteration (the deep exchange is the halo of k iterations), and a
     /// check period K that is a multiple of k (the fused residual of the k-th sweep is the one
     /// k = 1 computes at the same iteration, so the run stops at the same iteration).
-    fn validate_halo_depth(&self) -> Result<(), ConfigError> {
-        let depth = self.halo_depth;
+    fn validate_halo_depth(&self, j: &Jacobi) -> Result<(), ConfigError> {
+        let depth = j.halo_depth;
         if !(1..=MAX_HALO_DEPTH).contains(&depth) {
             return Err(ConfigError::HaloDepth(depth));
         }
-        if depth == 1 {
-            return Ok(());
-        }
-        let why = if self.solver != Solver::Jacobi {
-            format!(
-                "applies to --solver jacobi, not to --solver {}",
-                self.solver
-            )
-        } else if self.variant != Variant::Sync {
+        if depth == 1 || j.iteration.variant != Variant::Sync {
             return Ok(()); // async and racy: any N, any K (docs/architecture.md)
-        } else if self.exchange != Exchange::Waitall {
+        }
+        let why = if j.exchange != Exchange::Waitall {
             format!(
                 "uses its own exchange: it does not combine with --exchange {}",
-                self.exchange.name()
+                j.exchange.name()
             )
-        } else if self.halo_every != 1 {
+        } else if j.iteration.halo_every != 1 {
             format!(
                 "exchanges every {depth} iterations by itself in the sync variant: it needs \
                  --halo-every 1, got {}",
-                self.halo_every
+                j.iteration.halo_every
             )
         } else if self.check_every % depth != 0 {
             format!(
@@ -711,81 +757,12 @@ impl Config {
         Err(ConfigError::HaloDepthWith { depth, why })
     }
 
-    /// What a Krylov solver cannot do: run asynchronously, swap halos other than every
-    /// iteration, stop on the update norm.
-    fn validate_krylov(&self) -> Result<(), ConfigError> {
-        let solver = self.solver;
-        if self.variant != Variant::Sync {
-            return Err(ConfigError::KrylovVariant {
-                solver,
-                variant: self.variant,
-            });
-        }
-        let jacobi_only = |flag| ConfigError::SolverFlag {
-            flag,
-            applies: "--solver jacobi (cg-overlap overlaps the halo exchange of CG)",
-            solver,
-        };
-        if self.exchange != Exchange::Waitall {
-            return Err(jacobi_only("--exchange"));
-        }
-        if self.halo_every != 1 {
-            return Err(jacobi_only("--halo-every"));
-        }
-        if let StopCriterion::UpdateNorm { .. } = self.criterion {
-            return Err(ConfigError::KrylovCriterion(solver));
-        }
-        Ok(())
-    }
-
-    /// Multisplitting's flags: only with `--solver multisplit`, each in its range; and what
-    /// multisplitting cannot do (swap halos other than `--exchange waitall`, stop on the update
-    /// norm).
-    fn validate_multisplit(&self) -> Result<(), ConfigError> {
-        if self.solver != Solver::Multisplit {
-            let given = [
-                (self.inner.is_some(), "--inner"),
-                (self.inner_tol.is_some(), "--inner-tol"),
-                (self.inner_max.is_some(), "--inner-max"),
-            ];
-            if let Some((_, flag)) = given.into_iter().find(|g| g.0) {
-                return Err(ConfigError::SolverFlag {
-                    flag,
-                    applies: "--solver multisplit",
-                    solver: self.solver,
-                });
-            }
-            return Ok(());
-        }
-        if let Some(t) = self.inner_tol {
-            if !(t > 0.0 && t < 1.0) {
-                return Err(ConfigError::InnerTol(t));
-            }
-        }
-        if self.inner_max == Some(0) {
-            return Err(ConfigError::InnerMax);
-        }
-        if self.exchange != Exchange::Waitall {
-            return Err(ConfigError::SolverFlag {
-                flag: "--exchange",
-                applies: "--solver jacobi (an outer iteration of multisplit swaps every halo, \
-                          then solves its block)",
-                solver: self.solver,
-            });
-        }
-        if let StopCriterion::UpdateNorm { .. } = self.criterion {
-            return Err(ConfigError::MultisplitCriterion);
-        }
-        Ok(())
-    }
-
-    /// Multisplitting's inner solve, defaults filled in; `None` for every other solver.
+    /// Multisplitting's inner solve; `None` for every other method.
     pub fn inner_spec(&self) -> Option<InnerSpec> {
-        (self.solver == Solver::Multisplit).then(|| InnerSpec {
-            solver: self.inner.unwrap_or_default(),
-            tol: self.inner_tol.unwrap_or(DEFAULT_INNER_TOL),
-            max: self.inner_max.unwrap_or(DEFAULT_INNER_MAX),
-        })
+        match self.method {
+            Method::Multisplit(m) => Some(m.inner),
+            _ => None,
+        }
     }
 
     /// Validate against a world of `size` ranks and resolve the decomposition.
@@ -812,14 +789,14 @@ impl Config {
             SizeSpec::Global(d) => Plan::split(d, procs),
         }?;
         if let Some(a) = (0..3).find(|&a| {
-            plan.procs.0.to_array()[a] > 1 && (plan.local.to_array()[a] as u64) < self.halo_depth
+            plan.procs.0.to_array()[a] > 1 && (plan.local.to_array()[a] as u64) < self.halo_depth()
         }) {
             return Err(ConfigError::HaloDepthWith {
-                depth: self.halo_depth,
+                depth: self.halo_depth(),
                 why: format!(
                     "needs at least {} points per rank along {} (a ghost zone comes from the \
                      neighbour's own points), got {}",
-                    self.halo_depth,
+                    self.halo_depth(),
                     ["x", "y", "z"][a],
                     plan.local.to_array()[a]
                 ),
@@ -903,8 +880,14 @@ mod tests {
                 "--tol",
             ),
             (with(|c| c.check_every = 0), "--check-every"),
-            (with(|c| c.halo_every = 0), "--halo-every"),
-            (with(|c| c.max_in_flight = 0), "--max-in-flight"),
+            (
+                with(|c| c.method.iteration_mut().unwrap().halo_every = 0),
+                "--halo-every",
+            ),
+            (
+                with(|c| c.method.iteration_mut().unwrap().max_in_flight = 0),
+                "--max-in-flight",
+            ),
             (with(|c| c.max_iters = 0), "--max-iters"),
             (
                 with(|c| c.problem = Problem::Laplace { offset: f64::NAN }),
@@ -1036,9 +1019,43 @@ mod tests {
         );
     }
 
+    /// A report's `config` is flat, as before the method type: every method goes to JSON and
+    /// back unchanged, and a multisplit report that left its inner solver `null` reads with
+    /// the defaults.
+    #[test]
+    fn reports_store_the_method_flat() {
+        let mut ms = crate::Multisplit::new(Variant::Racy, Inner::Jacobi);
+        ms.inner.max = 7;
+        for method in [
+            Method::default(),
+            crate::KrylovSolver::PipeCg.into(),
+            ms.into(),
+        ] {
+            let c = Config::new(Problem::Poisson, method);
+            let v = serde_json::to_value(&c).unwrap();
+            assert_eq!(v["solver"], c.solver().name(), "{v}");
+            assert_eq!(v["variant"], c.variant().name(), "{v}");
+            assert!(v.get("method").is_none(), "{v}");
+            assert_eq!(serde_json::from_value::<Config>(v).unwrap(), c);
+        }
+        let mut v = serde_json::to_value(Config::new(Problem::Poisson, ms.into())).unwrap();
+        for k in ["inner", "inner_tol", "inner_max"] {
+            v[k] = serde_json::Value::Null;
+        }
+        let back: Config = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(back.inner_spec().unwrap().max, DEFAULT_INNER_MAX);
+        // A flag the method does not read is refused on reading too.
+        v["solver"] = "jacobi".into();
+        v["pc"] = "jacobi".into();
+        let e = serde_json::from_value::<Config>(v).unwrap_err().to_string();
+        assert!(e.contains("--pc"), "{e}");
+    }
+
     #[test]
     fn r_beyond_the_channel_limit() {
-        let e = with(|c| c.max_in_flight = usize::MAX).plan(1).unwrap_err();
+        let e = with(|c| c.method.iteration_mut().unwrap().max_in_flight = usize::MAX)
+            .plan(1)
+            .unwrap_err();
         assert!(e.to_string().starts_with("--max-in-flight"), "{e}");
     }
 }

@@ -89,6 +89,7 @@ use crate::config::{RacyRead, Variant};
 use crate::field::copy_row;
 use crate::geometry::{Axis, Face, Geometry, GlobalIdx, Plan};
 use crate::kernel::{self, Grid, Lanes, Region, Shape, ROW_ALIGN};
+use crate::method::Jacobi;
 use crate::problem::Problem;
 use crate::progress::Progress;
 use crate::record::StopReason;
@@ -612,26 +613,29 @@ impl Iterate for DeepField {
 pub(crate) fn solve_rank<C: Context>(
     ctx: &mut C,
     cfg: &Config,
+    jacobi: &Jacobi,
     plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<RankOutcome, Error> {
     let block = Block::of_rank(ctx, cfg, plan)?;
-    let depth = usize::try_from(cfg.halo_depth).expect("validated: at most 16");
+    let depth = usize::try_from(jacobi.halo_depth).expect("validated: at most 16");
+    let scheme = jacobi.iteration;
     let field = DeepField::new(
         &block.geom,
         &cfg.problem,
         depth,
-        cfg.variant != Variant::Sync,
+        scheme.variant != Variant::Sync,
     );
     let mut run = Run::new(
         cfg,
+        scheme,
         ctx.rank(),
         field,
         block.faces,
         (block.interior, block.shell),
         progress,
     );
-    let (stop, true_value, time, channels) = match cfg.variant {
+    let (stop, true_value, time, channels) = match scheme.variant {
         Variant::Sync => {
             let specs = specs(&run.field, &run.faces, 0, 1)?;
             let mut chans = ctx.open::<Sync>(&specs)?;
@@ -719,11 +723,11 @@ impl Run<'_, DeepField> {
         Channel<C::Backend, M>: DeepSource,
     {
         let criterion = self.cfg.criterion;
-        let specs = specs(&self.field, &self.faces, 0, self.cfg.max_in_flight)?;
+        let specs = specs(&self.field, &self.faces, 0, self.scheme.max_in_flight)?;
         let mut chans = ctx.open::<M>(&specs)?;
         let cert_specs = specs_for_cert(&self.field, &self.faces)?;
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
-        let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg);
+        let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg, &self.scheme);
         ctx.barrier()?;
         self.start = Instant::now();
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
@@ -739,7 +743,7 @@ impl Run<'_, DeepField> {
             if self.it < max_iters {
                 let t = Instant::now();
                 for ((ch, &face), &fl) in chans.iter_mut().zip(&self.faces).zip(&floor) {
-                    ch.take(&mut self.field, face, fl, self.cfg.racy_read)?;
+                    ch.take(&mut self.field, face, fl, self.scheme.racy_read)?;
                 }
                 self.comm += t.elapsed();
                 let t = Instant::now();
@@ -747,7 +751,7 @@ impl Run<'_, DeepField> {
                 slow_down(self.slowdown, t.elapsed());
                 self.compute += t.elapsed();
                 self.it += 1;
-                if self.it % self.cfg.halo_every == 0 {
+                if self.it % self.scheme.halo_every == 0 {
                     let t = Instant::now();
                     for (ch, &face) in chans.iter_mut().zip(&self.faces) {
                         ch.set_iteration(self.it);
@@ -847,7 +851,7 @@ mod tests {
     use crate::geometry::{Dims, ProcGrid};
     use crate::record::RankRecord;
     use crate::tests::common::{cfg, noise, run_threads};
-    use crate::{SizeSpec, Variant};
+    use crate::{Method, SizeSpec, Variant};
 
     /// A block of sweeps in tiles along y (any tile height, any k, with and without ghost
     /// zones below and above in y, with a source term) computes every point of both arrays
@@ -1025,7 +1029,7 @@ mod tests {
                 }
                 let what = format!("{} on {}, k {k}", plan.global, plan.procs);
                 let mut d = c.clone();
-                d.halo_depth = k;
+                d.method.jacobi_mut().unwrap().halo_depth = k;
                 let (rk, sk, _) = run_threads(&d, n);
                 for (a, b) in r1.iter().zip(&rk) {
                     assert_eq!(a.iterations, b.iterations, "{what}");
@@ -1061,7 +1065,7 @@ mod tests {
             let mut cut = c.clone();
             cut.max_iters = 23;
             let (a, sa, _) = run_threads(&cut, n);
-            cut.halo_depth = 3;
+            cut.method.jacobi_mut().unwrap().halo_depth = 3;
             let (b, sb, _) = run_threads(&cut, n);
             assert_eq!(a[0].iterations, 23);
             assert_eq!(b[0].iterations, 23);
@@ -1261,8 +1265,9 @@ mod tests {
                 let mut c = cfg(Dims::cube(1), variant);
                 c.size = SizeSpec::Local(Dims::new(7, 6, 5));
                 c.grid = grid;
-                c.halo_depth = k;
-                c.halo_every = every;
+                let j = c.method.jacobi_mut().unwrap();
+                j.halo_depth = k;
+                j.iteration.halo_every = every;
                 let (recs, _, _) = run_threads(&c, n);
                 let tol = c.criterion.tol();
                 for r in &recs {
@@ -1279,63 +1284,53 @@ mod tests {
     /// What the deep exchange cannot do is refused, naming the flag.
     #[test]
     fn unsupported_combinations_are_refused() {
-        let base = || Config {
-            halo_depth: 2,
-            ..Config::default()
+        let base = |f: fn(&mut Jacobi)| {
+            let mut j = Jacobi {
+                halo_depth: 2,
+                ..Jacobi::default()
+            };
+            f(&mut j);
+            Config {
+                method: j.into(),
+                ..Config::default()
+            }
         };
         let err = |c: Config| c.validate().unwrap_err().to_string();
-        assert!(err(Config {
-            halo_depth: 0,
-            ..base()
-        })
-        .contains("--halo-depth"));
-        assert!(err(Config {
-            halo_depth: 17,
-            ..base()
-        })
-        .contains("--halo-depth"));
+        assert!(err(base(|j| j.halo_depth = 0)).contains("--halo-depth"));
+        assert!(err(base(|j| j.halo_depth = 17)).contains("--halo-depth"));
         assert!(err(Config {
             check_every: 5,
-            ..base()
+            ..base(|_| {})
         })
         .contains("--check-every"));
-        assert!(err(Config {
-            halo_every: 2,
-            ..base()
-        })
-        .contains("--halo-every"));
-        assert!(err(Config {
-            exchange: crate::Exchange::Overlap,
-            ..base()
-        })
-        .contains("--exchange"));
-        assert!(err(Config {
-            solver: crate::Solver::Cg,
-            ..base()
-        })
-        .contains("--solver"));
+        assert!(err(base(|j| j.iteration.halo_every = 2)).contains("--halo-every"));
+        assert!(err(base(|j| j.exchange = crate::Exchange::Overlap)).contains("--exchange"));
+        // The other methods have no deep halo: the flag is refused for them.
+        let flags = crate::MethodFlags {
+            halo_depth: 2,
+            ..Default::default()
+        };
+        let from = |solver| Method::from_flags(solver, &flags).unwrap_err().to_string();
+        assert!(from(crate::Solver::Cg).contains("--solver"));
         // The deep loop sweeps: multisplit's inner solve has no deep form.
         for variant in [Variant::Sync, Variant::Async] {
-            assert!(err(Config {
-                solver: crate::Solver::Multisplit,
-                variant,
-                ..base()
-            })
-            .contains("--solver multisplit"));
+            let flags = crate::MethodFlags { variant, ..flags };
+            let e = Method::from_flags(crate::Solver::Multisplit, &flags).unwrap_err();
+            assert!(e.to_string().contains("--solver multisplit"), "{e}");
         }
         assert!(Config {
-            variant: Variant::Racy,
-            halo_every: 3,
             check_every: 5,
-            ..base()
+            ..base(|j| {
+                j.iteration.variant = Variant::Racy;
+                j.iteration.halo_every = 3;
+            })
         }
         .validate()
         .is_ok());
         // A ghost zone deeper than the neighbour's block.
         let deep = Config {
-            halo_depth: 4,
             size: SizeSpec::Local(Dims::new(3, 8, 8)),
-            ..base()
+            ..base(|j| j.halo_depth = 4)
         };
         let e = deep.plan(2).unwrap_err().to_string();
         assert!(e.contains("--halo-depth") && e.contains("along x"), "{e}");

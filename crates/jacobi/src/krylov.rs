@@ -2,15 +2,15 @@
 //! conjugate gradients on `A = 6I − adjacency` (the operator the Jacobi iteration splits),
 //! with `b` the boundary terms (Laplace) or `h² f` (Poisson).
 //!
-//! * **cg** ([`Solver::Cg`]): textbook preconditioned CG. The halo of the direction `p` goes
+//! * **cg** ([`KrylovSolver::Cg`]): textbook preconditioned CG. The halo of the direction `p` goes
 //!   through Sync channels ([`crate::halo`], the exchange the Jacobi solver uses), the
 //!   matrix-vector product is fused with `p·Ap`, the update with `r·z` and `r·r`; the two
 //!   reductions of an iteration are the backend's blocking all-reduce.
-//! * **cg-overlap** ([`Solver::CgOverlap`]): the same iteration, with the product over the
+//! * **cg-overlap** ([`KrylovSolver::CgOverlap`]): the same iteration, with the product over the
 //!   interior of the block computed while the halo messages travel, then over the boundary
 //!   layer (Hoefler, Gottschling, Lumsdaine, Rehm, *Optimizing a conjugate gradient solver
 //!   with non-blocking collective operations*, Parallel Computing 33(9), 2007).
-//! * **pipecg** ([`Solver::PipeCg`]): pipelined CG (Ghysels and Vanroose, Parallel Computing
+//! * **pipecg** ([`KrylovSolver::PipeCg`]): pipelined CG (Ghysels and Vanroose, Parallel Computing
 //!   40(7), 2014, Algorithm 4; PETSc's KSPPIPECG). The three dot products of an iteration,
 //!   `(r,u)`, `(w,u)` and `(r,r)`, form ONE non-blocking reduction ([`Reduction`]:
 //!   `MPI_Iallreduce` over MPI, chan-core's tree elsewhere), started as soon as the fused
@@ -40,12 +40,13 @@
 //! stops the run with [`StopReason::Breakdown`] and says which quantity failed; the iterate
 //! is the last finite one, so no NaN reaches the report.
 
-use crate::config::{Config, Pc, Solver};
+use crate::config::{Config, Pc};
 use crate::field::Field;
 use crate::geometry::{Face, Plan};
 use crate::halo::{self, Halo};
 use crate::kernel::Region;
 use crate::linalg::{self, CgVectors, PipeVectors, Vector};
+use crate::method::{Krylov as Settings, KrylovSolver};
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
     Certification, KrylovRecord, MessageTotals, RankRecord, Residuals, StopReason,
@@ -62,6 +63,7 @@ use std::time::{Duration, Instant};
 pub(crate) fn solve_rank<C: Context>(
     ctx: &mut C,
     cfg: &Config,
+    settings: &Settings,
     plan: &Plan,
     progress: Option<&dyn Progress>,
     diag: f64,
@@ -69,6 +71,7 @@ pub(crate) fn solve_rank<C: Context>(
     let block = Block::of_rank(ctx, cfg, plan)?;
     let mut k = Krylov {
         cfg,
+        pc: settings.pc,
         diag,
         interior: block.interior,
         shell: block.shell,
@@ -93,20 +96,17 @@ pub(crate) fn solve_rank<C: Context>(
     };
     let specs = halo::specs(&k.field, &k.faces, 0, 1, 0)?;
     let mut chans = ctx.open::<Sync>(&specs)?;
-    let (stop, true_value) = match cfg.solver {
-        Solver::PipeCg => {
+    let (stop, true_value) = match settings.solver {
+        KrylovSolver::PipeCg => {
             let mut red = ctx.reduction(3, ReduceOp::Sum)?;
             ctx.barrier()?;
             k.start = Instant::now();
             k.pipecg(ctx, &mut chans, &mut red)?
         }
-        Solver::Cg | Solver::CgOverlap => {
+        KrylovSolver::Cg | KrylovSolver::CgOverlap => {
             ctx.barrier()?;
             k.start = Instant::now();
-            k.cg(ctx, &mut chans, cfg.solver == Solver::CgOverlap)?
-        }
-        Solver::Jacobi | Solver::Multisplit => {
-            unreachable!("the Jacobi and multisplit solvers are solver.rs's")
+            k.cg(ctx, &mut chans, settings.solver == KrylovSolver::CgOverlap)?
         }
     };
     let time = k.start.elapsed();
@@ -183,6 +183,8 @@ impl<R: Reduction> Pending<'_, R> {
 /// One rank's Krylov solve.
 struct Krylov<'a> {
     cfg: &'a Config,
+    /// The preconditioner.
+    pc: Pc,
     /// The operator's diagonal.
     diag: f64,
     /// The points of the block whose product reads no neighbour's halo, and the rest.
@@ -468,7 +470,7 @@ impl Krylov<'_> {
         overlap: bool,
     ) -> Result<(StopReason, f64), Error> {
         let shape = *self.field.shape();
-        let pc = self.cfg.pc == Pc::Jacobi;
+        let pc = self.pc == Pc::Jacobi;
         let mut r = Vector::zeros(&shape);
         let mut p = Vector::zeros(&shape);
         let mut q = Vector::zeros(&shape);
@@ -590,7 +592,7 @@ impl Krylov<'_> {
         red: &mut C::Reduction,
     ) -> Result<(StopReason, f64), Error> {
         let shape = *self.field.shape();
-        let pc = self.cfg.pc == Pc::Jacobi;
+        let pc = self.pc == Pc::Jacobi;
         let mut v = Pipe {
             r: Vector::zeros(&shape),
             w: Vector::zeros(&shape),

@@ -11,14 +11,16 @@
 //!   with `try_send` (at most R in flight) and tests a non-blocking reduction;
 //! * **racy**: the same, reading the halo through the racy channel's atomic view.
 //!
-//! Beside Jacobi, the same entry points run the Krylov solvers ([`Config::solver`]): CG, CG
+//! Beside Jacobi, the same entry points run the Krylov solvers ([`Method::Krylov`]): CG, CG
 //! with the halo exchange overlapped, and pipelined CG with one non-blocking reduction per
 //! iteration (Hoefler et al.; Ghysels and Vanroose), with an optional Jacobi preconditioner
-//! ([`Config::pc`]), over the same channels; and multisplitting (Bethune et al. §6.4:
-//! [`Solver::Multisplit`]), where each rank solves its block with an inner solver
-//! ([`Config::inner`]) in the sync, async and racy loops of Jacobi, certified the same way.
+//! ([`Krylov::pc`]), over the same channels; and multisplitting (Bethune et al. §6.4:
+//! [`Method::Multisplit`]), where each rank solves its block with an inner solver
+//! ([`Multisplit::inner`]) in the sync, async and racy loops of Jacobi, certified the same way.
+//! A [`Method`] holds only the settings its method reads; [`Config::new`] gives each
+//! method's defaults (its stopping criterion and check period).
 //!
-//! The API is small: a [`Config`] (with its [`Problem`] and [`StopCriterion`]), one
+//! The API is small: a [`Config`] (with its [`Problem`], [`Method`] and [`StopCriterion`]), one
 //! distributed entry point, [`solve`] (generic over chan-core's [`chan_core::Context`], so the
 //! same code runs over threads, MPI and SHMEM), one shared-memory entry point,
 //! [`solve_shared`] (the rayon variants of the paper's OpenMP section), and what they return:
@@ -31,10 +33,10 @@
 //!
 //! ```
 //! use chan_threads::World;
-//! use jacobi::{Config, Dims, SizeSpec, Variant};
+//! use jacobi::{Config, Dims, Jacobi, SizeSpec, Variant};
 //!
 //! let cfg = Config {
-//!     variant: Variant::Async,
+//!     method: Jacobi::new(Variant::Async).into(),
 //!     size: SizeSpec::Global(Dims::cube(8)),
 //!     ..Config::default()
 //! };

@@ -8,9 +8,10 @@
 //! is an upper bound of those (every rank is counted with six neighbours) and leaves out what
 //! does not grow with the problem (code, thread stacks, the MPI library).
 
-use crate::config::{Config, ConfigError, Solver, Variant};
+use crate::config::{Config, ConfigError, Variant};
 use crate::geometry::{Dims, Plan};
 use crate::kernel::ROW_ALIGN;
+use crate::method::{KrylovSolver, Method};
 use crate::progress::History;
 
 /// The memory a run needs, in bytes.
@@ -99,12 +100,14 @@ impl Config {
         // The iterate and its copy, the source term, and the Krylov solvers' vectors (cg and
         // cg-overlap: r, p, q, a scratch, the diagonal and z; pipecg: r, w, n, z, s, p, d, m,
         // a scratch and the start's zero vector), each a grid with halos.
-        let krylov = match self.solver {
-            Solver::Jacobi => 0,
-            Solver::Cg | Solver::CgOverlap => 6,
-            Solver::PipeCg => 10,
+        let krylov = match self.method {
+            Method::Jacobi(_) => 0,
+            Method::Krylov(k) => match k.solver {
+                KrylovSolver::Cg | KrylovSolver::CgOverlap => 6,
+                KrylovSolver::PipeCg => 10,
+            },
             // Inner CG's r, p and A p; inner Jacobi sweeps the iterate's own two arrays.
-            Solver::Multisplit => match self.inner.unwrap_or_default() {
+            Method::Multisplit(m) => match m.inner.solver {
                 crate::config::Inner::Cg => 3,
                 crate::config::Inner::Jacobi => 0,
             },
@@ -113,7 +116,7 @@ impl Config {
         // --halo-depth k: the block grows by up to k − 1 ghost planes on each side, and each
         // message carries k planes of the grown faces (an upper bound: a face without a
         // neighbour does not grow).
-        let grow = usize::try_from(self.halo_depth.saturating_sub(1).saturating_mul(2))
+        let grow = usize::try_from(self.halo_depth().saturating_sub(1).saturating_mul(2))
             .unwrap_or(usize::MAX);
         let n = plan.local;
         let block = Dims::new(
@@ -124,19 +127,19 @@ impl Config {
         let fields = cells(block).saturating_mul(F64 * grids);
         // Each channel: R + 1 slots each way (send slots and the receiver's), for the halo
         // channels (R = 1 for sync) and, async and racy, the certification channels (R = 1).
-        let r = match self.variant {
-            Variant::Sync => 1,
-            Variant::Async | Variant::Racy => self.max_in_flight as u64,
+        let r = match self.method.iteration() {
+            Some(i) if i.variant != Variant::Sync => i.max_in_flight as u64,
+            _ => 1,
         };
         let slots = r
             .saturating_add(1)
             .saturating_mul(2)
-            .saturating_add(match self.variant {
+            .saturating_add(match self.variant() {
                 Variant::Sync => 0,
                 Variant::Async | Variant::Racy => 4,
             });
         let channels = face_values(block)
-            .saturating_mul(self.halo_depth.max(1))
+            .saturating_mul(self.halo_depth())
             .saturating_mul(F64)
             .saturating_mul(slots);
         let history = (History::CAP as u64 + 1) * POINT;
@@ -158,14 +161,14 @@ impl Config {
             .saturating_mul(g.z as u64)
             .saturating_mul(F64);
         let history = (History::CAP as u64 + 1) * POINT;
-        let per_rank = match self.variant {
+        let per_rank = match self.variant() {
             Variant::Sync => history,
             Variant::Async | Variant::Racy => cells(plan.local)
                 .saturating_mul(F64 * grids)
                 .saturating_add(face_values(plan.local).saturating_mul(F64))
                 .saturating_add(history),
         };
-        let whole = match self.variant {
+        let whole = match self.variant() {
             Variant::Sync => cells(g).saturating_mul(F64 * grids),
             Variant::Async | Variant::Racy => 0,
         };
@@ -196,21 +199,18 @@ mod tests {
 
     #[test]
     fn krylov_solvers_count_their_vectors() {
-        let need = |solver| {
+        let need = |method| {
             let c = Config {
-                solver,
+                method,
                 ..Config::default()
             };
             c.memory_need(&c.plan(1).unwrap()).per_rank
         };
         let grid = 52 * 52 * 52 * 8; // one 50³ block with halos (x padded to 52)
-        let jacobi = need(Solver::Jacobi);
-        assert!(
-            need(Solver::Cg) >= jacobi + 6 * grid,
-            "{} vs {jacobi}",
-            need(Solver::Cg)
-        );
-        assert!(need(Solver::PipeCg) >= jacobi + 10 * grid);
+        let jacobi = need(Method::default());
+        let cg = need(KrylovSolver::Cg.into());
+        assert!(cg >= jacobi + 6 * grid, "{cg} vs {jacobi}");
+        assert!(need(KrylovSolver::PipeCg.into()) >= jacobi + 10 * grid);
     }
 
     #[test]
@@ -247,10 +247,13 @@ mod tests {
 
     #[test]
     fn r_counts() {
-        let c = |r| Config {
-            variant: Variant::Async,
-            max_in_flight: r,
-            ..Config::default()
+        let c = |r| {
+            let mut j = crate::method::Jacobi::new(Variant::Async);
+            j.iteration.max_in_flight = r;
+            Config {
+                method: j.into(),
+                ..Config::default()
+            }
         };
         let plan = c(1).plan(1).unwrap();
         let (a, b) = (c(1).memory_need(&plan), c(1000).memory_need(&plan));

@@ -8,7 +8,7 @@
 
 use crate::config::{
     ConfigError, Exchange, Inner, InnerSpec, Pc, RacyRead, Solver, Variant, DEFAULT_INNER_MAX,
-    DEFAULT_INNER_TOL,
+    DEFAULT_INNER_TOL, MAX_HALO_DEPTH,
 };
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +62,18 @@ impl BlockIteration {
             variant,
             ..Self::default()
         }
+    }
+
+    /// N at least 1, R in the channel layer's range.
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if self.halo_every == 0 {
+            return Err(ConfigError::HaloEvery);
+        }
+        // The channel layer's own check (R ≥ 1 and its upper limit), as one message.
+        if let Err(e) = chan_core::ChannelConfig::new(1, self.max_in_flight) {
+            return Err(ConfigError::MaxInFlight(e.to_string()));
+        }
+        Ok(())
     }
 }
 
@@ -265,6 +277,23 @@ impl Method {
         }
     }
 
+    /// The block iteration over channels, to change it (Jacobi, multisplit).
+    pub fn iteration_mut(&mut self) -> Option<&mut BlockIteration> {
+        match self {
+            Method::Jacobi(j) => Some(&mut j.iteration),
+            Method::Multisplit(m) => Some(&mut m.iteration),
+            Method::Krylov(_) => None,
+        }
+    }
+
+    /// Jacobi's settings, to change them (`None` for the other methods).
+    pub fn jacobi_mut(&mut self) -> Option<&mut Jacobi> {
+        match self {
+            Method::Jacobi(j) => Some(j),
+            _ => None,
+        }
+    }
+
     /// The flat form: every setting this method does not read at its default.
     pub fn flags(&self) -> MethodFlags {
         let it = self.iteration().copied().unwrap_or_default();
@@ -305,6 +334,11 @@ impl Method {
             racy_read: f.racy_read,
             pace_reductions: f.pace_reductions,
         };
+        // Every flag in its range, read or not: a bad value is a typo to report.
+        iteration.validate()?;
+        if !(1..=MAX_HALO_DEPTH).contains(&f.halo_depth) {
+            return Err(ConfigError::HaloDepth(f.halo_depth));
+        }
         let unused = |flag, applies| ConfigError::SolverFlag {
             flag,
             applies,

@@ -3,6 +3,7 @@
 
 use crate::config::{Config, ReductionKind};
 use crate::geometry::{Dims, Plan};
+use crate::method::Method;
 use crate::progress::History;
 use crate::Error;
 use chan_core::{ChannelStats, Context};
@@ -461,25 +462,23 @@ impl Report {
         let c = &self.config;
         let fmt_opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3e}"));
         let mut s = String::new();
-        let method = if c.config.solver.is_krylov() {
-            format!("{} (pc {})", c.config.solver, c.config.pc.name())
-        } else if let Some(i) = c.config.inner_spec() {
-            format!(
+        let method = match c.config.method {
+            Method::Krylov(k) => format!("{} (pc {})", k.solver.solver(), k.pc.name()),
+            Method::Multisplit(m) => format!(
                 "multisplit {} (inner {}, inner tol {:.0e}, at most {})",
-                c.config.variant,
-                i.solver.name(),
-                i.tol,
-                i.max
-            )
-        } else {
-            format!(
+                m.iteration.variant,
+                m.inner.solver.name(),
+                m.inner.tol,
+                m.inner.max
+            ),
+            Method::Jacobi(j) => format!(
                 "{}{}",
-                c.config.variant,
-                match c.config.exchange {
+                j.iteration.variant,
+                match j.exchange {
                     crate::config::Exchange::Waitall => String::new(),
                     e => format!(" ({} exchange)", e.name()),
                 }
-            )
+            ),
         };
         s.push_str(&format!(
             "aiac run: {} {} on {} rank(s), grid {}, {} points ({} per rank), {} {:.1e}\n",
@@ -491,7 +490,7 @@ impl Report {
             c.local,
             match c.config.criterion {
                 crate::problem::StopCriterion::RelativeResidual { .. }
-                    if c.config.solver.is_krylov() =>
+                    if c.config.solver().is_krylov() =>
                 {
                     "‖b − A x‖/‖b‖ <"
                 }
@@ -607,7 +606,7 @@ mod tests {
 
     fn report(variant: Variant) -> Report {
         let cfg = Config {
-            variant,
+            method: crate::method::Jacobi::new(variant).into(),
             size: SizeSpec::Global(Dims::new(8, 6, 6)),
             ..Config::default()
         };

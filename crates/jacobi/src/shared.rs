@@ -20,6 +20,7 @@ use crate::config::{Config, ConfigError, Variant};
 use crate::field::{assemble, Field};
 use crate::geometry::{Axis, Dims, Face, Plan, ProcGrid};
 use crate::kernel::{self, Shape};
+use crate::method::Method;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
 use crate::Error;
@@ -48,22 +49,25 @@ impl Config {
     /// configuration as [`Config::plan`] does, and the flags shared memory cannot honour.
     pub fn shared_plan(&self, threads: usize) -> Result<Plan, ConfigError> {
         let procs = ProcGrid(Dims::new(1, 1, threads));
-        if self.solver.is_krylov() {
-            return Err(ConfigError::Unsupported {
-                flag: "--solver",
-                backend: "--backend shared",
-                why: "the Krylov solvers (cg, cg-overlap, pipecg) run over channels: use \
-                      --backend threads for one process",
-            });
-        }
-        if self.solver == crate::config::Solver::Multisplit {
-            return Err(ConfigError::Unsupported {
-                flag: "--solver multisplit",
-                backend: "--backend shared",
-                why: "multisplitting exchanges its blocks' boundaries over channels: use \
-                      --backend threads for one process",
-            });
-        }
+        let jacobi = match self.method {
+            Method::Jacobi(j) => j,
+            Method::Krylov(_) => {
+                return Err(ConfigError::Unsupported {
+                    flag: "--solver",
+                    backend: "--backend shared",
+                    why: "the Krylov solvers (cg, cg-overlap, pipecg) run over channels: use \
+                          --backend threads for one process",
+                })
+            }
+            Method::Multisplit(_) => {
+                return Err(ConfigError::Unsupported {
+                    flag: "--solver multisplit",
+                    backend: "--backend shared",
+                    why: "multisplitting exchanges its blocks' boundaries over channels: use \
+                          --backend threads for one process",
+                })
+            }
+        };
         if let Some(g) = self.grid {
             if g != procs {
                 return Err(ConfigError::Unsupported {
@@ -73,21 +77,21 @@ impl Config {
                 });
             }
         }
-        if self.exchange != crate::config::Exchange::Waitall {
+        if jacobi.exchange != crate::config::Exchange::Waitall {
             return Err(ConfigError::Unsupported {
                 flag: "--exchange",
                 backend: "--backend shared",
                 why: "threads read their neighbours' planes directly: there is no message to exchange",
             });
         }
-        if self.halo_every != 1 {
+        if jacobi.iteration.halo_every != 1 {
             return Err(ConfigError::Unsupported {
                 flag: "--halo-every",
                 backend: "--backend shared",
                 why: "threads read their neighbours' planes directly at every sweep",
             });
         }
-        if self.halo_depth != 1 {
+        if jacobi.halo_depth != 1 {
             return Err(ConfigError::Unsupported {
                 flag: "--halo-depth",
                 backend: "--backend shared",
@@ -140,7 +144,7 @@ pub(crate) fn solve(
         .thread_name(|i| format!("aiac-shared-{i}"))
         .build()
         .map_err(|e| Error::Pool(e.to_string()))?;
-    match cfg.variant {
+    match cfg.variant() {
         Variant::Sync => Ok(pool.install(|| sync(cfg, plan, gate))),
         Variant::Async => Ok(asynchronous::<LockedPlanes>(cfg, plan, &pool, gate)),
         Variant::Racy => Ok(asynchronous::<AtomicPlanes>(cfg, plan, &pool, gate)),

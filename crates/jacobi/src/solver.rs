@@ -1,6 +1,6 @@
 //! The solver, written once against chan-core's [`Context`]: the same function runs over
 //! threads, MPI and SHMEM, in sync, async or racy form. [`solve`] dispatches on
-//! [`Config::solver`]: the Krylov solvers are in `krylov.rs`.
+//! the [`Method`]: the Krylov solvers are in `krylov.rs`.
 //!
 //! Every decision that ends or changes the course of a run is taken from a value every rank
 //! sees identically: a blocking all-reduce (sync checks, certification) or one round of the
@@ -12,6 +12,7 @@ use crate::field::Field;
 use crate::geometry::{Axis, Face, Geometry, Plan};
 use crate::halo;
 use crate::kernel::Region;
+use crate::method::{BlockIteration, Method};
 use crate::multisplit::{Fresher, InnerSolve};
 use crate::problem::StopCriterion;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
@@ -100,24 +101,37 @@ pub(crate) fn solve_rank<C: Context>(
     plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<RankOutcome, Error> {
-    if cfg.solver.is_krylov() {
-        return crate::krylov::solve_rank(ctx, cfg, plan, progress, crate::linalg::SEVEN_POINT);
-    }
-    if cfg.halo_depth > 1 {
-        return crate::deep::solve_rank(ctx, cfg, plan, progress);
-    }
+    let (scheme, exchange, inner) = match cfg.method {
+        Method::Krylov(k) => {
+            return crate::krylov::solve_rank(
+                ctx,
+                cfg,
+                &k,
+                plan,
+                progress,
+                crate::linalg::SEVEN_POINT,
+            )
+        }
+        Method::Jacobi(j) if j.halo_depth > 1 => {
+            return crate::deep::solve_rank(ctx, cfg, &j, plan, progress)
+        }
+        Method::Jacobi(j) => (j.iteration, j.exchange, None),
+        Method::Multisplit(m) => (m.iteration, Exchange::Waitall, Some(m.inner)),
+    };
     let block = Block::of_rank(ctx, cfg, plan)?;
     let mut run = Run::new(
         cfg,
+        scheme,
         ctx.rank(),
         block.field,
         block.faces,
         (block.interior, block.shell),
         progress,
     );
+    run.exchange = exchange;
     // Multisplitting: its work vectors allocated here, once.
-    run.inner = cfg.inner_spec().map(|s| InnerSolve::new(s, &run.field));
-    let (stop, true_res, time, channels) = match cfg.variant {
+    run.inner = inner.map(|s| InnerSolve::new(s, &run.field));
+    let (stop, true_res, time, channels) = match scheme.variant {
         Variant::Sync => run.sync(ctx)?,
         Variant::Async => run.asynchronous::<C, Async>(ctx)?,
         Variant::Racy => run.asynchronous::<C, Racy>(ctx)?,
@@ -140,6 +154,10 @@ pub(crate) fn solve_rank<C: Context>(
 /// halo's field (`deep.rs`, which runs its own loops over this state).
 pub(crate) struct Run<'a, F = Field> {
     pub(crate) cfg: &'a Config,
+    /// How the block iteration runs over channels (the method's).
+    pub(crate) scheme: BlockIteration,
+    /// How the sync variant swaps its halos (Jacobi's `--exchange`; multisplit: waitall).
+    exchange: Exchange,
     rank: usize,
     /// The block's points that read no neighbour's halo, and the shell around them (the
     /// overlapped exchange sweeps them apart; computed once, not per iteration).
@@ -346,7 +364,7 @@ pub(crate) fn slow_down(factor: f64, took: Duration) {
 }
 
 /// The non-blocking reduction of async and racy runs, `[Σ r², ranks at max_iters]`: restarted
-/// as soon as it returns or, with [`Config::pace_reductions`], no sooner than `check_every`
+/// as soon as it returns or, with [`BlockIteration::pace_reductions`], no sooner than `check_every`
 /// iterations after the previous start, or once this rank has stopped iterating (it only
 /// waits for the rounds then).
 pub(crate) struct Rounds<R> {
@@ -358,10 +376,10 @@ pub(crate) struct Rounds<R> {
 }
 
 impl<R: chan_core::Reduction> Rounds<R> {
-    pub(crate) fn new(red: R, cfg: &Config) -> Self {
+    pub(crate) fn new(red: R, cfg: &Config, scheme: &BlockIteration) -> Self {
         Rounds {
             red,
-            pace: cfg.pace_reductions.then_some(cfg.check_every),
+            pace: scheme.pace_reductions.then_some(cfg.check_every),
             max_iters: cfg.max_iters,
             started: None,
         }
@@ -444,6 +462,7 @@ impl<'a, F: Iterate> Run<'a, F> {
     /// halo).
     pub(crate) fn new(
         cfg: &'a Config,
+        scheme: BlockIteration,
         rank: usize,
         field: F,
         faces: Vec<Face>,
@@ -452,6 +471,8 @@ impl<'a, F: Iterate> Run<'a, F> {
     ) -> Self {
         Run {
             cfg,
+            scheme,
+            exchange: Exchange::Waitall,
             rank,
             interior,
             shell,
@@ -836,7 +857,7 @@ impl Run<'_> {
     fn sync<C: Context>(&mut self, ctx: &mut C) -> Result<Ending, Error> {
         // A swap before every sweep, and no inner solve sweeping without one: the next
         // array's halo is never read.
-        let every = self.inner.is_none() && self.cfg.halo_every == 1;
+        let every = self.inner.is_none() && self.scheme.halo_every == 1;
         self.field.set_halo_current_only(every);
         let specs = self.specs(0, 1, 0)?;
         let mut chans = ctx.open::<Sync>(&specs)?;
@@ -852,11 +873,11 @@ impl Run<'_> {
             StopReason::Criterion
         } else {
             loop {
-                let swap = !fresh && self.it % self.cfg.halo_every == 0;
+                let swap = !fresh && self.it % self.scheme.halo_every == 0;
                 // Only a check reads the sweep's residual: the others skip it, as the C
                 // programs do.
                 let resid = (self.it + 1) % self.cfg.check_every == 0;
-                let r = match (swap, self.cfg.exchange) {
+                let r = match (swap, self.exchange) {
                     (true, Exchange::Overlap) => self.overlapped_sweep(&mut chans, resid)?,
                     (true, Exchange::Blocking) => {
                         self.exchange_blocking(&mut chans)?;
@@ -904,7 +925,7 @@ impl Run<'_> {
     /// The async and racy variants: each iteration take whatever halo data is there, sweep,
     /// offer the faces with `try_send` (skipped when all R slots are busy), test the
     /// non-blocking reduction and restart it as soon as it returns (with
-    /// [`Config::pace_reductions`], no sooner than `check_every` iterations after the previous
+    /// [`BlockIteration::pace_reductions`], no sooner than `check_every` iterations after the previous
     /// start).
     ///
     /// Termination: each round reduces `[Σ r², ranks at max_iters]`. When a round meets the
@@ -920,11 +941,11 @@ impl Run<'_> {
     {
         // Multisplitting's faces carry one word after the values: the echo (`Outbox`).
         let echo_words = usize::from(self.inner.is_some());
-        let specs = self.specs(0, self.cfg.max_in_flight, echo_words)?;
+        let specs = self.specs(0, self.scheme.max_in_flight, echo_words)?;
         let mut chans = ctx.open::<M>(&specs)?;
         let cert_specs = self.specs(3, 1, 0)?;
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
-        let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg);
+        let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg, &self.scheme);
         ctx.barrier()?;
         self.start = Instant::now();
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
@@ -966,7 +987,7 @@ impl Run<'_> {
                         .zip(&mut inbox)
                         .zip(&mut fresh)
                     {
-                        let applied = ch.take(&mut self.field, face, ib, self.cfg.racy_read)?;
+                        let applied = ch.take(&mut self.field, face, ib, self.scheme.racy_read)?;
                         *new |= applied;
                         got |= applied;
                     }
@@ -983,7 +1004,7 @@ impl Run<'_> {
                 // until one does.)
                 let idle = self.inner.is_some()
                     && self.it > 0
-                    && self.it % self.cfg.halo_every == 0
+                    && self.it % self.scheme.halo_every == 0
                     && !resolve
                     && !fresh.is_empty()
                     && {
@@ -1052,7 +1073,7 @@ impl Run<'_> {
                         s.sent_mid_solve += mid_sent;
                     }
                     // Offer the new faces.
-                    if self.it % self.cfg.halo_every == 0 {
+                    if self.it % self.scheme.halo_every == 0 {
                         outbox.iter_mut().for_each(|o| o.unsent = true);
                         self.offer(&mut chans, &mut outbox)?;
                     }

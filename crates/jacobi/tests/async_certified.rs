@@ -10,7 +10,8 @@ const REPEATS: usize = 5;
 fn certified(variant: Variant, n: usize, shared: bool) {
     for rep in 0..REPEATS {
         let mut c = cfg(Dims::new(12, 12, 12), variant);
-        c.max_in_flight = 1 + rep % 3;
+        let r = 1 + rep % 3;
+        c.method.iteration_mut().unwrap().max_in_flight = r;
         let recs = if shared {
             jacobi::solve_shared(&c, n).unwrap()
         } else {
@@ -19,7 +20,7 @@ fn certified(variant: Variant, n: usize, shared: bool) {
         let what = format!(
             "{variant} on {} with {n} ranks, R = {}, repeat {rep}",
             if shared { "shared" } else { "threads" },
-            c.max_in_flight
+            r
         );
         assert_converged(&recs, &what, c.criterion.tol());
         for r in &recs {
@@ -122,7 +123,7 @@ fn certification_catches_a_false_claim() {
     // reduced local residuals fall below tol while the global iterate is far from converged.
     for v in [Variant::Async, Variant::Racy] {
         let mut c = cfg(Dims::new(12, 12, 12), v);
-        c.halo_every = 1 << 40;
+        c.method.iteration_mut().unwrap().halo_every = 1 << 40;
         c.confirm = false;
         let recs = run_threads(&c, 2);
         for r in &recs {
@@ -154,7 +155,7 @@ fn certification_catches_a_false_claim() {
     }
     // The same in sync: a halo swapped every 25 sweeps.
     let mut c = cfg(Dims::new(12, 12, 12), Variant::Sync);
-    c.halo_every = 25;
+    c.method.iteration_mut().unwrap().halo_every = 25;
     c.check_every = 1;
     let recs = run_threads(&c, 2);
     assert!(recs

@@ -20,14 +20,13 @@
 
 mod common;
 use common::*;
-use jacobi::{Dims, Inner, MultisplitRecord, RankRecord, SlowRank, Solver, Variant};
+use jacobi::{Dims, Inner, Multisplit, MultisplitRecord, RankRecord, SlowRank, Variant};
 
 /// Multisplitting with inner CG on 2 ranks of 16³ points, one check per outer iteration, rank
 /// 0 slowed 20×.
 fn slowed(variant: Variant) -> jacobi::Config {
     let mut c = cfg(Dims::new(32, 16, 16), variant);
-    c.solver = Solver::Multisplit;
-    c.inner = Some(Inner::Cg);
+    c.method = Multisplit::new(variant, Inner::Cg).into();
     c.check_every = 1;
     c.slow = Some(SlowRank {
         rank: 0,

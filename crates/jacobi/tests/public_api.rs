@@ -54,7 +54,7 @@ fn check_every_paces_the_reduction_of_async_and_racy() {
     for v in [Variant::Async, Variant::Racy] {
         let mut c = cfg(Dims::new(16, 16, 16), v);
         c.check_every = 50;
-        c.pace_reductions = true;
+        c.method.iteration_mut().unwrap().pace_reductions = true;
         let paced = run_threads(&c, 2);
         for r in &paced {
             assert!(r.converged, "{v} paced: rank {}", r.rank);
@@ -67,7 +67,7 @@ fn check_every_paces_the_reduction_of_async_and_racy() {
         }
         c.max_iters = 1_000_000;
         c.check_every = c.max_iters;
-        c.pace_reductions = false;
+        c.method.iteration_mut().unwrap().pace_reductions = false;
         let eager = run_threads(&c, 2);
         for r in &eager {
             assert_eq!(
@@ -93,8 +93,9 @@ fn racy_read_always_and_landed_converge_and_certify() {
     for read in [RacyRead::Landed, RacyRead::Always] {
         for (n, r) in [(2, 1), (3, 2), (4, 4)] {
             let mut c = cfg(Dims::new(12, 12, 12), Variant::Racy);
-            c.racy_read = read;
-            c.max_in_flight = r;
+            let it = c.method.iteration_mut().unwrap();
+            it.racy_read = read;
+            it.max_in_flight = r;
             let what = format!("racy read {} on {n} ranks, R = {r}", read.name());
             for rec in run_threads(&c, n) {
                 assert_eq!(rec.stop, StopReason::Criterion, "{what}: rank {}", rec.rank);

@@ -1,13 +1,13 @@
 //! Helpers shared by the crate's tests.
 
 use crate::field::assemble;
-use crate::{Config, Dims, Plan, RankRecord, SizeSpec, StopCriterion, Variant};
+use crate::{Config, Dims, Jacobi, Plan, RankRecord, SizeSpec, StopCriterion, Variant};
 use chan_threads::World;
 
 /// A small configuration: global grid `g`, the given variant.
 pub fn cfg(global: Dims, variant: Variant) -> Config {
     Config {
-        variant,
+        method: Jacobi::new(variant).into(),
         size: SizeSpec::Global(global),
         ..Config::default()
     }

@@ -5,17 +5,22 @@
 
 use super::common::rel;
 use crate::problem::Problem;
-use crate::{Config, Dims, Pc, RankRecord, SizeSpec, Solver, StopCriterion, StopReason, Variant};
+use crate::{
+    Config, Dims, Method, MethodFlags, Pc, RankRecord, SizeSpec, Solver, StopCriterion, StopReason,
+    Variant,
+};
 use chan_threads::World;
 use std::f64::consts::PI;
 
 /// A Krylov configuration on the global grid `g`.
 fn krylov(solver: Solver, pc: Pc, problem: Problem, g: Dims, tol: f64) -> Config {
+    let flags = MethodFlags {
+        pc,
+        ..MethodFlags::default()
+    };
     Config {
         problem,
-        solver,
-        pc,
-        variant: Variant::Sync,
+        method: Method::from_flags(solver, &flags).expect("a Krylov solver"),
         size: SizeSpec::Global(g),
         criterion: StopCriterion::RelativeResidual { tol },
         check_every: 100,
@@ -28,7 +33,12 @@ fn run_diag(cfg: &Config, ranks: usize, diag: f64) -> Vec<RankRecord> {
     let plan = cfg.plan(ranks).expect("a valid configuration");
     World::new(ranks)
         .unwrap()
-        .run(|ctx| crate::krylov::solve_rank(ctx, cfg, &plan, None, diag).map(|o| o.record))
+        .run(|ctx| {
+            let Method::Krylov(k) = &cfg.method else {
+                panic!("a Krylov configuration")
+            };
+            crate::krylov::solve_rank(ctx, cfg, k, &plan, None, diag).map(|o| o.record)
+        })
         .into_iter()
         .collect::<Result<_, _>>()
         .expect("the run succeeds")
@@ -282,22 +292,25 @@ fn bad_combinations_name_their_flags() {
         Dims::cube(8),
         1e-8,
     );
+    let refused = |solver, f: fn(&mut MethodFlags)| {
+        let mut flags = MethodFlags::default();
+        f(&mut flags);
+        Method::from_flags(solver, &flags).unwrap_err().to_string()
+    };
     for variant in [Variant::Async, Variant::Racy] {
-        let c = Config {
+        let flags = MethodFlags {
             variant,
-            ..base.clone()
+            ..MethodFlags::default()
         };
-        let e = c.plan(2).unwrap_err().to_string();
+        let e = Method::from_flags(Solver::Cg, &flags)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("--solver cg") && e.contains(&format!("--variant {variant}")),
             "{e}"
         );
     }
-    let c = Config {
-        halo_every: 2,
-        ..base.clone()
-    };
-    assert!(c.plan(1).unwrap_err().to_string().contains("--halo-every"));
+    assert!(refused(Solver::Cg, |f| f.halo_every = 2).contains("--halo-every"));
     let c = Config {
         criterion: StopCriterion::UpdateNorm { tol: 1e-6 },
         ..base.clone()
@@ -307,12 +320,7 @@ fn bad_combinations_name_their_flags() {
         .unwrap_err()
         .to_string()
         .contains("relative residual"));
-    let c = Config {
-        solver: Solver::Jacobi,
-        pc: Pc::Jacobi,
-        ..base.clone()
-    };
-    assert!(c.plan(1).unwrap_err().to_string().contains("--pc"));
+    assert!(refused(Solver::Jacobi, |f| f.pc = Pc::Jacobi).contains("--pc"));
     let e = base.shared_plan(2).unwrap_err().to_string();
     assert!(
         e.contains("--solver") && e.contains("--backend shared"),

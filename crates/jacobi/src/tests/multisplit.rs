@@ -8,8 +8,8 @@
 //! Jacobi's like its square), and at 8³ it is 7× at 8 ranks.
 
 use super::common::*;
-use crate::config::{Inner, Solver};
-use crate::{Config, Dims, RankRecord, StopReason, Variant};
+use crate::config::Inner;
+use crate::{Config, Dims, Multisplit, RankRecord, StopReason, Variant};
 use std::sync::Mutex;
 
 /// 16³ points per rank: 32³ over 2×2×2, 32×16×16 over 2×1×1 and so on.
@@ -24,8 +24,7 @@ fn global(n: usize) -> Dims {
 
 fn multisplit(n: usize, variant: Variant, inner: Inner) -> Config {
     let mut c = cfg(global(n), variant);
-    c.solver = Solver::Multisplit;
-    c.inner = Some(inner);
+    c.method = Multisplit::new(variant, inner).into();
     // One check per outer iteration (sync): an outer iteration is a whole inner solve.
     c.check_every = 1;
     c
@@ -128,8 +127,9 @@ fn multisplit_with_sparse_exchanges_converges() {
     for variant in [Variant::Async, Variant::Racy] {
         let mut c = multisplit(4, variant, Inner::Cg);
         c.size = crate::SizeSpec::Global(Dims::new(16, 16, 8));
-        c.halo_every = 2;
-        c.max_in_flight = 1;
+        let it = c.method.iteration_mut().unwrap();
+        it.halo_every = 2;
+        it.max_in_flight = 1;
         let (recs, u, plan) = run_threads(&c, 4);
         let tol = c.criterion.tol();
         assert_converged(&recs, &format!("{variant}, halo every 2"), tol);

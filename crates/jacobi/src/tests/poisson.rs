@@ -4,19 +4,21 @@
 
 use crate::record::ExchangeStep;
 use crate::solver::solve_rank;
-use crate::{serial, Config, Decomp, Dims, Exchange, Problem, SizeSpec, Variant};
+use crate::{serial, Config, Decomp, Dims, Exchange, Jacobi, Problem, SizeSpec, Variant};
 use chan_threads::World;
 
 fn poisson(global: usize, exchange: Exchange, decomp: Decomp) -> Config {
     Config {
-        problem: Problem::Poisson,
-        variant: Variant::Sync,
         size: SizeSpec::Global(Dims::cube(global)),
-        criterion: Problem::Poisson.default_criterion(),
-        check_every: Problem::Poisson.default_check_every(),
-        exchange,
         decomp,
-        ..Config::default()
+        ..Config::new(
+            Problem::Poisson,
+            Jacobi {
+                exchange,
+                ..Jacobi::default()
+            }
+            .into(),
+        )
     }
 }
 
@@ -120,7 +122,7 @@ fn overlap_sweeps_the_interior_while_the_halos_travel() {
 #[test]
 fn poisson_and_exchange_validation() {
     let mut c = poisson(8, Exchange::Overlap, Decomp::Z);
-    c.variant = Variant::Async;
+    c.method.iteration_mut().unwrap().variant = Variant::Async;
     assert!(c.plan(2).unwrap_err().to_string().contains("--exchange"));
     let mut c = poisson(8, Exchange::Waitall, Decomp::Z);
     c.size = SizeSpec::Global(Dims::new(8, 8, 16));

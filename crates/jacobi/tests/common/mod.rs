@@ -2,12 +2,12 @@
 #![allow(dead_code)]
 
 use chan_threads::World;
-use jacobi::{Config, Dims, RankRecord, SizeSpec, StopCriterion, StopReason, Variant};
+use jacobi::{Config, Dims, Jacobi, RankRecord, SizeSpec, StopCriterion, StopReason, Variant};
 
 /// A small configuration: global grid `g`, the given variant.
 pub fn cfg(global: Dims, variant: Variant) -> Config {
     Config {
-        variant,
+        method: Jacobi::new(variant).into(),
         size: SizeSpec::Global(global),
         ..Config::default()
     }
