@@ -442,12 +442,12 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
     }
     // Every R, also those no run of this sweep will use (racy off MPI): a bad value is a
     // mistake whatever the runs.
+    // Checked as `aiac run --max-in-flight R` would check it (its configuration is built in
+    // one place, `RunArgs::config`).
     for &r in &args.max_in_flight {
-        let cfg = jacobi::Config {
-            max_in_flight: r,
-            ..jacobi::Config::default()
-        };
-        cfg.validate().map_err(Error::from)?;
+        let run = crate::parse_run_args(["--max-in-flight".to_string(), r.to_string()])
+            .expect("any usize is a --max-in-flight value");
+        run.config().validate().map_err(Error::from)?;
     }
     let exe = std::env::current_exe()
         .map_err(|e| Error::Launch(format!("cannot find the aiac binary to run: {e}")))?;
