@@ -14,12 +14,13 @@ use std::os::raw::{c_int, c_void};
 /// `MPI_SUCCESS` (0 in every implementation; the standard fixes it to 0).
 const SUCCESS: c_int = 0;
 
-/// The message MPI gives for an error code.
-pub(crate) fn error_string(code: c_int) -> String {
-    let mut buf = vec![0 as std::os::raw::c_char; 512];
+/// The message MPI gives for an error code, with the code: `"MESSAGE (code N)"`.
+pub fn error_string(code: c_int) -> String {
+    let mut buf = vec![0 as std::os::raw::c_char; 1025];
     let mut len: c_int = 0;
-    // SAFETY: buf has room for MPI_MAX_ERROR_STRING (256 in Open MPI) characters plus the
-    // terminator; MPI writes at most that many and stores the length in len.
+    // SAFETY: buf has room for MPI_MAX_ERROR_STRING (256 in Open MPI, 1024 in MPICH)
+    // characters plus the terminator; MPI writes at most that many and stores the length in
+    // len.
     let rc = unsafe { ffi::MPI_Error_string(code, buf.as_mut_ptr(), &mut len) };
     if rc != SUCCESS || len <= 0 {
         return format!("MPI error code {code}");
@@ -126,16 +127,19 @@ impl Requests {
     }
 }
 
+/// `n` as a count of MPI's `int` type (elements, bytes), if it fits.
+pub fn int_count(n: usize) -> Option<c_int> {
+    c_int::try_from(n).ok()
+}
+
 /// A byte count as MPI's `int`, or an error naming the limit.
 pub(crate) fn byte_count(f64s: usize) -> Result<c_int, CommError> {
-    f64s.checked_mul(8)
-        .and_then(|b| c_int::try_from(b).ok())
-        .ok_or_else(|| {
-            misuse(
-                "channel creation",
-                format!("a message of {f64s} f64 exceeds MPI's int byte count (2 GiB)"),
-            )
-        })
+    f64s.checked_mul(8).and_then(int_count).ok_or_else(|| {
+        misuse(
+            "channel creation",
+            format!("a message of {f64s} f64 exceeds MPI's int byte count (2 GiB)"),
+        )
+    })
 }
 
 /// Test a set of requests; the indices of those that completed are written to `done` (cleared

@@ -8,11 +8,19 @@
 //! every object must be found, and the table must hold exactly ranks × LV objects (the
 //! objects are distinct, so that means each exactly once); otherwise exit 1.
 
+use crate::args::BackendArg;
+use crate::error::Error;
+use crate::launch::{log_tail, on_launched_rank, run_logged, Ended, Launcher, Placement, RankWork};
+#[cfg(any(feature = "mpi", feature = "shmem"))]
+use crate::launch::{Launched, Rank};
+use crate::output::write_atomically;
 use chan_core::backend::RawWindow;
 use chan_core::traits::*;
 use chan_core::{ReduceOp, Window, WindowError};
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 /// Table slots per object a rank inserts: a load factor of 1/2.
 pub(crate) const SLOTS_PER_OBJECT: usize = 2;
@@ -53,30 +61,30 @@ pub(crate) fn object(seed: u64, rank: usize, lv: usize, i: usize) -> u64 {
 /// One run's measurements.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct DhtRow {
-    pub backend: String,
+    pub(crate) backend: String,
     /// Open MPI's one-sided component (`OMPI_MCA_osc`) for MPI runs, else empty.
     #[serde(default)]
-    pub osc: String,
-    pub ranks: usize,
-    pub local_volume: usize,
+    pub(crate) osc: String,
+    pub(crate) ranks: usize,
+    pub(crate) local_volume: usize,
     /// Slowest rank's insert phase, seconds (inserts, then a fence).
-    pub insert_s: f64,
+    pub(crate) insert_s: f64,
     /// Slowest rank's probe phase, seconds.
-    pub probe_s: f64,
+    pub(crate) probe_s: f64,
     /// LV / insert_s.
-    pub insert_ops_per_s_per_rank: f64,
+    pub(crate) insert_ops_per_s_per_rank: f64,
     /// LV / probe_s.
-    pub probe_ops_per_s_per_rank: f64,
+    pub(crate) probe_ops_per_s_per_rank: f64,
     /// Taken slots met while inserting, every rank.
-    pub collisions: u64,
+    pub(crate) collisions: u64,
     /// Slots read while probing, every rank.
-    pub probe_reads: u64,
+    pub(crate) probe_reads: u64,
     /// Objects the table holds after the insert phase, every rank.
-    pub table_objects: u64,
+    pub(crate) table_objects: u64,
     /// Objects found by the probe phase, every rank.
-    pub found: u64,
+    pub(crate) found: u64,
     /// Every object found and the table holds exactly ranks × LV.
-    pub correct: bool,
+    pub(crate) correct: bool,
 }
 
 fn home(obj: u64, total: u64) -> u64 {
@@ -221,117 +229,92 @@ pub(crate) fn row_line(r: &DhtRow) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use chan_threads::World;
-    use std::collections::HashSet;
-
-    #[test]
-    fn objects_are_distinct_and_nonzero() {
-        let mut seen = HashSet::new();
-        for r in 0..4 {
-            for i in 0..5000 {
-                let o = object(42, r, 5000, i);
-                assert_ne!(o, 0);
-                assert!(seen.insert(o), "object {o} twice");
-            }
-        }
-    }
-
-    /// Every rank count finds every object once, and the counts add up: the verdict the
-    /// run prints is computed from the table, not assumed.
-    #[test]
-    fn dht_over_threads_is_correct_at_1_to_5_ranks() {
-        for n in 1..=5 {
-            let rows = World::new(n)
-                .unwrap()
-                .run(|ctx| run_once(ctx, 2000, 7).unwrap());
-            for r in &rows {
-                assert!(r.correct, "{n} ranks: {r:?}");
-                assert_eq!(r.table_objects, (n * 2000) as u64);
-                assert!(r.probe_reads >= r.found);
-            }
-        }
-    }
-}
-
-/// The backends `aiac dht` runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum DhtBackend {
-    /// Ranks as threads of this process (`--ranks` lists the counts).
-    Threads,
-    /// MPI-3 RMA; launch with `mpirun -np N aiac dht --backend mpi`.
-    Mpi,
-    /// OpenSHMEM; launch with `oshrun -np N aiac dht --backend shmem`.
-    Shmem,
+/// `--backend`'s values for `aiac dht`: the backends with one-sided windows (all but
+/// `shared`).
+fn window_backends() -> impl clap::builder::TypedValueParser<Value = BackendArg> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    use clap::ValueEnum;
+    let names = BackendArg::value_variants()
+        .iter()
+        .filter(|b| !b.info().shared_memory)
+        .filter_map(ValueEnum::to_possible_value);
+    PossibleValuesParser::new(names)
+        .map(|name| BackendArg::from_str(&name, false).expect("one of BackendArg's own names"))
 }
 
 /// `aiac dht` arguments.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DhtArgs {
-    /// Backend.
-    #[arg(long, value_enum, default_value = "threads")]
-    pub backend: DhtBackend,
+    /// Backend: threads, or mpi (`mpirun -np N aiac dht --backend mpi`) or shmem (`oshrun -np
+    /// N aiac dht --backend shmem`).
+    #[arg(long, value_parser = window_backends(), default_value = "threads")]
+    backend: BackendArg,
     /// Objects each rank inserts (comma-separated list: one run each).
     #[arg(
         long = "local-volume",
         value_delimiter = ',',
         default_value = "10000,20000,40000,80000,160000"
     )]
-    pub local_volume: Vec<usize>,
+    local_volume: Vec<usize>,
     /// Rank counts (comma-separated). Threads: worlds of that many threads. MPI and SHMEM:
     /// one `mpirun`/`oshrun -np N` job each, started by this command (not under a launcher:
     /// there the launcher's `-np` decides).
-    #[arg(long, value_delimiter = ',')]
-    pub ranks: Vec<usize>,
-    /// With `--ranks` on MPI or SHMEM: the longest a job may run, in seconds (then it is
-    /// stopped and the command fails).
+    #[arg(
+        short = 't',
+        long = "threads",
+        visible_alias = "ranks",
+        value_delimiter = ','
+    )]
+    ranks: Vec<usize>,
+    /// With `-t` on MPI or SHMEM: the longest a job may run, in seconds (then it is stopped
+    /// and the command fails).
     #[arg(long, default_value_t = 600)]
-    pub timeout: u64,
+    timeout: u64,
     /// Seed of the object stream.
     #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    seed: u64,
     /// Write the rows as a JSON array to this file (rank 0).
     #[arg(long)]
-    pub json: Option<std::path::PathBuf>,
+    json: Option<PathBuf>,
     /// Run nothing: read the rows of earlier `--json` files (one per rank count, say) and
     /// print them as one table (and `--plot` them).
     #[arg(long, num_args = 1.., value_name = "JSON")]
-    pub from: Vec<std::path::PathBuf>,
+    from: Vec<PathBuf>,
     /// Draw the weak-scaling plot (insert and probe time against ranks, one line per backend
     /// and LV) as STEM.png and STEM.svg.
     #[arg(long, value_name = "STEM")]
-    pub plot: Option<std::path::PathBuf>,
+    plot: Option<PathBuf>,
 }
 
-/// Check the arguments before any library starts: one message naming the flag.
-fn check_args(a: &DhtArgs) -> Result<(), String> {
+/// Check the arguments before any run: one message naming the flag.
+fn check_args(a: &DhtArgs, here: &Placement) -> Result<(), Error> {
+    let bad = |m: String| Err(Error::Invalid(m));
     if a.local_volume.is_empty() || a.local_volume.contains(&0) {
-        return Err(format!(
+        return bad(format!(
             "--local-volume: every value must be at least 1, got {:?}",
             a.local_volume
         ));
     }
-    if a.backend != DhtBackend::Threads
-        && !a.ranks.is_empty()
-        && crate::run::launched_rank().is_some()
-    {
-        return Err("--ranks: under mpirun/oshrun the launcher's -np sets the ranks; give --ranks without a launcher to start one job per count".into());
+    if a.backend.info().launcher.is_some() && !a.ranks.is_empty() && here.rank.is_some() {
+        return bad(
+            "-t/--threads (--ranks): under mpirun/oshrun the launcher's -np sets the \
+                    ranks; give -t without a launcher to start one job per count"
+                .into(),
+        );
     }
     if a.timeout == 0 {
-        return Err("--timeout: must be at least 1 second".into());
+        return bad("--timeout: must be at least 1 second".into());
     }
     if a.ranks.contains(&0) {
-        return Err(format!(
-            "--ranks: every value must be at least 1, got {:?}",
+        return bad(format!(
+            "-t/--threads (--ranks): every value must be at least 1, got {:?}",
             a.ranks
         ));
     }
     if let Some(p) = &a.json {
         let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
         if dir.is_some_and(|d| !d.is_dir()) {
-            return Err(format!(
+            return bad(format!(
                 "--json {}: its directory does not exist",
                 p.display()
             ));
@@ -341,23 +324,15 @@ fn check_args(a: &DhtArgs) -> Result<(), String> {
 }
 
 /// Read the rows of saved `--json` files.
-fn load(paths: &[std::path::PathBuf]) -> Result<Vec<DhtRow>, String> {
+fn load(paths: &[PathBuf]) -> Result<Vec<DhtRow>, Error> {
     let mut rows = Vec::new();
     for p in paths {
-        let text =
-            std::fs::read_to_string(p).map_err(|e| format!("--from {}: {e}", p.display()))?;
-        let mut r: Vec<DhtRow> = serde_json::from_str(&text)
-            .map_err(|e| format!("--from {}: not a dht report: {e}", p.display()))?;
+        let bad = |why: String| Error::Invalid(format!("--from {}: {why}", p.display()));
+        let text = std::fs::read_to_string(p).map_err(|e| bad(e.to_string()))?;
+        let mut r: Vec<DhtRow> =
+            serde_json::from_str(&text).map_err(|e| bad(format!("not a dht report: {e}")))?;
         rows.append(&mut r);
     }
-    rows.sort_by(|a, b| {
-        (&a.backend, &a.osc, a.local_volume, a.ranks).cmp(&(
-            &b.backend,
-            &b.osc,
-            b.local_volume,
-            b.ranks,
-        ))
-    });
     Ok(rows)
 }
 
@@ -405,10 +380,11 @@ fn lines(rows: &[DhtRow]) -> Vec<crate::plots::DhtLine> {
 
 /// Print the table, write the JSON and the plot, and turn the verdict into the exit code
 /// (rank 0).
-fn finish(a: &DhtArgs, rows: &[DhtRow]) -> std::process::ExitCode {
+fn finish(a: &DhtArgs, rows: &[DhtRow]) -> Result<ExitCode, Error> {
     if rows.is_empty() {
-        eprintln!("aiac: error: dht: no run completed, nothing to report");
-        return std::process::ExitCode::from(1);
+        return Err(Error::Failed(
+            "dht: no run completed, nothing to report".into(),
+        ));
     }
     let mut rows = rows.to_vec();
     rows.sort_by(|a, b| {
@@ -424,253 +400,211 @@ fn finish(a: &DhtArgs, rows: &[DhtRow]) -> std::process::ExitCode {
     for r in rows {
         println!("{}", row_line(r));
     }
+    let output = |flag: &'static str, path: &std::path::Path, why: String| Error::Output {
+        flag,
+        path: path.to_path_buf(),
+        why,
+    };
     if let Some(p) = &a.json {
-        let tmp = p.with_extension("json.tmp");
         let text = serde_json::to_string_pretty(rows).expect("rows serialise");
-        if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, p)) {
-            eprintln!("aiac: error: --json {}: {e}", p.display());
-            let _ = std::fs::remove_file(&tmp);
-            return std::process::ExitCode::from(1);
-        }
+        write_atomically(p, text.as_bytes()).map_err(|e| output("--json", p, e.to_string()))?;
     }
     if let Some(stem) = &a.plot {
-        match crate::plots::draw_dht(lines(rows), stem) {
-            Ok(files) => {
-                for f in files {
-                    println!("wrote {}", f.display());
-                }
-            }
-            Err(e) => {
-                eprintln!("aiac: error: --plot {}: {e}", stem.display());
-                return std::process::ExitCode::from(1);
-            }
+        let files =
+            crate::plots::draw_dht(lines(rows), stem).map_err(|e| output("--plot", stem, e))?;
+        for f in files {
+            println!("wrote {}", f.display());
         }
     }
-    let bad: Vec<_> = rows.iter().filter(|r| !r.correct).collect();
-    if bad.is_empty() {
-        println!(
-            "correct: every object found exactly once, the table holds ranks × LV objects ({} runs)",
-            rows.len()
-        );
-        std::process::ExitCode::SUCCESS
-    } else {
-        for r in bad {
-            eprintln!(
-                "aiac: error: dht {} ranks={} LV={}: the table holds {} objects and {} were found, want {}",
+    let bad: Vec<String> = rows
+        .iter()
+        .filter(|r| !r.correct)
+        .map(|r| {
+            format!(
+                "dht {} ranks={} LV={}: the table holds {} objects and {} were found, want {}",
                 r.backend,
                 r.ranks,
                 r.local_volume,
                 r.table_objects,
                 r.found,
                 r.ranks * r.local_volume
-            );
-        }
-        std::process::ExitCode::from(1)
+            )
+        })
+        .collect();
+    if !bad.is_empty() {
+        return Err(Error::Failed(bad.join("\n")));
     }
+    println!(
+        "correct: every object found exactly once, the table holds ranks × LV objects ({} runs)",
+        rows.len()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `aiac dht`.
-pub(crate) fn dht(a: &DhtArgs) -> std::process::ExitCode {
-    let rank0 = crate::run::launched_rank().unwrap_or(0) == 0;
-    if let Err(e) = check_args(a) {
-        if rank0 {
-            eprintln!("aiac: error: {e}");
-        }
-        return std::process::ExitCode::from(1);
-    }
+pub(crate) fn dht(a: &DhtArgs) -> Result<ExitCode, Error> {
+    let here = Placement::here();
+    let checked = check_args(a, &here);
     if !a.from.is_empty() {
-        return match load(&a.from) {
-            Ok(rows) => finish(a, &rows),
-            Err(e) => {
-                eprintln!("aiac: error: {e}");
-                std::process::ExitCode::from(1)
-            }
-        };
+        checked?;
+        return finish(a, &load(&a.from)?);
     }
-    match a.backend {
-        DhtBackend::Threads => {
-            let counts = if a.ranks.is_empty() {
-                vec![1]
-            } else {
-                a.ranks.clone()
-            };
-            let mut rows = Vec::new();
-            for &n in &counts {
-                let world = chan_threads::World::new(n).expect("n ≥ 1 checked");
-                for &lv in &a.local_volume {
-                    let out = world.run(|ctx| run_once(ctx, lv, a.seed));
-                    match out.into_iter().next().expect("one rank at least") {
-                        Ok(row) => rows.push(row),
-                        Err(e) => {
-                            eprintln!("aiac: error: dht: {e}");
-                            return std::process::ExitCode::from(1);
-                        }
-                    }
-                }
-            }
-            finish(a, &rows)
+    match a.backend.info().launcher {
+        // Under a launcher the ranks agree on the check (one message, exit 1 everywhere).
+        Some(launcher) if a.ranks.is_empty() || here.rank.is_some() => {
+            on_launched_rank(launcher, Launch { args: a, checked })
         }
-        DhtBackend::Mpi | DhtBackend::Shmem if !a.ranks.is_empty() => jobs(a),
-        DhtBackend::Mpi => launched_mpi(a),
-        DhtBackend::Shmem => launched_shmem(a),
+        Some(launcher) => checked.and_then(|()| jobs(a, launcher)),
+        None => checked
+            .and_then(|()| threads(a))
+            .map_err(|e| here.before_start(e)),
     }
 }
 
-/// `--ranks` on MPI or SHMEM: one launcher job per count, each writing its rows to a
-/// temporary file; then one table (and plot) of them all.
-fn jobs(a: &DhtArgs) -> std::process::ExitCode {
-    use crate::sweep::{wait_bounded, Ended, LAUNCH_ENV};
-    use std::process::{Command, Stdio};
-    let (launcher, backend) = match a.backend {
-        DhtBackend::Mpi => ("mpirun", "mpi"),
-        _ => ("oshrun", "shmem"),
+/// `--backend threads`: a world of threads per rank count, every volume in each.
+fn threads(a: &DhtArgs) -> Result<ExitCode, Error> {
+    let counts = if a.ranks.is_empty() {
+        vec![1]
+    } else {
+        a.ranks.clone()
     };
-    let fail = |m: String| {
-        eprintln!("aiac: error: {m}");
-        std::process::ExitCode::from(1)
-    };
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => return fail(format!("finding this program: {e}")),
-    };
-    let dir = std::env::temp_dir().join(format!("aiac-dht-{}", std::process::id()));
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return fail(format!("{}: {e}", dir.display()));
+    let mut rows = Vec::new();
+    for &n in &counts {
+        let world = chan_threads::World::new(n).expect("n ≥ 1 checked");
+        for &lv in &a.local_volume {
+            let out = world.run(|ctx| run_once(ctx, lv, a.seed));
+            let row = out.into_iter().next().expect("one rank at least");
+            rows.push(row.map_err(|e| Error::Failed(format!("dht: {e}")))?);
+        }
     }
+    finish(a, &rows)
+}
+
+/// `-t` on MPI or SHMEM: one launcher job per count, each writing its rows to a temporary
+/// file; then one table (and plot) of those that completed, and one error naming those that
+/// did not.
+fn jobs(a: &DhtArgs, launcher: Launcher) -> Result<ExitCode, Error> {
+    let backend = launcher.backend();
+    let exe =
+        std::env::current_exe().map_err(|e| Error::Launch(format!("finding this program: {e}")))?;
+    let dir = std::env::temp_dir().join(format!("aiac-dht-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::Launch(format!("{}: {e}", dir.display())))?;
     crate::signals::defer();
     let lvs: Vec<String> = a.local_volume.iter().map(|v| v.to_string()).collect();
     let mut rows = Vec::new();
-    let mut failed = None;
+    let mut failures = Vec::new();
     for &n in &a.ranks {
         let json = dir.join(format!("{backend}-{n}.json"));
         let log = dir.join(format!("{backend}-{n}.log"));
-        let mut c = Command::new(launcher);
-        c.args(["-np", &n.to_string()]).arg(&exe);
-        for (k, v) in LAUNCH_ENV {
-            if std::env::var_os(k).is_none() {
-                c.env(k, v);
-            }
-        }
+        let mut c = launcher.command(n, &exe);
         c.args(["dht", "--backend", backend, "--seed", &a.seed.to_string()])
             .args(["--local-volume", &lvs.join(",")])
             .arg("--json")
             .arg(&json);
         eprintln!(
-            "aiac dht: {launcher} -np {n} ({backend}, LV {})",
+            "aiac dht: {} -np {n} ({backend}, LV {})",
+            launcher.program(),
             lvs.join(",")
         );
-        let ended = std::fs::File::create(&log)
-            .and_then(|f| {
-                let err = f.try_clone()?;
-                std::os::unix::process::CommandExt::process_group(&mut c, 0);
-                c.stdin(Stdio::null())
-                    .stdout(Stdio::from(f))
-                    .stderr(Stdio::from(err))
-                    .spawn()
-            })
-            .and_then(|mut child| {
-                wait_bounded(&mut child, std::time::Duration::from_secs(a.timeout))
-            });
-        let why = match ended {
+        let why = match run_logged(&mut c, &log, Duration::from_secs(a.timeout)) {
             Ok(Ended::Exited(st)) if st.success() => None,
             Ok(Ended::Exited(st)) => Some(format!("exited with {st}")),
             Ok(Ended::TimedOut) => Some(format!("stopped after --timeout {} s", a.timeout)),
             Ok(Ended::Signalled(sig)) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                return fail(format!("stopped by signal {sig}"));
+                return Err(Error::Failed(format!("stopped by signal {sig}")));
             }
-            Err(e) => Some(format!("{launcher}: {e}")),
+            Err(e) => Some(format!("{}: {e}", launcher.program())),
         };
-        if let Some(why) = why {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(8).collect();
-            eprintln!(
-                "aiac: error: dht {backend} at {n} ranks {why}; its output ends:\n{}",
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
-            failed = Some(n);
-            continue;
-        }
-        match load(std::slice::from_ref(&json)) {
-            Ok(mut r) => rows.append(&mut r),
-            Err(e) => {
-                eprintln!("aiac: error: dht {backend} at {n} ranks: {e}");
-                failed = Some(n);
-            }
+        match why {
+            Some(why) => failures.push(format!(
+                "dht {backend} at {n} ranks {why}; its output ends:\n{}",
+                log_tail(&log, 8)
+            )),
+            None => match load(std::slice::from_ref(&json)) {
+                Ok(mut r) => rows.append(&mut r),
+                Err(e) => failures.push(format!("dht {backend} at {n} ranks: {e}")),
+            },
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let code = finish(a, &rows);
-    if failed.is_some() {
-        return std::process::ExitCode::from(1);
+    if failures.is_empty() {
+        return finish(a, &rows);
     }
-    code
+    if !rows.is_empty() {
+        if let Err(e) = finish(a, &rows) {
+            failures.push(e.to_string());
+        }
+    }
+    Err(Error::Failed(failures.join("\n")))
 }
 
-/// `--backend mpi|shmem` without `--ranks`: every process of the launched job runs each
-/// volume; rank 0 prints the table. An error on a rank aborts the job (nothing hangs).
-#[cfg(any(feature = "mpi", feature = "shmem"))]
-fn launched<C, E>(init: Result<C, E>, a: &DhtArgs) -> std::process::ExitCode
-where
-    C: crate::run::Launched + Windows,
-    E: std::fmt::Display,
-{
-    let mut ctx = match init {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("aiac: error: {} init: {e}", C::LIBRARY);
-            return std::process::ExitCode::from(1);
+/// `--backend mpi|shmem` without `-t`: every process of the launched job runs each volume;
+/// rank 0 prints the table.
+#[cfg_attr(not(any(feature = "mpi", feature = "shmem")), allow(dead_code))]
+struct Launch<'a> {
+    args: &'a DhtArgs,
+    /// This rank's check of the arguments, agreed on before any run.
+    checked: Result<(), Error>,
+}
+
+impl RankWork for Launch<'_> {
+    type Output = ExitCode;
+
+    /// An error on a rank aborts the job (nothing hangs).
+    #[cfg(any(feature = "mpi", feature = "shmem"))]
+    fn on<C: Launched>(self, rank: Rank<C>) -> Result<ExitCode, Error> {
+        let a = self.args;
+        let (mut rank, ()) = rank.agree(self.checked)?;
+        let mut rows = Vec::new();
+        for &lv in &a.local_volume {
+            let row = run_once(rank.ctx(), lv, a.seed).map_err(|e| format!("dht: {e}"));
+            rows.push(rank.or_abort(row));
         }
-    };
-    let mut rows = Vec::new();
-    for &lv in &a.local_volume {
-        match run_once(&mut ctx, lv, a.seed) {
-            Ok(r) => rows.push(r),
-            Err(e) => {
-                eprintln!("aiac: error: dht {} {}: {e}", C::PROCESS, ctx.rank());
-                ctx.abort(1);
+        let outcome = match rank.rank() {
+            0 => finish(a, &rows),
+            // Rank 0 reports a wrong table; every rank gathered the same verdict.
+            _ if rows.iter().all(|r| r.correct) => Ok(ExitCode::SUCCESS),
+            _ => Err(Error::AlreadyReported),
+        };
+        let stopped = rank.stop();
+        let code = outcome?;
+        stopped?;
+        Ok(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chan_threads::World;
+    use std::collections::HashSet;
+
+    #[test]
+    fn objects_are_distinct_and_nonzero() {
+        let mut seen = HashSet::new();
+        for r in 0..4 {
+            for i in 0..5000 {
+                let o = object(42, r, 5000, i);
+                assert_ne!(o, 0);
+                assert!(seen.insert(o), "object {o} twice");
             }
         }
     }
-    let code = if ctx.rank() == 0 {
-        finish(a, &rows)
-    } else if rows.iter().all(|r| r.correct) {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::from(1)
-    };
-    if let Err(e) = ctx.finalize() {
-        eprintln!("aiac: error: {} finalize: {e}", C::LIBRARY);
-        return std::process::ExitCode::from(1);
+
+    /// Every rank count finds every object once, and the counts add up: the verdict the
+    /// run prints is computed from the table, not assumed.
+    #[test]
+    fn dht_over_threads_is_correct_at_1_to_5_ranks() {
+        for n in 1..=5 {
+            let rows = World::new(n)
+                .unwrap()
+                .run(|ctx| run_once(ctx, 2000, 7).unwrap());
+            for r in &rows {
+                assert!(r.correct, "{n} ranks: {r:?}");
+                assert_eq!(r.table_objects, (n * 2000) as u64);
+                assert!(r.probe_reads >= r.found);
+            }
+        }
     }
-    code
-}
-
-/// `--backend <backend>` in an aiac built without that backend's feature.
-#[cfg(not(all(feature = "mpi", feature = "shmem")))]
-fn not_built(backend: &str) -> std::process::ExitCode {
-    eprintln!(
-        "aiac: error: --backend {backend}: this aiac was built without the `{backend}` feature"
-    );
-    std::process::ExitCode::from(1)
-}
-
-#[cfg(feature = "mpi")]
-fn launched_mpi(a: &DhtArgs) -> std::process::ExitCode {
-    launched(chan_mpi::MpiCtx::init(), a)
-}
-
-#[cfg(not(feature = "mpi"))]
-fn launched_mpi(_: &DhtArgs) -> std::process::ExitCode {
-    not_built("mpi")
-}
-
-#[cfg(feature = "shmem")]
-fn launched_shmem(a: &DhtArgs) -> std::process::ExitCode {
-    launched(chan_shmem::ShmemCtx::init(), a)
-}
-
-#[cfg(not(feature = "shmem"))]
-fn launched_shmem(_: &DhtArgs) -> std::process::ExitCode {
-    not_built("shmem")
 }

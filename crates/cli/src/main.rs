@@ -16,7 +16,10 @@
 //! the true residual refutes), 1 error (bad input included: one message naming the flag).
 //! `RUST_LOG=debug aiac …` logs what the tool does (off by default).
 
+mod args;
 mod dht;
+mod error;
+mod launch;
 mod output;
 mod plots;
 #[cfg(feature = "mpi")]
@@ -56,7 +59,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run the paper's 3-D Jacobi once on one backend: progress line, table, files.
-    Run(Box<run::RunArgs>),
+    Run(Box<args::RunArgs>),
     /// Run a grid of configurations (every run flag takes a list) and tabulate and plot them.
     Sweep(Box<sweep::SweepArgs>),
     /// Print the tables and draw the plots again from saved JSON reports.
@@ -89,7 +92,7 @@ fn main() -> ExitCode {
             // Under a launcher every rank parses the same arguments: rank 0 alone prints,
             // and the others exit 0 at once, so that the launcher does not stop rank 0
             // before it has printed (the job's exit code is rank 0's).
-            let other_rank = run::launched_rank().is_some_and(|r| r != 0);
+            let other_rank = !launch::Placement::here().reports_for_job();
             if !other_rank {
                 let _ = e.print();
                 let _ = std::io::Write::flush(&mut std::io::stderr());
@@ -108,27 +111,18 @@ fn main() -> ExitCode {
         }
     };
     init_logging();
-    let result = match cli.cmd {
+    error::exit_code(match cli.cmd {
         Cmd::Run(args) => run::run(&args),
         Cmd::Sweep(args) => sweep::sweep(&args),
         Cmd::Report(args) => report::report(&args),
         #[cfg(feature = "mpi")]
         Cmd::Probe(args) => probe::probe(&args),
-        Cmd::Dht(args) => return dht::dht(&args),
-    };
-    match result {
-        Ok(code) => code,
-        Err(run::RunError::AlreadyReported) => ExitCode::from(1),
-        Err(run::RunError::LeftToRank0) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("aiac: error: {e}");
-            ExitCode::from(1)
-        }
-    }
+        Cmd::Dht(args) => dht::dht(&args),
+    })
 }
 
 /// Parse `aiac run …` arguments (the sweep checks every run it will start with this).
-pub(crate) fn parse_run_args<I, S>(argv: I) -> Result<run::RunArgs, clap::Error>
+fn parse_run_args<I, S>(argv: I) -> Result<args::RunArgs, clap::Error>
 where
     I: IntoIterator<Item = S>,
     S: Into<std::ffi::OsString> + Clone,

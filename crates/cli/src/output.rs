@@ -1,11 +1,11 @@
 //! Output files: checked before any work, written whole or not at all.
 
-use crate::run::RunError;
+use crate::error::Error;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The directory a file goes in (`.` for a bare name).
-pub fn parent_dir(path: &Path) -> &Path {
+pub(crate) fn parent_dir(path: &Path) -> &Path {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -51,7 +51,7 @@ fn alive(pid: i32) -> bool {
 /// SIGKILL, or a crash, in the middle of a write): `.NAME.tmp-PID` regular files whose PID is
 /// not a running process. A writer on another machine sharing the directory is not seen by
 /// `kill`: its temporary file lives for the milliseconds of one write.
-pub fn clean_stale_temps(dir: &Path) {
+pub(crate) fn clean_stale_temps(dir: &Path) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
@@ -191,7 +191,7 @@ fn write_in_place(path: &Path, data: &[u8]) -> std::io::Result<()> {
 ///   written in place: never renamed over, never replaced by a regular file.
 ///
 /// A write error (`/dev/full`: no space left on device) is an error.
-pub fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let result = match resolve(path)? {
         Target::Stdout => {
             let mut out = std::io::stdout().lock();
@@ -246,8 +246,8 @@ fn replace_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
 /// must not be a directory; a special file must exist and be writable; for a regular file
 /// its directory must exist and a file must be creatable there (tried with the temporary
 /// file the write will use, removed at once).
-pub fn check_file(flag: &'static str, path: &Path) -> Result<(), RunError> {
-    let bad = |why: String| RunError::Output {
+pub(crate) fn check_file(flag: &'static str, path: &Path) -> Result<(), Error> {
+    let bad = |why: String| Error::Output {
         flag,
         path: path.to_path_buf(),
         why,
@@ -306,8 +306,8 @@ pub fn check_file(flag: &'static str, path: &Path) -> Result<(), RunError> {
 
 /// Fail before any work if `dir` cannot hold output: created when missing, must be a
 /// directory where files can be created.
-pub fn check_dir(flag: &'static str, dir: &Path) -> Result<(), RunError> {
-    let bad = |why: String| RunError::Output {
+pub(crate) fn check_dir(flag: &'static str, dir: &Path) -> Result<(), Error> {
+    let bad = |why: String| Error::Output {
         flag,
         path: dir.to_path_buf(),
         why,
@@ -321,13 +321,13 @@ pub fn check_dir(flag: &'static str, dir: &Path) -> Result<(), RunError> {
 
 /// Several output files of one command must be different files (after following symlinks;
 /// `-` and `/dev/stdout` are the same). A device named twice (`/dev/null`) is allowed.
-pub fn check_distinct(files: &[(&'static str, &Path)]) -> Result<(), RunError> {
+pub(crate) fn check_distinct(files: &[(&'static str, &Path)]) -> Result<(), Error> {
     let target = |p: &Path| resolve(p).unwrap_or_else(|_| Target::Regular(p.to_path_buf()));
     for (i, (fa, a)) in files.iter().enumerate() {
         for (fb, b) in &files[i + 1..] {
             let (ta, tb) = (target(a), target(b));
             if ta == tb && !matches!(ta, Target::InPlace(_)) {
-                return Err(RunError::Invalid(format!(
+                return Err(Error::Invalid(format!(
                     "{fa} and {fb} name the same file {}",
                     b.display()
                 )));
@@ -339,20 +339,20 @@ pub fn check_distinct(files: &[(&'static str, &Path)]) -> Result<(), RunError> {
 
 /// A CSV table built in memory (written atomically as a whole).
 #[derive(Debug, Default)]
-pub struct Csv {
+pub(crate) struct Csv {
     text: String,
 }
 
 impl Csv {
     /// A table with these column names.
-    pub fn new(columns: &[&str]) -> Self {
+    pub(crate) fn new(columns: &[&str]) -> Self {
         let mut c = Csv::default();
         c.row(columns.iter().map(|s| s.to_string()));
         c
     }
 
     /// Append one row (fields quoted when they hold a comma, quote or newline).
-    pub fn row<I: IntoIterator<Item = String>>(&mut self, fields: I) {
+    pub(crate) fn row<I: IntoIterator<Item = String>>(&mut self, fields: I) {
         let mut first = true;
         for f in fields {
             if !first {
@@ -371,12 +371,12 @@ impl Csv {
     }
 
     /// The whole table.
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         self.text.as_bytes()
     }
 }
 
 /// A number for a CSV cell: empty when absent.
-pub fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+pub(crate) fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or(String::new(), |v| v.to_string())
 }

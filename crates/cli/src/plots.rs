@@ -444,7 +444,7 @@ fn criterion_desc(configs: &[&RunConfig]) -> String {
 }
 
 /// Draw every figure the runs support into `dir`; the files written.
-pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String> {
     let groups = summary::groups(outcomes);
     let configs: Vec<&RunConfig> = groups.iter().map(|g| g.config).collect();
     let cols = summary::legend_columns(&configs);
@@ -666,15 +666,15 @@ pub fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String
 
 /// One line of the hash table's weak-scaling plot: (ranks, insert s, probe s) for one
 /// backend and local volume.
-pub struct DhtLine {
+pub(crate) struct DhtLine {
     /// Legend label (backend, LV).
-    pub label: String,
+    pub(crate) label: String,
     /// Which backend (line style and marker: solid circles, dashed triangles, dotted crosses).
-    pub group: usize,
+    pub(crate) group: usize,
     /// Which local volume (colour).
-    pub shade: usize,
+    pub(crate) shade: usize,
     /// (ranks, insert seconds, probe seconds), by ranks.
-    pub points: Vec<(f64, f64, f64)>,
+    pub(crate) points: Vec<(f64, f64, f64)>,
 }
 
 /// Lines in the hash table's plot: 3 backends × 5 local volumes, and one to spare.
@@ -800,6 +800,6 @@ impl Figure for DhtWeak {
 }
 
 /// Draw the hash table's weak-scaling plot as `stem.png` and `stem.svg`.
-pub fn draw_dht(lines: Vec<DhtLine>, stem: &Path) -> Result<Vec<PathBuf>, String> {
+pub(crate) fn draw_dht(lines: Vec<DhtLine>, stem: &Path) -> Result<Vec<PathBuf>, String> {
     save(&DhtWeak { lines }, stem)
 }

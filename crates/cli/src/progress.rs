@@ -26,7 +26,7 @@ const LINE_EVERY: Duration = Duration::from_secs(1);
 /// consecutive samples is harmless. `seq` (bumped last) only tells the display that something
 /// new arrived.
 #[derive(Debug, Default)]
-pub struct Hook {
+pub(crate) struct Hook {
     iteration: AtomicU64,
     residual: AtomicU64,
     elapsed_ns: AtomicU64,
@@ -64,7 +64,7 @@ impl Hook {
 }
 
 /// A run's progress line, drawn by its own thread until dropped (which clears it).
-pub struct RunProgress {
+pub(crate) struct RunProgress {
     hook: Arc<Hook>,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -72,7 +72,7 @@ pub struct RunProgress {
 
 impl RunProgress {
     /// Start showing the progress of a run of `cfg` on stderr.
-    pub fn start(cfg: &Config) -> Self {
+    pub(crate) fn start(cfg: &Config) -> Self {
         let hook = Arc::new(Hook::default());
         let (tx, rx) = mpsc::channel::<()>();
         let tol = cfg.criterion.tol();
@@ -91,7 +91,7 @@ impl RunProgress {
     }
 
     /// The hook to give the solver.
-    pub fn hook(&self) -> &dyn Progress {
+    pub(crate) fn hook(&self) -> &dyn Progress {
         &*self.hook
     }
 }
@@ -145,7 +145,7 @@ fn short_line(s: &Seen, tol: f64) -> String {
 }
 
 /// 12345.6 → "12.3k".
-pub fn human(v: f64) -> String {
+pub(crate) fn human(v: f64) -> String {
     if v >= 1e9 {
         format!("{:.2}G", v / 1e9)
     } else if v >= 1e6 {
@@ -227,14 +227,14 @@ fn display(hook: &Hook, stop: &mpsc::Receiver<()>, tol: f64, max_iters: u64, ter
 }
 
 /// A sweep's progress: a bar over its runs on a terminal, one line per run otherwise.
-pub struct SweepProgress {
+pub(crate) struct SweepProgress {
     bar: Option<ProgressBar>,
     total: usize,
     quiet: bool,
 }
 
 impl SweepProgress {
-    pub fn new(total: usize, quiet: bool) -> Self {
+    pub(crate) fn new(total: usize, quiet: bool) -> Self {
         let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
             let b = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
             b.set_style(
@@ -251,7 +251,7 @@ impl SweepProgress {
     }
 
     /// Run `index` (0-based), described by `what`, starts.
-    pub fn starting(&self, index: usize, what: &str) {
+    pub(crate) fn starting(&self, index: usize, what: &str) {
         match &self.bar {
             Some(b) => b.set_message(what.to_string()),
             None if !self.quiet => {
@@ -262,7 +262,7 @@ impl SweepProgress {
     }
 
     /// It ended: `result` says how.
-    pub fn finished(&self, index: usize, what: &str, result: &str) {
+    pub(crate) fn finished(&self, index: usize, what: &str, result: &str) {
         match &self.bar {
             Some(b) => {
                 b.println(format!(
@@ -278,7 +278,7 @@ impl SweepProgress {
     }
 
     /// A message that must be seen.
-    pub fn warn(&self, msg: &str) {
+    pub(crate) fn warn(&self, msg: &str) {
         match &self.bar {
             Some(b) => b.println(msg),
             None => eprintln!("{msg}"),

@@ -1,7 +1,7 @@
 //! `aiac report`: the tables and plots again, from saved JSON, without running anything.
 
+use crate::error::Error;
 use crate::output::{check_dir, write_atomically};
-use crate::run::RunError;
 use crate::saved::{self, Outcome};
 use crate::{plots, summary};
 use clap::Args;
@@ -13,7 +13,7 @@ use std::process::ExitCode;
 #[command(after_help = "Examples:\n  \
     aiac report aiac-sweep                       # a sweep's --out directory\n  \
     aiac report sync.json async.json --out plots # runs of aiac run --json, compared")]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// Reports of `aiac run --json` (schema aiac.run/3, or /2, /1), a sweep's records of failed runs,
     /// or directories holding them (a sweep's --out directory, or its runs/).
     #[arg(required = true, value_name = "FILES")]
@@ -24,9 +24,9 @@ pub struct ReportArgs {
 }
 
 /// `aiac report`.
-pub fn report(args: &ReportArgs) -> Result<ExitCode, RunError> {
+pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode, Error> {
     tracing::debug!(?args, "aiac report");
-    let files = saved::expand(&args.files).map_err(RunError::Invalid)?;
+    let files = saved::expand(&args.files).map_err(Error::Invalid)?;
     let mut names = Vec::with_capacity(files.len());
     let mut runs = Vec::with_capacity(files.len());
     let mut skipped = 0;
@@ -41,7 +41,7 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode, RunError> {
                 skipped += 1;
                 continue;
             }
-            Err(e) => return Err(RunError::Invalid(e)),
+            Err(e) => return Err(Error::Invalid(e)),
         }
         let stem = f
             .file_name()
@@ -54,7 +54,7 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode, RunError> {
         );
     }
     if runs.is_empty() {
-        return Err(RunError::Invalid(format!(
+        return Err(Error::Invalid(format!(
             "no readable report among the {skipped} file(s) found"
         )));
     }
@@ -74,20 +74,20 @@ pub fn report(args: &ReportArgs) -> Result<ExitCode, RunError> {
 
 /// Write the one-row-per-run table to `csv_path` and draw the plots into `plots_dir`; the
 /// plot files written. What `aiac report --out` and `aiac sweep` both leave behind.
-pub fn write_table_and_plots(
+pub(crate) fn write_table_and_plots(
     names: &[String],
     runs: &[Outcome],
     csv_path: &Path,
     plots_dir: &Path,
-) -> Result<Vec<PathBuf>, RunError> {
+) -> Result<Vec<PathBuf>, Error> {
     write_atomically(csv_path, summary::runs_csv(names, runs).as_bytes()).map_err(|e| {
-        RunError::Output {
+        Error::Output {
             flag: "--out",
             path: csv_path.to_path_buf(),
             why: e.to_string(),
         }
     })?;
-    plots::draw_all(runs, plots_dir).map_err(|e| RunError::Output {
+    plots::draw_all(runs, plots_dir).map_err(|e| Error::Output {
         flag: "--out",
         path: plots_dir.to_path_buf(),
         why: e,
@@ -95,7 +95,7 @@ pub fn write_table_and_plots(
 }
 
 /// List the plot files drawn into `dir`.
-pub fn print_plots(dir: &Path, files: &[PathBuf]) {
+pub(crate) fn print_plots(dir: &Path, files: &[PathBuf]) {
     if files.is_empty() {
         println!("plots    none (no run has a report)");
         return;

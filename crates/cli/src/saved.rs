@@ -12,12 +12,18 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The schema of a failed run's record.
-pub const FAILED_SCHEMA: &str = "aiac.failed-run/1";
+pub(crate) const FAILED_SCHEMA: &str = "aiac.failed-run/1";
 
 /// Whether a run flag means anything for a run of `solver` in `variant` on `backend` solving
 /// `problem`: the rule `aiac sweep` skips flags by, and the summary and plots blank columns
 /// by.
-pub fn applies(flag: &str, solver: &str, variant: &str, backend: &str, problem: &str) -> bool {
+pub(crate) fn applies(
+    flag: &str,
+    solver: &str,
+    variant: &str,
+    backend: &str,
+    problem: &str,
+) -> bool {
     let multisplit = solver == "multisplit";
     // Jacobi and multisplitting share the sync, async and racy loops.
     let jacobi = solver == "jacobi" || multisplit;
@@ -48,7 +54,7 @@ pub fn applies(flag: &str, solver: &str, variant: &str, backend: &str, problem: 
 }
 
 /// What the tables and plots ask of a run's configuration.
-pub trait ConfigExt {
+pub(crate) trait ConfigExt {
     /// [`applies`] for this run (flags that do not depend on the problem).
     fn applies(&self, flag: &str) -> bool;
     /// The whole configuration as one canonical string: runs with equal keys are repeats.
@@ -102,37 +108,37 @@ impl ConfigExt for RunConfig {
 
 /// What `aiac sweep` records for a run that failed or timed out (`aiac.failed-run/1`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FailedRun {
-    pub schema: String,
+pub(crate) struct FailedRun {
+    pub(crate) schema: String,
     /// `failed` (exit code 1, a signal, or no readable report) or `timeout`.
-    pub status: String,
+    pub(crate) status: String,
     /// The exit code, when the run exited.
-    pub exit_code: Option<i32>,
+    pub(crate) exit_code: Option<i32>,
     /// The command that was run.
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// Its output (stdout and stderr), relative to this file's directory.
-    pub log: String,
+    pub(crate) log: String,
     /// The repeat (0-based).
-    pub repeat: u32,
+    pub(crate) repeat: u32,
     /// The configuration, as the run's report would have said it.
-    pub config: RunConfig,
+    pub(crate) config: RunConfig,
 }
 
 /// One run of a set: its report, or why it has none.
 #[derive(Debug, Clone)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Ok(Box<Report>),
     Failed(Box<FailedRun>),
 }
 
 impl Outcome {
-    pub fn config(&self) -> &RunConfig {
+    pub(crate) fn config(&self) -> &RunConfig {
         match self {
             Outcome::Ok(r) => &r.config,
             Outcome::Failed(f) => &f.config,
         }
     }
-    pub fn run(&self) -> Option<&Report> {
+    pub(crate) fn run(&self) -> Option<&Report> {
         match self {
             Outcome::Ok(r) => Some(r),
             Outcome::Failed(_) => None,
@@ -141,13 +147,13 @@ impl Outcome {
 }
 
 /// Read a run's report or a failed run's record.
-pub fn load(path: &Path) -> Result<Outcome, String> {
+pub(crate) fn load(path: &Path) -> Result<Outcome, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Parse a run's report or a failed run's record.
-pub fn parse(bytes: &[u8]) -> Result<Outcome, String> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<Outcome, String> {
     let mut v: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
     let schema = v
         .get("schema")
@@ -201,11 +207,11 @@ pub fn parse(bytes: &[u8]) -> Result<Outcome, String> {
 
 /// One file [`expand`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The path, as given or as found in a directory.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Found in a directory given (not named itself): a file that cannot be read is skipped.
-    pub in_dir: bool,
+    pub(crate) in_dir: bool,
 }
 
 /// What kind of thing a non-regular, non-directory file is, for messages.
@@ -230,7 +236,7 @@ fn kind_of(m: &std::fs::Metadata) -> &'static str {
 /// file named twice (by two paths, or by a path and a directory: the same file after
 /// following symlinks counts once). A path that is not a regular file or a directory (a
 /// device, a FIFO) is refused without being opened, so nothing waits on it.
-pub fn expand(paths: &[PathBuf]) -> Result<Vec<Found>, String> {
+pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<Found>, String> {
     let mut out: Vec<Found> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut push = |out: &mut Vec<Found>, path: PathBuf, in_dir: bool| {
@@ -289,7 +295,7 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<Found>, String> {
 
 /// One histogram of every halo channel of a rank (those in the run's own mode; `which` picks
 /// it, e.g. `|ch| &ch.batches`), as (value, count) buckets summed.
-pub fn channel_buckets(
+pub(crate) fn channel_buckets(
     rank: &RankRecord,
     variant: Variant,
     which: impl Fn(&ChannelStats) -> &Histogram,

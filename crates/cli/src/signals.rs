@@ -76,13 +76,13 @@ fn install() {
 }
 
 /// While alive, a SIGINT or SIGTERM removes `path` (a temporary file) and exits 130 or 143.
-pub struct TempGuard {
+pub(crate) struct TempGuard {
     armed: bool,
 }
 
 impl TempGuard {
     /// Guard `path` (call before creating it, so no moment goes unguarded).
-    pub fn new(path: &Path) -> Self {
+    pub(crate) fn new(path: &Path) -> Self {
         let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
             return TempGuard { armed: false };
         };
@@ -114,13 +114,13 @@ fn free(p: *mut libc::c_char) {
 }
 
 /// `aiac sweep`: from now on SIGINT and SIGTERM are only recorded, for [`pending`].
-pub fn defer() {
+pub(crate) fn defer() {
     DEFER.store(true, SeqCst);
     install();
 }
 
 /// The signal received since [`defer`], if any.
-pub fn pending() -> Option<i32> {
+pub(crate) fn pending() -> Option<i32> {
     match PENDING.load(SeqCst) {
         0 => None,
         s => Some(s),

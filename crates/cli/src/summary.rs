@@ -10,27 +10,27 @@ use jacobi::{Decomp, Problem, Report, RunConfig};
 
 /// Runs of one configuration (repeats), in the order they came.
 #[derive(Debug)]
-pub struct Group<'a> {
-    pub config: &'a RunConfig,
-    pub runs: Vec<&'a Outcome>,
+pub(crate) struct Group<'a> {
+    pub(crate) config: &'a RunConfig,
+    pub(crate) runs: Vec<&'a Outcome>,
 }
 
 impl Group<'_> {
-    pub fn ok(&self) -> impl Iterator<Item = &Report> + '_ {
+    pub(crate) fn ok(&self) -> impl Iterator<Item = &Report> + '_ {
         self.runs.iter().filter_map(|o| o.run())
     }
     /// The first run that has a report.
-    pub fn first_ok(&self) -> Option<&Report> {
+    pub(crate) fn first_ok(&self) -> Option<&Report> {
         self.ok().next()
     }
     /// Median of `f` over the runs that have a report.
-    pub fn median(&self, f: impl Fn(&Report) -> f64) -> Option<f64> {
+    pub(crate) fn median(&self, f: impl Fn(&Report) -> f64) -> Option<f64> {
         median(self.ok().map(f).collect())
     }
 }
 
 /// Group runs by configuration, in order of first appearance.
-pub fn groups(outcomes: &[Outcome]) -> Vec<Group<'_>> {
+pub(crate) fn groups(outcomes: &[Outcome]) -> Vec<Group<'_>> {
     let mut out: Vec<(String, Group<'_>)> = Vec::new();
     for o in outcomes {
         let key = o.config().key();
@@ -49,7 +49,7 @@ pub fn groups(outcomes: &[Outcome]) -> Vec<Group<'_>> {
 }
 
 /// The median (mean of the middle two for an even count); None when empty.
-pub fn median(mut v: Vec<f64>) -> Option<f64> {
+pub(crate) fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
@@ -63,15 +63,15 @@ pub fn median(mut v: Vec<f64>) -> Option<f64> {
 }
 
 /// A column describing a configuration.
-pub struct Column {
+pub(crate) struct Column {
     /// Short header.
-    pub header: &'static str,
+    pub(crate) header: &'static str,
     /// Its name in legends (`R=2`).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The value shown.
-    pub value: fn(&RunConfig) -> String,
+    pub(crate) value: fn(&RunConfig) -> String,
     /// Shown even when every configuration has the same value.
-    pub always: bool,
+    pub(crate) always: bool,
 }
 
 /// A number as the JSON report writes it (`2.0`, `0.0001`).
@@ -80,7 +80,7 @@ fn num(v: Option<f64>) -> String {
 }
 
 /// The configuration columns, in table order.
-pub const COLUMNS: &[Column] = &[
+pub(crate) const COLUMNS: &[Column] = &[
     Column {
         header: "solver",
         name: "",
@@ -282,7 +282,7 @@ fn varies(c: &Column, configs: &[&RunConfig]) -> bool {
 
 /// The columns worth showing for these configurations in a table: the `always` ones and
 /// those whose value differs between two of them.
-pub fn shown_columns(configs: &[&RunConfig]) -> Vec<&'static Column> {
+pub(crate) fn shown_columns(configs: &[&RunConfig]) -> Vec<&'static Column> {
     COLUMNS
         .iter()
         .filter(|c| c.always || varies(c, configs))
@@ -291,7 +291,7 @@ pub fn shown_columns(configs: &[&RunConfig]) -> Vec<&'static Column> {
 
 /// The columns that tell these configurations apart in a legend: the variant (the solver,
 /// for Krylov runs) and whatever differs.
-pub fn legend_columns(configs: &[&RunConfig]) -> Vec<&'static Column> {
+pub(crate) fn legend_columns(configs: &[&RunConfig]) -> Vec<&'static Column> {
     COLUMNS
         .iter()
         .filter(|c| c.header == "variant" || varies(c, configs))
@@ -307,7 +307,7 @@ fn size_of(c: &RunConfig) -> String {
 }
 
 /// A legend label for `cfg` among these columns (`sync R=2 p=4`), leaving out `skip`.
-pub fn label(cfg: &RunConfig, columns: &[&Column], skip: &[&str]) -> String {
+pub(crate) fn label(cfg: &RunConfig, columns: &[&Column], skip: &[&str]) -> String {
     let parts: Vec<String> = columns
         .iter()
         .filter(|c| !skip.contains(&c.header))
@@ -363,7 +363,7 @@ fn fmt_f(v: Option<f64>, digits: usize) -> String {
 }
 
 /// The summary table of a set of runs (and the speedup tables when p varies).
-pub fn summary(outcomes: &[Outcome]) -> String {
+pub(crate) fn summary(outcomes: &[Outcome]) -> String {
     let groups = groups(outcomes);
     let configs: Vec<&RunConfig> = groups.iter().map(|g| g.config).collect();
     let cols = shown_columns(&configs);
@@ -550,7 +550,7 @@ fn speedup(groups: &[Group<'_>], cols: &[&Column]) -> String {
 }
 
 /// One row per run: what `aiac sweep` writes as `sweep.csv` (and `aiac report --out`).
-pub fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
+pub(crate) fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
     let mut csv = Csv::new(&[
         "run",
         "status",

@@ -16,29 +16,22 @@
 //! too), `--pc` to the Krylov solvers, `--inner`, `--inner-tol` and `--inner-max` to
 //! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them).
 
+use crate::args::{
+    is_laplace, parse_dims, parse_grid, parse_slowdown, problem_parser, BackendArg, Fixed,
+};
+use crate::error::Error;
+use crate::launch::{log_tail, run_logged, Ended};
 use crate::output::{check_dir, write_atomically};
 use crate::progress::SweepProgress;
-use crate::run::{
-    parse_dims, parse_grid, parse_slowdown, BackendArg, DecompArg, ExchangeArg, InnerArg, PcArg,
-    ProblemArg, ReductionArg, RunError, SolverArg, VariantArg,
-};
 use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
 use clap::{Args, ValueEnum};
-use jacobi::{Dims, ProcGrid};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
-
-/// The environment Open MPI's launchers need here (as `scripts/mpi-env.sh` sets it), given to
-/// a launcher when the user's environment does not set it: running as root (containers, CI),
-/// more ranks than cores, and the one-sided component OpenSHMEM's finalize survives.
-pub(crate) const LAUNCH_ENV: [(&str, &str); 4] = [
-    ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
-    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
-    ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
-    ("OMPI_MCA_osc", "sm,ucx"),
-];
+use jacobi::{
+    Decomp, Dims, Exchange, Inner, Pc, Problem, ProcGrid, ReductionKind, Solver, Variant,
+};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
 
 /// The longest `--timeout`: a day.
 const MAX_TIMEOUT_S: f64 = 86_400.0;
@@ -61,21 +54,21 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     non-cubic size as NXxNYxNZ. Examples:\n  \
     aiac sweep --variant sync,async,racy -t 2 --max-in-flight 1,2,4 --repeats 3 --out fig10\n  \
     aiac sweep --problem poisson --global 64 --decomp z --exchange blocking,overlap \\\n    \
-    --ranks 1,2,4,8 --max-iters 200 --backend mpi --out scaling"
+    -t 1,2,4,8 --max-iters 200 --backend mpi --out scaling"
 )]
-pub struct SweepArgs {
+pub(crate) struct SweepArgs {
     /// Backends; mpi runs are started with `mpirun -np P`, shmem runs with `oshrun -np P`.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "threads")]
     backend: Vec<BackendArg>,
     /// Solvers (jacobi, cg, cg-overlap, pipecg, multisplit).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "jacobi")]
-    solver: Vec<SolverArg>,
+    solver: Vec<Solver>,
     /// Preconditioners of the Krylov solvers (none, jacobi).
     #[arg(long, value_enum, value_delimiter = ',')]
-    pc: Vec<PcArg>,
+    pc: Vec<Pc>,
     /// Multisplit's inner solvers (cg, jacobi).
     #[arg(long, value_enum, value_delimiter = ',')]
-    inner: Vec<InnerArg>,
+    inner: Vec<Inner>,
     /// Multisplit's inner tolerances.
     #[arg(long, value_delimiter = ',')]
     inner_tol: Vec<f64>,
@@ -84,19 +77,19 @@ pub struct SweepArgs {
     inner_max: Vec<u64>,
     /// Variants.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "sync")]
-    variant: Vec<VariantArg>,
+    variant: Vec<Variant>,
     /// Process counts: ranks (threads, mpi) or threads (shared).
     #[arg(
         short = 't',
-        long = "ranks",
-        visible_alias = "threads",
+        long = "threads",
+        visible_alias = "ranks",
         value_delimiter = ',',
         default_value = "1"
     )]
     ranks: Vec<usize>,
     /// Problems.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "laplace")]
-    problem: Vec<ProblemArg>,
+    #[arg(long, value_parser = problem_parser(), value_delimiter = ',', default_value = "laplace")]
+    problem: Vec<Problem>,
     /// Interior points per rank: N or NXxNYxNZ each (default 50, weak scaling).
     #[arg(long, value_parser = parse_dims, value_delimiter = ',', conflicts_with = "global")]
     local: Vec<Dims>,
@@ -108,10 +101,10 @@ pub struct SweepArgs {
     grid: Vec<ProcGrid>,
     /// Shapes of the process grid.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "paper")]
-    decomp: Vec<DecompArg>,
+    decomp: Vec<Decomp>,
     /// Halo exchanges of the sync variant.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "waitall")]
-    exchange: Vec<ExchangeArg>,
+    exchange: Vec<Exchange>,
     /// Tolerances (default: the problem's).
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     tol: Vec<f64>,
@@ -129,7 +122,7 @@ pub struct SweepArgs {
     max_in_flight: Vec<usize>,
     /// Non-blocking reductions of async and racy runs over MPI (iallreduce, tree).
     #[arg(long, value_enum, value_delimiter = ',')]
-    reduction: Vec<ReductionArg>,
+    reduction: Vec<ReductionKind>,
     /// Iteration limits (fix one for scaling runs: a run that stops unconverged at the limit
     /// still times its iterations).
     #[arg(long, value_delimiter = ',', default_value = "1000000")]
@@ -137,15 +130,8 @@ pub struct SweepArgs {
     /// Offsets C of the Laplace problem's boundary values and start (default 0).
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     offset: Vec<f64>,
-    /// Certify convergence claims (default).
-    #[arg(long, conflicts_with = "no_confirm")]
-    confirm: bool,
-    /// Stop at the first convergence claim, as the paper does.
-    #[arg(long)]
-    no_confirm: bool,
-    /// Make this rank's sweeps slower.
-    #[arg(long)]
-    slow_rank: Option<usize>,
+    #[command(flatten)]
+    fixed: Fixed,
     /// How many times slower: each from 1 to 1000 (default 2).
     #[arg(
         long,
@@ -256,7 +242,7 @@ impl SweepArgs {
             Axis {
                 flag: "--problem",
                 short: "",
-                values: self.problem.iter().map(name_of).collect(),
+                values: self.problem.iter().map(|p| p.name().to_string()).collect(),
             },
             Axis {
                 flag: "--local",
@@ -362,7 +348,7 @@ impl SweepArgs {
                     continue;
                 }
                 if a.flag == "--slowdown" {
-                    if let Some(k) = self.slow_rank {
+                    if let Some(k) = self.fixed.slow_rank {
                         argv.extend(["--slow-rank".to_string(), k.to_string()]);
                     }
                 }
@@ -376,11 +362,11 @@ impl SweepArgs {
                 }
             }
             if self.slowdown.is_empty() {
-                if let Some(k) = self.slow_rank {
+                if let Some(k) = self.fixed.slow_rank {
                     argv.extend(["--slow-rank".to_string(), k.to_string()]);
                 }
             }
-            if self.no_confirm {
+            if self.fixed.no_confirm {
                 argv.push("--no-confirm".into());
             }
             if seen.contains(&argv) {
@@ -428,106 +414,27 @@ fn file_stem(i: usize, n: usize, p: &Point, repeats: u32) -> String {
     s
 }
 
-/// `name` on `PATH`.
-fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-/// What became of one child.
-pub(crate) enum Ended {
-    Exited(ExitStatus),
-    TimedOut,
-    /// The sweep was signalled (SIGINT, SIGTERM): the child was given the signal and has
-    /// ended.
-    Signalled(i32),
-}
-
-/// Send `sig` to the child's process group (the child is its leader: a launcher and the
-/// ranks it started, or a run of the threads backend).
-fn signal_group(child: &Child, sig: nix::sys::signal::Signal) {
-    use nix::sys::signal::killpg;
-    use nix::unistd::Pid;
-    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    if killpg(pid, sig).is_err() {
-        let _ = nix::sys::signal::kill(pid, sig);
-    }
-}
-
-/// Stop `child`: `sig` to its process group (a launcher passes it on to the ranks it
-/// started and cleans up), then SIGKILL to the group five seconds later; wait for it.
-fn stop(child: &mut Child, sig: nix::sys::signal::Signal) -> std::io::Result<()> {
-    tracing::debug!(pid = child.id(), ?sig, "stopping the run");
-    signal_group(child, sig);
-    let grace = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < grace {
-        if child.try_wait()?.is_some() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    tracing::debug!(pid = child.id(), "still running: SIGKILL");
-    signal_group(child, nix::sys::signal::Signal::SIGKILL);
-    let _ = child.kill();
-    child.wait().map(|_| ())
-}
-
-/// Wait for `child` at most `timeout`; past it, stop it with SIGTERM. A SIGINT or SIGTERM to
-/// the sweep is passed on to the child, which is waited for. Each child leads its own process
-/// group, so the signal reaches the launcher's ranks too, once.
-pub(crate) fn wait_bounded(child: &mut Child, timeout: Duration) -> std::io::Result<Ended> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(sig) = crate::signals::pending() {
-            let s = nix::sys::signal::Signal::try_from(sig)
-                .unwrap_or(nix::sys::signal::Signal::SIGTERM);
-            stop(child, s)?;
-            return Ok(Ended::Signalled(sig));
-        }
-        if let Some(st) = child.try_wait()? {
-            return Ok(Ended::Exited(st));
-        }
-        if Instant::now() >= deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    stop(child, nix::sys::signal::Signal::SIGTERM)?;
-    Ok(Ended::TimedOut)
-}
-
 /// The sweep was signalled: its running child has been stopped; exit 128 + the signal.
 fn interrupted(sig: i32) -> ExitCode {
     eprintln!("aiac sweep: stopped by signal {sig}; the running run was stopped too");
     ExitCode::from(u8::try_from(128 + sig).unwrap_or(1))
 }
 
-/// The last `n` lines of a file.
-fn tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
 /// `aiac sweep`.
-pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
+pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
     tracing::debug!(?args, "aiac sweep");
     // Every check first: nothing runs and nothing is written unless all of it is right.
     if args.repeats == 0 {
-        return Err(RunError::Invalid(
-            "--repeats must be at least 1, got 0".into(),
-        ));
+        return Err(Error::Invalid("--repeats must be at least 1, got 0".into()));
     }
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err(RunError::Invalid(format!(
+        return Err(Error::Invalid(format!(
             "--timeout must be a positive number of seconds, got {}",
             args.timeout
         )));
     }
-    if !args.offset.is_empty() && !args.problem.contains(&ProblemArg::Laplace) {
-        return Err(RunError::Invalid(
+    if !args.offset.is_empty() && !args.problem.iter().any(is_laplace) {
+        return Err(Error::Invalid(
             "--offset applies to --problem laplace only: the Poisson problem's boundary \
              values are 0 and its exact solution is fixed"
                 .into(),
@@ -535,24 +442,18 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
     }
     // Every R, also those no run of this sweep will use (racy off MPI): a bad value is a
     // mistake whatever the runs.
+    // Checked as `aiac run --max-in-flight R` would check it (its configuration is built in
+    // one place, `RunArgs::config`).
     for &r in &args.max_in_flight {
-        let mut cfg = jacobi::Config::default();
-        if let Some(it) = cfg.method.iteration_mut() {
-            it.max_in_flight = r;
-        }
-        cfg.validate().map_err(RunError::from)?;
+        let run = crate::parse_run_args(["--max-in-flight".to_string(), r.to_string()])
+            .expect("any usize is a --max-in-flight value");
+        run.config()?.validate()?;
     }
     let exe = std::env::current_exe()
-        .map_err(|e| RunError::Launch(format!("cannot find the aiac binary to run: {e}")))?;
+        .map_err(|e| Error::Launch(format!("cannot find the aiac binary to run: {e}")))?;
     for b in &args.backend {
-        if let Some(l) = b.launcher() {
-            if on_path(l).is_none() {
-                return Err(RunError::Launch(format!(
-                    "--backend {}: its launcher `{l}` is not on PATH (install Open MPI: \
-                     scripts/setup.sh)",
-                    name_of(b)
-                )));
-            }
+        if let Some(l) = b.info().launcher {
+            l.check_installed()?;
         }
     }
     let runs_dir = args.out.join("runs");
@@ -577,11 +478,11 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
                 .next()
                 .unwrap_or("")
                 .trim_start_matches("error: ");
-            RunError::Invalid(format!("{first} (in the run {})", p.label))
+            Error::Invalid(format!("{first} (in the run {})", p.label))
         })?;
         let (cfg, plan) = run_args
             .check_config()
-            .map_err(|e| RunError::Invalid(format!("{e} (in the run {})", p.label)))?;
+            .map_err(|e| Error::Invalid(format!("{e} (in the run {})", p.label)))?;
         let config = run_args.report_config(&cfg, &plan);
         planned.push((p, stem, json, argv, config));
     }
@@ -615,17 +516,8 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
         };
         progress.starting(i, &what);
         let log_path = logs_dir.join(format!("{stem}.log"));
-        let mut cmd = match p.backend.launcher() {
-            Some(l) => {
-                let mut c = Command::new(l);
-                c.args(["-np", &p.ranks.to_string()]).arg(&exe);
-                for (k, v) in LAUNCH_ENV {
-                    if std::env::var_os(k).is_none() {
-                        c.env(k, v);
-                    }
-                }
-                c
-            }
+        let mut cmd = match p.backend.info().launcher {
+            Some(l) => l.command(p.ranks, &exe),
             None => Command::new(&exe),
         };
         cmd.arg("run").args(&argv);
@@ -638,16 +530,7 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
             drop(progress);
             return Ok(interrupted(sig));
         }
-        let ended = std::fs::File::create(&log_path)
-            .and_then(|log| {
-                let err = log.try_clone()?;
-                std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-                cmd.stdin(Stdio::null())
-                    .stdout(Stdio::from(log))
-                    .stderr(Stdio::from(err))
-                    .spawn()
-            })
-            .and_then(|mut child| wait_bounded(&mut child, timeout));
+        let ended = run_logged(&mut cmd, &log_path, timeout);
         if let Ok(Ended::Signalled(sig)) = ended {
             drop(progress);
             return Ok(interrupted(sig));
@@ -698,7 +581,7 @@ pub fn sweep(args: &SweepArgs) -> Result<ExitCode, RunError> {
                 if let Err(e) = write_atomically(&path, &text) {
                     progress.warn(&format!("aiac sweep: {}: {e}", path.display()));
                 }
-                let last = tail(&log_path, 3);
+                let last = log_tail(&log_path, 3);
                 progress.warn(&format!(
                     "aiac sweep: run {}/{n} ({what}) FAILED: {why}; log {}{}",
                     i + 1,

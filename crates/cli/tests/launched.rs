@@ -270,14 +270,18 @@ fn missing_launcher_is_named() {
     }
 }
 
-/// A rank whose sweeps are slowed does fewer iterations than the others in async (they do
-/// not wait for it), over MPI as over threads.
+/// A rank whose sweeps are slowed, in async over each launcher: the run converges with its
+/// true residual below tol; and stopped by `--max-iters` instead (a tolerance no run of 60
+/// iterations reaches), it ends when the first rank reaches the limit, whichever that is:
+/// the largest count is the limit exactly, none is above it, and the run exits 2 (not
+/// converged). That the slowed rank does fewer iterations than the others is a claim about
+/// speed, which a loaded machine can reverse: `scripts/bench-async-claims` measures it.
 #[test]
-fn slow_rank_iterates_less_in_async() {
+fn async_with_a_slow_rank_converges_and_stops_at_the_first_rank_at_the_limit() {
     for l in &LAUNCHERS {
         let dir = scratch(&format!("slow-{}", l.backend));
         let json = dir.join("r.json");
-        let args = [
+        let slow = [
             "--variant",
             "async",
             "--global",
@@ -288,19 +292,30 @@ fn slow_rank_iterates_less_in_async() {
             "4",
             "--quiet",
         ];
-        let j = report(&launch(l, 2, &args, &json), &json, "slow rank");
-        let it: Vec<f64> = j["ranks"]
+        let j = report(&launch(l, 2, &slow, &json), &json, "slow rank");
+        assert_eq!(j["converged"], true, "{}", l.backend);
+        let tol = j["tol"].as_f64().unwrap();
+        let t = j["residual"]["true"].as_f64().unwrap();
+        assert!(t < tol, "{}: true residual {t:e}", l.backend);
+        let limited = dir.join("limited.json");
+        let mut args = slow.to_vec();
+        args.extend(["--max-iters", "60", "--tol", "1e-15"]);
+        let out = launch(l, 2, &args, &limited);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: Value = serde_json::from_slice(&std::fs::read(&limited).unwrap()).unwrap();
+        let it: Vec<u64> = j["ranks"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| r["iterations"].as_f64().unwrap())
+            .map(|r| r["iterations"].as_u64().unwrap())
             .collect();
-        assert!(
-            it[1] < 0.75 * it[0],
-            "slow rank 1 did {} iterations, rank 0 {}",
-            it[1],
-            it[0]
-        );
+        assert_eq!(it.iter().max(), Some(&60), "{}: {it:?}", l.backend);
+        assert_eq!(j["converged"], false, "{}", l.backend);
     }
 }
 
@@ -562,8 +577,10 @@ fn sweep_over_a_launcher_prints_speedup_for_both_exchanges() {
             assert_eq!((rows[0][2], rows[0][3]), ("1.00", "1.00"), "{stdout}");
             assert_eq!(rows[1][0], "2");
             let (s, e): (f64, f64) = (rows[1][2].parse().unwrap(), rows[1][3].parse().unwrap());
+            // S_p prints with two decimals: a 2-rank run of 20 iterations descheduled on a
+            // loaded machine (0.42 s against 1.6 ms once) prints 0.00, which is right.
             assert!(
-                s > 0.0 && (e - s / 2.0).abs() < 0.01,
+                s >= 0.0 && (e - s / 2.0).abs() < 0.01,
                 "E_p = S_p/p: {stdout}"
             );
             assert_eq!(rows[1][5], "max-iters", "fixed --max-iters: {stdout}");
@@ -766,9 +783,14 @@ fn async_multisplit_with_a_slowed_rank_cuts_its_solves_short_over_a_launcher() {
 }
 
 /// Multisplitting over mpirun and oshrun at 2 and 4 ranks, sync and async: it converges
-/// with its true residual below tol, and needs at least 10× fewer outer iterations than
-/// Jacobi (sync, checked every iteration, so its count is exact) needs iterations on the same
-/// problem, run here. Blocks of 16³: the advantage grows with the block (docs/performance.md).
+/// with its true residual below tol, and every outer iteration is at least one inner one.
+/// Sync multisplitting, whose ranks step together, needs at least 10× fewer outer iterations
+/// than Jacobi (sync, checked every iteration, so its count is exact) needs iterations on
+/// the same problem, run here: both counts are the same in every run. Blocks of 16³: the
+/// advantage grows with the block (docs/performance.md). An async run's outer count depends
+/// on how its ranks are scheduled (52-60 in quiet runs, 75 once in CI with another test's
+/// ranks on the same cores, against Jacobi's 725), so its bound is a claim about speed:
+/// `scripts/bench-async-claims` measures it.
 #[test]
 fn multisplit_over_a_launcher_needs_10x_fewer_outer_iterations() {
     for l in &LAUNCHERS {
@@ -791,31 +813,19 @@ fn multisplit_over_a_launcher_needs_10x_fewer_outer_iterations() {
                     "--variant",
                     variant,
                 ];
-                // An async run's outer count depends on how its ranks are scheduled: 4 ranks
-                // over oshrun read 52-55 in 12 quiet runs (mpirun 53-60) against Jacobi's 725,
-                // and 75 once in CI, where this binary's tests run at once and another job's
-                // ranks share the two cores (a descheduled neighbour's halo goes stale). So an
-                // async run may be tried three times, and one must be within the bound; every
-                // run must converge with its true residual below tol.
-                let tries = if variant == "async" { 3 } else { 1 };
-                let mut outers = Vec::new();
-                for _ in 0..tries {
-                    let m = report(&launch(l, np, &args, &json), &json, &what);
-                    assert_eq!(m["converged"], true, "{what}");
-                    let tol = m["tol"].as_f64().unwrap();
-                    let t = m["residual"]["true"].as_f64().unwrap();
-                    assert!(t < tol, "{what}: true residual {t:e}");
-                    let outer = m["iterations"]["max"].as_f64().unwrap();
-                    assert!(m["inner_iterations"]["min"].as_f64().unwrap() >= outer);
-                    outers.push(outer);
-                    if outer * 10.0 <= jacobi {
-                        break;
-                    }
+                let m = report(&launch(l, np, &args, &json), &json, &what);
+                assert_eq!(m["converged"], true, "{what}");
+                let tol = m["tol"].as_f64().unwrap();
+                let t = m["residual"]["true"].as_f64().unwrap();
+                assert!(t < tol, "{what}: true residual {t:e}");
+                let outer = m["iterations"]["max"].as_f64().unwrap();
+                assert!(m["inner_iterations"]["min"].as_f64().unwrap() >= outer);
+                if variant == "sync" {
+                    assert!(
+                        outer * 10.0 <= jacobi,
+                        "{what}: {outer} outer iterations, Jacobi {jacobi}"
+                    );
                 }
-                assert!(
-                    outers.iter().any(|&o| o * 10.0 <= jacobi),
-                    "{what}: {outers:?} outer iterations, Jacobi {jacobi}"
-                );
             }
         }
     }

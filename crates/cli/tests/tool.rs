@@ -103,7 +103,7 @@ fn bad_sweep_input_is_refused_before_any_work() {
         (&["--timeout", "NaN"], "--timeout"),
         (&["--variant", ""], "--variant"),
         (&["--variant", "sync,,racy"], "--variant"),
-        (&["--ranks", ","], "--ranks"),
+        (&["--ranks", ","], "--threads"),
         (&["--backend", "carrier-pigeon"], "--backend"),
         (
             &["--max-in-flight", "0", "--variant", "racy"],

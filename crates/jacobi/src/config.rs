@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// The three forms of the solver (Bethune, Bull, Dingle, Higham, *Performance analysis of
 /// asynchronous Jacobi's method implemented in MPI, SHMEM and OpenMP*, IJHPCA 28(1), 2014).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Variant {
@@ -40,11 +41,16 @@ impl std::fmt::Display for Variant {
 
 /// The iterative method (`--solver`). Every one is written once over chan-core's
 /// [`chan_core::Context`] and runs over every channel backend.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum Solver {
     /// The paper's Jacobi iteration, in any [`Variant`].
     #[default]
     #[serde(rename = "jacobi")]
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "The paper's Jacobi iteration (sync, async or racy)")
+    )]
     Jacobi,
     /// Conjugate gradients on A = 6I − adjacency: halos through Sync channels, the two dot
     /// products of each iteration through the backend's blocking all-reduce.
@@ -53,15 +59,25 @@ pub enum Solver {
     /// CG with the halo exchange overlapped: the interior of the matrix-vector product is
     /// computed while the halo messages travel, then the boundary layer (Hoefler et al.).
     #[serde(rename = "cg-overlap")]
+    #[cfg_attr(feature = "clap", value(name = "cg-overlap"))]
     CgOverlap,
     /// Pipelined CG (Ghysels and Vanroose; PETSc's KSPPIPECG): one non-blocking reduction per
     /// iteration, progressed while the preconditioner and the matrix-vector product run.
     #[serde(rename = "pipecg")]
+    #[cfg_attr(feature = "clap", value(name = "pipecg"))]
     PipeCg,
     /// Asynchronous multisplitting (Bethune et al., §6.4): each rank solves its block's own
     /// problem with an inner solver ([`Inner`]), the newest halo held fixed as Dirichlet data,
     /// and exchanges its boundary planes as Jacobi does, in any [`Variant`].
     #[serde(rename = "multisplit")]
+    #[cfg_attr(
+        feature = "clap",
+        value(
+            help = "Asynchronous multisplitting (Bethune et al., §6.4): each rank solves its \
+                      block (--inner cg or jacobi) with the newest halo as Dirichlet data, in \
+                      the sync, async or racy form"
+        )
+    )]
     Multisplit,
 }
 
@@ -91,6 +107,7 @@ impl std::fmt::Display for Solver {
 
 /// The inner solver of multisplitting (`--inner`): what each rank runs on its block, the
 /// halo held fixed, in every outer iteration.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Inner {
@@ -122,6 +139,7 @@ pub const DEFAULT_INNER_TOL: f64 = 0.1;
 pub const DEFAULT_INNER_MAX: u64 = 50;
 
 /// The preconditioner of the Krylov solvers (`--pc`).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Pc {
@@ -146,17 +164,23 @@ impl Pc {
 }
 
 /// How the process grid is shaped.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Decomp {
     /// The paper's 3-D grid: x first, then y, then z at each doubling ([`ProcGrid::paper`]).
     #[default]
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "The paper's 3-D grid: x first, then y, then z at each doubling")
+    )]
     Paper,
     /// A 1-D split in z, P = 1 × 1 × p (Wang & Gobbert: each process N × N × N/p).
     Z,
 }
 
 /// How the sync variant swaps its halos (Wang & Gobbert compare the last two).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Exchange {
@@ -187,6 +211,7 @@ impl Exchange {
 
 /// The algorithm of the non-blocking reduction that async and racy runs test (`--reduction`).
 /// The backend's context builds it; the report records which one ran.
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReductionKind {
@@ -210,6 +235,7 @@ impl ReductionKind {
 }
 
 /// When the racy variant reads its halo view (`--racy-read`).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RacyRead {

@@ -1,0 +1,62 @@
+//! The one error type of every subcommand, and its one way to the exit code: `main` prints it
+//! once (unless a rank already did, or leaves it to rank 0) and exits 1.
+
+use jacobi::ConfigError;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// A failed subcommand.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    /// Bad input to the solver.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The solver failed.
+    #[error(transparent)]
+    Solver(#[from] jacobi::Error),
+    /// The job cannot run as asked (launcher, size, library).
+    #[error("{0}")]
+    Launch(String),
+    /// The work ran and its result is wrong (a hash table that lost an object), or a child
+    /// job failed.
+    #[error("{0}")]
+    Failed(String),
+    /// The error was already printed (by this rank or the one that prints for the job):
+    /// this rank only exits non-zero.
+    #[error("(reported)")]
+    // Only launched backends (MPI, SHMEM) report for the whole job.
+    #[cfg_attr(not(any(feature = "mpi", feature = "shmem")), allow(dead_code))]
+    AlreadyReported,
+    /// Under a launcher, before any library is initialised: rank 0 reports this error and
+    /// exits 1; this rank exits 0 at once, so the launcher does not stop rank 0 before it
+    /// has printed.
+    #[error("(left to rank 0)")]
+    LeftToRank0,
+    /// An output file or directory cannot be written.
+    #[error("{flag} {}: {why}", path.display())]
+    Output {
+        /// The flag that named it.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        why: String,
+    },
+    /// Other bad input (the message names the flag).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A subcommand's outcome as the process's exit code: its own code (0 converged or done, 2
+/// not converged), or 1 for an error, printed here once.
+pub(crate) fn exit_code(result: Result<ExitCode, Error>) -> ExitCode {
+    match result {
+        Ok(code) => code,
+        Err(Error::AlreadyReported) => ExitCode::from(1),
+        Err(Error::LeftToRank0) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("aiac: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,439 @@
+//! Ranks that are processes a launcher starts (`mpirun` for MPI, `oshrun` for OpenSHMEM),
+//! from both sides, for `aiac run`, `aiac dht`, `aiac probe` and `aiac sweep` alike:
+//!
+//! * [`Launcher`] names a launcher and the backend whose ranks it starts, and starts this
+//!   program under it ([`Launcher::command`], [`run_logged`]: a child job under a deadline);
+//! * [`Placement`] is where a launcher put this process, read before any library starts;
+//! * [`Rank`] is this process as rank r of n of a launched job, its library started: the ranks
+//!   agree on their input before any other collective call ([`Rank::agree`]), an error during
+//!   the work stops the job ([`Rank::or_abort`]), and [`Rank::stop`] finalizes.
+
+// Without a launched backend only the child-job side is used.
+#![cfg_attr(not(any(feature = "mpi", feature = "shmem")), allow(dead_code))]
+
+use crate::error::Error;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A launcher, and the backend whose ranks are the processes it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Launcher {
+    /// Open MPI's `mpirun`: MPI ranks (`--backend mpi`).
+    Mpirun,
+    /// Open MPI's `oshrun`: OpenSHMEM processing elements (`--backend shmem`).
+    Oshrun,
+}
+
+/// The environment Open MPI's launchers need here (as `scripts/mpi-env.sh` sets it), given to
+/// a launcher when the user's environment does not set it: running as root (containers, CI),
+/// more ranks than cores, and the one-sided component OpenSHMEM's finalize survives.
+const LAUNCH_ENV: [(&str, &str); 4] = [
+    ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+    ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
+    ("OMPI_MCA_osc", "sm,ucx"),
+];
+
+impl Launcher {
+    /// The program.
+    pub(crate) fn program(self) -> &'static str {
+        match self {
+            Launcher::Mpirun => "mpirun",
+            Launcher::Oshrun => "oshrun",
+        }
+    }
+
+    /// The backend, as `--backend` spells it.
+    pub(crate) fn backend(self) -> &'static str {
+        match self {
+            Launcher::Mpirun => "mpi",
+            Launcher::Oshrun => "shmem",
+        }
+    }
+
+    /// The library's name in messages.
+    pub(crate) fn library(self) -> &'static str {
+        match self {
+            Launcher::Mpirun => "MPI",
+            Launcher::Oshrun => "SHMEM",
+        }
+    }
+
+    /// What the library calls a process.
+    pub(crate) fn process(self) -> &'static str {
+        match self {
+            Launcher::Mpirun => "rank",
+            Launcher::Oshrun => "PE",
+        }
+    }
+
+    /// Fail unless the launcher is on `PATH`.
+    pub(crate) fn check_installed(self) -> Result<(), Error> {
+        let found = std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path).any(|d| d.join(self.program()).is_file())
+        });
+        match found {
+            true => Ok(()),
+            false => Err(Error::Launch(format!(
+                "--backend {}: its launcher `{}` is not on PATH (install Open MPI: \
+                 scripts/setup.sh)",
+                self.backend(),
+                self.program()
+            ))),
+        }
+    }
+
+    /// `LAUNCHER -np N EXE`: `np` copies of `exe` (this program) as one job, with the
+    /// environment the launcher needs here ([`LAUNCH_ENV`]) where the user's does not set it.
+    /// The caller adds `exe`'s arguments.
+    pub(crate) fn command(self, np: usize, exe: &Path) -> Command {
+        let mut c = Command::new(self.program());
+        c.args(["-np", &np.to_string()]).arg(exe);
+        for (k, v) in LAUNCH_ENV {
+            if std::env::var_os(k).is_none() {
+                c.env(k, v);
+            }
+        }
+        c
+    }
+}
+
+/// Where a launcher put this process, from the environment it gives the processes it starts
+/// (Open MPI's mpirun and oshrun, PMIx, MPICH's Hydra and Slurm's PMI), known before any
+/// library is initialised. All `None` in a process no launcher started.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placement {
+    /// This process's rank in the job.
+    pub(crate) rank: Option<usize>,
+    /// The job's size.
+    pub(crate) size: Option<usize>,
+    /// This process's rank among the job's processes on this machine.
+    local_rank: Option<usize>,
+    /// How many of the job's processes run on this machine.
+    pub(crate) local_size: Option<usize>,
+}
+
+/// The first of `vars` that is set to a number.
+fn env_number(vars: &[&str]) -> Option<usize> {
+    vars.iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+impl Placement {
+    /// This process's placement.
+    pub(crate) fn here() -> Self {
+        Placement {
+            rank: env_number(&["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"]),
+            size: env_number(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]),
+            local_rank: env_number(&["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"]),
+            local_size: env_number(&["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"]),
+        }
+    }
+
+    /// Whether this process reports for the whole job what every process finds alike before
+    /// any library starts (a usage error): rank 0, or a process no launcher started.
+    pub(crate) fn reports_for_job(&self) -> bool {
+        self.rank.is_none_or(|r| r == 0)
+    }
+
+    /// An error every process of the job finds alike before any library starts: this process
+    /// reports it if [`Self::reports_for_job`]; any other exits 0 at once, so that the
+    /// launcher does not stop rank 0 before it has printed (the job's exit code is rank 0's).
+    pub(crate) fn before_start(&self, e: Error) -> Error {
+        match self.reports_for_job() {
+            true => e,
+            false => Error::LeftToRank0,
+        }
+    }
+}
+
+/// What became of a child job.
+pub(crate) enum Ended {
+    Exited(ExitStatus),
+    TimedOut,
+    /// This process was signalled (SIGINT, SIGTERM): the child was given the signal and has
+    /// ended.
+    Signalled(i32),
+}
+
+/// Run `cmd` as the leader of its own process group, its output into the file `log` and
+/// nothing on its input, for at most `timeout` ([`wait_bounded`]).
+pub(crate) fn run_logged(
+    cmd: &mut Command,
+    log: &Path,
+    timeout: Duration,
+) -> std::io::Result<Ended> {
+    let log = std::fs::File::create(log)?;
+    let err = log.try_clone()?;
+    std::os::unix::process::CommandExt::process_group(cmd, 0);
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(err))
+        .spawn()?;
+    wait_bounded(&mut child, timeout)
+}
+
+/// The last `n` lines of a child's log.
+pub(crate) fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Send `sig` to the child's process group (the child is its leader: a launcher and the
+/// ranks it started, or a run of the threads backend).
+fn signal_group(child: &Child, sig: nix::sys::signal::Signal) {
+    use nix::sys::signal::killpg;
+    use nix::unistd::Pid;
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    if killpg(pid, sig).is_err() {
+        let _ = nix::sys::signal::kill(pid, sig);
+    }
+}
+
+/// Stop `child`: `sig` to its process group (a launcher passes it on to the ranks it
+/// started and cleans up), then SIGKILL to the group five seconds later; wait for it.
+fn stop(child: &mut Child, sig: nix::sys::signal::Signal) -> std::io::Result<()> {
+    tracing::debug!(pid = child.id(), ?sig, "stopping the child");
+    signal_group(child, sig);
+    let grace = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < grace {
+        if child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tracing::debug!(pid = child.id(), "still running: SIGKILL");
+    signal_group(child, nix::sys::signal::Signal::SIGKILL);
+    let _ = child.kill();
+    child.wait().map(|_| ())
+}
+
+/// Wait for `child` at most `timeout`; past it, stop it with SIGTERM. A SIGINT or SIGTERM to
+/// this process is passed on to the child, which is waited for. Each child leads its own
+/// process group, so the signal reaches the launcher's ranks too, once.
+fn wait_bounded(child: &mut Child, timeout: Duration) -> std::io::Result<Ended> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(sig) = crate::signals::pending() {
+            let s = nix::sys::signal::Signal::try_from(sig)
+                .unwrap_or(nix::sys::signal::Signal::SIGTERM);
+            stop(child, s)?;
+            return Ok(Ended::Signalled(sig));
+        }
+        if let Some(st) = child.try_wait()? {
+            return Ok(Ended::Exited(st));
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop(child, nix::sys::signal::Signal::SIGTERM)?;
+    Ok(Ended::TimedOut)
+}
+
+/// The library of a launched backend did not start.
+pub(crate) struct InitFailure {
+    /// The library's message.
+    message: String,
+    /// A bad value of one of aiac's variables: found before the library starts, the same on
+    /// every rank of a node.
+    env: bool,
+}
+
+/// The context of a backend whose ranks are processes a launcher starts.
+#[cfg(any(feature = "mpi", feature = "shmem"))]
+pub(crate) trait Launched: chan_core::Context + chan_core::traits::Windows + Sized {
+    /// Its launcher.
+    const LAUNCHER: Launcher;
+    /// Start the library in this process.
+    fn init() -> Result<Self, InitFailure>;
+    /// Build `kind` for the non-blocking reductions (on every rank alike: collective). A
+    /// backend with one kind ignores it (the run's checks refuse any other).
+    fn use_reduction(&mut self, kind: jacobi::ReductionKind) {
+        let _ = kind;
+    }
+    /// Finalize the library (every rank).
+    fn finalize(self) -> Result<(), String>;
+    /// Stop every rank of the job, now.
+    fn abort(&self, code: i32) -> !;
+}
+
+#[cfg(feature = "mpi")]
+impl Launched for chan_mpi::MpiCtx {
+    const LAUNCHER: Launcher = Launcher::Mpirun;
+    fn init() -> Result<Self, InitFailure> {
+        chan_mpi::MpiCtx::init().map_err(|e| InitFailure {
+            env: matches!(e, chan_mpi::InitError::Env(_)),
+            message: e.to_string(),
+        })
+    }
+    fn use_reduction(&mut self, kind: jacobi::ReductionKind) {
+        self.set_reduction_kind(match kind {
+            jacobi::ReductionKind::Iallreduce => chan_mpi::ReductionKind::Iallreduce,
+            jacobi::ReductionKind::Tree => chan_mpi::ReductionKind::Tree,
+        });
+    }
+    fn finalize(self) -> Result<(), String> {
+        chan_mpi::MpiCtx::finalize(self).map_err(|e| e.to_string())
+    }
+    fn abort(&self, code: i32) -> ! {
+        chan_mpi::MpiCtx::abort(self, code)
+    }
+}
+
+#[cfg(feature = "shmem")]
+impl Launched for chan_shmem::ShmemCtx {
+    const LAUNCHER: Launcher = Launcher::Oshrun;
+    fn init() -> Result<Self, InitFailure> {
+        chan_shmem::ShmemCtx::init().map_err(|e| InitFailure {
+            env: matches!(e, chan_shmem::InitError::Env(_)),
+            message: e.to_string(),
+        })
+    }
+    fn finalize(self) -> Result<(), String> {
+        chan_shmem::ShmemCtx::finalize(self).map_err(|e| e.to_string())
+    }
+    fn abort(&self, code: i32) -> ! {
+        chan_shmem::ShmemCtx::abort(self, code)
+    }
+}
+
+/// This process as one rank of a job its launcher started, the backend's library running.
+#[cfg(any(feature = "mpi", feature = "shmem"))]
+pub(crate) struct Rank<C: Launched> {
+    ctx: C,
+}
+
+#[cfg(any(feature = "mpi", feature = "shmem"))]
+impl<C: Launched> Rank<C> {
+    /// Start the library. A bad value of one of aiac's variables is the same on every rank of
+    /// a node (the launcher gives them one environment; another node may not have it): the
+    /// first rank of each node alone says so, as rank 0 does for a usage error.
+    pub(crate) fn start() -> Result<Self, Error> {
+        C::init().map(|ctx| Rank { ctx }).map_err(|f| {
+            let here = Placement::here();
+            let first_of_node = here.local_rank.or(here.rank) == Some(0);
+            if f.env && here.rank.is_some() && !first_of_node {
+                Error::LeftToRank0
+            } else {
+                Error::Launch(f.message)
+            }
+        })
+    }
+
+    /// The backend's context, for the collective work.
+    pub(crate) fn ctx(&mut self) -> &mut C {
+        &mut self.ctx
+    }
+
+    /// This rank.
+    pub(crate) fn rank(&self) -> usize {
+        self.ctx.rank()
+    }
+
+    /// The job's size.
+    pub(crate) fn size(&self) -> usize {
+        self.ctx.size()
+    }
+
+    /// Agree on every rank's check of its input before any other collective call: if every
+    /// rank's `checked` is Ok, its value. If any rank refused, the lowest that did prints its
+    /// message once, flushed, before a barrier that no rank leaves until it has, and every
+    /// rank finalizes the library and returns [`Error::AlreadyReported`] (exit 1). So the
+    /// launcher cannot stop the printing rank before the message is out, and the message
+    /// appears once.
+    pub(crate) fn agree<T>(mut self, checked: Result<T, Error>) -> Result<(Self, T), Error> {
+        use std::io::Write;
+        let rank = self.rank();
+        // The lowest rank that refused, or none (infinity).
+        let mut vote = [match &checked {
+            Ok(_) => f64::INFINITY,
+            Err(_) => rank as f64,
+        }];
+        let voted = self.ctx.all_reduce(&mut vote, chan_core::ReduceOp::Min);
+        match (checked, voted) {
+            (Ok(v), Ok(())) if vote[0].is_infinite() => Ok((self, v)),
+            (checked, voted) => {
+                let printer = voted.is_err() || vote[0] == rank as f64;
+                if let (Err(e), true) = (&checked, printer) {
+                    let mut err = std::io::stderr().lock();
+                    let _ = writeln!(err, "aiac: error: {e}");
+                    let _ = err.flush();
+                }
+                if voted.is_ok() {
+                    // Nobody leaves before the message is out.
+                    let _ = self.ctx.barrier();
+                }
+                if let Err(f) = self.ctx.finalize() {
+                    eprintln!("aiac: while stopping {}: {f}", C::LAUNCHER.backend());
+                }
+                Err(Error::AlreadyReported)
+            }
+        }
+    }
+
+    /// The value of the collective work's `result`; its error stops the job: other ranks may
+    /// be waiting in a collective call for this one, so it prints the error, naming this rank,
+    /// and aborts every rank (`MPI_Abort`, `shmem_global_exit`). Nothing hangs.
+    pub(crate) fn or_abort<T, E: std::fmt::Display>(&self, result: Result<T, E>) -> T {
+        match result {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!(
+                    "aiac: error on {} {}: {e}",
+                    C::LAUNCHER.process(),
+                    self.rank()
+                );
+                self.ctx.abort(1)
+            }
+        }
+    }
+
+    /// Finalize the library (every rank).
+    pub(crate) fn stop(self) -> Result<(), Error> {
+        self.ctx
+            .finalize()
+            .map_err(|e| Error::Launch(format!("{} finalize: {e}", C::LAUNCHER.library())))
+    }
+}
+
+/// The work of one rank of a launched job, whichever backend's: what [`on_launched_rank`]
+/// runs once the library has started.
+pub(crate) trait RankWork {
+    /// The work's outcome.
+    type Output;
+    /// Do it as `rank`.
+    #[cfg(any(feature = "mpi", feature = "shmem"))]
+    fn on<C: Launched>(self, rank: Rank<C>) -> Result<Self::Output, Error>;
+}
+
+/// Start `launcher`'s backend in this process and do `work` as one of its ranks; an aiac
+/// built without that backend says so.
+pub(crate) fn on_launched_rank<W: RankWork>(
+    launcher: Launcher,
+    work: W,
+) -> Result<W::Output, Error> {
+    match launcher {
+        #[cfg(feature = "mpi")]
+        Launcher::Mpirun => work.on(Rank::<chan_mpi::MpiCtx>::start()?),
+        #[cfg(feature = "shmem")]
+        Launcher::Oshrun => work.on(Rank::<chan_shmem::ShmemCtx>::start()?),
+        #[allow(unreachable_patterns)]
+        other => {
+            let _ = work;
+            Err(not_built(other))
+        }
+    }
+}
+
+/// `--backend B` in an aiac built without B's cargo feature.
+pub(crate) fn not_built(launcher: Launcher) -> Error {
+    let backend = launcher.backend();
+    Error::Launch(format!(
+        "--backend {backend}: this aiac was built without it (cargo feature `{backend}`)"
+    ))
+}

@@ -1,0 +1,320 @@
+//! `aiac probe`: the test kernel of Saif and Parashar ("Understanding the behavior and
+//! performance of non-blocking communications in MPI", Euro-Par 2004), run under
+//! `mpirun -np 2` on the user's own MPI.
+//!
+//! For every message size, after a barrier, rank 0 `MPI_Isend`s and computes for `C`
+//! (`--compute-ms`), rank 1 `MPI_Irecv`s and computes for `2C`, then each `MPI_Wait`s. The
+//! receiver is busy longer on purpose: a send still waiting for the receiver when the
+//! sender's computation ends shows as a sender `Wait` of about `C`. Kernels ([`Kernel`]):
+//!
+//! * **plain**: nothing between the post and the `Wait`;
+//! * **test**: the receiver calls `MPI_Test` once, a quarter into its computation (before the
+//!   sender's computation ends);
+//! * **channel**: the same kernel through an aiac Sync channel (R = 1) of the message size:
+//!   `send` on rank 0, one `try_recv` on rank 1 at the test's point and `recv` at the end; the
+//!   sender's `Wait` polls `in_flight` until its send completed. chan-mpi sends with
+//!   `MPI_Issend`, which completes only once the receiver matched it, so the channel's
+//!   sender depends on the receiver's progress at every size: the row shows what the
+//!   channel's rule (every call progresses) gets from the one call a solver makes anyway;
+//! * **unexpected** (the protocol test): the receive is posted only after a computation of
+//!   4C, during which the receiver calls MPI every C/4 (`MPI_Iprobe` for a tag nobody sends).
+//!   An eager message is delivered then as an unexpected message and the sender's request
+//!   can complete; a rendezvous message cannot move before its receive is posted. A size
+//!   whose send completed before the receive was posted in at least one repetition went
+//!   eagerly; a rendezvous send never can, whatever the load (causality), so the verdict
+//!   does not depend on medians. Both ranks' times are read on `CLOCK_MONOTONIC`, one clock
+//!   per node; across nodes the offset is estimated by ping-pong (error: half a round trip,
+//!   against a margin of `C/4`);
+//! * **sender silent**: the sender computes `2C` without calling MPI, the receiver `C`: does
+//!   the receiver need the sender's progress to finish (TCP's rendezvous does; Open MPI's
+//!   single-copy shared memory, where the receiver reads the sender's buffer, does not)?
+//! * **transfer**: both wait at once, no computation: the time the message takes.
+//!
+//! Between the largest eager and the smallest rendezvous size of the grid, bisection finds
+//! the threshold to 1/64 of it.
+//!
+//! Overlap is the share of the transfer time hidden behind the receiver's computation:
+//! `1 - (receiver's time inside MPI after posting) / transfer`, clamped to [0, 1]. The time a
+//! `Test` spends moving data counts as exposed: on one node the receiver copies a rendezvous
+//! message itself (Open MPI's single-copy `process_vm_readv`), inside whichever call finds it.
+
+mod measure;
+mod report;
+
+use crate::error::Error;
+use crate::launch::{Placement, Rank};
+use crate::output::check_dir;
+use chan_mpi::MpiCtx;
+use clap::{Args, ValueEnum};
+use measure::{library_version, Probe};
+use report::Report;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+/// The transport `--transport` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Transport {
+    /// Whatever the job was launched with (reported in the output).
+    Default,
+    /// Open MPI's TCP BTL: the job must be launched with `--mca pml ob1 --mca btl self,tcp`
+    /// (checked; a launched job's MCA parameters cannot change).
+    Tcp,
+}
+
+/// `aiac probe` arguments.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    mpirun -np 2 aiac probe\n  \
+    mpirun --mca pml ob1 --mca btl self,vader -np 2 aiac probe --out probe-vader\n  \
+    mpirun --mca pml ob1 --mca btl self,tcp -np 2 aiac probe --transport tcp\n  \
+    mpiexec.mpich -n 2 aiac probe   (an aiac built against MPICH: scripts/test-mpich)")]
+pub(crate) struct ProbeArgs {
+    /// Message sizes in bytes: `A..B` (the powers of two from A to B), or a comma list
+    /// (`4K,64K,1M`); suffixes K and M are 1024 and 1024².
+    #[arg(long, default_value = "1K..4M")]
+    pub(crate) sizes: String,
+    /// `tcp`: check that the job runs on Open MPI's TCP BTL (launch it with
+    /// `mpirun --mca pml ob1 --mca btl self,tcp`). `default`: the transport it was launched
+    /// with.
+    #[arg(long, value_enum, default_value_t = Transport::Default)]
+    pub(crate) transport: Transport,
+    /// The sender's computation per repetition, milliseconds (the receiver's is twice that).
+    #[arg(long, default_value_t = 5.0)]
+    pub(crate) compute_ms: f64,
+    /// Repetitions per size and variant (the table shows medians).
+    #[arg(long, default_value_t = 7)]
+    pub(crate) reps: usize,
+    /// Directory for probe.json, probe.csv and the plot probe.png / probe.svg.
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
+}
+
+/// Largest message: MPI counts are C ints, and two buffers of it per rank.
+const MAX_SIZE: usize = 1 << 30;
+
+/// Parse `1K`, `64`, `4M` (binary units).
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (num, mul) = match t.as_bytes().last() {
+        Some(b'K' | b'k') => (&t[..t.len() - 1], 1024),
+        Some(b'M' | b'm') => (&t[..t.len() - 1], 1024 * 1024),
+        _ => (t, 1),
+    };
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (bytes, or with K or M)"))?;
+    let v = n
+        .checked_mul(mul)
+        .filter(|&v| (1..=MAX_SIZE).contains(&v))
+        .ok_or_else(|| format!("{s:?} is not between 1 byte and 1G"))?;
+    Ok(v)
+}
+
+/// The sizes `--sizes` names, ascending and distinct.
+fn parse_sizes(spec: &str) -> Result<Vec<usize>, String> {
+    let bad = |why: String| format!("--sizes {spec}: {why}");
+    let mut sizes = if let Some((a, b)) = spec.split_once("..") {
+        let (a, b) = (parse_size(a).map_err(bad)?, parse_size(b).map_err(bad)?);
+        if a > b {
+            return Err(bad(format!("the range goes down ({a} > {b} bytes)")));
+        }
+        let mut v = Vec::new();
+        let mut s = a;
+        while s <= b {
+            v.push(s);
+            s *= 2;
+        }
+        v
+    } else {
+        spec.split(',')
+            .map(parse_size)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(bad)?
+    };
+    sizes.sort_unstable();
+    sizes.dedup();
+    if sizes.len() > 40 {
+        return Err(bad(format!("{} sizes; at most 40", sizes.len())));
+    }
+    Ok(sizes)
+}
+
+/// Which MPI and which path the job runs on, from the launcher's environment.
+#[derive(Debug, Clone, Default)]
+struct JobPath {
+    /// "pml ob1, btl self,vader" or what is known.
+    pub(super) label: String,
+    /// The eager limit the library is configured with (name, bytes), when known.
+    pub(super) eager: Option<(String, u64)>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// True under Open MPI's launcher.
+fn open_mpi_job() -> bool {
+    env("OMPI_COMM_WORLD_SIZE").is_some()
+}
+
+/// Open MPI's BTL list (`--mca btl`), split.
+fn btls() -> Vec<String> {
+    env("OMPI_MCA_btl")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .collect()
+}
+
+/// The eager limit of `btl` as `ompi_info` reports it in this environment (it reads the same
+/// `OMPI_MCA_*` variables the job's processes do).
+fn ompi_eager_limit(btl: &str) -> Option<u64> {
+    let out = Command::new("ompi_info")
+        .args(["--param", "btl", btl, "--level", "9", "--parsable"])
+        .output()
+        .ok()?;
+    let key = format!("mca:btl:{btl}:param:btl_{btl}_eager_limit:value:");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix(&key)?.trim().parse().ok())
+}
+
+/// What the job runs on, and `--transport`'s check. Run before MPI starts.
+fn path_of(args: &ProbeArgs, rank0: bool) -> Result<JobPath, String> {
+    if !open_mpi_job() {
+        if args.transport == Transport::Tcp {
+            return Err(
+                "--transport tcp: selects Open MPI's TCP BTL, and this job was not \
+                        started by Open MPI's mpirun (MPICH picks its network at build time; \
+                        see docs/performance.md)"
+                    .into(),
+            );
+        }
+        // MPICH over UCX (Debian's ch4:ucx) switches to rendezvous at UCX's threshold, which
+        // the user sets with UCX_RNDV_THRESH (default "auto": UCX picks it per transport).
+        let ucx = env("UCX_RNDV_THRESH");
+        let eager = ucx
+            .as_deref()
+            .and_then(|v| parse_size(v).ok())
+            .map(|v| ("UCX_RNDV_THRESH".to_string(), v as u64));
+        return Ok(JobPath {
+            label: format!(
+                "as launched (not Open MPI), UCX_RNDV_THRESH={}",
+                ucx.as_deref().unwrap_or("(unset: auto)")
+            ),
+            eager,
+        });
+    }
+    let pml = env("OMPI_MCA_pml");
+    let btl = btls();
+    let has = |b: &str| btl.iter().any(|x| x == b);
+    let tcp_only = pml.as_deref() == Some("ob1")
+        && has("tcp")
+        && !["vader", "sm", "smcuda"].iter().any(|b| has(b));
+    if args.transport == Transport::Tcp && !tcp_only {
+        return Err(format!(
+            "--transport tcp: this job does not run on Open MPI's TCP BTL alone \
+             (OMPI_MCA_pml={}, OMPI_MCA_btl={}); launch it as \
+             `mpirun --mca pml ob1 --mca btl self,tcp -np 2 aiac probe --transport tcp`",
+            pml.as_deref().unwrap_or("(unset)"),
+            env("OMPI_MCA_btl").as_deref().unwrap_or("(unset)")
+        ));
+    }
+    let label = format!(
+        "pml {}, btl {}",
+        pml.as_deref()
+            .unwrap_or("not set (Open MPI chooses: see --mca pml_base_verbose 10)"),
+        env("OMPI_MCA_btl").as_deref().unwrap_or("default")
+    );
+    // The eager limit is a BTL parameter, used only under pml ob1.
+    let component = if tcp_only { "tcp" } else { "vader" };
+    let eager = if pml.as_deref() == Some("ob1") && rank0 {
+        ompi_eager_limit(component).map(|v| (format!("btl_{component}_eager_limit"), v))
+    } else {
+        None
+    };
+    Ok(JobPath { label, eager })
+}
+
+/// `aiac probe`: check the arguments (before MPI starts: the path's check reads the
+/// launcher's environment and runs `ompi_info`), start MPI, agree on the checks and on the
+/// job's size, measure, and report from rank 0.
+pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
+    let rank0 = Placement::here().reports_for_job();
+    let checked = check(args, rank0);
+    let rank = Rank::<MpiCtx>::start()?;
+    let size = rank.size();
+    let checked = checked.and_then(|v| match size {
+        2 => Ok(v),
+        _ => Err(Error::Launch(format!(
+            "aiac probe runs on exactly 2 ranks (`mpirun -np 2 aiac probe`); this job has \
+             {size}"
+        ))),
+    });
+    let (mut rank, (sizes, path)) = rank.agree(checked)?;
+    let me = rank.rank();
+    let outcome = Probe::new(rank.ctx(), args.compute_ms * 1e-3, args.reps)
+        .and_then(|mut p| p.run_all(rank.ctx(), &sizes))
+        .map_err(|e| format!("probe: {e}"));
+    let (rows, threshold) = rank.or_abort(outcome);
+    rank.stop()?;
+    if me != 0 {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = Report {
+        library: library_version(),
+        path,
+        compute: args.compute_ms * 1e-3,
+        reps: args.reps,
+        rows,
+        threshold,
+    };
+    print!("{}", report.table());
+    if let Some(dir) = &args.out {
+        report.write(dir)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every check of the arguments: the sizes, the kernel's parameters, the output directory
+/// (rank 0, which writes it) and `--transport`. The path the job runs on, when they pass.
+fn check(args: &ProbeArgs, rank0: bool) -> Result<(Vec<usize>, JobPath), Error> {
+    let sizes = parse_sizes(&args.sizes).map_err(Error::Invalid)?;
+    if !(0.05..=1000.0).contains(&args.compute_ms) {
+        return Err(Error::Invalid(format!(
+            "--compute-ms {}: must be between 0.05 and 1000",
+            args.compute_ms
+        )));
+    }
+    if !(1..=1000).contains(&args.reps) {
+        return Err(Error::Invalid(format!(
+            "--reps {}: must be between 1 and 1000",
+            args.reps
+        )));
+    }
+    if let (Some(dir), true) = (&args.out, rank0) {
+        check_dir("--out", dir)?;
+    }
+    let path = path_of(args, rank0).map_err(Error::Invalid)?;
+    Ok((sizes, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_sizes("1K..8K").unwrap(), vec![1024, 2048, 4096, 8192]);
+        assert_eq!(parse_sizes("64K,4K,4K").unwrap(), vec![4096, 65536]);
+        assert_eq!(parse_sizes("100").unwrap(), vec![100]);
+        assert_eq!(parse_sizes("1M..1M").unwrap(), vec![1 << 20]);
+        for bad in ["4M..1K", "0", "x", "1K..", "2G", "-1", "1..1M,4"] {
+            let e = parse_sizes(bad).unwrap_err();
+            assert!(e.starts_with("--sizes"), "{bad}: {e}");
+        }
+    }
+}

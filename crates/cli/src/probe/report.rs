@@ -1,0 +1,359 @@
+//! The reporting side of `aiac probe` (rank 0): the table, probe.json, probe.csv and the
+//! plot, from the rows [`super::measure`] gathered.
+
+use super::measure::{Row, Threshold};
+use super::JobPath;
+use crate::error::Error;
+use crate::output::{write_atomically, Csv};
+use crate::plots;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+
+/// Bytes as the table writes them (4K, 1M, 4072).
+fn bytes(n: usize) -> String {
+    if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{}M", n >> 20)
+    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+        format!("{}K", n >> 10)
+    } else {
+        n.to_string()
+    }
+}
+
+/// Everything rank 0 prints and writes.
+pub(super) struct Report {
+    pub(super) library: String,
+    pub(super) path: JobPath,
+    pub(super) compute: f64,
+    pub(super) reps: usize,
+    pub(super) rows: Vec<Row>,
+    pub(super) threshold: Threshold,
+}
+
+impl Report {
+    fn threshold_text(&self) -> String {
+        match self.threshold {
+            (Some(lo), Some(hi)) => format!(
+                "eager up to {lo} B, rendezvous from {hi} B (threshold {})",
+                bytes(lo)
+            ),
+            (Some(lo), None) => format!("every size went eagerly (up to {})", bytes(lo)),
+            (None, Some(hi)) => format!("every size went by rendezvous (from {})", bytes(hi)),
+            (None, None) => "no clean threshold: eager and rendezvous sizes interleave \
+                             (a loaded machine? raise --compute-ms or --reps)"
+                .into(),
+        }
+    }
+
+    pub(super) fn table(&self) -> String {
+        use std::fmt::Write;
+        let us = |s: f64| format!("{:.1}", s * 1e6);
+        let pc = |f: f64| format!("{:.0}%", f * 100.0);
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "aiac probe: Saif & Parashar's Isend / compute / Wait kernel"
+        );
+        let _ = writeln!(t, "MPI: {}", self.library);
+        let _ = writeln!(t, "path: {}", self.path.label);
+        let _ = writeln!(
+            t,
+            "compute: sender {:.2} ms, receiver {:.2} ms (test at {:.2} ms); median of {} reps; times in µs",
+            self.compute * 1e3,
+            2.0 * self.compute * 1e3,
+            self.compute * 0.5e3,
+            self.reps
+        );
+        let _ = writeln!(
+            t,
+            "{:>6} {:>7} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>8} | {:>4} {:>4} {:>4} | {:>8} {:>5} {:>8} protocol",
+            "size",
+            "Isend",
+            "sWait",
+            "sW test",
+            "sW chan",
+            "rMPI",
+            "rM test",
+            "rM chan",
+            "transfer",
+            "ovl",
+            "o tst",
+            "o chn",
+            "sW unexp",
+            "early",
+            "rW silnt",
+        );
+        for r in &self.rows {
+            let _ = writeln!(
+                t,
+                "{:>6} {:>7} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>8} | {:>4} {:>4} {:>4} | {:>8} {:>5} {:>8} {}",
+                bytes(r.size),
+                us(r.isend),
+                us(r.send_wait[0]),
+                us(r.send_wait[1]),
+                us(r.send_wait[2]),
+                us(r.recv_exposed[0]),
+                us(r.recv_exposed[1]),
+                us(r.recv_exposed[2]),
+                us(r.transfer),
+                pc(r.overlap(0)),
+                pc(r.overlap(1)),
+                pc(r.overlap(2)),
+                us(r.unexpected_wait),
+                format!("{}/{}", r.early, self.reps),
+                us(r.silent_wait),
+                if r.rendezvous() {
+                    "rendezvous"
+                } else {
+                    "eager"
+                }
+            );
+        }
+        let _ = writeln!(
+            t,
+            "sWait: sender's MPI_Wait after its computation (receiver: nothing / one MPI_Test / \
+             an aiac channel's try_recv); rMPI: receiver's time inside MPI after posting; \
+             ovl: share of the transfer hidden behind the receiver's computation; sW unexp: \
+             sender's Wait when the receive is posted 3C after the sender's Wait began \
+             (rendezvous: about 3C); early: repetitions whose send completed before the \
+             receive was posted (none: rendezvous); rW silnt: receiver's Wait while the \
+             sender computes without MPI"
+        );
+        let _ = writeln!(t, "threshold: {}", self.threshold_text());
+        if let Some((name, v)) = &self.path.eager {
+            let _ = writeln!(
+                t,
+                "configured: {name} = {v} B{}",
+                if name.starts_with("btl_") {
+                    " (ompi_info; includes ob1's header)"
+                } else {
+                    ""
+                }
+            );
+        }
+        t
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let rows: Vec<_> = self
+            .rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "size": r.size,
+                    "protocol": if r.rendezvous() { "rendezvous" } else { "eager" },
+                    "isend_s": r.isend,
+                    "send_wait_s": {"plain": r.send_wait[0], "test": r.send_wait[1], "channel": r.send_wait[2], "unexpected": r.unexpected_wait},
+                    "recv_mpi_s": {"plain": r.recv_exposed[0], "test": r.recv_exposed[1], "channel": r.recv_exposed[2]},
+                    "transfer_s": r.transfer,
+                    "overlap": {"plain": r.overlap(0), "test": r.overlap(1), "channel": r.overlap(2)},
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "schema": "aiac.probe/1",
+            "mpi": self.library,
+            "path": self.path.label,
+            "configured_eager_limit": self.path.eager.as_ref().map(|(n, v)| serde_json::json!({"param": n, "bytes": v})),
+            "compute_s": self.compute,
+            "reps": self.reps,
+            "threshold": {"last_eager": self.threshold.0, "first_rendezvous": self.threshold.1},
+            "rows": rows,
+        })
+    }
+
+    pub(super) fn write(&self, dir: &Path) -> Result<(), Error> {
+        let fail = |p: &Path, why: String| Error::Output {
+            flag: "--out",
+            path: p.to_path_buf(),
+            why,
+        };
+        let json = dir.join("probe.json");
+        let text =
+            serde_json::to_string_pretty(&self.json()).map_err(|e| fail(&json, e.to_string()))?;
+        write_atomically(&json, text.as_bytes()).map_err(|e| fail(&json, e.to_string()))?;
+        let mut csv = Csv::new(&[
+            "size",
+            "protocol",
+            "isend_s",
+            "send_wait_plain_s",
+            "send_wait_test_s",
+            "send_wait_channel_s",
+            "send_wait_unexpected_s",
+            "recv_mpi_plain_s",
+            "recv_mpi_test_s",
+            "recv_mpi_channel_s",
+            "transfer_s",
+        ]);
+        for r in &self.rows {
+            let proto = if r.rendezvous() {
+                "rendezvous"
+            } else {
+                "eager"
+            };
+            csv.row(
+                [r.size.to_string(), proto.to_string()].into_iter().chain(
+                    [r.isend]
+                        .iter()
+                        .chain(&r.send_wait)
+                        .chain([&r.unexpected_wait])
+                        .chain(&r.recv_exposed)
+                        .chain([&r.transfer])
+                        .map(|v| format!("{v:e}")),
+                ),
+            );
+        }
+        let path = dir.join("probe.csv");
+        write_atomically(&path, csv.as_bytes()).map_err(|e| fail(&path, e.to_string()))?;
+        let stem = dir.join("probe");
+        let files = plots::save(&ProbeFigure(self), &stem).map_err(|e| fail(&stem, e))?;
+        for f in files.iter().chain([&json, &path]) {
+            println!("wrote {}", f.display());
+        }
+        Ok(())
+    }
+}
+
+/// The probe's plot: times against message size, both axes logarithmic.
+struct ProbeFigure<'a>(&'a Report);
+
+impl plots::Figure for ProbeFigure<'_> {
+    fn size(&self) -> (u32, u32) {
+        (1100, 700)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let r = self.0;
+        let title = format!("aiac probe: {}", r.path.label);
+        let root = root
+            .titled(&title, plots::caption_font())
+            .map_err(plots::err)?;
+        // µs, floored so that the log axis can show a completed-at-once wait.
+        let floor = 0.1;
+        let us = |s: f64| (s * 1e6).max(floor);
+        // x is log2 of the size, so that ticks fall on powers of two (1K, 2K, ...).
+        let l2 = |b: f64| b.max(1.0).log2();
+        let xs: Vec<f64> = r.rows.iter().map(|x| l2(x.size as f64)).collect();
+        let (xlo, xhi) = (
+            xs.first().copied().unwrap_or(0.0) - 0.5,
+            xs.last().copied().unwrap_or(1.0) + 0.5,
+        );
+        let ticks = ((xhi - xlo).ceil() as usize + 1).min(40);
+        let ymax = r
+            .rows
+            .iter()
+            .flat_map(|x| {
+                x.send_wait
+                    .iter()
+                    .chain(&x.recv_exposed)
+                    .chain([&x.transfer])
+            })
+            .map(|&s| us(s))
+            .fold(1.0, f64::max)
+            * 8.0;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(15)
+            .x_label_area_size(55)
+            .y_label_area_size(90)
+            .build_cartesian_2d(xlo..xhi, (floor..ymax).log_scale())
+            .map_err(plots::err)?;
+        chart
+            .configure_mesh()
+            .x_desc("message size (bytes, log scale)")
+            .y_desc("time (µs, log scale), median")
+            .axis_desc_style(plots::desc_font())
+            .label_style(plots::label_font())
+            .x_labels(ticks)
+            .x_label_formatter(&|v| {
+                let i = v.round();
+                if (v - i).abs() < 1e-6 && (0.0..=40.0).contains(&i) {
+                    bytes(1usize << i as u32)
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&|v| plots::tick(*v))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(plots::err)?;
+        type Series = (&'static str, Box<dyn Fn(&Row) -> f64>);
+        let series: [Series; 8] = [
+            ("sender Wait, plain", Box::new(|x: &Row| x.send_wait[0])),
+            (
+                "sender Wait, receiver tests",
+                Box::new(|x: &Row| x.send_wait[1]),
+            ),
+            (
+                "sender Wait, aiac channel",
+                Box::new(|x: &Row| x.send_wait[2]),
+            ),
+            (
+                "receiver in MPI, plain",
+                Box::new(|x: &Row| x.recv_exposed[0]),
+            ),
+            (
+                "receiver in MPI, tests",
+                Box::new(|x: &Row| x.recv_exposed[1]),
+            ),
+            (
+                "receiver in MPI, channel",
+                Box::new(|x: &Row| x.recv_exposed[2]),
+            ),
+            ("transfer (no compute)", Box::new(|x: &Row| x.transfer)),
+            (
+                "sender Wait, receive posted late",
+                Box::new(|x: &Row| x.unexpected_wait),
+            ),
+        ];
+        for (i, (label, f)) in series.iter().enumerate() {
+            let c = plots::colour(i);
+            let line: Vec<(f64, f64)> = r
+                .rows
+                .iter()
+                .map(|x| (l2(x.size as f64), us(f(x))))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))
+                .map_err(plots::err)?
+                .label(*label)
+                .legend(plots::line_key(c, 3));
+            chart
+                .draw_series(line.into_iter().map(|q| Circle::new(q, 4, c.filled())))
+                .map_err(plots::err)?;
+        }
+        if let (Some(lo), Some(_)) = r.threshold {
+            let grey = RGBColor(90, 90, 90);
+            chart
+                .draw_series(LineSeries::new(
+                    [(l2(lo as f64), floor), (l2(lo as f64), ymax)],
+                    grey.stroke_width(1),
+                ))
+                .map_err(plots::err)?
+                .label(format!("threshold found: {} B", lo))
+                .legend(plots::line_key(grey, 1));
+        }
+        if let Some((name, v)) = &r.path.eager {
+            let c = RGBColor(200, 0, 0);
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(l2(*v as f64), floor), (l2(*v as f64), ymax)],
+                    6,
+                    4,
+                    c.stroke_width(1),
+                ))
+                .map_err(plots::err)?
+                .label(format!("{name} = {v} B"))
+                .legend(plots::line_key(c, 1));
+        }
+        // Upper left: small sizes finish in microseconds, so that corner is empty.
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(160, 160, 160))
+            .label_font(plots::label_font())
+            .draw()
+            .map_err(plots::err)
+    }
+}
