@@ -57,7 +57,7 @@
 //! with requests still active (only after an MPI error) leaks its buffers rather than free
 //! memory MPI may write.
 
-use crate::env::{SetComm, Shared as EnvShared};
+use crate::env::{SetComm, World};
 use crate::node::NodeEnd;
 use crate::raw::{self, Requests, Route};
 use chan_core::backend::{
@@ -889,7 +889,7 @@ impl MpiDelivery for Shared {
 /// An end to a rank of the same node takes the node-local path instead (`crate::node`:
 /// chan-core's one-sided transport over a shared window); every call goes to it.
 pub struct MpiEnd<D: MpiDelivery> {
-    sh: Rc<EnvShared>,
+    world: Rc<World>,
     /// The core while the channel is open; in the rank's closing registry after `begin_close`.
     core: Option<Core>,
     closing: Option<u64>,
@@ -899,9 +899,9 @@ pub struct MpiEnd<D: MpiDelivery> {
 }
 
 impl<D: MpiDelivery> MpiEnd<D> {
-    pub(crate) fn new(sh: Rc<EnvShared>, core: Core) -> Self {
+    pub(crate) fn new(world: Rc<World>, core: Core) -> Self {
         MpiEnd {
-            sh,
+            world,
             core: Some(core),
             closing: None,
             node: None,
@@ -910,9 +910,9 @@ impl<D: MpiDelivery> MpiEnd<D> {
     }
 
     /// An end on the node-local path.
-    pub(crate) fn node(sh: Rc<EnvShared>, end: NodeEnd<D>) -> Self {
+    pub(crate) fn node(world: Rc<World>, end: NodeEnd<D>) -> Self {
         MpiEnd {
-            sh,
+            world,
             core: None,
             closing: None,
             node: Some(end),
@@ -928,12 +928,12 @@ impl<D: MpiDelivery> MpiEnd<D> {
 
     /// The world's shared state and this end's core, borrowed apart. Only before
     /// `begin_close`, after which the channel calls nothing but `finish_close`.
-    fn parts(&mut self) -> (&EnvShared, &mut Core) {
+    fn parts(&mut self) -> (&World, &mut Core) {
         let core = self
             .core
             .as_mut()
             .expect("a channel end is not used after its close began");
-        (&self.sh, core)
+        (&self.world, core)
     }
 
     fn live_core(&self) -> &Core {
@@ -943,20 +943,20 @@ impl<D: MpiDelivery> MpiEnd<D> {
 
 impl<D: MpiDelivery> Transport for MpiEnd<D> {
     fn in_flight(&mut self) -> Result<usize, CommError> {
-        self.sh.progress_closing();
+        self.world.progress_closing();
         if let Some(n) = &mut self.node {
             return n.in_flight();
         }
-        let (sh, core) = self.parts();
-        core.in_flight(&sh.requests)
+        let (world, core) = self.parts();
+        core.in_flight(&world.requests)
     }
     fn can_send(&mut self) -> Result<bool, CommError> {
-        self.sh.progress_closing();
+        self.world.progress_closing();
         if let Some(n) = &mut self.node {
             return n.can_send();
         }
-        let (sh, core) = self.parts();
-        core.can_send(&sh.requests)
+        let (world, core) = self.parts();
+        core.can_send(&world.requests)
     }
     fn send_with<F: FnOnce(&mut [f64])>(
         &mut self,
@@ -966,8 +966,8 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
         if let Some(n) = &mut self.node {
             return n.send_with(header, fill);
         }
-        let (sh, core) = self.parts();
-        core.send_with(header, fill, &sh.requests)
+        let (world, core) = self.parts();
+        core.send_with(header, fill, &world.requests)
     }
     /// The node-local path copies `data` straight into the peer's memory; the two-sided one
     /// into a send slot.
@@ -987,8 +987,8 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
         if let Some(n) = &mut self.node {
             return n.start_staged(header);
         }
-        let (sh, core) = self.parts();
-        core.start_staged(header, &sh.requests)
+        let (world, core) = self.parts();
+        core.start_staged(header, &world.requests)
     }
     /// The rank's [`WaitPolicy`](chan_core::backend::WaitPolicy). With a core per rank it
     /// busy-polls, as `MPI_Wait` does: every step of MPI's rendezvous protocol waits for the
@@ -999,7 +999,7 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
         if let Some(n) = &mut self.node {
             return n.relax(spins);
         }
-        self.sh.wait.relax(spins);
+        self.world.wait.relax(spins);
     }
     /// What `can_send` found: the channel asks this after `can_send` returned false, which
     /// tested the control receive (one progress call for both).
@@ -1013,15 +1013,15 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
         if let Some(n) = &mut self.node {
             return n.begin_close(sent);
         }
-        let (sh, core) = self.parts();
+        let (world, core) = self.parts();
         debug_assert_eq!(
             sent,
             core.sent(),
             "the channel and its transport count alike"
         );
-        core.begin_close(&sh.requests)?;
+        core.begin_close(&world.requests)?;
         let core = self.core.take().expect("checked by parts()");
-        self.closing = Some(self.sh.start_closing(core, true));
+        self.closing = Some(self.world.start_closing(core, true));
         Ok(())
     }
     fn finish_close(&mut self) -> Result<CloseReport, CommError> {
@@ -1034,9 +1034,9 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
             .ok_or_else(|| raw::misuse("close", "finish_close without begin_close"))?;
         let mut spins = 0u32;
         loop {
-            // Every closing channel of this rank, not only this one (see env::Shared).
-            self.sh.progress_closing();
-            if let Some(outcome) = self.sh.take_closed(id) {
+            // Every closing channel of this rank, not only this one (see env::World).
+            self.world.progress_closing();
+            if let Some(outcome) = self.world.take_closed(id) {
                 return outcome;
             }
             self.relax(spins);
@@ -1050,13 +1050,13 @@ impl<D: MpiDelivery> Drop for MpiEnd<D> {
         if let Some(mut core) = self.core.take() {
             // Dropped without a close: announce it, and let the rank finish the close in
             // the background (the channel calls that test requests, and finalize, progress it).
-            if let Err(e) = core.begin_close(&self.sh.requests) {
+            if let Err(e) = core.begin_close(&self.world.requests) {
                 eprintln!("aiac (mpi): closing a dropped channel: {e}");
             }
-            self.sh.start_closing(core, false);
+            self.world.start_closing(core, false);
         }
         if let Some(id) = self.closing.take() {
-            self.sh.disown(id);
+            self.world.disown(id);
         }
     }
 }
@@ -1073,12 +1073,12 @@ impl<D: MpiDelivery> std::fmt::Debug for MpiEnd<D> {
 
 impl MailboxTransport for MpiEnd<Slots> {
     fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
-        self.sh.progress_closing();
+        self.world.progress_closing();
         if let Some(n) = &mut self.node {
             return n.poll(out);
         }
-        let (sh, core) = self.parts();
-        core.poll(out, &sh.requests)
+        let (world, core) = self.parts();
+        core.poll(out, &world.requests)
     }
     fn data(&self, slot: usize) -> &[f64] {
         if let Some(n) = &self.node {
@@ -1090,8 +1090,8 @@ impl MailboxTransport for MpiEnd<Slots> {
         if let Some(n) = &mut self.node {
             return n.release(slot);
         }
-        let (sh, core) = self.parts();
-        core.release(slot, &sh.requests)
+        let (world, core) = self.parts();
+        core.release(slot, &world.requests)
     }
     /// What the polls found: each `poll` tests the control receive beside the data (one
     /// progress call for both), and the channel asks this after a poll.
@@ -1105,12 +1105,12 @@ impl MailboxTransport for MpiEnd<Slots> {
 
 impl RacyTransport for MpiEnd<Shared> {
     fn poll(&mut self) -> Result<RacyPoll, CommError> {
-        self.sh.progress_closing();
+        self.world.progress_closing();
         if let Some(n) = &mut self.node {
             return n.poll();
         }
-        let (sh, core) = self.parts();
-        core.poll_racy(&sh.requests)
+        let (world, core) = self.parts();
+        core.poll_racy(&world.requests)
     }
     fn view(&self) -> &AtomicF64Slice {
         if let Some(n) = &self.node {
