@@ -4,7 +4,8 @@
 use crate::node::{layout, remote_from_env, MpiPeer, Node, NodeEnd, TWO_SIDED};
 use crate::raw::{self, check, Requests};
 use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
-use crate::transport::{Core, MpiDelivery, MpiEnd, Wire, HDR};
+use crate::transport::MpiEnd;
+use crate::twosided::{Core, MpiDelivery, Wire, HDR};
 use crate::Mpi;
 use chan_core::backend::{
     vote, Agreed, ChannelHooks, Collective, Delivery, EnvVarError, Lists, ReservedTags, Shared,

@@ -43,12 +43,14 @@ mod node;
 mod raw;
 mod reduce;
 mod transport;
+mod twosided;
 mod window;
 
 pub use env::{FinalizeError, InitError, MpiCtx};
 pub use node::MpiPeer;
 pub use reduce::{Iallreduce, MpiReduction, ReductionKind};
-pub use transport::{MpiDelivery, MpiEnd};
+pub use transport::MpiEnd;
+pub use twosided::MpiDelivery;
 pub use window::MpiWindow;
 
 /// The MPI backend's marker type.
