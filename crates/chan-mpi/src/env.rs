@@ -551,7 +551,7 @@ impl MpiCtx {
                     };
                     debug_assert!(end.is_mapped());
                     self.world.node_ends.set(self.world.node_ends.get() + 1);
-                    return Ok(MpiEnd::node(Rc::clone(&self.world), end));
+                    return Ok(MpiEnd::node_local(Rc::clone(&self.world), end));
                 }
                 let data_tag = 2 * e.ordinal as c_int;
                 let wire = Wire {
@@ -562,7 +562,7 @@ impl MpiCtx {
                 };
                 let recv = D::recv_mem(len + HDR, r);
                 let core = Core::new(wire, Rc::clone(&set), len, r, recv, &self.world.requests)?;
-                Ok(MpiEnd::new(Rc::clone(&self.world), core))
+                Ok(MpiEnd::two_sided(Rc::clone(&self.world), core))
             })
             .collect();
         // Posting a receive can fail on one rank only: every rank learns of it.

@@ -1,5 +1,15 @@
-//! A channel end over MPI, [`MpiEnd`]: the two-sided path's core (`crate::twosided`) or the
-//! node-local path's end (`crate::node`).
+//! A channel end over MPI, [`MpiEnd`]: one [`Path`] per end, chosen when the set is wired
+//! (`MpiCtx::wire` in `crate::env`) and matched once in every call, as crossbeam-channel
+//! dispatches its flavors.
+//!
+//! * **Node-local** (`crate::node`): to a rank of this node, chan-core's one-sided protocol
+//!   ([`chan_core::onesided`]) over the set's MPI shared window. The `OneSidedEnd` keeps its
+//!   own close state.
+//! * **Two-sided** (`crate::twosided`): MPI sends and receives with credits, to a rank of
+//!   another node, to every peer under `AIAC_MPI_REMOTE=1`, and on a node where no shared
+//!   window could be made. Its close moves the core into the rank's closing registry
+//!   ([`World`]), which steps every closing channel of the rank on each wait; the path says so
+//!   ([`Path::Closing`]), and no call can reach a core the end gave away.
 
 use crate::env::World;
 use crate::node::NodeEnd;
@@ -10,157 +20,192 @@ use chan_core::backend::{
     Transport,
 };
 use chan_core::{AtomicF64Slice, CommError};
-use std::marker::PhantomData;
 use std::rc::Rc;
 
+/// The path of one end, and how far a two-sided end's close has come.
+enum Path<D: MpiDelivery> {
+    /// To a rank of this node, through the set's shared window.
+    NodeLocal(NodeEnd<D>),
+    /// Two-sided and open: the end owns its core.
+    TwoSided(Core),
+    /// Two-sided, after `begin_close`: the core is in the rank's closing registry under this
+    /// id until `finish_close` takes the outcome (or, if the end is dropped first, until the
+    /// close completes).
+    Closing(u64),
+    /// Two-sided, after `finish_close`: nothing of the end is left.
+    Closed,
+}
+
+impl<D: MpiDelivery> std::fmt::Debug for Path<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::NodeLocal(end) => f.debug_tuple("NodeLocal").field(end).finish(),
+            Path::TwoSided(core) => f
+                .debug_struct("TwoSided")
+                .field("peer", &core.peer())
+                .finish(),
+            Path::Closing(id) => f.debug_tuple("Closing").field(id).finish(),
+            Path::Closed => f.write_str("Closed"),
+        }
+    }
+}
+
+/// A call on a two-sided end after its close began. chan-core's channel makes none (its close
+/// consumes it); the transport is public, so it is an error rather than a panic.
+#[cold]
+fn after_close(call: &'static str) -> CommError {
+    raw::misuse(call, "the channel end's close has begun")
+}
+
 /// One end of a channel over MPI: [`MpiEnd<Slots>`] carries Sync and Async channels,
-/// [`MpiEnd<Shared>`] Racy ones. The send side, the close and the drop are the same code.
-/// An end to a rank of the same node takes the node-local path instead (`crate::node`:
-/// chan-core's one-sided transport over a shared window); every call goes to it.
+/// [`MpiEnd<Shared>`] Racy ones. An end to a rank of this node takes the node-local path
+/// (chan-core's one-sided transport over a shared window), any other the two-sided path
+/// ([`MpiEnd::is_node_local`]); on each, the send side, the close and the drop are the same
+/// code for every delivery.
+///
+/// After `begin_close` a two-sided end's core belongs to the rank's closing registry: until
+/// `finish_close`, its other calls fail (or, for those that cannot, `data` and `view` are
+/// empty, `peer_closed` is true and `peer_sent_total` is `None`).
 pub struct MpiEnd<D: MpiDelivery> {
     world: Rc<World>,
-    /// The core while the channel is open; in the rank's closing registry after `begin_close`.
-    core: Option<Core>,
-    closing: Option<u64>,
-    /// The node-local end, for an end that takes that path (then `core` is `None`).
-    node: Option<NodeEnd<D>>,
-    _delivery: PhantomData<D>,
+    path: Path<D>,
 }
 
 impl<D: MpiDelivery> MpiEnd<D> {
-    pub(crate) fn new(world: Rc<World>, core: Core) -> Self {
+    /// An end on the two-sided path.
+    pub(crate) fn two_sided(world: Rc<World>, core: Core) -> Self {
         MpiEnd {
             world,
-            core: Some(core),
-            closing: None,
-            node: None,
-            _delivery: PhantomData,
+            path: Path::TwoSided(core),
         }
     }
 
     /// An end on the node-local path.
-    pub(crate) fn node(world: Rc<World>, end: NodeEnd<D>) -> Self {
+    pub(crate) fn node_local(world: Rc<World>, end: NodeEnd<D>) -> Self {
         MpiEnd {
             world,
-            core: None,
-            closing: None,
-            node: Some(end),
-            _delivery: PhantomData,
+            path: Path::NodeLocal(end),
         }
     }
 
     /// True when this end writes its peer's memory through a shared window (a rank of this
     /// node), false when it sends two-sided messages.
     pub fn is_node_local(&self) -> bool {
-        self.node.is_some()
-    }
-
-    /// The world's shared state and this end's core, borrowed apart. Only before
-    /// `begin_close`, after which the channel calls nothing but `finish_close`.
-    fn parts(&mut self) -> (&World, &mut Core) {
-        let core = self
-            .core
-            .as_mut()
-            .expect("a channel end is not used after its close began");
-        (&self.world, core)
-    }
-
-    fn live_core(&self) -> &Core {
-        self.core.as_ref().expect("a live transport has its core")
+        matches!(self.path, Path::NodeLocal(_))
     }
 }
 
 impl<D: MpiDelivery> Transport for MpiEnd<D> {
     fn in_flight(&mut self) -> Result<usize, CommError> {
         self.world.progress_closing();
-        if let Some(n) = &mut self.node {
-            return n.in_flight();
+        match &mut self.path {
+            Path::NodeLocal(end) => end.in_flight(),
+            Path::TwoSided(core) => core.in_flight(&self.world.requests),
+            Path::Closing(_) | Path::Closed => Err(after_close("in_flight")),
         }
-        let (world, core) = self.parts();
-        core.in_flight(&world.requests)
     }
     fn can_send(&mut self) -> Result<bool, CommError> {
         self.world.progress_closing();
-        if let Some(n) = &mut self.node {
-            return n.can_send();
+        match &mut self.path {
+            Path::NodeLocal(end) => end.can_send(),
+            Path::TwoSided(core) => core.can_send(&self.world.requests),
+            Path::Closing(_) | Path::Closed => Err(after_close("can_send")),
         }
-        let (world, core) = self.parts();
-        core.can_send(&world.requests)
     }
     fn send_with<F: FnOnce(&mut [f64])>(
         &mut self,
         header: Header,
         fill: F,
     ) -> Result<(), CommError> {
-        if let Some(n) = &mut self.node {
-            return n.send_with(header, fill);
+        match &mut self.path {
+            Path::NodeLocal(end) => end.send_with(header, fill),
+            Path::TwoSided(core) => core.send_with(header, fill, &self.world.requests),
+            Path::Closing(_) | Path::Closed => Err(after_close("send")),
         }
-        let (world, core) = self.parts();
-        core.send_with(header, fill, &world.requests)
     }
     /// The node-local path copies `data` straight into the peer's memory; the two-sided one
     /// into a send slot.
     fn send_from(&mut self, header: Header, data: &[f64]) -> Result<(), CommError> {
-        if let Some(n) = &mut self.node {
-            return n.send_from(header, data);
+        match &mut self.path {
+            Path::NodeLocal(end) => end.send_from(header, data),
+            Path::TwoSided(core) => core.send_with(
+                header,
+                |buf| buf.copy_from_slice(data),
+                &self.world.requests,
+            ),
+            Path::Closing(_) | Path::Closed => Err(after_close("send")),
         }
-        self.send_with(header, |buf| buf.copy_from_slice(data))
     }
     fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), CommError> {
-        if let Some(n) = &mut self.node {
-            return n.stage_with(fill);
+        match &mut self.path {
+            Path::NodeLocal(end) => end.stage_with(fill),
+            Path::TwoSided(core) => core.stage_with(fill),
+            Path::Closing(_) | Path::Closed => Err(after_close("stage")),
         }
-        self.parts().1.stage_with(fill)
     }
     fn start_staged(&mut self, header: Header) -> Result<(), CommError> {
-        if let Some(n) = &mut self.node {
-            return n.start_staged(header);
+        match &mut self.path {
+            Path::NodeLocal(end) => end.start_staged(header),
+            Path::TwoSided(core) => core.start_staged(header, &self.world.requests),
+            Path::Closing(_) | Path::Closed => Err(after_close("send_staged")),
         }
-        let (world, core) = self.parts();
-        core.start_staged(header, &world.requests)
     }
-    /// The rank's [`WaitPolicy`](chan_core::backend::WaitPolicy). With a core per rank it
+    /// The node-local path's wait ([`MpiPeer`](crate::MpiPeer)'s `relax`: it steps the
+    /// closing channels and progresses MPI while requests are outstanding). Otherwise the
+    /// rank's [`WaitPolicy`](chan_core::backend::WaitPolicy): with a core per rank it
     /// busy-polls, as `MPI_Wait` does: every step of MPI's rendezvous protocol waits for the
     /// other rank's progress, and a `sched_yield` between polls delays each step. On an
     /// oversubscribed node it backs off and yields (Open MPI's progress engine, which every
     /// poll runs, then yields too when it finds nothing to do).
     fn relax(&mut self, spins: u32) {
-        if let Some(n) = &mut self.node {
-            return n.relax(spins);
+        match &mut self.path {
+            Path::NodeLocal(end) => end.relax(spins),
+            Path::TwoSided(_) | Path::Closing(_) | Path::Closed => self.world.wait.relax(spins),
         }
-        self.world.wait.relax(spins);
     }
-    /// What `can_send` found: the channel asks this after `can_send` returned false, which
-    /// tested the control receive (one progress call for both).
+    /// Two-sided: what `can_send` found. The channel asks this after `can_send` returned
+    /// false, which tested the control receive (one progress call for both).
     fn peer_closed(&mut self) -> bool {
-        if let Some(n) = &mut self.node {
-            return n.peer_closed();
+        match &mut self.path {
+            Path::NodeLocal(end) => end.peer_closed(),
+            Path::TwoSided(core) => core.peer_total_seen().is_some(),
+            // Nothing more goes to the peer: waiting for a slot is futile.
+            Path::Closing(_) | Path::Closed => true,
         }
-        self.parts().1.peer_total_seen().is_some()
     }
     fn begin_close(&mut self, sent: u64) -> Result<(), CommError> {
-        if let Some(n) = &mut self.node {
-            return n.begin_close(sent);
-        }
-        let (world, core) = self.parts();
-        debug_assert_eq!(
-            sent,
-            core.sent(),
-            "the channel and its transport count alike"
-        );
-        core.begin_close(&world.requests)?;
-        let core = self.core.take().expect("checked by parts()");
-        self.closing = Some(self.world.start_closing(core, true));
-        Ok(())
+        // By value: a two-sided core whose close began moves to the rank's closing registry.
+        let (path, begun) = match std::mem::replace(&mut self.path, Path::Closed) {
+            Path::NodeLocal(mut end) => {
+                let begun = end.begin_close(sent);
+                (Path::NodeLocal(end), begun)
+            }
+            Path::TwoSided(mut core) => {
+                debug_assert_eq!(
+                    sent,
+                    core.sent(),
+                    "the channel and its transport count alike"
+                );
+                match core.begin_close(&self.world.requests) {
+                    Ok(()) => (Path::Closing(self.world.start_closing(core, true)), Ok(())),
+                    // Not begun: the end keeps its core (its Drop closes it).
+                    Err(e) => (Path::TwoSided(core), Err(e)),
+                }
+            }
+            path @ (Path::Closing(_) | Path::Closed) => (path, Err(after_close("begin_close"))),
+        };
+        self.path = path;
+        begun
     }
     fn finish_close(&mut self) -> Result<CloseReport, CommError> {
-        if let Some(n) = &mut self.node {
-            return n.finish_close();
-        }
-        let id = self
-            .closing
-            .take()
-            .ok_or_else(|| raw::misuse("close", "finish_close without begin_close"))?;
+        let id = match &mut self.path {
+            Path::NodeLocal(end) => return end.finish_close(),
+            Path::Closing(id) => *id,
+            Path::TwoSided(_) | Path::Closed => {
+                return Err(raw::misuse("close", "finish_close without begin_close"))
+            }
+        };
+        self.path = Path::Closed;
         let mut spins = 0u32;
         loop {
             // Every closing channel of this rank, not only this one (see env::World).
@@ -168,7 +213,7 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
             if let Some(outcome) = self.world.take_closed(id) {
                 return outcome;
             }
-            self.relax(spins);
+            self.world.wait.relax(spins);
             spins = spins.saturating_add(1);
         }
     }
@@ -176,16 +221,21 @@ impl<D: MpiDelivery> Transport for MpiEnd<D> {
 
 impl<D: MpiDelivery> Drop for MpiEnd<D> {
     fn drop(&mut self) {
-        if let Some(mut core) = self.core.take() {
-            // Dropped without a close: announce it, and let the rank finish the close in
-            // the background (the channel calls that test requests, and finalize, progress it).
-            if let Err(e) = core.begin_close(&self.world.requests) {
-                eprintln!("aiac (mpi): closing a dropped channel: {e}");
+        match std::mem::replace(&mut self.path, Path::Closed) {
+            Path::TwoSided(mut core) => {
+                // Dropped without a close: announce it, and let the rank finish the close in
+                // the background (the channel calls that test requests, and finalize,
+                // progress it).
+                if let Err(e) = core.begin_close(&self.world.requests) {
+                    eprintln!("aiac (mpi): closing a dropped channel: {e}");
+                }
+                self.world.start_closing(core, false);
             }
-            self.world.start_closing(core, false);
-        }
-        if let Some(id) = self.closing.take() {
-            self.world.disown(id);
+            // Dropped between the halves of a close (mid-`close_all`): nobody collects it.
+            Path::Closing(id) => self.world.disown(id),
+            // A node-local end announces its close in its own Drop (chan-core's
+            // `OneSidedEnd`), which runs here.
+            Path::NodeLocal(_) | Path::Closed => {}
         }
     }
 }
@@ -194,8 +244,7 @@ impl<D: MpiDelivery> std::fmt::Debug for MpiEnd<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MpiEnd")
             .field("delivery", &std::any::type_name::<D>())
-            .field("peer", &self.core.as_ref().map(Core::peer))
-            .field("node", &self.node)
+            .field("path", &self.path)
             .finish()
     }
 }
@@ -203,48 +252,52 @@ impl<D: MpiDelivery> std::fmt::Debug for MpiEnd<D> {
 impl MailboxTransport for MpiEnd<Slots> {
     fn poll(&mut self, out: &mut Vec<Arrival>) -> Result<(), CommError> {
         self.world.progress_closing();
-        if let Some(n) = &mut self.node {
-            return n.poll(out);
+        match &mut self.path {
+            Path::NodeLocal(end) => end.poll(out),
+            Path::TwoSided(core) => core.poll(out, &self.world.requests),
+            Path::Closing(_) | Path::Closed => Err(after_close("poll")),
         }
-        let (world, core) = self.parts();
-        core.poll(out, &world.requests)
     }
     fn data(&self, slot: usize) -> &[f64] {
-        if let Some(n) = &self.node {
-            return n.data(slot);
+        match &self.path {
+            Path::NodeLocal(end) => end.data(slot),
+            Path::TwoSided(core) => core.data(slot),
+            Path::Closing(_) | Path::Closed => &[],
         }
-        self.live_core().data(slot)
     }
     fn release(&mut self, slot: usize) -> Result<(), CommError> {
-        if let Some(n) = &mut self.node {
-            return n.release(slot);
+        match &mut self.path {
+            Path::NodeLocal(end) => end.release(slot),
+            Path::TwoSided(core) => core.release(slot, &self.world.requests),
+            Path::Closing(_) | Path::Closed => Err(after_close("release")),
         }
-        let (world, core) = self.parts();
-        core.release(slot, &world.requests)
     }
-    /// What the polls found: each `poll` tests the control receive beside the data (one
-    /// progress call for both), and the channel asks this after a poll.
+    /// Two-sided: what the polls found. Each `poll` tests the control receive beside the
+    /// data (one progress call for both), and the channel asks this after a poll.
     fn peer_sent_total(&mut self) -> Option<u64> {
-        if let Some(n) = &mut self.node {
-            return n.peer_sent_total();
+        match &mut self.path {
+            Path::NodeLocal(end) => end.peer_sent_total(),
+            Path::TwoSided(core) => core.peer_total_seen(),
+            // The close's report carries it.
+            Path::Closing(_) | Path::Closed => None,
         }
-        self.parts().1.peer_total_seen()
     }
 }
 
 impl RacyTransport for MpiEnd<Shared> {
     fn poll(&mut self) -> Result<RacyPoll, CommError> {
         self.world.progress_closing();
-        if let Some(n) = &mut self.node {
-            return n.poll();
+        match &mut self.path {
+            Path::NodeLocal(end) => end.poll(),
+            Path::TwoSided(core) => core.poll_racy(&self.world.requests),
+            Path::Closing(_) | Path::Closed => Err(after_close("poll")),
         }
-        let (world, core) = self.parts();
-        core.poll_racy(&world.requests)
     }
     fn view(&self) -> &AtomicF64Slice {
-        if let Some(n) = &self.node {
-            return n.view();
+        match &self.path {
+            Path::NodeLocal(end) => end.view(),
+            Path::TwoSided(core) => core.view(),
+            Path::Closing(_) | Path::Closed => AtomicF64Slice::from_atomics(&[]),
         }
-        self.live_core().view()
     }
 }
