@@ -1,8 +1,9 @@
 //! The two-sided path: [`Core`], every buffer and request of one channel end whose messages
 //! are MPI sends and receives. An end takes it to a rank of another node, to every peer under
-//! `AIAC_MPI_REMOTE=1`, and on a node where no shared window could be made; `crate::transport`
-//! chooses the path of each end. The same code serves every delivery: [`RecvMem`] says where
-//! its receives land (a buffer per slot for Sync and Async, one shared buffer for Racy).
+//! `AIAC_MPI_REMOTE=1`, and on a node where no shared window could be made (`MpiCtx::wire`
+//! chooses each end's path, and `crate::transport`'s `Path` holds it). The same code serves
+//! every delivery: [`RecvMem`] says where its receives land (a buffer per slot for Sync and
+//! Async, one shared buffer for Racy).
 //!
 //! ## Protocol
 //! * **Data.** A message is `[seq, stamp, ack, payload…]` (the header as u64 bit patterns),
