@@ -4,12 +4,13 @@
 use crate::node::{layout, remote_from_env, MpiPeer, Node, NodeEnd, TWO_SIDED};
 use crate::raw::{self, check, Requests};
 use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
-use crate::transport::{Core, MpiDelivery, MpiEnd, Wire, HDR};
+use crate::transport::MpiEnd;
+use crate::twosided::{Core, MpiDelivery, Wire, HDR};
 use crate::Mpi;
 use chan_core::backend::CloseReport;
 use chan_core::backend::{
-    vote, Agreed, ChannelHooks, Collective, Delivery, EnvVarError, Lists, ReservedTags,
-    Shared as SharedDelivery, Slots, WaitPolicy,
+    vote, Agreed, ChannelHooks, Collective, Delivery, EnvVarError, Lists, ReservedTags, Shared,
+    Slots, WaitPolicy,
 };
 use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
 use mpi::ffi;
@@ -58,8 +59,10 @@ struct Closing {
     outcome: Option<Result<CloseReport, CommError>>,
 }
 
-/// State every channel end, reduction and the context of one rank share: the communicator,
-/// the count of active requests, and the channel ends whose close has begun.
+/// One rank's MPI world, which its context, channel ends, reductions and windows share (each
+/// holds an `Rc`, so MPI stays initialised while any of them lives): aiac's communicator, the
+/// count of active requests, the node's ranks, the wait policy, and the channel ends whose
+/// close has begun. Dropping the last holder finalizes MPI.
 ///
 /// ## Why one registry of closing channels
 /// A close completes only when the peer's receives match this end's outstanding sends, and a
@@ -68,7 +71,7 @@ struct Closing {
 /// sat untested could wait for a peer that waits for it. So every wait for a close steps every
 /// closing channel of the rank, and channels dropped without a close are simply closing
 /// channels nobody waits for.
-pub(crate) struct Shared {
+pub(crate) struct World {
     pub(crate) comm: ffi::MPI_Comm,
     pub(crate) requests: Requests,
     pub(crate) rank: usize,
@@ -94,9 +97,9 @@ pub(crate) struct Shared {
     pub(crate) node_live: Cell<usize>,
 }
 
-impl Shared {
+impl World {
     /// Take over a core whose `begin_close` ran: it is stepped by every wait of this rank from
-    /// now on. `owned`: a channel will collect the outcome with [`Shared::take_closed`];
+    /// now on. `owned`: a channel will collect the outcome with [`World::take_closed`];
     /// otherwise (dropped) the entry goes once its close completes.
     pub(crate) fn start_closing(&self, core: Core, owned: bool) -> u64 {
         let id = self.next_id.get();
@@ -219,7 +222,7 @@ impl Shared {
     }
 }
 
-impl Drop for Shared {
+impl Drop for World {
     fn drop(&mut self) {
         if let Err(e) = self.shutdown() {
             eprintln!("aiac (mpi): at finalize: {e}");
@@ -264,7 +267,7 @@ impl Drop for SetComm {
 /// Not `Send`: MPI is initialised for calls from one thread (`MPI_THREAD_FUNNELED`), and every
 /// channel end is bound to the thread that created it.
 pub struct MpiCtx {
-    sh: Rc<Shared>,
+    world: Rc<World>,
     reserved_tags: ReservedTags,
     reduction_kind: ReductionKind,
     scratch: Vec<f64>,
@@ -273,8 +276,8 @@ pub struct MpiCtx {
 impl std::fmt::Debug for MpiCtx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MpiCtx")
-            .field("rank", &self.sh.rank)
-            .field("size", &self.sh.size)
+            .field("rank", &self.world.rank)
+            .field("size", &self.world.size)
             .finish()
     }
 }
@@ -294,17 +297,20 @@ impl MpiCtx {
         let (wait, remote) = (WaitPolicy::from_open_mpi_env()?, remote_from_env()?);
         let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
             .ok_or(InitError::AlreadyInitialized)?;
-        let world = universe.world();
+        let comm_world = universe.world();
         // SAFETY: null handle constant, overwritten by MPI_Comm_dup below.
         let mut comm = unsafe { ffi::RSMPI_COMM_NULL };
         let (mut rank, mut size): (c_int, c_int) = (0, 0);
         let mut attr: *mut c_int = std::ptr::null_mut();
         let mut flag: c_int = 0;
-        // SAFETY: world is the valid world communicator of the universe just created; each
+        // SAFETY: comm_world is the valid world communicator of the universe just created; each
         // call writes only to the local it is given; MPI_TAG_UB's attribute value is a pointer
         // to an int that MPI owns for the communicator's lifetime.
         unsafe {
-            check(ffi::MPI_Comm_dup(world.as_raw(), &mut comm), "MPI_Comm_dup")?;
+            check(
+                ffi::MPI_Comm_dup(comm_world.as_raw(), &mut comm),
+                "MPI_Comm_dup",
+            )?;
             check(
                 ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN),
                 "MPI_Comm_set_errhandler",
@@ -346,7 +352,7 @@ impl MpiCtx {
         };
         check(rc, "MPI_Allreduce")?;
         Ok(MpiCtx {
-            sh: Rc::new(Shared {
+            world: Rc::new(World {
                 comm,
                 requests: Requests::default(),
                 rank: rank as usize,
@@ -381,24 +387,24 @@ impl MpiCtx {
     /// How this rank's waiting loops wait: [`WaitPolicy::Yield`] on an oversubscribed node
     /// (more ranks than cores), from `AIAC_WAIT` or the launcher's environment at init.
     pub fn wait_policy(&self) -> WaitPolicy {
-        self.sh.wait
+        self.world.wait
     }
 
     /// Non-blocking MPI operations started by aiac and not yet completed or cancelled.
     pub fn outstanding_requests(&self) -> i64 {
-        self.sh.requests.outstanding()
+        self.world.requests.outstanding()
     }
 
     /// Finish the closes of channels dropped without `close()`, check that no request is left,
     /// and finalize MPI. Fails (and leaves MPI to be finalized when the last of them drops) if
     /// channels or reductions created from this context are still alive.
     pub fn finalize(self) -> Result<(), FinalizeError> {
-        let sh = self.sh;
-        match Rc::try_unwrap(sh) {
-            Ok(sh) => sh.shutdown(),
+        let world = self.world;
+        match Rc::try_unwrap(world) {
+            Ok(world) => world.shutdown(),
             // A node-local end holds the Rc twice (its MpiEnd and its MpiPeer).
-            Err(sh) => Err(FinalizeError::StillOpen(
-                Rc::strong_count(&sh) - 1 - sh.node_live.get(),
+            Err(world) => Err(FinalizeError::StillOpen(
+                Rc::strong_count(&world) - 1 - world.node_live.get(),
             )),
         }
     }
@@ -408,26 +414,26 @@ impl MpiCtx {
     pub fn abort(&self, code: i32) -> ! {
         // SAFETY: comm is valid until shutdown, which cannot have run while self exists.
         unsafe {
-            ffi::MPI_Abort(self.sh.comm, code);
+            ffi::MPI_Abort(self.world.comm, code);
         }
         std::process::exit(code)
     }
 
-    /// The rank's shared state (windows hold it, so MPI outlives them).
-    pub(crate) fn shared(&self) -> &Rc<Shared> {
-        &self.sh
+    /// The rank's MPI world (windows hold it, so MPI outlives them).
+    pub(crate) fn world(&self) -> &Rc<World> {
+        &self.world
     }
 
     /// True when `AIAC_MPI_REMOTE=1` (on any rank: the ranks agree at init) forced the
     /// two-sided path: no channel end writes its peer's memory through a shared window, as
     /// between ranks on different nodes.
     pub fn remote_only(&self) -> bool {
-        self.sh.remote
+        self.world.remote
     }
 
     /// How many ranks of the job run on this rank's node, this one included.
     pub fn ranks_on_node(&self) -> usize {
-        self.sh.node.ranks()
+        self.world.node.ranks()
     }
 
     /// Channel ends opened so far on this rank whose peer runs on this node, whichever path
@@ -435,24 +441,24 @@ impl MpiCtx {
     /// unless the node could make no shared window (then they fall back to the two-sided
     /// path, and [`MpiCtx::node_ends`] counts fewer).
     pub fn ends_to_node(&self) -> u64 {
-        self.sh.ends_to_node.get()
+        self.world.ends_to_node.get()
     }
 
     /// Channel ends opened so far on this rank that took the node-local path (a shared
     /// window to a rank of this node), out of [`MpiCtx::ends_opened`].
     pub fn node_ends(&self) -> u64 {
-        self.sh.node_ends.get()
+        self.world.node_ends.get()
     }
 
     /// Channel ends opened so far on this rank (tree reductions' included).
     pub fn ends_opened(&self) -> u64 {
-        self.sh.ends_opened.get()
+        self.world.ends_opened.get()
     }
 
     /// Channel sets whose shared window is still allocated (closed ones included until
     /// reclaimed; sets without a node-local end have none).
     pub fn live_windows(&self) -> usize {
-        self.sh.node.live_sets()
+        self.world.node.live_sets()
     }
 
     /// Collective: free the shared window of every channel set whose ends every rank of the
@@ -462,7 +468,7 @@ impl MpiCtx {
     /// every channel creation calls this first, so a program that opens and closes channels
     /// repeatedly reuses the memory.
     pub fn reclaim(&mut self) -> Result<usize, CommError> {
-        self.sh.node.reclaim()
+        self.world.node.reclaim()
     }
 
     /// `MPI_Wtime`.
@@ -479,8 +485,8 @@ impl MpiCtx {
         // a rank that failed makes the same collective calls as the others.
         let set = self.dup_set();
         // The node-local ends' regions: this rank's segment of one shared window.
-        let sh = Rc::clone(&self.sh);
-        let node = sh.local();
+        let world = Rc::clone(&self.world);
+        let node = world.local();
         let local_words = agreed
             .ends()
             .iter()
@@ -503,9 +509,11 @@ impl MpiCtx {
             .iter()
             .map(|e| {
                 let (len, r) = (e.spec.config.len(), e.spec.config.max_in_flight());
-                self.sh.ends_opened.set(self.sh.ends_opened.get() + 1);
-                if sh.node.rank_of(e.spec.peer).is_some() {
-                    self.sh.ends_to_node.set(self.sh.ends_to_node.get() + 1);
+                self.world.ends_opened.set(self.world.ends_opened.get() + 1);
+                if world.node.rank_of(e.spec.peer).is_some() {
+                    self.world
+                        .ends_to_node
+                        .set(self.world.ends_to_node.get() + 1);
                 }
                 let peer_node = node.and_then(|n| n.rank_of(e.spec.peer));
                 if let (Some((set, base)), Some(peer_node), false) = (
@@ -523,7 +531,7 @@ impl MpiCtx {
                         )
                         .into());
                     }
-                    let peer = MpiPeer::new(Rc::clone(&self.sh), Rc::clone(set));
+                    let peer = MpiPeer::new(Rc::clone(&self.world), Rc::clone(set));
                     // SAFETY: both ranks laid out their regions of this shape in their own
                     // segments of this set's window (layout; offsets from the handshake; this
                     // rank's segment covers each of its regions, the peer's was checked
@@ -542,8 +550,8 @@ impl MpiCtx {
                         )
                     };
                     debug_assert!(end.is_mapped());
-                    self.sh.node_ends.set(self.sh.node_ends.get() + 1);
-                    return Ok(MpiEnd::node(Rc::clone(&self.sh), end));
+                    self.world.node_ends.set(self.world.node_ends.get() + 1);
+                    return Ok(MpiEnd::node_local(Rc::clone(&self.world), end));
                 }
                 let data_tag = 2 * e.ordinal as c_int;
                 let wire = Wire {
@@ -553,8 +561,8 @@ impl MpiCtx {
                     ctrl_tag: data_tag + 1,
                 };
                 let recv = D::recv_mem(len + HDR, r);
-                let core = Core::new(wire, Rc::clone(&set), len, r, recv, &self.sh.requests)?;
-                Ok(MpiEnd::new(Rc::clone(&self.sh), core))
+                let core = Core::new(wire, Rc::clone(&set), len, r, recv, &self.world.requests)?;
+                Ok(MpiEnd::two_sided(Rc::clone(&self.world), core))
             })
             .collect();
         // Posting a receive can fail on one rank only: every rank learns of it.
@@ -568,7 +576,7 @@ impl MpiCtx {
         let mut set = unsafe { ffi::RSMPI_COMM_NULL };
         // SAFETY: every rank of comm makes this call (creation is collective and the
         // handshake's vote passed everywhere); `set` receives the new handle.
-        let rc = unsafe { ffi::MPI_Comm_dup(self.sh.comm, &mut set) };
+        let rc = unsafe { ffi::MPI_Comm_dup(self.world.comm, &mut set) };
         check(rc, "MPI_Comm_dup")?;
         let set = Rc::new(SetComm(set));
         // SAFETY: a valid communicator just made; the constant is an immutable handle.
@@ -601,16 +609,16 @@ impl MpiCtx {
 
 impl Collective for MpiCtx {
     fn rank(&self) -> usize {
-        self.sh.rank
+        self.world.rank
     }
 
     fn size(&self) -> usize {
-        self.sh.size
+        self.world.size
     }
 
     fn barrier(&mut self) -> Result<(), CommError> {
         // SAFETY: aiac's communicator is valid while self exists.
-        check(unsafe { ffi::MPI_Barrier(self.sh.comm) }, "MPI_Barrier")
+        check(unsafe { ffi::MPI_Barrier(self.world.comm) }, "MPI_Barrier")
     }
 
     fn all_reduce(&mut self, data: &mut [f64], op: ReduceOp) -> Result<(), CommError> {
@@ -630,7 +638,7 @@ impl Collective for MpiCtx {
                 count,
                 raw::double_type(),
                 raw::op(op),
-                self.sh.comm,
+                self.world.comm,
             )
         };
         check(rc, "MPI_Allreduce")
@@ -638,7 +646,7 @@ impl Collective for MpiCtx {
 
     /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` of the words.
     fn all_to_all_v(&mut self, send: &Lists) -> Result<Lists, CommError> {
-        let size = self.sh.size;
+        let size = self.world.size;
         if send.len() != size {
             return Err(raw::misuse(
                 "all_to_all_v",
@@ -656,7 +664,7 @@ impl Collective for MpiCtx {
                 recv_counts.as_mut_ptr().cast(),
                 1,
                 raw::int_type(),
-                self.sh.comm,
+                self.world.comm,
             )
         };
         check(rc, "MPI_Alltoall")?;
@@ -675,7 +683,7 @@ impl Collective for MpiCtx {
                 recv_counts.as_ptr(),
                 rdispls.as_ptr(),
                 raw::u64_type(),
-                self.sh.comm,
+                self.world.comm,
             )
         };
         check(rc, "MPI_Alltoallv")?;
@@ -687,7 +695,7 @@ impl Collective for MpiCtx {
 
     /// `MPI_Gather` of the counts, then `MPI_Gatherv` of the words.
     fn gather_v(&mut self, mine: &[u64], root: usize) -> Result<Option<Lists>, CommError> {
-        let (size, rank) = (self.sh.size, self.sh.rank);
+        let (size, rank) = (self.world.size, self.world.rank);
         if root >= size {
             return Err(raw::misuse(
                 "gather_v",
@@ -708,7 +716,7 @@ impl Collective for MpiCtx {
                 1,
                 raw::int_type(),
                 root as c_int,
-                self.sh.comm,
+                self.world.comm,
             )
         };
         check(rc, "MPI_Gather")?;
@@ -727,7 +735,7 @@ impl Collective for MpiCtx {
                 displs.as_ptr(),
                 raw::u64_type(),
                 root as c_int,
-                self.sh.comm,
+                self.world.comm,
             )
         };
         check(rc, "MPI_Gatherv")?;
@@ -744,29 +752,26 @@ impl ChannelHooks for MpiCtx {
     /// handshake (`u64::MAX` for an end to another node).
     fn declare<D: Delivery>(&mut self, specs: &[ChannelSpec]) -> Result<Vec<u64>, CreateError> {
         self.reclaim()?;
-        Ok(layout::<D>(specs, self.sh.local())?)
+        Ok(layout::<D>(specs, self.world.local())?)
     }
 
     /// Tags 2k and 2k+1 for the k-th channel of a pair must fit under `MPI_TAG_UB`.
     fn max_channels_per_pair(&self) -> usize {
-        (self.sh.tag_ub as usize).div_ceil(2)
+        (self.world.tag_ub as usize).div_ceil(2)
     }
 
     fn wire_slots(&mut self, agreed: Agreed<Slots>) -> Result<Vec<MpiEnd<Slots>>, CreateError> {
         self.wire(agreed)
     }
 
-    fn wire_shared(
-        &mut self,
-        agreed: Agreed<SharedDelivery>,
-    ) -> Result<Vec<MpiEnd<SharedDelivery>>, CreateError> {
+    fn wire_shared(&mut self, agreed: Agreed<Shared>) -> Result<Vec<MpiEnd<Shared>>, CreateError> {
         self.wire(agreed)
     }
 
     fn make_reduction(&mut self, len: usize, op: ReduceOp) -> Result<MpiReduction, CreateError> {
         Ok(match self.reduction_kind {
             ReductionKind::Iallreduce => {
-                MpiReduction::Native(Iallreduce::new(Rc::clone(&self.sh), len, op)?)
+                MpiReduction::Native(Iallreduce::new(Rc::clone(&self.world), len, op)?)
             }
             ReductionKind::Tree => MpiReduction::Tree(Box::new(TreeReduction::new(self, len, op)?)),
         })

@@ -23,13 +23,37 @@
 //! ctx.finalize().expect("nothing left outstanding");
 //! ```
 //!
-//! Between ranks of one node a channel end takes the node-local path (`src/node.rs`):
-//! chan-core's one-sided transport over an MPI-3 shared-memory window, where a send fills the
-//! peer's slot in place and publishes it with one store, as OpenSHMEM's ends do on one node.
-//! `AIAC_MPI_REMOTE=1` sends every end the two-sided way instead, as between nodes
-//! ([`MpiCtx::remote_only`], [`MpiCtx::node_ends`]).
+//! ## Two paths, and the layer the node-local one makes
+//! Each channel end ([`MpiEnd`], `src/transport.rs`) takes one of two paths, fixed when it is
+//! created and matched once in each call ([`MpiEnd::is_node_local`]):
 //!
-//! How each mode maps onto two-sided MPI (the protocol is in `src/transport.rs` and
+//! * **Node-local**, between ranks of one node (`src/node.rs`): chan-core's one-sided
+//!   protocol over an MPI-3 shared-memory window, where a send fills the peer's slot in place
+//!   and publishes it with one store, as OpenSHMEM's ends do on one node.
+//! * **Two-sided** (`src/twosided.rs`): MPI sends and receives with credits, to ranks of other
+//!   nodes, to every peer under `AIAC_MPI_REMOTE=1` ([`MpiCtx::remote_only`],
+//!   [`MpiCtx::node_ends`]), and on a node where no shared window can be made.
+//!
+//! The node-local path is a layer of its own: chan-core → chan-mpi → chan-core. chan-mpi is a
+//! chan-core backend ([`Mpi`]: chan-core's channels run over [`MpiEnd`]), and the node-local
+//! end it gives them is chan-core's one-sided protocol again
+//! ([`OneSidedEnd<D, MpiPeer>`](chan_core::backend::OneSidedEnd)): the slots, flags,
+//! acknowledgements and close are chan-core's code, generic over
+//! [`PeerMem`](chan_core::backend::PeerMem), and chan-mpi supplies
+//! [`MpiPeer`] (the peer's window segment at this process's addresses, and a wait that runs
+//! MPI's progress), the window and its reclaim.
+//!
+//! ```text
+//! chan-core       Channel<Mpi, M>: the modes, statistics, the handshake
+//!  └ chan-mpi     MpiEnd<D>: one path per end                    src/transport.rs
+//!     ├ node-local   chan-core again: OneSidedEnd<D, MpiPeer>,   src/node.rs
+//!     │              loads and stores into an MPI shared window
+//!     └ two-sided    Core: MPI sends and receives with credits   src/twosided.rs
+//! under both: the rank's MPI world (communicators, requests,     src/env.rs
+//!             the node, the closing registry)
+//! ```
+//!
+//! How each mode maps onto two-sided MPI (the protocol is in `src/twosided.rs` and
 //! docs/architecture.md): standard-mode sends from R owned send slots, each with a credit
 //! that guarantees a posted receive (credits return in the headers of the messages flowing
 //! back, or batched), R + 2 pre-posted receive slots, newest-wins on receive; racy posts its
@@ -43,6 +67,7 @@ mod node;
 mod raw;
 mod reduce;
 mod transport;
+mod twosided;
 mod window;
 
 pub use env::{FinalizeError, InitError, MpiCtx};
@@ -50,7 +75,8 @@ pub use node::MpiPeer;
 /// Helpers for code that calls MPI's C interface beside aiac's channels (`aiac probe`).
 pub use raw::{error_string, int_count};
 pub use reduce::{Iallreduce, MpiReduction, ReductionKind};
-pub use transport::{MpiDelivery, MpiEnd};
+pub use transport::MpiEnd;
+pub use twosided::MpiDelivery;
 pub use window::MpiWindow;
 
 /// The MPI backend's marker type.

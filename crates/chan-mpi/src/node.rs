@@ -35,7 +35,7 @@
 //! channels but runs no progress of its own: a rank's two-sided ends progress MPI when they
 //! are called, as a computing rank's requests always did.
 
-use crate::env::Shared;
+use crate::env::World;
 use crate::raw::{check, misuse};
 use chan_core::backend::{Delivery, EnvVarError, WaitPolicy};
 use chan_core::backend::{OneSidedEnd, PeerMem};
@@ -444,15 +444,15 @@ pub(crate) fn layout<D: Delivery>(
 /// MPI initialised and the window allocated (this end counted open in its set) while the end
 /// exists.
 pub struct MpiPeer {
-    sh: Rc<Shared>,
+    world: Rc<World>,
     set: Rc<NodeSet>,
 }
 
 impl MpiPeer {
-    pub(crate) fn new(sh: Rc<Shared>, set: Rc<NodeSet>) -> Self {
+    pub(crate) fn new(world: Rc<World>, set: Rc<NodeSet>) -> Self {
         set.open.set(set.open.get() + 1);
-        sh.node_live.set(sh.node_live.get() + 1);
-        MpiPeer { sh, set }
+        world.node_live.set(world.node_live.get() + 1);
+        MpiPeer { world, set }
     }
 }
 
@@ -461,7 +461,7 @@ impl Drop for MpiPeer {
         // The end announced its close before (its own Drop runs first); the window stays
         // until a reclaim of the node or finalize.
         self.set.open.set(self.set.open.get() - 1);
-        self.sh.node_live.set(self.sh.node_live.get() - 1);
+        self.world.node_live.set(self.world.node_live.get() - 1);
     }
 }
 
@@ -481,17 +481,17 @@ unsafe impl PeerMem for MpiPeer {
     const BACKEND: &'static str = "mpi";
 
     fn wait(&self) -> WaitPolicy {
-        self.sh.wait
+        self.world.wait
     }
 
     /// Steps the rank's closing channels, runs MPI's progress engine while the rank has
     /// requests outstanding (module docs, "Progress"), then the wait policy's back-off.
     fn relax(&self, spins: u32) {
-        self.sh.progress_closing();
-        if self.sh.requests.outstanding() > 0 {
-            self.sh.progress();
+        self.world.progress_closing();
+        if self.world.requests.outstanding() > 0 {
+            self.world.progress();
         }
-        self.sh.wait.relax(spins);
+        self.world.wait.relax(spins);
     }
 
     unsafe fn map(&self, p: *mut u64) -> Option<NonNull<u64>> {

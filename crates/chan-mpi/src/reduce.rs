@@ -2,7 +2,7 @@
 //! scoped requests cannot outlive the stack frame that starts them, and a solver restarts its
 //! reduction across iterations), or chan-core's binary tree over point-to-point channels.
 
-use crate::env::Shared;
+use crate::env::World;
 use crate::raw::{self, check};
 use crate::Mpi;
 use chan_core::{CreateError, ReduceError, ReduceOp, Reduction, TreeReduction};
@@ -23,7 +23,7 @@ pub enum ReductionKind {
 
 /// A non-blocking all-reduce with `MPI_Iallreduce` (MPI 3.0, §5.12.8).
 pub struct Iallreduce {
-    sh: Rc<Shared>,
+    world: Rc<World>,
     op: ReduceOp,
     count: c_int,
     /// Both buffers are boxed and owned here: they stay put while the collective runs.
@@ -43,7 +43,7 @@ impl std::fmt::Debug for Iallreduce {
 }
 
 impl Iallreduce {
-    pub(crate) fn new(sh: Rc<Shared>, len: usize, op: ReduceOp) -> Result<Self, CreateError> {
+    pub(crate) fn new(world: Rc<World>, len: usize, op: ReduceOp) -> Result<Self, CreateError> {
         let count = c_int::try_from(len).map_err(|_| {
             CreateError::Comm(raw::misuse(
                 "reduction",
@@ -51,7 +51,7 @@ impl Iallreduce {
             ))
         })?;
         Ok(Iallreduce {
-            sh,
+            world,
             op,
             count,
             send: vec![0.0; len].into_boxed_slice(),
@@ -87,12 +87,12 @@ impl Reduction for Iallreduce {
                 self.count,
                 raw::double_type(),
                 raw::op(self.op),
-                self.sh.comm,
+                self.world.comm,
                 &mut self.req,
             )
         };
         check(rc, "MPI_Iallreduce")?;
-        self.sh.requests.started();
+        self.world.requests.started();
         Ok(())
     }
 
@@ -100,8 +100,8 @@ impl Reduction for Iallreduce {
         if !self.in_progress() {
             return Err(ReduceError::NotStarted);
         }
-        self.sh.progress_closing();
-        if raw::test_one(&mut self.req, &self.sh.requests)? {
+        self.world.progress_closing();
+        if raw::test_one(&mut self.req, &self.world.requests)? {
             Ok(Some(&self.recv))
         } else {
             Ok(None)
@@ -112,7 +112,7 @@ impl Reduction for Iallreduce {
         if !self.in_progress() {
             return Err(ReduceError::NotStarted);
         }
-        raw::wait_one(&mut self.req, &self.sh.requests)?;
+        raw::wait_one(&mut self.req, &self.world.requests)?;
         Ok(&self.recv)
     }
 
@@ -125,7 +125,7 @@ impl Drop for Iallreduce {
     fn drop(&mut self) {
         // A started collective cannot be cancelled; every rank started it, so it completes.
         // The buffers must outlive it.
-        if let Err(e) = raw::wait_one(&mut self.req, &self.sh.requests) {
+        if let Err(e) = raw::wait_one(&mut self.req, &self.world.requests) {
             eprintln!("aiac (mpi): completing a dropped reduction: {e}");
             std::mem::forget(std::mem::take(&mut self.send));
             std::mem::forget(std::mem::take(&mut self.recv));

@@ -10,7 +10,7 @@
 //! of the window under the separate model; a no-op under the unified model Open MPI gives on
 //! one node) and load each word atomically, since another rank may be writing it.
 
-use crate::env::Shared;
+use crate::env::World;
 use crate::raw::{check, misuse, u64_type};
 use crate::MpiCtx;
 use chan_core::backend::{vote, RawWindow, WindowHooks, WordOp};
@@ -21,20 +21,20 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One rank's handle on an MPI window: the `MPI_Win`, its local memory, and the rank's
-/// shared state (so MPI outlives the window).
+/// MPI world (`env::World`, so MPI outlives the window).
 pub struct MpiWindow {
     win: ffi::MPI_Win,
     base: *mut u64,
     len: usize,
     /// Set once the window was freed or abandoned.
     gone: bool,
-    sh: Rc<Shared>,
+    world: Rc<World>,
 }
 
 impl std::fmt::Debug for MpiWindow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MpiWindow")
-            .field("rank", &self.sh.rank)
+            .field("rank", &self.world.rank)
             .field("len", &self.len)
             .finish()
     }
@@ -61,7 +61,7 @@ impl WindowHooks for MpiCtx {
             )
             .into());
         }
-        let sh = Rc::clone(self.shared());
+        let world = Rc::clone(self.world());
         let bytes = (len * 8) as ffi::MPI_Aint;
         let mut base: *mut u64 = std::ptr::null_mut();
         // SAFETY: null handle constant, overwritten by MPI_Win_allocate.
@@ -74,7 +74,7 @@ impl WindowHooks for MpiCtx {
                 bytes,
                 8,
                 ffi::RSMPI_INFO_NULL,
-                sh.comm,
+                world.comm,
                 (&mut base as *mut *mut u64).cast::<c_void>(),
                 &mut win,
             )
@@ -85,7 +85,7 @@ impl WindowHooks for MpiCtx {
             base,
             len,
             gone: false,
-            sh,
+            world,
         };
         let ready = w.start();
         // If anything failed on any rank, every rank learns it here; the window is then
@@ -120,7 +120,7 @@ impl MpiWindow {
         // SAFETY: the window is locked; MPI_Win_sync makes the zeroing part of its public copy.
         check(unsafe { ffi::MPI_Win_sync(self.win) }, "MPI_Win_sync")?;
         // SAFETY: aiac's communicator, collective over every rank.
-        check(unsafe { ffi::MPI_Barrier(self.sh.comm) }, "MPI_Barrier")?;
+        check(unsafe { ffi::MPI_Barrier(self.world.comm) }, "MPI_Barrier")?;
         Ok(())
     }
 }
@@ -253,7 +253,7 @@ unsafe impl RawWindow for MpiWindow {
         // 11.21's pattern for passive target).
         unsafe {
             check(ffi::MPI_Win_sync(self.win), "MPI_Win_sync")?;
-            check(ffi::MPI_Barrier(self.sh.comm), "MPI_Barrier")?;
+            check(ffi::MPI_Barrier(self.world.comm), "MPI_Barrier")?;
             check(ffi::MPI_Win_sync(self.win), "MPI_Win_sync")
         }
     }
@@ -281,7 +281,7 @@ unsafe impl RawWindow for MpiWindow {
             unsafe { ffi::MPI_Win_unlock_all(self.win) },
             "MPI_Win_unlock_all",
         );
-        // SAFETY: freed once (gone); MPI is initialised (self.sh keeps it).
+        // SAFETY: freed once (gone); MPI is initialised (self.world keeps it).
         let freed = check(unsafe { ffi::MPI_Win_free(&mut self.win) }, "MPI_Win_free");
         unlocked.and(freed)
     }
