@@ -46,6 +46,7 @@
 
 mod config;
 mod deep;
+mod error;
 mod field;
 mod geometry;
 mod halo;
@@ -70,6 +71,7 @@ pub use config::{
     SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_HALO_DEPTH, MAX_SLOWDOWN,
     MIN_TOL,
 };
+pub use error::Error;
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use memory::{human_bytes, MemoryNeed};
 pub use problem::{Problem, StopCriterion};
@@ -88,35 +90,4 @@ pub mod bench_api {
     pub use crate::kernel::{
         step, step_region, sweep, sweep_reference, sweep_then_copy, Grid, Region, Shape,
     };
-}
-
-use chan_core::{CommError, CreateError, RecvError, ReduceError, SendError};
-
-/// Why a run failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Bad input: the message names the flag.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// Channels or a reduction could not be created.
-    #[error("creating channels: {0}")]
-    Create(#[from] CreateError),
-    /// The transport failed.
-    #[error("communication failed: {0}")]
-    Comm(#[from] CommError),
-    /// A receive failed.
-    #[error("receive failed: {0}")]
-    Recv(#[from] RecvError),
-    /// A blocking send failed.
-    #[error("send failed: {0}")]
-    Send(#[from] SendError),
-    /// A reduction failed.
-    #[error("reduction failed: {0}")]
-    Reduce(#[from] ReduceError),
-    /// Gathering the per-rank records failed.
-    #[error("gathering per-rank records: {0}")]
-    Gather(String),
-    /// The shared-memory backend's thread pool could not be built.
-    #[error("shared-memory backend: {0}")]
-    Pool(String),
 }
