@@ -92,7 +92,7 @@ use crate::kernel::{self, Grid, Lanes, Region, Shape, ROW_ALIGN};
 use crate::problem::Problem;
 use crate::progress::Progress;
 use crate::record::StopReason;
-use crate::solver::{slow_down, sum_all, Block, Iterate, RankOutcome, RoundStep, Rounds, Run};
+use crate::solver::{sum_all, Block, Iterate, RankOutcome, RoundStep, Rounds, Run};
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{
@@ -744,7 +744,8 @@ impl Run<'_, DeepField> {
                 self.comm += t.elapsed();
                 let t = Instant::now();
                 local[0] = self.field.sweep_async();
-                slow_down(self.slowdown, t.elapsed());
+                let field = &self.field;
+                self.slow.after(1, || field.residual_sq());
                 self.compute += t.elapsed();
                 self.it += 1;
                 if self.it % self.cfg.halo_every == 0 {
@@ -804,7 +805,8 @@ impl Run<'_, DeepField> {
                 let t = Instant::now();
                 let resid = (self.it + m) % self.cfg.check_every == 0;
                 let r = self.field.sweep_block(m as usize, resid);
-                slow_down(self.slowdown, t.elapsed());
+                let field = &self.field;
+                self.slow.after(m, || field.residual_sq());
                 self.compute += t.elapsed();
                 self.it += m;
                 fresh = false;

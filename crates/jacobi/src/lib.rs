@@ -62,6 +62,7 @@ mod record;
 #[cfg(test)]
 mod serial;
 mod shared;
+mod slow;
 mod solver;
 #[cfg(test)]
 mod tests;

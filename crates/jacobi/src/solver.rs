@@ -18,6 +18,7 @@ use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
     Certification, ExchangeStep, MessageTotals, MultisplitRecord, RankRecord, Residuals, StopReason,
 };
+use crate::slow::Slowdown;
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{
@@ -147,7 +148,8 @@ pub(crate) struct Run<'a, F = Field> {
     shell: Vec<Region>,
     /// The steps of the first overlapped exchange.
     trace: Vec<ExchangeStep>,
-    pub(crate) slowdown: f64,
+    /// The slow rank's extra passes (`slow.rs`).
+    pub(crate) slow: Slowdown,
     /// Faces with a neighbour, in [`Face::ALL`] order; channel k serves `faces[k]`.
     pub(crate) faces: Vec<Face>,
     pub(crate) field: F,
@@ -335,16 +337,6 @@ pub(crate) fn sum_all<C: Context>(ctx: &mut C, v: f64) -> Result<f64, Error> {
     Ok(buf[0])
 }
 
-/// Busy-wait for `(factor − 1)` times `took`: a core `factor` times slower.
-pub(crate) fn slow_down(factor: f64, took: Duration) {
-    if factor > 1.0 {
-        let until = Instant::now() + took.mul_f64(factor - 1.0);
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
-    }
-}
-
 /// The non-blocking reduction of async and racy runs, `[Σ r², ranks at max_iters]`: restarted
 /// as soon as it returns or, with [`Config::pace_reductions`], no sooner than `check_every`
 /// iterations after the previous start, or once this rank has stopped iterating (it only
@@ -456,7 +448,7 @@ impl<'a, F: Iterate> Run<'a, F> {
             interior,
             shell,
             trace: Vec::with_capacity(4),
-            slowdown: cfg.slowdown_of(rank),
+            slow: Slowdown::new(cfg.slowdown_of(rank)),
             faces,
             field,
             res0_sq: 0.0,
@@ -691,7 +683,7 @@ impl<'a, F: Iterate> Run<'a, F> {
 }
 
 impl Run<'_> {
-    /// One sweep (multisplit: one full inner solve of the block), with the slow-rank delay,
+    /// One sweep (multisplit: one full inner solve of the block), with the slow rank's passes,
     /// timed as compute; Σ r² of the iterate it started from, or 0 for a plain sweep whose
     /// residual is not wanted (`resid` false: the sync variant's sweeps between checks).
     fn sweep(&mut self, resid: bool) -> Result<f64, Error> {
@@ -699,9 +691,9 @@ impl Run<'_> {
     }
 
     /// One sweep, or multisplit's inner solve of the block, which `fresher` may cut short
-    /// (`multisplit.rs`); timed as compute. Σ r² of the iterate it started from. The slow-rank
-    /// delay follows the sweep, and each unit of an inner solve's work (the solve can stop
-    /// between them).
+    /// (`multisplit.rs`); timed as compute. Σ r² of the iterate it started from. The slow
+    /// rank's extra passes follow the sweep, and each unit of an inner solve's work (the solve
+    /// can stop between them).
     fn sweep_or_solve(&mut self, resid: bool, fresher: &mut Fresher<'_>) -> Result<f64, Error> {
         let t = Instant::now();
         let r = match &mut self.inner {
@@ -712,10 +704,11 @@ impl Run<'_> {
                     self.field.step();
                     0.0
                 };
-                slow_down(self.slowdown, t.elapsed());
+                let field = &self.field;
+                self.slow.after(1, || field.residual_sq());
                 r
             }
-            Some(s) => s.solve(&mut self.field, self.slowdown, fresher)?,
+            Some(s) => s.solve(&mut self.field, &mut self.slow, fresher)?,
         };
         self.compute += t.elapsed();
         self.it += 1;
@@ -729,8 +722,8 @@ impl Run<'_> {
         }
     }
 
-    /// Sweep some regions into the next iterate (with the slow-rank delay), timed as compute;
-    /// Σ r² of the current iterate over them (0 without `resid`).
+    /// Sweep some regions into the next iterate, timed as compute; Σ r² of the current
+    /// iterate over them (0 without `resid`).
     fn sweep_regions(&mut self, interior: bool, resid: bool) -> f64 {
         let t = Instant::now();
         let sweep = |field: &mut Field, reg: &Region| {
@@ -749,7 +742,6 @@ impl Run<'_> {
                 .map(|reg| sweep(&mut self.field, reg))
                 .sum()
         };
-        slow_down(self.slowdown, t.elapsed());
         self.compute += t.elapsed();
         r
     }
@@ -775,6 +767,10 @@ impl Run<'_> {
         self.step(ExchangeStep::HalosArrived);
         let outer = self.sweep_regions(false, resid);
         self.step(ExchangeStep::ShellSwept);
+        let t = Instant::now();
+        let field = &self.field;
+        self.slow.after(1, || field.residual_sq());
+        self.compute += t.elapsed();
         self.field.finish_sweep();
         self.it += 1;
         Ok(inner + outer)
