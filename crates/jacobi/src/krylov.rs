@@ -51,14 +51,14 @@ use crate::record::{
     Certification, KrylovRecord, MessageTotals, RankRecord, Residuals, StopReason,
 };
 use crate::slow::Slowdown;
-use crate::solver::{Block, RankOutcome};
+use crate::solver::Block;
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{close_all, Channel, ReduceOp, Sync};
 use std::time::{Duration, Instant};
 
-/// Run the configured Krylov solver on this rank (collective), on the operator with
-/// diagonal `diag` (6 for the Laplacian; the crate's tests shift it to make the problem
+/// Run the configured Krylov solver on this rank (collective): its record and final iterate,
+/// on the operator with diagonal `diag` (6 for the Laplacian; the crate's tests shift it to make the problem
 /// indefinite).
 pub(crate) fn solve_rank<C: Context>(
     ctx: &mut C,
@@ -66,7 +66,7 @@ pub(crate) fn solve_rank<C: Context>(
     plan: &Plan,
     progress: Option<&dyn Progress>,
     diag: f64,
-) -> Result<RankOutcome, Error> {
+) -> Result<(RankRecord, Field), Error> {
     let block = Block::of_rank(ctx, cfg, plan)?;
     let mut k = Krylov {
         cfg,
@@ -149,10 +149,7 @@ pub(crate) fn solve_rank<C: Context>(
             breakdown: k.breakdown.take(),
         }),
     };
-    Ok(RankOutcome {
-        record,
-        field: k.field,
-    })
+    Ok((record, k.field))
 }
 
 /// A reduction in flight, and what it cost: time from its start to the moment its result was

@@ -46,10 +46,12 @@
 
 mod config;
 mod deep;
+mod dispatch;
 mod error;
 mod field;
 mod geometry;
 mod halo;
+mod iterate;
 mod kernel;
 mod krylov;
 mod linalg;
@@ -72,6 +74,7 @@ pub use config::{
     SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_HALO_DEPTH, MAX_SLOWDOWN,
     MIN_TOL,
 };
+pub use dispatch::{solve, solve_with};
 pub use error::Error;
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use memory::{human_bytes, MemoryNeed};
@@ -83,7 +86,6 @@ pub use record::{
     REPORT_SCHEMA_V1, REPORT_SCHEMA_V2,
 };
 pub use shared::{solve_shared, solve_shared_with};
-pub use solver::{solve, solve_with};
 
 /// The stencil kernels, for the criterion benchmarks in `benches/` only: not part of the API.
 #[doc(hidden)]

@@ -28,7 +28,7 @@ fn run_diag(cfg: &Config, ranks: usize, diag: f64) -> Vec<RankRecord> {
     let plan = cfg.plan(ranks).expect("a valid configuration");
     World::new(ranks)
         .unwrap()
-        .run(|ctx| crate::krylov::solve_rank(ctx, cfg, &plan, None, diag).map(|o| o.record))
+        .run(|ctx| crate::krylov::solve_rank(ctx, cfg, &plan, None, diag).map(|(r, _)| r))
         .into_iter()
         .collect::<Result<_, _>>()
         .expect("the run succeeds")
