@@ -14,8 +14,9 @@
 //! solves could end before the fast rank's answer (4 of 165 release runs failed). It is now a
 //! count of passes over the block (`--slowdown 20`: 19 residual passes per inner iteration),
 //! so a slow solve is 20 inner iterations' work however the cores are shared, and the fast
-//! rank, always runnable beside it, answers within it. A binary of its own besides, so that
-//! no 8-rank run of the library's tests competes with the two ranks for the 2 cores.
+//! rank, pinned to a CPU of its own (`run_pinned`) and always runnable, answers within it. A
+//! binary of its own besides, so that no 8-rank run of the library's tests competes with the
+//! two ranks for the 2 cores.
 
 mod common;
 use common::*;
@@ -51,14 +52,14 @@ fn inner(r: &RankRecord) -> MultisplitRecord {
 #[test]
 fn a_slowed_rank_cuts_its_async_inner_solves_short() {
     let c = slowed(Variant::Sync);
-    let sync = run_threads(&c, 2);
+    let sync = run_pinned(&c, 2);
     assert_converged(&sync, "sync, rank 0 slowed", c.criterion.tol());
     let full = inner(&sync[0]);
     assert_eq!(full.inner_cut_short, 0, "sync cut a solve: {full:?}");
     for variant in [Variant::Async, Variant::Racy] {
         let c = slowed(variant);
         let what = format!("{variant}, rank 0 slowed 20×");
-        let recs = run_threads(&c, 2);
+        let recs = run_pinned(&c, 2);
         assert_converged(&recs, &what, c.criterion.tol());
         assert!(
             recs[0].certifications.last().is_some_and(|c| c.accepted),
