@@ -112,8 +112,8 @@ impl InnerSolve {
     }
 }
 
-/// What an inner solve does between its units of work: the slow-rank delay, and the question
-/// whether fresher halos have come.
+/// What an inner solve does between its units of work: the slow rank's extra passes, and the
+/// question whether fresher halos have come.
 struct Work<'f, 'a> {
     slow: &'f mut Slowdown,
     fresher: &'f mut Fresher<'a>,
