@@ -342,10 +342,10 @@ fn upto(max: f64) -> String {
 pub struct SlowRank {
     /// The rank (or shared-memory thread) to slow down.
     pub rank: usize,
-    /// Its sweeps take this many times as long (1 to [`MAX_SLOWDOWN`]): after each sweep it
-    /// busy-waits for
-    /// `(factor − 1)` times the sweep's duration, as a slower core would (multisplit: after
-    /// each inner iteration, so a solve cut short costs only the iterations it did).
+    /// Its sweeps take this many times the work (1 to [`MAX_SLOWDOWN`]): after each sweep it
+    /// does `factor − 1` more passes over its block, counted, as a slower core would take
+    /// longer (multisplit: after each inner iteration, so a solve cut short costs only the
+    /// iterations it did).
     pub factor: f64,
 }
 

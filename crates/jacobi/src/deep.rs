@@ -1,5 +1,10 @@
-//! Deep halos and temporal blocking: the sync Jacobi variant with `--halo-depth k`.
+//! Deep halos and temporal blocking (`--halo-depth k`): the iterate with a ghost zone k planes
+//! deep, for Jacobi's sync, async and racy loops (`solver.rs`, which run over it as over the
+//! one-plane [`Field`] through the [`Iterate`] trait). What is specific to deep halos is here:
+//! the grown block, its wavefront of k sweeps, the async sweep of a ghost zone that ages, and
+//! the packing of k-plane messages.
 //!
+//! ## Sync
 //! Every k iterations each rank receives a ghost zone k planes deep from each neighbour (one
 //! message per face, k times larger than a one-plane halo, so k times fewer messages), then
 //! does k sweeps on its block grown by the ghost zone. Sweep j (1 ≤ j ≤ k) of a block
@@ -84,24 +89,16 @@
 //! a one-plane sweep, and carries one [`Lanes`] accumulator through its planes: the residual
 //! it returns has the bits of the one-plane sweep's.
 
-use crate::config::Config;
-use crate::config::{RacyRead, Variant};
-use crate::field::copy_row;
-use crate::geometry::{Axis, Face, Geometry, GlobalIdx, Plan};
+use crate::field::{copy_row, Field};
+use crate::geometry::{Axis, Face, Geometry, GlobalIdx, LocalIdx};
+use crate::halo::{self, Halo};
+use crate::iterate::Iterate;
 use crate::kernel::{self, Grid, Lanes, Region, Shape, ROW_ALIGN};
-use crate::method::Jacobi;
 use crate::problem::Problem;
-use crate::progress::Progress;
-use crate::record::StopReason;
-use crate::solver::{slow_down, sum_all, Block, Iterate, RankOutcome, RoundStep, Rounds, Run};
 use crate::Error;
 use chan_core::traits::*;
-use chan_core::{
-    close_all, Async, Channel, ChannelConfig, ChannelSpec, ChannelStats, CreateError, Racy,
-    ReduceOp, Sync, TrySendError,
-};
+use chan_core::{AtomicF64Slice, Channel, Sync};
 use std::ops::Range;
-use std::time::{Duration, Instant};
 
 /// One rank's iterate with a ghost zone `depth` planes deep on every face with a neighbour
 /// (one plane, the Dirichlet values, on the others), stored as a [`Shape`] grown by the ghost
@@ -526,6 +523,34 @@ impl DeepField {
         self.age[face.index()] = 0;
     }
 
+    /// The largest |u − exact| over the owned points, for a problem with a known solution
+    /// ([`Field::error_max`]'s value: the same points, the same differences).
+    pub(crate) fn error_max(&self, problem: &Problem) -> Option<f64> {
+        let o = self.owned();
+        let mut worst = 0.0f64;
+        for z in o.z.clone() {
+            for y in o.y.clone() {
+                for x in o.x.clone() {
+                    let l = LocalIdx {
+                        x: x - self.off[0],
+                        y: y - self.off[1],
+                        z: z - self.off[2],
+                    };
+                    let exact = problem.exact(self.geom.position(self.geom.to_global(l)))?;
+                    worst = worst.max((self.u[self.shape.index(x, y, z)] - exact).abs());
+                }
+            }
+        }
+        Some(worst)
+    }
+
+    /// The one-plane iterate `field` (this block's, as set up at the start) with the owned
+    /// points of this one: the tests compare it with k = 1's.
+    pub(crate) fn into_field(self, mut field: Field) -> Field {
+        field.set_owned(&self.owned_values());
+        field
+    }
+
     /// The owned values of the current iterate, x fastest.
     pub(crate) fn owned_values(&self) -> Vec<f64> {
         let o = self.owned();
@@ -554,304 +579,73 @@ fn copy_box(sh: &Shape, dst: &mut [f64], src: &[f64], reg: &Region) {
     }
 }
 
-/// The channels of a deep halo: one per face with a neighbour, tagged `tag_base` plus the
-/// face's axis, `r` messages in flight.
-fn specs(
-    f: &DeepField,
-    faces: &[Face],
-    tag_base: u32,
-    r: usize,
-) -> Result<Vec<ChannelSpec>, Error> {
-    faces
-        .iter()
-        .map(|&face| {
-            let peer = f.geom.neighbours[face.index()].expect("faces have neighbours");
-            let cfg = ChannelConfig::new(f.face_len(face), r).map_err(CreateError::from)?;
-            ChannelSpec::new(peer, tag_base + face.axis.index() as u32, cfg)
-                .map_err(|e| Error::Create(e.into()))
-        })
-        .collect()
+/// The deep halo's iterate in the loops of `solver.rs`: k-plane messages, a block of up to
+/// k sweeps per exchange in the sync loop, [`DeepField::sweep_async`] in the async one.
+impl Halo for DeepField {
+    fn pack(&self, face: Face, buf: &mut [f64]) {
+        DeepField::pack(self, face, buf);
+    }
+    fn unpack(&mut self, face: Face, data: &[f64]) {
+        DeepField::unpack(self, face, data);
+    }
 }
 
-/// The certification channels of async and racy runs (tags 3 to 5, one message in flight).
-fn specs_for_cert(f: &DeepField, faces: &[Face]) -> Result<Vec<ChannelSpec>, Error> {
-    specs(f, faces, 3, 1)
-}
-
-/// The deep exchange: along x, then y, then z, each round's sends posted before its
-/// receives, each round complete before the next packs (module docs, "corners").
 impl Iterate for DeepField {
+    fn geometry(&self) -> &Geometry {
+        &self.geom
+    }
+    fn face_len(&self, face: Face) -> usize {
+        DeepField::face_len(self, face)
+    }
+    fn unpack_atomic(&mut self, face: Face, view: &AtomicF64Slice) {
+        DeepField::unpack_atomic(self, face, view);
+    }
+    /// The deep exchange: along x, then y, then z, each round a whole exchange of that axis's
+    /// faces ([`halo::swap`]: sends posted before receives), complete before the next packs
+    /// (module docs, "corners"). `faces` are in [`Face::ALL`] order, an axis's together.
     fn exchange<B: Backend>(
         &mut self,
         chans: &mut [Channel<B, Sync>],
         faces: &[Face],
         it: u64,
     ) -> Result<(), Error> {
+        let mut first = 0;
         for axis in Axis::ALL {
-            for (ch, &face) in chans.iter_mut().zip(faces) {
-                if face.axis == axis {
-                    ch.set_iteration(it);
-                    ch.send_with(|buf| self.pack(face, buf))?;
-                }
-            }
-            for (ch, &face) in chans.iter_mut().zip(faces) {
-                if face.axis == axis {
-                    let m = ch.recv()?;
-                    self.unpack(face, m.data());
-                }
-            }
+            let n = faces[first..].iter().take_while(|f| f.axis == axis).count();
+            let round = first..first + n;
+            halo::swap(&mut chans[round.clone()], &faces[round], it, self)?;
+            first += n;
         }
+        debug_assert_eq!(first, faces.len(), "faces in Face::ALL order");
         Ok(())
     }
     fn residual_sq(&self) -> f64 {
         DeepField::residual_sq(self)
     }
-}
-
-/// The sync Jacobi variant with `cfg.halo_depth` > 1: the loop of the one-plane variant
-/// (a check every K iterations, certification of a claim), a block of k sweeps per exchange.
-pub(crate) fn solve_rank<C: Context>(
-    ctx: &mut C,
-    cfg: &Config,
-    jacobi: &Jacobi,
-    plan: &Plan,
-    progress: Option<&dyn Progress>,
-) -> Result<RankOutcome, Error> {
-    let block = Block::of_rank(ctx, cfg, plan)?;
-    let depth = usize::try_from(jacobi.halo_depth).expect("validated: at most 16");
-    let scheme = jacobi.iteration;
-    let field = DeepField::new(
-        &block.geom,
-        &cfg.problem,
-        depth,
-        scheme.variant != Variant::Sync,
-    );
-    let mut run = Run::new(
-        cfg,
-        scheme,
-        ctx.rank(),
-        field,
-        block.faces,
-        (block.interior, block.shell),
-        progress,
-    );
-    let (stop, true_value, time, channels) = match scheme.variant {
-        Variant::Sync => {
-            let specs = specs(&run.field, &run.faces, 0, 1)?;
-            let mut chans = ctx.open::<Sync>(&specs)?;
-            let (stop, true_value, time) = run.deep_sync(ctx, &mut chans)?;
-            (stop, true_value, time, close_all(chans)?)
-        }
-        Variant::Async => run.deep_asynchronous::<C, Async>(ctx)?,
-        Variant::Racy => run.deep_asynchronous::<C, Racy>(ctx)?,
-    };
-    let mut field = block.field;
-    field.set_owned(&run.field.owned_values());
-    let record = run.record(
-        C::Backend::NAME,
-        &block.geom,
-        (stop, true_value, time),
-        &channels,
-        field.error_max(&cfg.problem),
-    );
-    Ok(RankOutcome { record, field })
-}
-
-/// Taking whatever new ghost-zone data a channel holds (async and racy; the same rules as
-/// the one-plane variants' in solver.rs).
-trait DeepSource {
-    /// Apply new data on this channel to the ghost zone beyond `face`, if any, unless older
-    /// than `floor`.
-    fn take(
-        &mut self,
-        field: &mut DeepField,
-        face: Face,
-        floor: u64,
-        read: RacyRead,
-    ) -> Result<(), Error>;
-}
-
-impl<B: Backend> DeepSource for Channel<B, Async> {
-    fn take(
-        &mut self,
-        f: &mut DeepField,
-        face: Face,
-        floor: u64,
-        _: RacyRead,
-    ) -> Result<(), Error> {
-        if let Some(m) = self.recv()? {
-            if m.stamp() >= floor {
-                f.unpack(face, m.data());
-            }
-        }
-        Ok(())
+    /// Blocks start at multiples of k; only the last one, cut by --max-iters, is shorter
+    /// (and holds no check: checks fall on multiples of K, so of k).
+    fn block_len(&self, left: u64) -> u64 {
+        (self.depth as u64).min(left).max(1)
     }
-}
-
-impl<B: Backend> DeepSource for Channel<B, Racy> {
-    fn take(
-        &mut self,
-        f: &mut DeepField,
-        face: Face,
-        floor: u64,
-        read: RacyRead,
-    ) -> Result<(), Error> {
-        match read {
-            RacyRead::Landed => {
-                if self.can_recv()? && self.last_stamp() >= floor.max(1) {
-                    f.unpack_atomic(face, self.recv()?);
-                }
-            }
-            RacyRead::Always => f.unpack_atomic(face, self.recv()?),
-        }
-        Ok(())
+    fn sweep_block(&mut self, m: u64, resid: bool) -> f64 {
+        DeepField::sweep_block(self, usize::try_from(m).expect("at most depth"), resid)
     }
-}
-
-/// The deep-halo loops, over the one-plane variants' state and bookkeeping ([`Run`]).
-impl Run<'_, DeepField> {
-    /// The async and racy variants with deep halos: the loop of `Run::asynchronous`
-    /// (solver.rs) — take whatever ghost-zone data is there, sweep, offer the k-deep faces
-    /// every `halo_every` iterations, test and restart the non-blocking reduction, certify a
-    /// claim with a deep synchronous exchange — with [`DeepField::sweep_async`] as the sweep.
-    fn deep_asynchronous<C: Context, M>(
-        &mut self,
-        ctx: &mut C,
-    ) -> Result<(StopReason, f64, Duration, Vec<ChannelStats>), Error>
-    where
-        M: chan_core::Mode,
-        Channel<C::Backend, M>: DeepSource,
-    {
-        let criterion = self.cfg.criterion;
-        let specs = specs(&self.field, &self.faces, 0, self.scheme.max_in_flight)?;
-        let mut chans = ctx.open::<M>(&specs)?;
-        let cert_specs = specs_for_cert(&self.field, &self.faces)?;
-        let mut cert = ctx.open::<Sync>(&cert_specs)?;
-        let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg, &self.scheme);
-        ctx.barrier()?;
-        self.start = Instant::now();
-        self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
-        let mut floor = vec![0u64; self.faces.len()];
-        let mut local = [0.0, 0.0];
-        let initial = self.measure(self.res0_sq);
-        let mut last_true = Some(initial);
-        let max_iters = self.cfg.max_iters;
-        let stop = 'run: loop {
-            if self.it == 0 && criterion.met(initial) {
-                break StopReason::Criterion;
-            }
-            if self.it < max_iters {
-                let t = Instant::now();
-                for ((ch, &face), &fl) in chans.iter_mut().zip(&self.faces).zip(&floor) {
-                    ch.take(&mut self.field, face, fl, self.scheme.racy_read)?;
-                }
-                self.comm += t.elapsed();
-                let t = Instant::now();
-                local[0] = self.field.sweep_async();
-                slow_down(self.slowdown, t.elapsed());
-                self.compute += t.elapsed();
-                self.it += 1;
-                if self.it % self.scheme.halo_every == 0 {
-                    let t = Instant::now();
-                    for (ch, &face) in chans.iter_mut().zip(&self.faces) {
-                        ch.set_iteration(self.it);
-                        let field = &self.field;
-                        match ch.try_send_with(|buf| field.pack(face, buf)) {
-                            Ok(()) | Err(TrySendError::Full(_)) => {}
-                            Err(TrySendError::Comm(e)) => return Err(e.into()),
-                        }
-                    }
-                    self.comm += t.elapsed();
-                }
-                local[1] = f64::from(u8::from(self.it >= max_iters));
-            }
-            match self.async_round(ctx, &mut rounds, &mut cert, &mut local, &mut last_true)? {
-                RoundStep::Stop(reason) => break 'run reason,
-                RoundStep::Rejected => {
-                    // The certification exchange filled the ghost zones with the neighbours'
-                    // current iterate; older messages in flight are not applied.
-                    for (ch, fl) in cert.iter().zip(&mut floor) {
-                        *fl = ch.latest().map_or(*fl, |m| m.stamp());
-                    }
-                }
-                RoundStep::Pending | RoundStep::Went => {}
-            }
-        };
-        self.end_async(ctx, stop, last_true, rounds, chans, cert)
+    fn sweep_async(&mut self) -> f64 {
+        DeepField::sweep_async(self)
     }
-
-    /// The loop of `Run::sync` (solver.rs) with a block of k sweeps per exchange.
-    fn deep_sync<C: Context>(
-        &mut self,
-        ctx: &mut C,
-        chans: &mut [Channel<C::Backend, Sync>],
-    ) -> Result<(StopReason, f64, Duration), Error> {
-        let criterion = self.cfg.criterion;
-        let k = self.field.depth as u64;
-        ctx.barrier()?;
-        let start = Instant::now();
-        self.start = start;
-        self.res0_sq = self.true_residual_sq(ctx, chans)?;
-        let initial = self.measure(self.res0_sq);
-        let mut last_true = Some(initial);
-        let mut fresh = true; // the ghost zone holds the neighbours' current iterate
-        let stop = if criterion.met(initial) {
-            StopReason::Criterion
-        } else {
-            loop {
-                if !fresh {
-                    self.exchange(chans)?;
-                }
-                // Blocks start at multiples of k; only the last one, cut by --max-iters, is
-                // shorter (and holds no check: checks fall on multiples of K, so of k).
-                let m = k.min(self.cfg.max_iters - self.it);
-                let t = Instant::now();
-                let resid = (self.it + m) % self.cfg.check_every == 0;
-                let r = self.field.sweep_block(m as usize, resid);
-                slow_down(self.slowdown, t.elapsed());
-                self.compute += t.elapsed();
-                self.it += m;
-                fresh = false;
-                last_true = None;
-                if self.it % self.cfg.check_every == 0 {
-                    debug_assert_eq!(m, k);
-                    let t = Instant::now();
-                    let g = sum_all(ctx, r)?;
-                    self.comm += t.elapsed();
-                    // The k-th sweep's residual is that of the iterate it started from.
-                    let value = self.measure(g);
-                    self.reported = Some(value);
-                    self.observe(self.it - 1, value);
-                    if criterion.met(value) {
-                        if !self.cfg.confirm {
-                            break StopReason::Criterion;
-                        }
-                        let t = self.certify(ctx, chans)?;
-                        fresh = true;
-                        last_true = Some(t);
-                        if criterion.met(t) {
-                            break StopReason::Criterion;
-                        }
-                    }
-                }
-                if self.it >= self.cfg.max_iters {
-                    break StopReason::MaxIters;
-                }
-            }
-        };
-        let true_value = self.final_true(ctx, chans, last_true)?;
-        Ok((stop, true_value, start.elapsed()))
+    fn error_max(&self, problem: &Problem) -> Option<f64> {
+        DeepField::error_max(self, problem)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::field::Field;
-    use crate::geometry::{Dims, ProcGrid};
-    use crate::record::RankRecord;
+    use crate::config::Config;
+    use crate::geometry::{Dims, Plan, ProcGrid};
+    use crate::record::{RankRecord, StopReason};
     use crate::tests::common::{cfg, noise, run_threads};
-    use crate::{Method, SizeSpec, Variant};
+    use crate::{Jacobi, Method, SizeSpec, Variant};
 
     /// A block of sweeps in tiles along y (any tile height, any k, with and without ghost
     /// zones below and above in y, with a source term) computes every point of both arrays

@@ -6,6 +6,7 @@
 //! previous exchange; receives are taken in face order.
 
 use crate::geometry::Face;
+use crate::iterate::Iterate;
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{Channel, Sync};
@@ -65,11 +66,11 @@ pub(crate) fn swap<B: Backend, H: Halo + ?Sized>(
     complete(chans, faces, h)
 }
 
-/// The channels of a block's halo: one per face with a neighbour (`faces`, in
-/// [`Face::ALL`] order), tagged `tag_base` plus the face's axis, `r` messages in flight, each
-/// message the face's values and `extra` words after them.
-pub(crate) fn specs(
-    field: &crate::field::Field,
+/// The channels of a block's halo, one-plane or deep: one per face with a neighbour
+/// (`faces`, in [`Face::ALL`] order), tagged `tag_base` plus the face's axis, `r` messages in
+/// flight, each message the face's values and `extra` words after them.
+pub(crate) fn specs<F: Iterate>(
+    field: &F,
     faces: &[Face],
     tag_base: u32,
     r: usize,

@@ -51,14 +51,15 @@ use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
     Certification, KrylovRecord, MessageTotals, RankRecord, Residuals, StopReason,
 };
-use crate::solver::{Block, RankOutcome};
+use crate::slow::Slowdown;
+use crate::solver::Block;
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{close_all, Channel, ReduceOp, Sync};
 use std::time::{Duration, Instant};
 
-/// Run the configured Krylov solver on this rank (collective), on the operator with
-/// diagonal `diag` (6 for the Laplacian; the crate's tests shift it to make the problem
+/// Run the configured Krylov solver on this rank (collective): its record and final iterate,
+/// on the operator with diagonal `diag` (6 for the Laplacian; the crate's tests shift it to make the problem
 /// indefinite).
 pub(crate) fn solve_rank<C: Context>(
     ctx: &mut C,
@@ -67,7 +68,7 @@ pub(crate) fn solve_rank<C: Context>(
     plan: &Plan,
     progress: Option<&dyn Progress>,
     diag: f64,
-) -> Result<RankOutcome, Error> {
+) -> Result<(RankRecord, Field), Error> {
     let block = Block::of_rank(ctx, cfg, plan)?;
     let mut k = Krylov {
         cfg,
@@ -90,7 +91,7 @@ pub(crate) fn solve_rank<C: Context>(
         checks: 0,
         replacements: 0,
         breakdown: None,
-        slowdown: cfg.slowdown_of(ctx.rank()),
+        slow: Slowdown::new(cfg.slowdown_of(ctx.rank())),
         start: Instant::now(),
         progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
     };
@@ -148,10 +149,7 @@ pub(crate) fn solve_rank<C: Context>(
             breakdown: k.breakdown.take(),
         }),
     };
-    Ok(RankOutcome {
-        record,
-        field: k.field,
-    })
+    Ok((record, k.field))
 }
 
 /// A reduction in flight, and what it cost: time from its start to the moment its result was
@@ -211,19 +209,11 @@ struct Krylov<'a> {
     checks: u64,
     replacements: u64,
     breakdown: Option<String>,
-    slowdown: f64,
+    /// The slow rank's extra passes (`slow.rs`): a dot product over the block after each
+    /// kernel (a streaming read of one vector; a product or a fused update reads several).
+    slow: Slowdown,
     start: Instant,
     progress: ProgressGate<'a>,
-}
-
-/// Busy-wait for `(factor − 1)` times `took`: a core `factor` times slower.
-fn slow_down(factor: f64, took: Duration) {
-    if factor > 1.0 {
-        let until = Instant::now() + took.mul_f64(factor - 1.0);
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
-    }
 }
 
 /// A value of `p·Ap`, `r·z` or `δ − βγ/α` that breaks CG down: not positive, or NaN.
@@ -240,7 +230,7 @@ impl Krylov<'_> {
         self.cfg.criterion.met(value)
     }
 
-    /// Time `f` as computation (with the slow-rank delay).
+    /// Time `f` as computation (with the slow rank's extra passes).
     #[inline]
     fn compute<T>(&mut self, f: impl FnOnce() -> T) -> T {
         let t = Instant::now();
@@ -249,10 +239,13 @@ impl Krylov<'_> {
         v
     }
 
-    /// Computation since `t` (with the slow-rank delay): for kernels that need the field.
+    /// Computation since `t` (with the slow rank's extra passes): for kernels that need the
+    /// field.
     #[inline]
     fn computed(&mut self, t: Instant) {
-        slow_down(self.slowdown, t.elapsed());
+        let x = &self.field;
+        self.slow
+            .after(1, || linalg::dot(x.shape(), x.iterate(), x.iterate()));
         self.compute += t.elapsed();
     }
 

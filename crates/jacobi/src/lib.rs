@@ -48,9 +48,12 @@
 
 mod config;
 mod deep;
+mod dispatch;
+mod error;
 mod field;
 mod geometry;
 mod halo;
+mod iterate;
 mod kernel;
 mod krylov;
 mod linalg;
@@ -64,6 +67,7 @@ mod record;
 #[cfg(test)]
 mod serial;
 mod shared;
+mod slow;
 mod solver;
 #[cfg(test)]
 mod tests;
@@ -73,6 +77,8 @@ pub use config::{
     SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_HALO_DEPTH, MAX_SLOWDOWN,
     MIN_TOL,
 };
+pub use dispatch::{solve, solve_with};
+pub use error::Error;
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use memory::{human_bytes, MemoryNeed};
 pub use method::{BlockIteration, Jacobi, Krylov, KrylovSolver, Method, MethodFlags, Multisplit};
@@ -84,7 +90,6 @@ pub use record::{
     REPORT_SCHEMA_V1, REPORT_SCHEMA_V2,
 };
 pub use shared::{solve_shared, solve_shared_with};
-pub use solver::{solve, solve_with};
 
 /// The stencil kernels, for the criterion benchmarks in `benches/` only: not part of the API.
 #[doc(hidden)]
@@ -92,35 +97,4 @@ pub mod bench_api {
     pub use crate::kernel::{
         step, step_region, sweep, sweep_reference, sweep_then_copy, Grid, Region, Shape,
     };
-}
-
-use chan_core::{CommError, CreateError, RecvError, ReduceError, SendError};
-
-/// Why a run failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Bad input: the message names the flag.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// Channels or a reduction could not be created.
-    #[error("creating channels: {0}")]
-    Create(#[from] CreateError),
-    /// The transport failed.
-    #[error("communication failed: {0}")]
-    Comm(#[from] CommError),
-    /// A receive failed.
-    #[error("receive failed: {0}")]
-    Recv(#[from] RecvError),
-    /// A blocking send failed.
-    #[error("send failed: {0}")]
-    Send(#[from] SendError),
-    /// A reduction failed.
-    #[error("reduction failed: {0}")]
-    Reduce(#[from] ReduceError),
-    /// Gathering the per-rank records failed.
-    #[error("gathering per-rank records: {0}")]
-    Gather(String),
-    /// The shared-memory backend's thread pool could not be built.
-    #[error("shared-memory backend: {0}")]
-    Pool(String),
 }

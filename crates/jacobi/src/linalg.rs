@@ -8,11 +8,15 @@
 //! values at faces with a neighbour, zero (direction vectors) or the Dirichlet values (the
 //! iterate, for b − A x) at the edge of the domain.
 //!
-//! Every kernel works row by row over the owned points, four points at a time with four
-//! accumulator lanes (then the row's tail), summed in a fixed order. Each has one portable
-//! body, compiled twice: as is, and inside a `#[target_feature(enable = "avx2")]` function
-//! chosen at run time, where the compiler vectorises the four lanes into 256-bit operations.
-//! Neither contracts into fused multiply-adds, so both give the same bits.
+//! Every kernel works row by row over the owned points, with four accumulator lanes summed
+//! in a fixed order. The operator, the residual and the vector updates ([`apply`],
+//! [`residual`], [`direction`], [`cg_update`], [`pipe_update`]) go four points at a time (then
+//! the row's tail), each with one portable body compiled twice: as is, and inside a
+//! `#[target_feature(enable = "avx2")]` function chosen at run time, where the compiler
+//! vectorises the four lanes into 256-bit operations. Neither contracts into fused
+//! multiply-adds, so both give the same bits. The preconditioner's scaling and the dot
+//! products ([`scale`], [`dot`], [`dot3`]) are compiled once, for the build's target, their
+//! lanes indexed point by point.
 
 // The four-lane loops index a dozen arrays and the lane accumulators by the same counter.
 #![allow(clippy::needless_range_loop)]

@@ -19,10 +19,10 @@
 //! Both return `Σ r₀²`, the residual of the iterate the outer iteration started from, with
 //! the halo it had: what a Jacobi sweep returns, and what the outer loop reduces.
 //!
-//! **A slow rank** (`--slow-rank K --slowdown F`) is slowed per unit of work: the initial
-//! residual and every inner iteration are followed by `(F − 1)` times their own duration, so
-//! a rank slowed 2× takes 2× per inner CG iteration or Jacobi sweep, and a solve cut short
-//! costs only the iterations it did.
+//! **A slow rank** (`--slow-rank K --slowdown F`) is slowed per unit of work (`slow.rs`): the
+//! initial residual and every inner iteration are followed by `F − 1` residual passes over
+//! the block (each about a Jacobi sweep's work; an inner CG iteration is a few), so a solve
+//! cut short costs only the iterations it did.
 //!
 //! **Cut short by fresher halos** (async and racy runs): between inner iterations the solve
 //! asks the outer loop whether fresher boundary data has arrived (`fresher`: a non-blocking
@@ -44,14 +44,13 @@ use crate::config::{Inner, InnerSpec};
 use crate::field::Field;
 use crate::kernel::Region;
 use crate::linalg::{self, CgVectors, Vector, SEVEN_POINT};
-use crate::solver::slow_down;
+use crate::slow::Slowdown;
 use crate::Error;
-use std::time::Instant;
 
 /// Asked between inner iterations: has fresher boundary data arrived (every neighbour sent
 /// since the solve began)? Never blocks. `Ok(false)` always: a full solve.
-/// It is given the current iterate (multisplitting may send faces of it mid-solve).
-pub(crate) type Fresher<'a> = dyn FnMut(&Field) -> Result<bool, Error> + 'a;
+/// It is given the current iterate `F` (multisplitting may send faces of it mid-solve).
+pub(crate) type Fresher<'a, F = Field> = dyn FnMut(&F) -> Result<bool, Error> + 'a;
 
 /// One rank's inner solver and its counts.
 #[derive(Debug)]
@@ -91,16 +90,16 @@ impl InnerSolve {
     }
 
     /// Solve the block's problem, the halo fixed, starting from the current iterate; the
-    /// result becomes the current iterate. Each unit of work is slowed by `slowdown` (1: not
-    /// at all); between inner iterations `fresher` says whether to stop early (module docs).
-    /// Returns Σ r² of the iterate it started from.
+    /// result becomes the current iterate. Each unit of work is slowed by `slow`; between
+    /// inner iterations `fresher` says whether to stop early (module docs). Returns Σ r² of
+    /// the iterate it started from.
     pub(crate) fn solve(
         &mut self,
         field: &mut Field,
-        slowdown: f64,
+        slow: &mut Slowdown,
         fresher: &mut Fresher<'_>,
     ) -> Result<f64, Error> {
-        let mut work = Work { slowdown, fresher };
+        let mut work = Work { slow, fresher };
         let (r0, k, cut) = match &mut self.cg {
             Some(v) => cg(self.spec, v, &self.all, field, &mut work)?,
             None => jacobi(self.spec, field, &mut work)?,
@@ -113,17 +112,17 @@ impl InnerSolve {
     }
 }
 
-/// What an inner solve does between its units of work: the slow-rank delay, and the question
-/// whether fresher halos have come.
+/// What an inner solve does between its units of work: the slow rank's extra passes, and the
+/// question whether fresher halos have come.
 struct Work<'f, 'a> {
-    slowdown: f64,
+    slow: &'f mut Slowdown,
     fresher: &'f mut Fresher<'a>,
 }
 
 impl Work<'_, '_> {
-    /// A unit of work that started at `t` is done: wait out the slow-rank delay.
-    fn done(&self, t: Instant) {
-        slow_down(self.slowdown, t.elapsed());
+    /// A unit of work on `field` is done: the slow rank's extra passes over it.
+    fn done(&mut self, field: &Field) {
+        self.slow.after(1, || field.residual_sq());
     }
 
     /// After an inner iteration that did not end the solve, `field` holding its iterate: stop
@@ -135,9 +134,8 @@ impl Work<'_, '_> {
 
 /// Inner Jacobi: returns `(Σ r₀², sweeps, cut short)`.
 fn jacobi(spec: InnerSpec, field: &mut Field, work: &mut Work) -> Result<(f64, u64, bool), Error> {
-    let t = Instant::now();
     let r0 = field.sweep();
-    work.done(t);
+    work.done(field);
     let stop = spec.tol * spec.tol * r0;
     let mut k = 1;
     while k < spec.max {
@@ -146,9 +144,8 @@ fn jacobi(spec: InnerSpec, field: &mut Field, work: &mut Work) -> Result<(f64, u
         }
         // The sweep returns the residual of the iterate it started from: one sweep past the
         // one that met the test, as the outer Jacobi loop does.
-        let t = Instant::now();
         let r = field.sweep();
-        work.done(t);
+        work.done(field);
         k += 1;
         if r <= stop {
             break;
@@ -168,7 +165,6 @@ fn cg(
 ) -> Result<(f64, u64, bool), Error> {
     let sh = *field.shape();
     let [r, p, q] = v;
-    let t = Instant::now();
     let [r0, _] = linalg::residual(
         &sh,
         SEVEN_POINT,
@@ -179,24 +175,23 @@ fn cg(
     );
     let stop = spec.tol * spec.tol * r0;
     if r0 == 0.0 {
-        work.done(t);
+        work.done(field);
         return Ok((r0, 0, false));
     }
     // p = r on the owned points; its halo stays zero (A_loc).
     linalg::direction(&sh, &r.v, 0.0, &mut p.v);
-    work.done(t);
+    work.done(field);
     let mut rr = r0;
     let mut k = 0;
     while k < spec.max {
         if k > 0 && work.stop(field)? {
             return Ok((r0, k, true));
         }
-        let t = Instant::now();
         let pap = linalg::apply(&sh, SEVEN_POINT, &p.v, &mut q.v, all);
         // A_loc is symmetric positive definite: p·Ap > 0 unless p = 0 (or rounding has
         // lost it); stop rather than divide by it.
         if pap.is_nan() || pap <= 0.0 {
-            work.done(t);
+            work.done(field);
             break;
         }
         let alpha = rr / pap;
@@ -213,11 +208,11 @@ fn cg(
         );
         k += 1;
         if rr_new <= stop || !rr_new.is_finite() {
-            work.done(t);
+            work.done(field);
             break;
         }
         linalg::direction(&sh, &r.v, rr_new / rr, &mut p.v);
-        work.done(t);
+        work.done(field);
         rr = rr_new;
     }
     Ok((r0, k, false))
@@ -261,11 +256,16 @@ mod tests {
         let mut cg = InnerSolve::new(tight(Inner::Cg, 1000), &a);
         let mut jac = InnerSolve::new(tight(Inner::Jacobi, 100_000), &b);
         assert_eq!(
-            cg.solve(&mut a, 1.0, &mut full).unwrap(),
+            cg.solve(&mut a, &mut Slowdown::new(1.0), &mut full)
+                .unwrap(),
             r0,
             "returns the residual it started from"
         );
-        assert_eq!(jac.solve(&mut b, 1.0, &mut full).unwrap(), r0);
+        assert_eq!(
+            jac.solve(&mut b, &mut Slowdown::new(1.0), &mut full)
+                .unwrap(),
+            r0
+        );
         // CG needs at most as many iterations as the block has points, and far fewer
         // than Jacobi's sweeps.
         assert!(
@@ -299,8 +299,8 @@ mod tests {
                 max: 3,
             };
             let mut s = InnerSolve::new(spec, &f);
-            s.solve(&mut f, 1.0, &mut full).unwrap();
-            s.solve(&mut f, 1.0, &mut full).unwrap();
+            s.solve(&mut f, &mut Slowdown::new(1.0), &mut full).unwrap();
+            s.solve(&mut f, &mut Slowdown::new(1.0), &mut full).unwrap();
             assert_eq!(
                 (s.total, s.fewest, s.most, s.cut_short),
                 (6, 3, 3, 0),
@@ -327,18 +327,19 @@ mod tests {
             };
             let mut s = InnerSolve::new(spec, &f);
             // Fresher data from the start: one inner iteration, then the stop.
-            s.solve(&mut f, 1.0, &mut |_: &Field| Ok(true)).unwrap();
+            s.solve(&mut f, &mut Slowdown::new(1.0), &mut |_: &Field| Ok(true))
+                .unwrap();
             assert_eq!((s.total, s.cut_short), (1, 1), "{solver:?}");
             // Fresher data after the 4th question: 5 iterations.
             let mut asked = 0;
-            s.solve(&mut f, 1.0, &mut |_: &Field| {
+            s.solve(&mut f, &mut Slowdown::new(1.0), &mut |_: &Field| {
                 asked += 1;
                 Ok(asked > 4)
             })
             .unwrap();
             assert_eq!((s.total, s.cut_short), (6, 2), "{solver:?}");
             // None: the limit.
-            s.solve(&mut f, 1.0, &mut full).unwrap();
+            s.solve(&mut f, &mut Slowdown::new(1.0), &mut full).unwrap();
             assert_eq!(
                 (s.total, s.fewest, s.most, s.cut_short),
                 (26, 1, 20, 2),

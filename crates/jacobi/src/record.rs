@@ -98,7 +98,7 @@ pub struct RankRecord {
     pub iterations: u64,
     /// Wall time of the solve (initial residual to final residual), seconds.
     pub time_s: f64,
-    /// Time in sweeps (and the slow-rank delay), seconds.
+    /// Time in sweeps (and the slow rank's extra passes), seconds.
     pub compute_s: f64,
     /// Time in halo exchange, reductions and certification, seconds.
     pub comm_s: f64,

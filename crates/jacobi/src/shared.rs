@@ -23,6 +23,7 @@ use crate::kernel::{self, Shape};
 use crate::method::Method;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
+use crate::slow::Slowdown;
 use crate::Error;
 use chan_core::{AtomicF64, AtomicF64Slice};
 use rayon::prelude::*;
@@ -151,16 +152,6 @@ pub(crate) fn solve(
     }
 }
 
-/// Busy-wait for `(factor − 1)` times `took`.
-fn slow_down(factor: f64, took: Duration) {
-    if factor > 1.0 {
-        let until = Instant::now() + took.mul_f64(factor - 1.0);
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
-    }
-}
-
 /// A record with the fields every shared variant fills alike.
 #[allow(clippy::too_many_arguments)]
 fn record(
@@ -246,7 +237,9 @@ fn sync(cfg: &Config, plan: &Plan, mut gate: ProgressGate<'_>) -> SharedOutcome 
                 .map(|(t, (dst, zs))| {
                     let t0 = Instant::now();
                     let r = kernel::sweep_planes(&sh, &u, rhs, dst, zs.clone());
-                    slow_down(cfg.slowdown_of(t), t0.elapsed());
+                    // The slow thread's extra passes (`slow.rs`), `it` sweeps done before.
+                    Slowdown::after_units(cfg.slowdown_of(t), it)
+                        .after(1, || kernel::residual_sq_planes(&sh, &u, rhs, zs.clone()));
                     (r, t0.elapsed())
                 })
                 .collect_into_vec(&mut parts);
@@ -527,7 +520,7 @@ fn asynchronous<P: BoundaryPlanes>(
         let t = b.index();
         let geom = plan.geometry(t);
         let mut field = Field::new(&geom, &cfg.problem);
-        let slowdown = cfg.slowdown_of(t);
+        let mut slow = Slowdown::new(cfg.slowdown_of(t));
         let (mut compute, mut comm) = (Duration::ZERO, Duration::ZERO);
         team.barrier.wait();
         let start = Instant::now();
@@ -583,7 +576,7 @@ fn asynchronous<P: BoundaryPlanes>(
                 comm += tc.elapsed();
                 let t0 = Instant::now();
                 let r = field.sweep();
-                slow_down(slowdown, t0.elapsed());
+                slow.after(1, || field.residual_sq());
                 compute += t0.elapsed();
                 it += 1;
                 let tc = Instant::now();

@@ -1,61 +1,34 @@
-//! The solver, written once against chan-core's [`Context`]: the same function runs over
-//! threads, MPI and SHMEM, in sync, async or racy form. [`solve`] dispatches on
-//! the [`Method`]: the Krylov solvers are in `krylov.rs`.
+//! Jacobi's loops, written once against chan-core's [`Context`] and over the [`Iterate`]
+//! trait: one sync loop ([`Run::sync`]) and one async loop for the async and racy variants
+//! ([`Run::asynchronous`]), each monomorphised for the one-plane [`Field`] and the deep halo's
+//! iterate (`deep.rs`), and run by multisplitting with its inner solve in place of the sweep
+//! (`multisplit.rs`). Which loop, over which iterate, is chosen in `dispatch.rs`.
 //!
 //! Every decision that ends or changes the course of a run is taken from a value every rank
 //! sees identically: a blocking all-reduce (sync checks, certification) or one round of the
 //! non-blocking reduction (async, racy). So all ranks make the same sequence of collective
 //! calls and no rank waits for another that went a different way.
 
-use crate::config::{Config, ConfigError, Exchange, RacyRead, Variant};
+use crate::config::{Config, ConfigError, Exchange, RacyRead};
 use crate::field::Field;
 use crate::geometry::{Axis, Face, Geometry, Plan};
 use crate::halo;
+use crate::iterate::Iterate;
 use crate::kernel::Region;
-use crate::method::{BlockIteration, Method};
+use crate::method::BlockIteration;
 use crate::multisplit::{Fresher, InnerSolve};
 use crate::problem::StopCriterion;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
     Certification, ExchangeStep, MessageTotals, MultisplitRecord, RankRecord, Residuals, StopReason,
 };
+use crate::slow::Slowdown;
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{
     close_all, Async, Channel, ChannelSpec, ChannelStats, Racy, ReduceOp, Sync, TrySendError,
 };
 use std::time::{Duration, Instant};
-
-/// What one rank ends with: its record and its final iterate.
-#[derive(Debug)]
-pub(crate) struct RankOutcome {
-    /// Iterations, times, residuals, channel statistics.
-    pub(crate) record: RankRecord,
-    /// The block's final iterate (halo as last exchanged).
-    #[cfg_attr(not(test), allow(dead_code))] // read by the crate's tests
-    pub(crate) field: Field,
-}
-
-/// Run the configured solver on this rank: the distributed entry point (collective: every
-/// rank of `ctx` calls it with the same configuration). Returns this rank's record; gather them
-/// with [`crate::gather_records`].
-pub fn solve<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankRecord, Error> {
-    let plan = cfg.plan(ctx.size())?;
-    solve_with(ctx, cfg, &plan, None)
-}
-
-/// As [`solve`], over the decomposition `plan` that [`Config::plan`] gave for this world
-/// (computed once by the caller, who also reports it), calling `progress` (when given) as the
-/// run goes: at checks (sync) or completed reduction rounds (async, racy), at most 10 times a
-/// second. Give the hook to one rank.
-pub fn solve_with<C: Context>(
-    ctx: &mut C,
-    cfg: &Config,
-    plan: &Plan,
-    progress: Option<&dyn Progress>,
-) -> Result<RankRecord, Error> {
-    solve_rank(ctx, cfg, plan, progress).map(|o| o.record)
-}
 
 /// This rank's block of the grid, set up the same way for every solver: its geometry, the
 /// starting iterate, the faces with a neighbour, and the interior and shell of owned points.
@@ -94,70 +67,14 @@ impl Block {
     }
 }
 
-/// As [`solve_with`], also returning the final iterate.
-pub(crate) fn solve_rank<C: Context>(
-    ctx: &mut C,
-    cfg: &Config,
-    plan: &Plan,
-    progress: Option<&dyn Progress>,
-) -> Result<RankOutcome, Error> {
-    let (scheme, exchange, inner) = match cfg.method {
-        Method::Krylov(k) => {
-            return crate::krylov::solve_rank(
-                ctx,
-                cfg,
-                &k,
-                plan,
-                progress,
-                crate::linalg::SEVEN_POINT,
-            )
-        }
-        Method::Jacobi(j) if j.halo_depth > 1 => {
-            return crate::deep::solve_rank(ctx, cfg, &j, plan, progress)
-        }
-        Method::Jacobi(j) => (j.iteration, j.exchange, None),
-        Method::Multisplit(m) => (m.iteration, Exchange::Waitall, Some(m.inner)),
-    };
-    let block = Block::of_rank(ctx, cfg, plan)?;
-    let mut run = Run::new(
-        cfg,
-        scheme,
-        ctx.rank(),
-        block.field,
-        block.faces,
-        (block.interior, block.shell),
-        progress,
-    );
-    run.exchange = exchange;
-    // Multisplitting: its work vectors allocated here, once.
-    run.inner = inner.map(|s| InnerSolve::new(s, &run.field));
-    let (stop, true_res, time, channels) = match scheme.variant {
-        Variant::Sync => run.sync(ctx)?,
-        Variant::Async => run.asynchronous::<C, Async>(ctx)?,
-        Variant::Racy => run.asynchronous::<C, Racy>(ctx)?,
-    };
-    let error_max = run.field.error_max(&cfg.problem);
-    let record = run.record(
-        C::Backend::NAME,
-        &block.geom,
-        (stop, true_res, time),
-        &channels,
-        error_max,
-    );
-    Ok(RankOutcome {
-        record,
-        field: run.field,
-    })
-}
-
 /// The state of one rank's run, over its iterate `F`: the one-plane [`Field`], or the deep
-/// halo's field (`deep.rs`, which runs its own loops over this state).
-pub(crate) struct Run<'a, F = Field> {
+/// halo's (`deep.rs`).
+pub(crate) struct Run<'a, F> {
     pub(crate) cfg: &'a Config,
     /// How the block iteration runs over channels (the method's).
     pub(crate) scheme: BlockIteration,
     /// How the sync variant swaps its halos (Jacobi's `--exchange`; multisplit: waitall).
-    exchange: Exchange,
+    pub(crate) exchange: Exchange,
     rank: usize,
     /// The block's points that read no neighbour's halo, and the shell around them (the
     /// overlapped exchange sweeps them apart; computed once, not per iteration).
@@ -165,7 +82,8 @@ pub(crate) struct Run<'a, F = Field> {
     shell: Vec<Region>,
     /// The steps of the first overlapped exchange.
     trace: Vec<ExchangeStep>,
-    pub(crate) slowdown: f64,
+    /// The slow rank's extra passes (`slow.rs`).
+    slow: Slowdown,
     /// Faces with a neighbour, in [`Face::ALL`] order; channel k serves `faces[k]`.
     pub(crate) faces: Vec<Face>,
     pub(crate) field: F,
@@ -188,12 +106,12 @@ pub(crate) struct Run<'a, F = Field> {
     pub(crate) start: Instant,
     pub(crate) progress: ProgressGate<'a>,
     /// Multisplitting's inner solver, which replaces the sweep (`None`: Jacobi).
-    inner: Option<InnerSolve>,
+    pub(crate) inner: Option<InnerSolve>,
 }
 
 /// One face's receive state in async and racy runs.
 #[derive(Debug, Clone, Copy, Default)]
-struct Inbox {
+pub(crate) struct Inbox {
     /// The halo already holds the neighbour's iterate of this stamp (from a certification
     /// exchange); older messages still in flight are not applied.
     floor: u64,
@@ -244,7 +162,7 @@ struct Outbox {
 
 /// Pack `face` of the current iterate into `buf`, followed by `echo` when the channel carries
 /// a word more than the face (multisplitting).
-fn pack_echo(field: &Field, face: Face, echo: u64, buf: &mut [f64]) {
+fn pack_echo<F: Iterate>(field: &F, face: Face, echo: u64, buf: &mut [f64]) {
     let (data, extra) = buf.split_at_mut(field.face_len(face));
     field.pack(face, data);
     if let Some(e) = extra.first_mut() {
@@ -254,9 +172,9 @@ fn pack_echo(field: &Field, face: Face, echo: u64, buf: &mut [f64]) {
 
 /// Offer `face` of `field`, stamped `it`, with `echo` (`try_send`): true when sent, false when
 /// all R slots were busy.
-fn offer_face<B: Backend, M: chan_core::Mode>(
+fn offer_face<B: Backend, M: chan_core::Mode, F: Iterate>(
     ch: &mut Channel<B, M>,
-    field: &Field,
+    field: &F,
     face: Face,
     echo: u64,
     it: u64,
@@ -270,13 +188,13 @@ fn offer_face<B: Backend, M: chan_core::Mode>(
 }
 
 /// Taking whatever new halo data a channel holds: the only thing async and racy runs do
-/// differently.
-trait HaloSource {
+/// differently, for every iterate.
+pub(crate) trait HaloSource {
     /// Apply new data on this channel to the halo beyond `face`, if any (racy: read as `read`
-    /// says). True when the halo was written.
-    fn take(
+    /// says), unless older than the inbox's floor. True when the halo was written.
+    fn take<F: Iterate>(
         &mut self,
-        field: &mut Field,
+        field: &mut F,
         face: Face,
         inbox: &mut Inbox,
         read: RacyRead,
@@ -290,9 +208,9 @@ trait HaloSource {
 }
 
 impl<B: Backend> HaloSource for Channel<B, Async> {
-    fn take(
+    fn take<F: Iterate>(
         &mut self,
-        field: &mut Field,
+        field: &mut F,
         face: Face,
         inbox: &mut Inbox,
         _: RacyRead,
@@ -314,9 +232,9 @@ impl<B: Backend> HaloSource for Channel<B, Async> {
 }
 
 impl<B: Backend> HaloSource for Channel<B, Racy> {
-    fn take(
+    fn take<F: Iterate>(
         &mut self,
-        field: &mut Field,
+        field: &mut F,
         face: Face,
         inbox: &mut Inbox,
         read: RacyRead,
@@ -351,16 +269,6 @@ pub(crate) fn sum_all<C: Context>(ctx: &mut C, v: f64) -> Result<f64, Error> {
     let mut buf = [v];
     ctx.all_reduce(&mut buf, ReduceOp::Sum)?;
     Ok(buf[0])
-}
-
-/// Busy-wait for `(factor − 1)` times `took`: a core `factor` times slower.
-pub(crate) fn slow_down(factor: f64, took: Duration) {
-    if factor > 1.0 {
-        let until = Instant::now() + took.mul_f64(factor - 1.0);
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
-    }
 }
 
 /// The non-blocking reduction of async and racy runs, `[Σ r², ranks at max_iters]`: restarted
@@ -428,34 +336,6 @@ pub(crate) enum RoundStep {
     Stop(StopReason),
 }
 
-/// What the loops' shared bookkeeping (true residual, certification) needs of an iterate.
-pub(crate) trait Iterate {
-    /// A blocking exchange of the halo over Sync channels (channel k serves `faces[k]`),
-    /// stamped `it`.
-    fn exchange<B: Backend>(
-        &mut self,
-        chans: &mut [Channel<B, Sync>],
-        faces: &[Face],
-        it: u64,
-    ) -> Result<(), Error>;
-    /// Σ r² over the owned points, with the halo as last exchanged.
-    fn residual_sq(&self) -> f64;
-}
-
-impl Iterate for Field {
-    fn exchange<B: Backend>(
-        &mut self,
-        chans: &mut [Channel<B, Sync>],
-        faces: &[Face],
-        it: u64,
-    ) -> Result<(), Error> {
-        halo::swap(chans, faces, it, self)
-    }
-    fn residual_sq(&self) -> f64 {
-        Field::residual_sq(self)
-    }
-}
-
 impl<'a, F: Iterate> Run<'a, F> {
     /// The state before the run: nothing swept, timed or recorded yet. `regions` is the
     /// one-plane block's interior and shell (the overlapped exchange's; unused with a deep
@@ -477,7 +357,7 @@ impl<'a, F: Iterate> Run<'a, F> {
             interior,
             shell,
             trace: Vec::with_capacity(4),
-            slowdown: cfg.slowdown_of(rank),
+            slow: Slowdown::new(cfg.slowdown_of(rank)),
             faces,
             field,
             res0_sq: 0.0,
@@ -711,35 +591,44 @@ impl<'a, F: Iterate> Run<'a, F> {
     }
 }
 
-impl Run<'_> {
-    /// One sweep (multisplit: one full inner solve of the block), with the slow-rank delay,
-    /// timed as compute; Σ r² of the iterate it started from, or 0 for a plain sweep whose
-    /// residual is not wanted (`resid` false: the sync variant's sweeps between checks).
-    fn sweep(&mut self, resid: bool) -> Result<f64, Error> {
-        self.sweep_or_solve(resid, &mut |_: &Field| Ok(false))
+/// The loops and their sweeps, over any iterate.
+impl<F: Iterate> Run<'_, F> {
+    /// The sync loop's block of `m` sweeps ([`Iterate::block_len`]; multisplit: one full
+    /// inner solve of the block), timed as compute, with the slow rank's extra passes; Σ r² of
+    /// the iterate the last sweep started from, or 0 when `resid` is false (the sweeps
+    /// between checks).
+    fn sweep(&mut self, m: u64, resid: bool) -> Result<f64, Error> {
+        self.timed(m, |f| f.sweep_block(m, resid), &mut |_: &F| Ok(false))
     }
 
-    /// One sweep, or multisplit's inner solve of the block, which `fresher` may cut short
-    /// (`multisplit.rs`); timed as compute. Σ r² of the iterate it started from. The slow-rank
-    /// delay follows the sweep, and each unit of an inner solve's work (the solve can stop
-    /// between them).
-    fn sweep_or_solve(&mut self, resid: bool, fresher: &mut Fresher<'_>) -> Result<f64, Error> {
+    /// The async loop's sweep, or multisplit's inner solve of the block, which `fresher` may
+    /// cut short (`multisplit.rs`); timed as compute. Σ r² of the iterate it started from.
+    fn sweep_or_solve(&mut self, fresher: &mut Fresher<'_, F>) -> Result<f64, Error> {
+        self.timed(1, F::sweep_async, fresher)
+    }
+
+    /// `m` sweeps by `sweep` (multisplit: its inner solve instead), timed as compute. The slow
+    /// rank's extra passes follow the sweeps, and each unit of an inner solve's work (the
+    /// solve can stop between them).
+    #[inline]
+    fn timed(
+        &mut self,
+        m: u64,
+        sweep: impl FnOnce(&mut F) -> f64,
+        fresher: &mut Fresher<'_, F>,
+    ) -> Result<f64, Error> {
         let t = Instant::now();
         let r = match &mut self.inner {
             None => {
-                let r = if resid {
-                    self.field.sweep()
-                } else {
-                    self.field.step();
-                    0.0
-                };
-                slow_down(self.slowdown, t.elapsed());
+                let r = sweep(&mut self.field);
+                let field = &self.field;
+                self.slow.after(m, || field.residual_sq());
                 r
             }
-            Some(s) => s.solve(&mut self.field, self.slowdown, fresher)?,
+            Some(s) => self.field.solve_inner(s, &mut self.slow, fresher)?,
         };
         self.compute += t.elapsed();
-        self.it += 1;
+        self.it += m;
         Ok(r)
     }
 
@@ -750,27 +639,18 @@ impl Run<'_> {
         }
     }
 
-    /// Sweep some regions into the next iterate (with the slow-rank delay), timed as compute;
-    /// Σ r² of the current iterate over them (0 without `resid`).
+    /// Sweep some regions into the next iterate, timed as compute; Σ r² of the current
+    /// iterate over them (0 without `resid`).
     fn sweep_regions(&mut self, interior: bool, resid: bool) -> f64 {
         let t = Instant::now();
-        let sweep = |field: &mut Field, reg: &Region| {
-            if resid {
-                field.sweep_region(reg)
-            } else {
-                field.step_region(reg);
-                0.0
-            }
-        };
         let r = if interior {
-            sweep(&mut self.field, &self.interior)
+            self.field.sweep_region(&self.interior, resid)
         } else {
             self.shell
                 .iter()
-                .map(|reg| sweep(&mut self.field, reg))
+                .map(|reg| self.field.sweep_region(reg, resid))
                 .sum()
         };
-        slow_down(self.slowdown, t.elapsed());
         self.compute += t.elapsed();
         r
     }
@@ -796,6 +676,10 @@ impl Run<'_> {
         self.step(ExchangeStep::HalosArrived);
         let outer = self.sweep_regions(false, resid);
         self.step(ExchangeStep::ShellSwept);
+        let t = Instant::now();
+        let field = &self.field;
+        self.slow.after(1, || field.residual_sq());
+        self.compute += t.elapsed();
         self.field.finish_sweep();
         self.it += 1;
         Ok(inner + outer)
@@ -853,8 +737,10 @@ impl Run<'_> {
     }
 
     /// The sync variant (the paper's Figure 1): halo swap every `halo_every` iterations,
-    /// global residual every `check_every`.
-    fn sync<C: Context>(&mut self, ctx: &mut C) -> Result<Ending, Error> {
+    /// global residual every `check_every`. With a deep halo each swap brings k planes and
+    /// is followed by a block of k sweeps (`deep.rs`; `halo_every` is 1 and K a multiple of
+    /// k there, so a check falls at the end of a block).
+    pub(crate) fn sync<C: Context>(&mut self, ctx: &mut C) -> Result<Ending, Error> {
         // A swap before every sweep, and no inner solve sweeping without one: the next
         // array's halo is never read.
         let every = self.inner.is_none() && self.scheme.halo_every == 1;
@@ -874,20 +760,24 @@ impl Run<'_> {
         } else {
             loop {
                 let swap = !fresh && self.it % self.scheme.halo_every == 0;
-                // Only a check reads the sweep's residual: the others skip it, as the C
+                // A block of sweeps: one, or up to k with a deep halo.
+                let m = self
+                    .field
+                    .block_len(self.cfg.max_iters.saturating_sub(self.it));
+                // Only a check reads the block's residual: the others skip it, as the C
                 // programs do.
-                let resid = (self.it + 1) % self.cfg.check_every == 0;
+                let resid = (self.it + m) % self.cfg.check_every == 0;
                 let r = match (swap, self.exchange) {
                     (true, Exchange::Overlap) => self.overlapped_sweep(&mut chans, resid)?,
                     (true, Exchange::Blocking) => {
                         self.exchange_blocking(&mut chans)?;
-                        self.sweep(resid)?
+                        self.sweep(m, resid)?
                     }
                     (true, Exchange::Waitall) => {
                         self.exchange(&mut chans)?;
-                        self.sweep(resid)?
+                        self.sweep(m, resid)?
                     }
-                    (false, _) => self.sweep(resid)?,
+                    (false, _) => self.sweep(m, resid)?,
                 };
                 fresh = false;
                 last_true = None;
@@ -895,7 +785,7 @@ impl Run<'_> {
                     let t = Instant::now();
                     let g = sum_all(ctx, r)?;
                     self.comm += t.elapsed();
-                    // The sweep's residual is that of the iterate it started from.
+                    // The (last) sweep's residual is that of the iterate it started from.
                     let value = self.measure(g);
                     self.reported = Some(value);
                     self.observe(self.it - 1, value);
@@ -934,7 +824,7 @@ impl Run<'_> {
     /// above tolerance; the paper proposes this and does not build it. A round that counts
     /// a rank at `max_iters` stops everyone. Every rank sees the same rounds, so all decide
     /// alike.
-    fn asynchronous<C: Context, M>(&mut self, ctx: &mut C) -> Result<Ending, Error>
+    pub(crate) fn asynchronous<C: Context, M>(&mut self, ctx: &mut C) -> Result<Ending, Error>
     where
         M: chan_core::Mode,
         Channel<C::Backend, M>: HaloSource,
@@ -1048,7 +938,7 @@ impl Run<'_> {
                     let it = self.it;
                     // Multisplitting stops its inner solve once every neighbour has sent new
                     // faces since it began (`multisplit.rs`); Jacobi's sweep never asks.
-                    let mut fresher = |field: &Field| {
+                    let mut fresher = |field: &F| {
                         if std::mem::take(&mut mid) {
                             for ((ch, &face), _) in chans
                                 .iter_mut()
@@ -1067,7 +957,7 @@ impl Run<'_> {
                         }
                         Ok(!chans.is_empty())
                     };
-                    local[0] = self.sweep_or_solve(true, &mut fresher)?;
+                    local[0] = self.sweep_or_solve(&mut fresher)?;
                     last_solve = t.elapsed();
                     if let Some(s) = &mut self.inner {
                         s.sent_mid_solve += mid_sent;

@@ -7,7 +7,11 @@ use jacobi::{Dims, SlowRank, StopReason, Variant};
 
 const REPEATS: usize = 5;
 
+/// The slow-rank test runs alone: the other tests' ranks would share its cores.
+static ALONE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 fn certified(variant: Variant, n: usize, shared: bool) {
+    let _beside = ALONE.read().unwrap_or_else(|e| e.into_inner());
     for rep in 0..REPEATS {
         let mut c = cfg(Dims::new(12, 12, 12), variant);
         let r = 1 + rep % 3;
@@ -66,48 +70,39 @@ fn racy_shared_converged_means_true_residual_below_tol() {
 
 #[test]
 fn slow_rank_does_fewer_iterations() {
-    // Rank 1's sweeps take 4× as long: in an asynchronous run nobody waits for it, so it
-    // finishes with far fewer iterations than its neighbour (in sync, the same number).
+    let _alone = ALONE.write().unwrap_or_else(|e| e.into_inner());
+    // Rank 1 does 16× the work of a sweep per sweep (15 extra passes over its block,
+    // counted: `--slowdown 16`). In an asynchronous run nobody waits for it, so it finishes
+    // with far fewer iterations than its neighbour; in sync, with the same number.
+    //
+    // Work, not time: the slowdown is a count of passes, not a wait measured on a clock that
+    // runs on while a rank is descheduled, and the comparison is of iteration counts. The
+    // sync one is exact. The async one holds while the two ranks run at once: pinned to a
+    // CPU each (`run_pinned`; unpinned, two ranks on one core take turns) and alone in this
+    // binary (`ALONE`: the other tests' ranks would crowd the cores). It showed the slow rank
+    // at 0.14-0.25 of its neighbour's iterations in 10 release runs of the binary, against
+    // 0.75 asked; it fails whenever a fast rank waits for the slow one.
     for (v, shared) in [
         (Variant::Async, false),
         (Variant::Racy, false),
         (Variant::Racy, true),
         (Variant::Sync, false),
+        (Variant::Sync, true),
     ] {
         let mut c = cfg(Dims::new(12, 12, 12), v);
         c.slow = Some(SlowRank {
             rank: 1,
-            factor: 4.0,
+            factor: 16.0,
         });
-        let run = || {
-            if shared {
-                jacobi::solve_shared(&c, 2).unwrap()
-            } else {
-                run_threads(&c, 2)
-            }
+        let recs = if shared {
+            jacobi::solve_shared(&c, 2).unwrap()
+        } else {
+            run_pinned(&c, 2)
         };
-        let recs = run();
         let (fast, slow) = (recs[0].iterations as f64, recs[1].iterations as f64);
         assert!(recs.iter().all(|r| r.converged), "{v}");
         if v == Variant::Sync {
-            assert_eq!(fast, slow);
-            // compute_s is wall-clock time in sweeps (the slow rank's about 4× the fast
-            // one's, 3.1-3.9× in 15 quiet runs). This binary's tests run at once on the
-            // machine's CPUs: a fast rank descheduled in a sweep counts the time slice as
-            // compute, which at 12³ can be as long as all its sweeps (a CI run read under
-            // 2×). So up to three runs, one of which must show it; without the slowdown the
-            // ratio is about 1 in each.
-            let mut ratios = vec![recs[1].compute_s / recs[0].compute_s];
-            while ratios.len() < 3 && ratios.iter().all(|&r| r <= 2.0) {
-                let again = run();
-                assert!(again.iter().all(|r| r.converged), "{v}");
-                assert_eq!(again[0].iterations, again[1].iterations);
-                ratios.push(again[1].compute_s / again[0].compute_s);
-            }
-            assert!(
-                ratios.iter().any(|&r| r > 2.0),
-                "{v}: the slow rank's compute time over the fast one's: {ratios:?}"
-            );
+            assert_eq!(fast, slow, "{v} (shared: {shared})");
         } else {
             assert!(
                 slow < 0.75 * fast,
@@ -119,6 +114,7 @@ fn slow_rank_does_fewer_iterations() {
 
 #[test]
 fn certification_catches_a_false_claim() {
+    let _beside = ALONE.read().unwrap_or_else(|e| e.into_inner());
     // Faces offered only once in a blue moon: each block converges against a stale halo, the
     // reduced local residuals fall below tol while the global iterate is far from converged.
     for v in [Variant::Async, Variant::Racy] {

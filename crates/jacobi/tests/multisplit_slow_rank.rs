@@ -5,18 +5,18 @@
 //! began its first solve after the fast rank's first faces had arrived, the two solved one at
 //! a time for the rest of the run, each waiting for the other's faces. The solver now starts
 //! every multisplitting rank's first solve from the initial halo (`solver.rs`), which makes
-//! the first solves overlap. Before that change, with one busy loop beside this test, 3 of
-//! 23 runs had an async or racy case with no cut and 5 more settled into turns after a few
-//! cuts; after it, all 10 runs cut nearly every solve of the slow rank.
+//! the first solves overlap, and a rank sends its faces once mid-solve to a neighbour that
+//! has answered its newest faces (the echo, `solver.rs`), which undoes turns that start
+//! later.
 //!
-//! Turns could still start later in a run, in release builds, where the fast rank's whole
-//! solve is shorter than the scheduler's wake-up delays: this test failed in 6 of 37 release
-//! runs, and in 34 of 40 beside a busy loop. A rank now sends its faces once mid-solve to a
-//! neighbour that has answered its newest faces (the echo, `solver.rs`), which undoes the
-//! turns: 0 of 80 release runs failed without a busy loop. Beside one, 4 of 165 did, each
-//! with mid-solve sends but the fast rank's answer too late to cut the slow solves (the busy
-//! loop held its core for a time slice). A binary of its own besides, so that no 8-rank run of
-//! the library's tests competes with the two ranks for the 2 cores.
+//! The slowdown was a busy-wait for 19 times each inner iteration's wall-clock duration.
+//! A slow rank descheduled in its wait came out of it early, so beside a busy loop the slow
+//! solves could end before the fast rank's answer (4 of 165 release runs failed). It is now a
+//! count of passes over the block (`--slowdown 20`: 19 residual passes per inner iteration),
+//! so a slow solve is 20 inner iterations' work however the cores are shared, and the fast
+//! rank, pinned to a CPU of its own (`run_pinned`) and always runnable, answers within it. A
+//! binary of its own besides, so that no 8-rank run of the library's tests competes with the
+//! two ranks for the 2 cores.
 
 mod common;
 use common::*;
@@ -39,26 +39,26 @@ fn inner(r: &RankRecord) -> MultisplitRecord {
     r.multisplit.clone().expect("a multisplit record")
 }
 
-/// With rank 0 slowed per inner iteration (`--slow-rank 0 --slowdown 20`), async and racy
-/// multisplitting converge, certified, and the slow rank's inner solves are cut short: it
-/// counts cut solves and does fewer inner iterations per outer iteration than the same rank
-/// of a sync run, which always solves to the inner tolerance (the inner count of a full solve
-/// depends on the tolerance, not on the slowdown). A sync run never cuts a solve. 20× rather
-/// than the benchmark's 2×: a solve of a 16³ block takes about a millisecond, less than a
-/// scheduler's time slice, and the fast rank must finish well within the slow rank's solve
-/// for the cut to show. The solutions of the same runs are checked against the serial oracle
-/// by the library's `a_slowed_rank_still_solves_the_system`.
+/// With rank 0 slowed per inner iteration (`--slow-rank 0 --slowdown 20`, counted work),
+/// async and racy multisplitting converge, certified, and the slow rank's inner solves are cut
+/// short: it counts cut solves and does fewer inner iterations per outer iteration than the
+/// same rank of a sync run, which always solves to the inner tolerance (the inner count of a
+/// full solve depends on the tolerance, not on the slowdown). A sync run never cuts a solve.
+/// 20× rather than the benchmark's 2×: a solve of a 16³ block takes about a millisecond,
+/// less than a scheduler's time slice, and the fast rank must finish well within the slow
+/// rank's solve for the cut to show. The solutions of the same runs are checked against the
+/// serial oracle by the library's `a_slowed_rank_still_solves_the_system`.
 #[test]
 fn a_slowed_rank_cuts_its_async_inner_solves_short() {
     let c = slowed(Variant::Sync);
-    let sync = run_threads(&c, 2);
+    let sync = run_pinned(&c, 2);
     assert_converged(&sync, "sync, rank 0 slowed", c.criterion.tol());
     let full = inner(&sync[0]);
     assert_eq!(full.inner_cut_short, 0, "sync cut a solve: {full:?}");
     for variant in [Variant::Async, Variant::Racy] {
         let c = slowed(variant);
         let what = format!("{variant}, rank 0 slowed 20×");
-        let recs = run_threads(&c, 2);
+        let recs = run_pinned(&c, 2);
         assert_converged(&recs, &what, c.criterion.tol());
         assert!(
             recs[0].certifications.last().is_some_and(|c| c.accepted),

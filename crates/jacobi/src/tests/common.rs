@@ -32,10 +32,13 @@ pub fn run_threads(c: &Config, n: usize) -> (Vec<RankRecord>, Vec<f64>, Plan) {
     let plan = c.plan(n).expect("valid configuration");
     let outs = World::new(n)
         .unwrap()
-        .run(|ctx| crate::solver::solve_rank(ctx, c, &plan, None).expect("run failed"));
+        .run(|ctx| crate::dispatch::solve_rank(ctx, c, &plan, None, true).expect("run failed"));
     let blocks: Vec<_> = outs
         .iter()
-        .map(|o| (o.field.geometry().clone(), o.field.owned_values()))
+        .map(|o| {
+            let field = o.field.as_ref().expect("kept on request");
+            (field.geometry().clone(), field.owned_values())
+        })
         .collect();
     let records = outs.into_iter().map(|o| o.record).collect();
     (records, assemble(plan.global, &blocks), plan)

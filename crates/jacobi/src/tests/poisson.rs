@@ -2,8 +2,8 @@
 //! overlapped halo exchanges against the default one: the numerics must be second order and
 //! every way of running the same grid must give the same answer.
 
+use crate::dispatch::solve_rank;
 use crate::record::ExchangeStep;
-use crate::solver::solve_rank;
 use crate::{serial, Config, Decomp, Dims, Exchange, Jacobi, Problem, SizeSpec, Variant};
 use chan_threads::World;
 
@@ -27,7 +27,7 @@ fn run(cfg: &Config, ranks: usize) -> (u64, f64, Vec<crate::RankRecord>) {
     let plan = cfg.plan(ranks).expect("a valid configuration");
     let records: Vec<_> = World::new(ranks)
         .unwrap()
-        .run(|ctx| solve_rank(ctx, cfg, &plan, None).map(|o| o.record))
+        .run(|ctx| solve_rank(ctx, cfg, &plan, None, false).map(|o| o.record))
         .into_iter()
         .collect::<Result<_, _>>()
         .expect("the run succeeds");

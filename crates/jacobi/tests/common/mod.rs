@@ -26,6 +26,18 @@ pub fn run_threads(c: &Config, n: usize) -> Vec<RankRecord> {
         .run(|ctx| jacobi::solve(ctx, c).expect("run failed"))
 }
 
+/// As [`run_threads`], each rank pinned to a CPU of its own (`World::pinned`) where the
+/// machine has one per rank: for tests that compare ranks' progress. Two unpinned ranks may
+/// share one core; the threads backend's channels then yield after 64 polls that found
+/// nothing, and two async ranks on one core take turns of about 64 iterations each, as if
+/// each waited for the other.
+pub fn run_pinned(c: &Config, n: usize) -> Vec<RankRecord> {
+    World::new(n)
+        .unwrap()
+        .pinned()
+        .run(|ctx| jacobi::solve(ctx, c).expect("run failed"))
+}
+
 /// Every rank stopped on the criterion, converged, with its certified true residual below
 /// `tol`.
 pub fn assert_converged(recs: &[RankRecord], what: &str, tol: f64) {

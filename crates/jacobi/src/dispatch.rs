@@ -1,0 +1,136 @@
+//! The distributed entry points and the one place that picks a rank's path from the
+//! configuration: the solver (Krylov in `krylov.rs`; Jacobi and multisplitting in the loops of
+//! `solver.rs`), the iterate (one-plane [`Field`], or deep halos: `deep.rs`) and the variant
+//! (sync loop, or the async loop over Async or Racy channels). The shared-memory variants
+//! have their own entry point, [`crate::solve_shared`] (`shared.rs`). A new solver adds its
+//! file and one arm here.
+
+use crate::config::{Config, Exchange, Variant};
+use crate::deep::DeepField;
+use crate::field::Field;
+use crate::geometry::Plan;
+use crate::iterate::Iterate;
+use crate::method::Method;
+use crate::multisplit::InnerSolve;
+use crate::progress::Progress;
+use crate::record::RankRecord;
+use crate::solver::{Block, Ending, Run};
+use crate::Error;
+use chan_core::traits::*;
+use chan_core::{Async, Racy};
+
+/// Run the configured solver on this rank: the distributed entry point (collective: every
+/// rank of `ctx` calls it with the same configuration). Returns this rank's record; gather them
+/// with [`crate::gather_records`].
+pub fn solve<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankRecord, Error> {
+    let plan = cfg.plan(ctx.size())?;
+    solve_with(ctx, cfg, &plan, None)
+}
+
+/// As [`solve`], over the decomposition `plan` that [`Config::plan`] gave for this world
+/// (computed once by the caller, who also reports it), calling `progress` (when given) as the
+/// run goes: at checks (sync) or completed reduction rounds (async, racy), at most 10 times a
+/// second. Give the hook to one rank.
+pub fn solve_with<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+    plan: &Plan,
+    progress: Option<&dyn Progress>,
+) -> Result<RankRecord, Error> {
+    solve_rank(ctx, cfg, plan, progress, false).map(|o| o.record)
+}
+
+/// What one rank ends with: its record, and its final iterate when asked for.
+#[derive(Debug)]
+pub(crate) struct RankOutcome {
+    /// Iterations, times, residuals, channel statistics.
+    pub(crate) record: RankRecord,
+    /// The block's final iterate (halo as last exchanged; a deep halo's owned points in the
+    /// one-plane layout), when `solve_rank` was asked to keep it: the crate's tests assemble
+    /// and compare solutions from it. `None` in production runs, which give it no copy.
+    #[cfg_attr(not(test), allow(dead_code))] // read by the crate's tests
+    pub(crate) field: Option<Field>,
+}
+
+/// As [`solve_with`], also returning the final iterate when `keep` (the crate's tests).
+pub(crate) fn solve_rank<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+    plan: &Plan,
+    progress: Option<&dyn Progress>,
+    keep: bool,
+) -> Result<RankOutcome, Error> {
+    let (scheme, exchange, depth, inner) = match cfg.method {
+        Method::Krylov(k) => {
+            let diag = crate::linalg::SEVEN_POINT;
+            let (record, field) = crate::krylov::solve_rank(ctx, cfg, &k, plan, progress, diag)?;
+            return Ok(RankOutcome {
+                record,
+                field: keep.then_some(field),
+            });
+        }
+        Method::Jacobi(j) => (j.iteration, j.exchange, j.halo_depth, None),
+        Method::Multisplit(m) => (m.iteration, Exchange::Waitall, 1, Some(m.inner)),
+    };
+    let block = Block::of_rank(ctx, cfg, plan)?;
+    let regions = (block.interior, block.shell);
+    if depth > 1 {
+        let depth = usize::try_from(depth).expect("validated: at most 16");
+        // Async and racy rows of owned points begin aligned (`deep.rs`, "Async and racy").
+        let align = scheme.variant != Variant::Sync;
+        let deep = DeepField::new(&block.geom, &cfg.problem, depth, align);
+        let run = Run::new(
+            cfg,
+            scheme,
+            ctx.rank(),
+            deep,
+            block.faces,
+            regions,
+            progress,
+        );
+        let (record, deep) = run_loop(ctx, run, &block.geom)?;
+        return Ok(RankOutcome {
+            record,
+            field: keep.then(|| deep.into_field(block.field)),
+        });
+    }
+    let mut run = Run::new(
+        cfg,
+        scheme,
+        ctx.rank(),
+        block.field,
+        block.faces,
+        regions,
+        progress,
+    );
+    run.exchange = exchange;
+    // Multisplitting: its work vectors allocated here, once.
+    run.inner = inner.map(|s| InnerSolve::new(s, &run.field));
+    let (record, field) = run_loop(ctx, run, &block.geom)?;
+    Ok(RankOutcome {
+        record,
+        field: keep.then_some(field),
+    })
+}
+
+/// The loop of the variant over `run`'s iterate: the rank's record and the final iterate.
+fn run_loop<C: Context, F: Iterate>(
+    ctx: &mut C,
+    mut run: Run<'_, F>,
+    geom: &crate::geometry::Geometry,
+) -> Result<(RankRecord, F), Error> {
+    let (stop, true_value, time, channels): Ending = match run.scheme.variant {
+        Variant::Sync => run.sync(ctx)?,
+        Variant::Async => run.asynchronous::<C, Async>(ctx)?,
+        Variant::Racy => run.asynchronous::<C, Racy>(ctx)?,
+    };
+    let error_max = run.field.error_max(&run.cfg.problem);
+    let record = run.record(
+        C::Backend::NAME,
+        geom,
+        (stop, true_value, time),
+        &channels,
+        error_max,
+    );
+    Ok((record, run.field))
+}

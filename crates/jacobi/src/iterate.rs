@@ -1,0 +1,143 @@
+//! What Jacobi's loops (`solver.rs`) need of an iterate, so that one sync loop and one async
+//! loop serve the one-plane [`Field`] and the deep halo's iterate (`deep.rs`) alike. The loops
+//! are generic over [`Iterate`] and monomorphised for each: no dynamic dispatch in a sweep.
+
+use crate::field::Field;
+use crate::geometry::{Face, Geometry};
+use crate::halo::{self, Halo};
+use crate::kernel::Region;
+use crate::multisplit::{Fresher, InnerSolve};
+use crate::problem::Problem;
+use crate::slow::Slowdown;
+use crate::Error;
+use chan_core::traits::*;
+use chan_core::{AtomicF64Slice, Channel, Sync};
+
+/// A block's iterate with a halo that travels between neighbours ([`Halo`]), swept by the
+/// Jacobi loops.
+///
+/// The last three methods are the one-plane iterate's alone: multisplitting's inner solve and
+/// the overlapped exchange's sweep by regions. [`Config::validate`](crate::Config::validate)
+/// refuses them with a deep halo (`--solver multisplit`, `--exchange overlap`), so no run
+/// calls them on one; their default panics saying so.
+pub(crate) trait Iterate: Halo {
+    /// The block's geometry.
+    fn geometry(&self) -> &Geometry;
+
+    /// Values in a message across `face`.
+    fn face_len(&self, face: Face) -> usize;
+
+    /// Write a racy view into the halo beyond `face` (relaxed atomic loads, in the order of
+    /// [`Halo::unpack`]).
+    fn unpack_atomic(&mut self, face: Face, view: &AtomicF64Slice);
+
+    /// A blocking exchange of the halo over Sync channels (channel k serves `faces[k]`),
+    /// stamped `it`: every face sent, then every face received ([`halo::swap`]).
+    fn exchange<B: Backend>(
+        &mut self,
+        chans: &mut [Channel<B, Sync>],
+        faces: &[Face],
+        it: u64,
+    ) -> Result<(), Error> {
+        halo::swap(chans, faces, it, self)
+    }
+
+    /// Σ r² over the owned points, with the halo as last exchanged.
+    fn residual_sq(&self) -> f64;
+
+    /// Unpack messages into the current iterate's halo only: the sync loop with an exchange
+    /// before every sweep ([`Field::set_halo_current_only`]). Nothing by default.
+    fn set_halo_current_only(&mut self, _on: bool) {}
+
+    /// The sweeps of the sync loop's next block, `left` iterations before `--max-iters`: one
+    /// by default (an exchange per sweep, at most).
+    fn block_len(&self, _left: u64) -> u64 {
+        1
+    }
+
+    /// The sync loop's block of `m` sweeps ([`Iterate::block_len`]): Σ r² of the iterate the
+    /// last one started from when `resid` (a check follows), else 0.
+    fn sweep_block(&mut self, m: u64, resid: bool) -> f64;
+
+    /// One sweep of the async and racy loops, with whatever halo is there: Σ r² of the
+    /// iterate it started from.
+    fn sweep_async(&mut self) -> f64;
+
+    /// The largest |u − exact| over the owned points, for a problem with a known solution.
+    fn error_max(&self, problem: &Problem) -> Option<f64>;
+
+    /// Multisplitting's inner solve of the block in place of a sweep (`multisplit.rs`):
+    /// Σ r² of the iterate it started from.
+    fn solve_inner(
+        &mut self,
+        _inner: &mut InnerSolve,
+        _slow: &mut Slowdown,
+        _fresher: &mut Fresher<'_, Self>,
+    ) -> Result<f64, Error> {
+        unreachable!("multisplitting has no deep-halo form (Config::validate refuses it)")
+    }
+
+    /// Sweep `region` into the next iterate without swapping (the overlapped exchange): Σ r²
+    /// of the current iterate over it when `resid`, else 0.
+    fn sweep_region(&mut self, _region: &Region, _resid: bool) -> f64 {
+        unreachable!("--exchange overlap has no deep-halo form (Config::validate refuses it)")
+    }
+
+    /// End a sweep done region by region.
+    fn finish_sweep(&mut self) {
+        unreachable!("--exchange overlap has no deep-halo form (Config::validate refuses it)")
+    }
+}
+
+impl Iterate for Field {
+    fn geometry(&self) -> &Geometry {
+        Field::geometry(self)
+    }
+    fn face_len(&self, face: Face) -> usize {
+        Field::face_len(self, face)
+    }
+    fn unpack_atomic(&mut self, face: Face, view: &AtomicF64Slice) {
+        Field::unpack_atomic(self, face, view);
+    }
+    fn residual_sq(&self) -> f64 {
+        Field::residual_sq(self)
+    }
+    fn set_halo_current_only(&mut self, on: bool) {
+        Field::set_halo_current_only(self, on);
+    }
+    /// One sweep; without `resid` the step that skips the residual, as the C programs do.
+    fn sweep_block(&mut self, m: u64, resid: bool) -> f64 {
+        debug_assert_eq!(m, 1);
+        if resid {
+            self.sweep()
+        } else {
+            self.step();
+            0.0
+        }
+    }
+    fn sweep_async(&mut self) -> f64 {
+        self.sweep()
+    }
+    fn error_max(&self, problem: &Problem) -> Option<f64> {
+        Field::error_max(self, problem)
+    }
+    fn solve_inner(
+        &mut self,
+        inner: &mut InnerSolve,
+        slow: &mut Slowdown,
+        fresher: &mut Fresher<'_, Self>,
+    ) -> Result<f64, Error> {
+        inner.solve(self, slow, fresher)
+    }
+    fn sweep_region(&mut self, region: &Region, resid: bool) -> f64 {
+        if resid {
+            Field::sweep_region(self, region)
+        } else {
+            self.step_region(region);
+            0.0
+        }
+    }
+    fn finish_sweep(&mut self) {
+        Field::finish_sweep(self);
+    }
+}
