@@ -292,7 +292,7 @@ impl SizeSpec {
     }
 }
 
-/// The largest `--slowdown`: a rank 1000 times slower already waits a thousand sweeps' time
+/// The largest `--slowdown`: a rank 1000 times slower already does a thousand sweeps' work
 /// per sweep; beyond it a run does not finish in any useful time.
 pub const MAX_SLOWDOWN: f64 = 1000.0;
 
