@@ -298,23 +298,15 @@ impl MpiCtx {
         let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
             .ok_or(InitError::AlreadyInitialized)?;
         let comm_world = universe.world();
-        // SAFETY: null handle constant, overwritten by MPI_Comm_dup below.
-        let mut comm = unsafe { ffi::RSMPI_COMM_NULL };
+        // SAFETY: MPI was just initialised; comm_world is its world communicator.
+        let comm = unsafe { crate::raw::dup_returning_errors(comm_world.as_raw())? };
         let (mut rank, mut size): (c_int, c_int) = (0, 0);
         let mut attr: *mut c_int = std::ptr::null_mut();
         let mut flag: c_int = 0;
-        // SAFETY: comm_world is the valid world communicator of the universe just created; each
-        // call writes only to the local it is given; MPI_TAG_UB's attribute value is a pointer
-        // to an int that MPI owns for the communicator's lifetime.
+        // SAFETY: comm is the valid duplicate of the world just made; each call writes only to
+        // the local it is given; MPI_TAG_UB's attribute value is a pointer to an int that MPI
+        // owns for the communicator's lifetime.
         unsafe {
-            check(
-                ffi::MPI_Comm_dup(comm_world.as_raw(), &mut comm),
-                "MPI_Comm_dup",
-            )?;
-            check(
-                ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN),
-                "MPI_Comm_set_errhandler",
-            )?;
             check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank")?;
             check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size")?;
             check(

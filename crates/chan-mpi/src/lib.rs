@@ -73,7 +73,7 @@ mod window;
 pub use env::{FinalizeError, InitError, MpiCtx};
 pub use node::MpiPeer;
 /// Helpers for code that calls MPI's C interface beside aiac's channels (`aiac probe`).
-pub use raw::{error_string, int_count};
+pub use raw::{dup_returning_errors, error_string, int_count};
 pub use reduce::{Iallreduce, MpiReduction, ReductionKind};
 pub use transport::MpiEnd;
 pub use twosided::MpiDelivery;

@@ -46,6 +46,24 @@ pub(crate) fn check(rc: c_int, call: &'static str) -> Result<(), CommError> {
     }
 }
 
+/// A duplicate of `comm` whose failures come back as return codes (`MPI_ERRORS_RETURN`)
+/// instead of aborting the job: what chan-mpi's world and `aiac probe` communicate on.
+/// Collective over `comm`.
+///
+/// # Safety
+/// MPI is initialised and not finalised, and `comm` is a valid communicator of this process.
+pub unsafe fn dup_returning_errors(comm: ffi::MPI_Comm) -> Result<ffi::MPI_Comm, CommError> {
+    // SAFETY: null handle constant, overwritten by MPI_Comm_dup.
+    let mut dup = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: the caller's contract (MPI live, `comm` valid); MPI_Comm_dup writes only `dup`.
+    check(unsafe { ffi::MPI_Comm_dup(comm, &mut dup) }, "MPI_Comm_dup")?;
+    // SAFETY: `dup` is the valid communicator MPI_Comm_dup just made; ERRORS_RETURN is a
+    // predefined handler.
+    let rc = unsafe { ffi::MPI_Comm_set_errhandler(dup, ffi::RSMPI_ERRORS_RETURN) };
+    check(rc, "MPI_Comm_set_errhandler")?;
+    Ok(dup)
+}
+
 /// An error of aiac's own about the MPI backend (not an MPI return code).
 pub(crate) fn misuse(call: &'static str, message: impl Into<String>) -> CommError {
     CommError::Backend {

@@ -160,20 +160,9 @@ pub(super) type Threshold = (Option<usize>, Option<usize>);
 
 impl Probe {
     pub(super) fn new(ctx: &mut MpiCtx, compute: f64, reps: usize) -> Result<Self, String> {
-        // SAFETY: null handle constant, overwritten by MPI_Comm_dup below.
-        let mut comm = unsafe { ffi::RSMPI_COMM_NULL };
-        // SAFETY: MPI is initialised (ctx lives); every rank dups the world communicator;
-        // the new handle is given ERRORS_RETURN so every failure comes back as a code.
-        unsafe {
-            check(
-                ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm),
-                "MPI_Comm_dup",
-            )?;
-            check(
-                ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN),
-                "MPI_Comm_set_errhandler",
-            )?;
-        }
+        // SAFETY: MPI is initialised (ctx lives); every rank dups the world communicator.
+        let comm = unsafe { chan_mpi::dup_returning_errors(ffi::RSMPI_COMM_WORLD) }
+            .map_err(|e| e.to_string())?;
         Ok(Probe {
             comm,
             rank: ctx.rank(),
