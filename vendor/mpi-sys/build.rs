@@ -68,8 +68,8 @@ fn main() {
         "MPI_(Comm|Datatype|Errhandler|Group|Info|Message|Op|Request|Session|Win)";
 
     // SimGrid's SMPI (`MPICC=smpicc`): its headers live in an `smpi` directory. They declare
-    // the error codes in an enum (named as MPI names them: no enum prefix) and one prototype
-    // without the `const` the MPI standard gives it (declared in lib.rs instead).
+    // the error codes in an enum (named as MPI names them: no enum prefix) and two prototypes
+    // without the `const` the MPI standard gives them (declared in lib.rs instead).
     println!("cargo:rerun-if-env-changed=MPICC");
     println!("cargo:rustc-check-cfg=cfg(smpi)");
     let smpi = lib.include_paths.iter().any(|p| p.ends_with("smpi"));
@@ -77,7 +77,8 @@ fn main() {
         println!("cargo:rustc-cfg=smpi");
         builder = builder
             .prepend_enum_name(false)
-            .blocklist_function("MPI_Comm_spawn_multiple");
+            .blocklist_function("MPI_Comm_spawn_multiple")
+            .blocklist_function("MPI_Compare_and_swap");
     }
 
     // Generate Rust bindings for the MPI C API.

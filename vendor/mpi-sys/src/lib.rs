@@ -6,8 +6,8 @@
 #![allow(clippy::all)]
 include!(concat!(env!("OUT_DIR"), "/functions_and_types.rs"));
 
-// SimGrid's SMPI declares these arrays without `const`; the MPI standard (§11.8.3) and the
-// `mpi` crate's call have it. The ABI is the same.
+// SimGrid's SMPI declares these pointers without `const`; the MPI standard and the calls of
+// the `mpi` crate and chan-mpi have it. The ABI is the same.
 #[cfg(smpi)]
 extern "C" {
     pub fn MPI_Comm_spawn_multiple(
@@ -20,6 +20,15 @@ extern "C" {
         comm: MPI_Comm,
         intercomm: *mut MPI_Comm,
         array_of_errcodes: *mut ::std::os::raw::c_int,
+    ) -> ::std::os::raw::c_int;
+    pub fn MPI_Compare_and_swap(
+        origin_addr: *const ::std::os::raw::c_void,
+        compare_addr: *const ::std::os::raw::c_void,
+        result_addr: *mut ::std::os::raw::c_void,
+        datatype: MPI_Datatype,
+        target_rank: ::std::os::raw::c_int,
+        target_disp: MPI_Aint,
+        win: MPI_Win,
     ) -> ::std::os::raw::c_int;
 }
 
