@@ -74,18 +74,18 @@ pub(crate) trait Iterate: Halo {
         _slow: &mut Slowdown,
         _fresher: &mut Fresher<'_, Self>,
     ) -> Result<f64, Error> {
-        unreachable!("multisplitting has no deep-halo form (Config::validate refuses it)")
+        unreachable!("multisplitting has no deep halo: Method::Multisplit holds no depth, so dispatch.rs runs it over Field only")
     }
 
     /// Sweep `region` into the next iterate without swapping (the overlapped exchange): Σ r²
     /// of the current iterate over it when `resid`, else 0.
     fn sweep_region(&mut self, _region: &Region, _resid: bool) -> f64 {
-        unreachable!("--exchange overlap has no deep-halo form (Config::validate refuses it)")
+        unreachable!("--exchange overlap has no deep-halo form (Config::validate refuses it with --halo-depth > 1)")
     }
 
     /// End a sweep done region by region.
     fn finish_sweep(&mut self) {
-        unreachable!("--exchange overlap has no deep-halo form (Config::validate refuses it)")
+        unreachable!("--exchange overlap has no deep-halo form (Config::validate refuses it with --halo-depth > 1)")
     }
 }
 
