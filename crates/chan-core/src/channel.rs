@@ -156,6 +156,14 @@ impl<B: Backend, M: Mode> Channel<B, M> {
         self.t.relax(spins);
     }
 
+    /// Wait between polls of a loop that only this channel's own progress can end (its sends
+    /// completing, [`Channel::in_flight`]): as [`Channel::relax`], or blocked in the library
+    /// until one of this end's operations completes where the transport can (MPI under
+    /// SimGrid's SMPI).
+    pub fn await_own(&mut self, spins: u32) -> Result<(), CommError> {
+        self.t.await_own(spins)
+    }
+
     /// Progress, then the number of this end's messages in flight (at most R).
     pub fn in_flight(&mut self) -> Result<usize, CommError> {
         self.t.in_flight()
@@ -240,7 +248,7 @@ impl<B: Backend, M: Mode> Channel<B, M> {
                 };
             }
             self.t.check_world()?;
-            self.t.relax(spins);
+            self.t.await_own(spins)?;
             spins = spins.saturating_add(1);
         }
         Ok(())
@@ -560,7 +568,7 @@ impl<B: Backend> Channel<B, Sync> {
                 }
             }
             self.t.check_world()?;
-            self.t.relax(spins);
+            self.t.await_own(spins)?;
             spins = spins.saturating_add(1);
         }
     }

@@ -96,6 +96,15 @@ pub trait Transport {
         }
     }
 
+    /// Called between polls by a wait that only this end's own progress can end (a receive
+    /// on its channel, a wait for a slot or for its sends to complete): a transport whose
+    /// library can block until then does (MPI under SimGrid's SMPI, where each poll costs
+    /// simulated time and a run of the simulation's engine); by default [`Transport::relax`].
+    fn await_own(&mut self, spins: u32) -> Result<(), CommError> {
+        self.relax(spins);
+        Ok(())
+    }
+
     /// A failure elsewhere that makes waiting pointless (the world failed), if any.
     fn check_world(&self) -> Result<(), CommError> {
         Ok(())

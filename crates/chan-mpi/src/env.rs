@@ -5,7 +5,7 @@ use crate::node::{layout, remote_from_env, MpiPeer, Node, NodeEnd, TWO_SIDED};
 use crate::raw::{self, check, Requests};
 use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
 use crate::transport::MpiEnd;
-use crate::twosided::{Core, MpiDelivery, Wire, HDR};
+use crate::twosided::{Core, MpiDelivery, RecvKind, Wire, HDR};
 use crate::Mpi;
 use chan_core::backend::CloseReport;
 use chan_core::backend::{
@@ -87,8 +87,11 @@ pub(crate) struct World {
     pub(crate) wait: WaitPolicy,
     /// The ranks of this node.
     pub(crate) node: Node,
-    /// `AIAC_MPI_REMOTE=1` on some rank: every end takes the two-sided path.
+    /// `AIAC_MPI_REMOTE=1` on some rank, or a simulated run: every end takes the two-sided
+    /// path.
     pub(crate) remote: bool,
+    /// The MPI library is SimGrid's SMPI ([`MpiCtx::simulated`]).
+    pub(crate) simulated: bool,
     /// Channel ends opened so far; those whose peer runs on this node; those of them on the
     /// node-local path; those alive on it (each holds the Rc of this twice).
     pub(crate) ends_opened: Cell<u64>,
@@ -138,6 +141,20 @@ impl World {
         // A failing probe changes nothing: the wait goes on, and the calls it waits for
         // report the error.
         let _ = rc;
+    }
+
+    /// Wait once between the polls of a loop: the rank's [`WaitPolicy`]; under SimGrid's SMPI
+    /// an `MPI_Iprobe` instead, whose cost SMPI injects as simulated time (`smpi/iprobe`): a
+    /// poll loop there moves the simulated clock only through MPI calls that cost time, and
+    /// aiac's runs set the cost of a test to zero (scripts/scale: each injected cost runs
+    /// the simulation's engine, and SMPI 3.32 slows down with every one).
+    pub(crate) fn relax(&self, spins: u32) {
+        if self.simulated {
+            chan_core::backend::IdleStreak::note_relax();
+            self.progress();
+        } else {
+            self.wait.relax(spins);
+        }
     }
 
     /// Advance every close in progress (cheap when there is none: inlined into every channel
@@ -196,7 +213,7 @@ impl World {
         let mut spins = 0u32;
         while self.unfinished.get() > 0 {
             self.progress_closing();
-            self.wait.relax(spins);
+            self.relax(spins);
             spins = spins.saturating_add(1);
         }
         for c in std::mem::take(&mut *self.closing.borrow_mut()) {
@@ -295,6 +312,14 @@ impl MpiCtx {
     pub fn init() -> Result<Self, InitError> {
         // Read before MPI starts: a bad value fails init without touching the library.
         let (wait, remote) = (WaitPolicy::from_open_mpi_env()?, remote_from_env()?);
+        // Under SimGrid's SMPI every rank is a simulated process inside one real one: ranks
+        // on one simulated host share no memory a window could map for a peer that runs
+        // between this rank's MPI calls, and simulated time moves only inside MPI calls. So
+        // every end takes the two-sided path, and waits poll MPI without napping (a real
+        // sleep only stalls the whole simulation; each poll is an MPI call that lets the
+        // other ranks run). Can be asked before MPI starts.
+        let simulated = is_smpi();
+        let wait = if simulated { WaitPolicy::Spin } else { wait };
         let (universe, _level) = mpi::initialize_with_threading(mpi::Threading::Funneled)
             .ok_or(InitError::AlreadyInitialized)?;
         let comm_world = universe.world();
@@ -357,7 +382,8 @@ impl MpiCtx {
                 shut: Cell::new(false),
                 wait,
                 node,
-                remote: any_remote != 0,
+                remote: any_remote != 0 || simulated,
+                simulated,
                 ends_opened: Cell::new(0),
                 ends_to_node: Cell::new(0),
                 node_ends: Cell::new(0),
@@ -421,6 +447,14 @@ impl MpiCtx {
     /// between ranks on different nodes.
     pub fn remote_only(&self) -> bool {
         self.world.remote
+    }
+
+    /// True when the MPI library is SimGrid's SMPI (`smpirun`): the ranks are simulated
+    /// processes of one real one, on a simulated platform. Every end then takes the
+    /// two-sided path ([`MpiCtx::remote_only`]) and every wait polls MPI without napping
+    /// ([`WaitPolicy::Spin`]): simulated time moves only inside MPI calls.
+    pub fn simulated(&self) -> bool {
+        self.world.simulated
     }
 
     /// How many ranks of the job run on this rank's node, this one included.
@@ -553,7 +587,20 @@ impl MpiCtx {
                     ctrl_tag: data_tag + 1,
                 };
                 let recv = D::recv_mem(len + HDR, r);
-                let core = Core::new(wire, Rc::clone(&set), len, r, recv, &self.world.requests)?;
+                let kind = if self.world.simulated {
+                    RecvKind::PostedEachTime
+                } else {
+                    RecvKind::Persistent
+                };
+                let core = Core::new(
+                    wire,
+                    Rc::clone(&set),
+                    len,
+                    r,
+                    recv,
+                    kind,
+                    &self.world.requests,
+                )?;
                 Ok(MpiEnd::two_sided(Rc::clone(&self.world), core))
             })
             .collect();
@@ -772,4 +819,10 @@ impl ChannelHooks for MpiCtx {
     fn reserved_tags(&mut self) -> &mut ReservedTags {
         &mut self.reserved_tags
     }
+}
+
+/// True when the MPI library aiac runs on is SimGrid's SMPI, whose version string starts with
+/// "SMPI" (`MPI_Get_library_version`, which may be called before MPI is initialised).
+pub fn is_smpi() -> bool {
+    mpi::environment::library_version().is_ok_and(|v| v.trim_start().starts_with("SMPI"))
 }

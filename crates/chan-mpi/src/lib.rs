@@ -70,7 +70,7 @@ mod transport;
 mod twosided;
 mod window;
 
-pub use env::{FinalizeError, InitError, MpiCtx};
+pub use env::{is_smpi, FinalizeError, InitError, MpiCtx};
 pub use node::MpiPeer;
 /// Helpers for code that calls MPI's C interface beside aiac's channels (`aiac probe`).
 pub use raw::{dup_returning_errors, error_string, int_count};

@@ -197,6 +197,43 @@ pub(crate) fn test_some(
     Ok(())
 }
 
+/// Wait until at least one of a set of requests completes (`MPI_Waitsome`); the indices of
+/// those that completed are written to `done` (cleared first, left empty when no request was
+/// active). Completed requests become `MPI_REQUEST_NULL` (persistent ones inactive).
+pub(crate) fn wait_some(
+    reqs: &mut [ffi::MPI_Request],
+    done: &mut Vec<usize>,
+    scratch: &mut Vec<c_int>,
+    counter: &Requests,
+) -> Result<(), CommError> {
+    done.clear();
+    if reqs.is_empty() {
+        return Ok(());
+    }
+    if scratch.len() < reqs.len() {
+        scratch.resize(reqs.len(), 0);
+    }
+    let mut outcount: c_int = 0;
+    // SAFETY: reqs is a valid array of reqs.len() requests (active or MPI_REQUEST_NULL) that
+    // MPI may update in place; scratch has room for reqs.len() indices; statuses are ignored.
+    let rc = unsafe {
+        ffi::MPI_Waitsome(
+            reqs.len() as c_int,
+            reqs.as_mut_ptr(),
+            &mut outcount,
+            scratch.as_mut_ptr(),
+            ffi::RSMPI_STATUSES_IGNORE,
+        )
+    };
+    check(rc, "MPI_Waitsome")?;
+    // MPI_UNDEFINED (negative) when every request was null.
+    if outcount > 0 {
+        done.extend(scratch[..outcount as usize].iter().map(|&i| i as usize));
+        counter.finished(done.len());
+    }
+    Ok(())
+}
+
 /// Test one request; true (and the request null) when it completed.
 pub(crate) fn test_one(req: &mut ffi::MPI_Request, counter: &Requests) -> Result<bool, CommError> {
     if *req == request_null() {

@@ -191,7 +191,10 @@ pub(crate) struct Core {
     /// A send slot taken off `send_free` and filled, not yet started.
     staged: Option<usize>,
     recv: RecvMem,
-    /// One persistent receive per slot (`MPI_Recv_init`), started by `post`, freed by Drop.
+    /// How a slot's receive is posted.
+    recv_kind: RecvKind,
+    /// One receive per slot: persistent (`MPI_Recv_init`), started by `post`, freed by
+    /// Drop; or an `MPI_Irecv` per post ([`RecvKind`]).
     recv_reqs: Vec<ffi::MPI_Request>,
     /// Receives started and not yet found complete (or cancelled).
     recv_active: Vec<bool>,
@@ -202,7 +205,9 @@ pub(crate) struct Core {
     /// Mailbox: receives that completed and that no poll has reported yet (a blocked send
     /// tests the receives for piggy-backed credits).
     arrived: Vec<usize>,
-    /// Scratch for `MPI_Testsome`.
+    /// Scratch for `MPI_Testsome` and `MPI_Waitsome`, and the requests [`Core::block`] waits
+    /// for.
+    group: Vec<ffi::MPI_Request>,
     done: Vec<usize>,
     indices: Vec<c_int>,
     /// Sends this end may have beyond the peer's acknowledgement: R + 1.
@@ -230,6 +235,19 @@ pub(crate) struct Core {
     closed: bool,
 }
 
+/// How a core posts its data receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecvKind {
+    /// One persistent request per slot, made once (`MPI_Recv_init`) and started per message:
+    /// no request is allocated and freed per message.
+    Persistent,
+    /// An `MPI_Irecv` per post. For SimGrid's SMPI (3.32), where a cancelled persistent
+    /// receive that had completed before reports the status of its earlier message, not
+    /// "cancelled" (the cancel itself works), so a close could not tell a cancelled receive
+    /// from a message that arrived; cancelled `MPI_Irecv`s report it as the standard says.
+    PostedEachTime,
+}
+
 impl Core {
     /// Allocate the buffers and post every receive (data and control).
     pub(crate) fn new(
@@ -238,6 +256,7 @@ impl Core {
         len: usize,
         r: usize,
         recv: RecvMem,
+        recv_kind: RecvKind,
         reqs: &Requests,
     ) -> Result<Self, CommError> {
         let bytes = raw::byte_count(len + HDR)?;
@@ -254,12 +273,14 @@ impl Core {
             send_free: (0..r).rev().collect(),
             staged: None,
             recv,
+            recv_kind,
             recv_reqs: vec![raw::request_null(); n_recv],
             recv_active: vec![false; n_recv],
             posted: VecDeque::with_capacity(n_recv),
             arrived: Vec::with_capacity(n_recv),
-            done: Vec::with_capacity(n_recv.max(r)),
-            indices: Vec::with_capacity(n_recv.max(r)),
+            group: Vec::with_capacity(n_recv + r + 1),
+            done: Vec::with_capacity(n_recv + r + 1),
+            indices: Vec::with_capacity(n_recv + r + 1),
             window,
             peer_ack: 0,
             released: 0,
@@ -278,7 +299,9 @@ impl Core {
         };
         core.post_ctrl(reqs)?;
         for slot in 0..n_recv {
-            core.init_recv(slot)?;
+            if recv_kind == RecvKind::Persistent {
+                core.init_recv(slot)?;
+            }
             core.post(slot, reqs)?;
         }
         Ok(core)
@@ -307,14 +330,19 @@ impl Core {
         }
     }
 
-    /// Make slot `slot`'s persistent receive (inactive).
-    fn init_recv(&mut self, slot: usize) -> Result<(), CommError> {
-        let ptr: *mut c_void = match &mut self.recv {
+    /// Where slot `slot`'s receive lands.
+    fn recv_ptr(&mut self, slot: usize) -> *mut c_void {
+        match &mut self.recv {
             RecvMem::Slots(s) => s[slot].as_mut_ptr().cast(),
             // Interior mutability: the atomics' UnsafeCells make writes through this pointer,
             // derived from a shared reference, legitimate.
             RecvMem::Racy(b, _) => b.as_ptr().cast_mut().cast(),
-        };
+        }
+    }
+
+    /// Make slot `slot`'s persistent receive (inactive).
+    fn init_recv(&mut self, slot: usize) -> Result<(), CommError> {
+        let ptr = self.recv_ptr(slot);
         let w = self.wire;
         // SAFETY: (1) the buffer is boxed and owned by the core, so it neither moves nor is
         // freed while the request exists: Drop frees the request first, and leaks the buffers
@@ -325,19 +353,42 @@ impl Core {
         unsafe { raw::init_recv(ptr, self.bytes, w.data(), &mut self.recv_reqs[slot]) }
     }
 
-    /// Post receive `slot` (inactive before): start its persistent request. Callers post a
-    /// mailbox slot only when the channel does not hold it (new, or given back by `release`),
-    /// and a racy slot at any time (its buffer is only read through atomics).
+    /// Post receive `slot` (inactive before): start its persistent request, or an
+    /// `MPI_Irecv` ([`RecvKind`]). Callers post a mailbox slot only when the channel does not
+    /// hold it (new, or given back by `release`), and a racy slot at any time (its buffer is
+    /// only read through atomics).
     fn post(&mut self, slot: usize, reqs: &Requests) -> Result<(), CommError> {
         assert!(!self.recv_active[slot], "posting an active receive");
-        // SAFETY: (1) recv_reqs[slot] was made by init_recv, whose contract holds for the
-        // core's boxed buffers (see init_recv above), and it is inactive (asserted: the flag
-        // is set here and cleared only when a test completes the request or a cancel leaves
-        // it inactive); (2) while it is active nothing reads the buffer as plain memory: a
-        // mailbox slot is posted only when the channel does not hold it (the callers' rule
-        // above) and is read again only after a test reports it complete, and a racy buffer
-        // is read through atomics only.
-        unsafe { raw::start_persistent(&mut self.recv_reqs[slot], reqs)? };
+        match self.recv_kind {
+            // SAFETY: (1) recv_reqs[slot] was made by init_recv, whose contract holds for the
+            // core's boxed buffers (see init_recv above), and it is inactive (asserted: the
+            // flag is set here and cleared only when a test completes the request or a cancel
+            // leaves it inactive); (2) while it is active nothing reads the buffer as plain
+            // memory: a mailbox slot is posted only when the channel does not hold it (the
+            // callers' rule above) and is read again only after a test reports it complete,
+            // and a racy buffer is read through atomics only.
+            RecvKind::Persistent => unsafe {
+                raw::start_persistent(&mut self.recv_reqs[slot], reqs)?
+            },
+            RecvKind::PostedEachTime => {
+                let (ptr, w) = (self.recv_ptr(slot), self.wire);
+                // SAFETY: the same buffer rules as init_recv's (boxed, owned by the core,
+                // neither moved nor freed while a request is active: Drop leaks the buffers
+                // otherwise; not read as plain memory until a test completes the receive; the
+                // racy buffer only through atomics); recv_reqs[slot] is null (the flag is
+                // clear, and a completed or cancelled MPI_Irecv is nulled).
+                unsafe {
+                    raw::start(
+                        raw::Start::Recv,
+                        ptr,
+                        self.bytes,
+                        w.data(),
+                        &mut self.recv_reqs[slot],
+                        reqs,
+                    )?
+                }
+            }
+        }
         self.recv_active[slot] = true;
         if !self.closing {
             self.posted.push_back(slot);
@@ -451,8 +502,11 @@ impl Core {
             group[n] = self.ctrl_in_req;
             raw::test_some(&mut group[..=n], &mut self.done, &mut self.indices, reqs)?;
             // The control receive came back null if it completed; a persistent data receive
-            // keeps its handle (inactive once complete).
+            // keeps its handle (inactive once complete), an MPI_Irecv comes back null.
             self.ctrl_in_req = group[n];
+            for i in 0..n {
+                self.recv_reqs[slots[i]] = group[i];
+            }
             if self.done.contains(&n) && self.peer_total.is_none() {
                 self.take_ctrl(reqs)?;
             }
@@ -495,6 +549,62 @@ impl Core {
             if n == 0 || taken < n {
                 break;
             }
+        }
+        Ok(())
+    }
+
+    /// Block until at least one of this end's requests completes (`MPI_Waitsome`: a data
+    /// receive, the control receive or a send), and take in what completed as the tests do.
+    /// For waits that only this end's progress can end, where a poll has a cost of its own:
+    /// under SimGrid's SMPI each test advances the simulated clock by a fixed cost and a poll
+    /// loop runs the simulation's engine once per poll, so a wait that polled cost simulated
+    /// time and wall time in proportion to its length. Returns at once when no request is
+    /// active.
+    pub(crate) fn block(&mut self, reqs: &Requests) -> Result<(), CommError> {
+        let null = raw::request_null();
+        let (n_recv, r) = (self.recv_reqs.len(), self.send_reqs.len());
+        self.group.clear();
+        self.group.extend_from_slice(&self.recv_reqs);
+        self.group.extend_from_slice(&self.send_reqs);
+        self.group.push(self.ctrl_in_req);
+        // Inactive persistent receives must not be waited for (MPI ignores them, but the
+        // bookkeeping below would count them): only the active ones go in.
+        for slot in 0..n_recv {
+            if !self.recv_active[slot] {
+                self.group[slot] = null;
+            }
+        }
+        let mut group = std::mem::take(&mut self.group);
+        let waited = raw::wait_some(&mut group, &mut self.done, &mut self.indices, reqs);
+        self.group = group;
+        waited?;
+        self.ctrl_in_req = self.group[n_recv + r];
+        for s in 0..r {
+            self.send_reqs[s] = self.group[n_recv + s];
+        }
+        let mut ctrl = false;
+        for i in 0..self.done.len() {
+            let k = self.done[i];
+            if k < n_recv {
+                // The receive came back null (MPI_Irecv) or inactive (persistent).
+                self.recv_reqs[k] = self.group[k];
+                self.recv_active[k] = false;
+                self.posted.retain(|&p| p != k);
+                self.received += 1;
+                let ack = self.header_ack(k);
+                self.note_ack(ack);
+                match self.recv {
+                    RecvMem::Slots(_) => self.arrived.push(k),
+                    RecvMem::Racy(..) => self.post(k, reqs)?,
+                }
+            } else if k < n_recv + r {
+                self.send_free.push(k - n_recv);
+            } else {
+                ctrl = true;
+            }
+        }
+        if ctrl && self.peer_total.is_none() {
+            self.take_ctrl(reqs)?;
         }
         Ok(())
     }
