@@ -40,6 +40,7 @@
 //! stops the run with [`StopReason::Breakdown`] and says which quantity failed; the iterate
 //! is the last finite one, so no NaN reaches the report.
 
+use crate::clock::Instant;
 use crate::config::{Config, Pc};
 use crate::field::Field;
 use crate::geometry::{Face, Plan};
@@ -56,7 +57,7 @@ use crate::solver::Block;
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{close_all, Channel, ReduceOp, Sync};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Run the configured Krylov solver on this rank (collective): its record and final iterate,
 /// on the operator with diagonal `diag` (6 for the Laplacian; the crate's tests shift it to make the problem

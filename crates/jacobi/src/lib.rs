@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+mod clock;
 mod config;
 mod deep;
 mod dispatch;
@@ -72,6 +73,7 @@ mod solver;
 #[cfg(test)]
 mod tests;
 
+pub use clock::set_clock;
 pub use config::{
     Config, ConfigError, Decomp, Exchange, Inner, InnerSpec, Pc, RacyRead, ReductionKind, SizeSpec,
     SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_HALO_DEPTH, MAX_SLOWDOWN,

@@ -9,6 +9,7 @@
 //! non-blocking reduction (async, racy). So all ranks make the same sequence of collective
 //! calls and no rank waits for another that went a different way.
 
+use crate::clock::Instant;
 use crate::config::{Config, ConfigError, Exchange, RacyRead};
 use crate::field::Field;
 use crate::geometry::{Axis, Face, Geometry, Plan};
@@ -28,7 +29,7 @@ use chan_core::traits::*;
 use chan_core::{
     close_all, Async, Channel, ChannelSpec, ChannelStats, Racy, ReduceOp, Sync, TrySendError,
 };
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// This rank's block of the grid, set up the same way for every solver: its geometry, the
 /// starting iterate, the faces with a neighbour, and the interior and shell of owned points.
@@ -713,11 +714,12 @@ impl<F: Iterate> Run<'_, F> {
                             let field = &self.field;
                             ch.send_with(|buf| field.pack(out, buf))?;
                             // Wait as the transport does: spin with a core per rank, back
-                            // off and yield on an oversubscribed node.
+                            // off and yield on an oversubscribed node, block where polls
+                            // cost (SMPI).
                             let mut spins = 0u32;
                             while ch.in_flight()? > 0 {
                                 ch.check_world()?;
-                                ch.relax(spins);
+                                ch.await_own(spins)?;
                                 spins = spins.saturating_add(1);
                             }
                         }
