@@ -120,9 +120,34 @@ fn env_number(vars: &[&str]) -> Option<usize> {
         .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
 }
 
+/// Under SimGrid's SMPI: this simulated rank (set by [`set_simulated`] before anything else;
+/// SMPI gives each simulated rank its own copy of the program's statics).
+static SIMULATED_RANK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// This program runs as simulated rank `rank` under SMPI's `smpirun`: the ranks are not
+/// processes, and no launcher's environment says where they are.
+pub(crate) fn set_simulated(rank: usize) {
+    let _ = SIMULATED_RANK.set(rank);
+}
+
+/// Whether this program runs under SMPI ([`set_simulated`]).
+pub(crate) fn simulated() -> bool {
+    SIMULATED_RANK.get().is_some()
+}
+
 impl Placement {
-    /// This process's placement.
+    /// This process's placement. A simulated rank runs on a simulated core, never beside
+    /// another for a core of this machine (SMPI runs one rank at a time): it counts as the
+    /// only rank of its node, so no check for oversubscription applies.
     pub(crate) fn here() -> Self {
+        if let Some(&rank) = SIMULATED_RANK.get() {
+            return Placement {
+                rank: Some(rank),
+                size: None,
+                local_rank: Some(0),
+                local_size: Some(1),
+            };
+        }
         Placement {
             rank: env_number(&["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"]),
             size: env_number(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]),

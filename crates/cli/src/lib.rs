@@ -85,8 +85,14 @@ fn init_logging() {
     }
 }
 
-fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+/// The command line `argv` (its first item the program's name), run: what `aiac`'s `main`
+/// does with its own arguments.
+pub fn main_with<I, S>(argv: I) -> ExitCode
+where
+    I: IntoIterator<Item = S>,
+    S: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(argv) {
         Ok(c) => c,
         Err(e) => {
             // Under a launcher every rank parses the same arguments: rank 0 alone prints,
@@ -111,6 +117,11 @@ fn main() -> ExitCode {
         }
     };
     init_logging();
+    if launch::simulated() {
+        if let Err(e) = simulated_command(&cli.cmd) {
+            return error::exit_code(Err(launch::Placement::here().before_start(e)));
+        }
+    }
     error::exit_code(match cli.cmd {
         Cmd::Run(args) => run::run(&args),
         Cmd::Sweep(args) => sweep::sweep(&args),
@@ -119,6 +130,51 @@ fn main() -> ExitCode {
         Cmd::Probe(args) => probe::probe(&args),
         Cmd::Dht(args) => dht::dht(&args),
     })
+}
+
+/// `main` of aiac's SMPI build (`crates/smpi`, loaded by SimGrid's `smpirun`): `argv` run as
+/// simulated rank `rank` of the job, whose time is the simulation's (`MPI_Wtime`). Only
+/// `aiac run --backend mpi` runs there. Returns the exit code: 0 converged, 2 not
+/// converged, 1 error.
+#[cfg(feature = "mpi")]
+pub fn main_simulated<I, S>(argv: I, rank: usize) -> i32
+where
+    I: IntoIterator<Item = S>,
+    S: Into<std::ffi::OsString> + Clone,
+{
+    launch::set_simulated(rank);
+    jacobi::set_clock(mpi::time);
+    let code = main_with(argv);
+    if code == ExitCode::SUCCESS {
+        0
+    } else if code == ExitCode::from(2) {
+        2
+    } else {
+        1
+    }
+}
+
+/// What runs under SMPI: a run of the MPI backend. Everything else either starts processes
+/// (`sweep`), runs every rank in one process (the other backends) or belongs to a real
+/// machine (`probe` measures this machine's MPI; `report` and `dht` run fine without a
+/// simulator).
+fn simulated_command(cmd: &Cmd) -> Result<(), error::Error> {
+    let refuse = |what: &str| {
+        Err(error::Error::Launch(format!(
+            "{what} does not run under smpirun: aiac's SMPI build runs `aiac run --backend \
+             mpi` (scripts/scale runs the experiments); run other commands with the aiac \
+             binary"
+        )))
+    };
+    match cmd {
+        Cmd::Run(args) if args.backend.info().launcher == Some(launch::Launcher::Mpirun) => Ok(()),
+        Cmd::Run(args) => refuse(&format!("`aiac run {}`", args.backend.info().flag)),
+        Cmd::Sweep(_) => refuse("`aiac sweep`"),
+        Cmd::Report(_) => refuse("`aiac report`"),
+        #[cfg(feature = "mpi")]
+        Cmd::Probe(_) => refuse("`aiac probe`"),
+        Cmd::Dht(_) => refuse("`aiac dht`"),
+    }
 }
 
 /// Parse `aiac run …` arguments (the sweep checks every run it will start with this).

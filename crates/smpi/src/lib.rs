@@ -1,0 +1,48 @@
+//! aiac under SimGrid's SMPI: the `aiac` command-line tool as a shared object whose `main`
+//! `smpirun` calls once per simulated rank, all of them in one process, on a simulated
+//! platform (docs/scale.md). Built by `scripts/smpi-build`, against SMPI's `mpi.h` and
+//! `libsimgrid` (the workspace's patched mpi-sys, `vendor/mpi-sys`), without OpenSHMEM.
+//!
+//! SMPI gives each simulated rank its own copy of this library's data (its statics), so
+//! each rank knows which it is, and its clock is the simulation's.
+
+use std::ffi::{c_char, c_int, CStr, OsString};
+use std::os::unix::ffi::OsStringExt;
+
+extern "C" {
+    /// SimGrid: the name of the running actor; SMPI names a rank's actor by its rank.
+    fn sg_actor_self_get_name() -> *const c_char;
+}
+
+/// This simulated rank, from its actor's name (SMPI names the actor of rank r "r").
+fn simulated_rank() -> Option<usize> {
+    // SAFETY: SimGrid returns the running actor's name, a NUL-terminated string it owns for
+    // the actor's life (this call runs inside the actor), or null outside any actor.
+    let name = unsafe { sg_actor_self_get_name() };
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, NUL-terminated, alive while this actor runs (above).
+    unsafe { CStr::from_ptr(name) }.to_str().ok()?.parse().ok()
+}
+
+/// The program's `main`, as `smpirun` calls it for each simulated rank.
+///
+/// # Safety
+/// `argv` holds `argc` valid NUL-terminated strings (what the C runtime, or SMPI in its
+/// place, gives `main`).
+#[no_mangle]
+pub unsafe extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
+    let args: Vec<OsString> = (0..usize::try_from(argc).unwrap_or(0))
+        .map(|i| {
+            // SAFETY: the caller's contract: argv[0..argc] are valid C strings.
+            let arg = unsafe { CStr::from_ptr(*argv.add(i)) };
+            OsString::from_vec(arg.to_bytes().to_vec())
+        })
+        .collect();
+    let Some(rank) = simulated_rank() else {
+        eprintln!("aiac: this is aiac's SMPI build: run it with SimGrid's smpirun (scripts/scale)");
+        return 1;
+    };
+    cli::main_simulated(args, rank)
+}
