@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages aiac needs on a Debian machine when they are missing:
-# Open MPI with OpenSHMEM (mpirun, oshrun, oshcc, headers), libclang for bindgen, pkg-config.
+# Open MPI with OpenSHMEM (mpirun, oshrun, oshcc, headers), libclang for bindgen, pkg-config,
+# SimGrid's SMPI (smpirun, smpicc: aiac's many-rank simulations, scripts/scale) and python3
+# (scripts/scale and smpirun itself).
 # Idempotent: does nothing when everything is present. Needs root (or sudo) only to install.
 set -euo pipefail
 
@@ -10,6 +12,9 @@ command -v oshrun  >/dev/null 2>&1 || need+=(openmpi-bin)
 command -v mpicc   >/dev/null 2>&1 || need+=(libopenmpi-dev)
 command -v oshcc   >/dev/null 2>&1 || need+=(libopenmpi-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+command -v smpirun >/dev/null 2>&1 || need+=(libsimgrid-dev)
+command -v smpicc  >/dev/null 2>&1 || need+=(libsimgrid-dev)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 # bindgen (rsmpi, openshmem-sys) loads libclang at build time.
 if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; then
   need+=(libclang-dev)
