@@ -325,7 +325,9 @@ fn sync(
 struct SyncTeam<'a> {
     arrays: SweepArrays<'a>,
     barrier: SpinBarrier,
-    /// Each worker's Σ r² of its planes from the sweep of u_k, in `swept[k % 2]`: a worker
+    /// Each worker's Σ r² of its planes from the sweep of u_k, in `swept[k % 2]` (0 unless
+    /// a check reads it, after the sweep that gives u_{k+1}, k + 1 a multiple of
+    /// `check_every`): a worker
     /// may write its slot for u_{k+1} while a slower one still sums those of u_k, but it
     /// cannot write the slots of u_{k+2} before every worker has passed the barrier after
     /// the sweep of u_{k+1}, hence after it summed those of u_k.
@@ -405,7 +407,14 @@ impl SyncTeam<'_> {
                             self.arrays.planes_mut(it + 1, zs.clone()),
                         )
                     };
-                    let r = kernel::sweep_planes(sh, u, rhs, next, zs.clone());
+                    // Σ r² only where a check reads it (as the threads backend does): the
+                    // other sweeps skip the centre load and the accumulation, same bits.
+                    let r = if (it + 1) % cfg.check_every == 0 {
+                        kernel::sweep_planes(sh, u, rhs, next, zs.clone())
+                    } else {
+                        kernel::step_planes(sh, u, rhs, next, zs.clone());
+                        0.0
+                    };
                     // The slow thread's extra passes (`slow.rs`), `it` sweeps done before.
                     Slowdown::after_units(cfg.slowdown_of(t), it)
                         .after(1, || kernel::residual_sq_planes(sh, u, rhs, zs.clone()));
