@@ -3,7 +3,7 @@
 //! boundary planes directly, with no messages.
 //!
 //! * **sync**: one pair of global arrays and one parallel region for the whole solve; each
-//!   worker (a pinned pool thread) owns a fixed range of planes, sweeps it from the old array
+//!   worker (a pool thread, pinned with `AIAC_SHARED_PIN=1`) owns a fixed range of planes, sweeps it from the old array
 //!   (neighbours' planes included) into the new one, and meets the others at one spinning,
 //!   then yielding, barrier per sweep; the residual is summed from per-worker slots in worker
 //!   order, so the iterates and the iteration count are those of a serial run.
@@ -27,6 +27,7 @@ use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
 use crate::slow::Slowdown;
 use crate::Error;
+use chan_core::backend::EnvVarError;
 use chan_core::{AtomicF64, AtomicF64Slice};
 use std::sync::atomic::{
     AtomicBool, AtomicU64, AtomicU8, AtomicUsize,
@@ -134,6 +135,28 @@ pub(crate) fn solve(
     plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<SharedOutcome, Error> {
+    let pin = EnvVarError::switch(
+        PIN_ENV,
+        "1 (pin the sync workers, one per CPU), 0 or unset (unpinned)",
+    )
+    .map_err(|e| Error::Pool(e.to_string()))?;
+    solve_pinned(cfg, plan, progress, pin)
+}
+
+/// The variable that pins the sync variant's workers, one per CPU: `1` (unset, empty or `0`:
+/// unpinned). Off by default: on a machine where another program keeps one core busy, a
+/// worker pinned to that core gets half of it and every sweep waits for that worker (the
+/// 50³-per-thread run took 1.8× as long pinned as unpinned, docs/performance.md), where the
+/// scheduler moves unpinned workers to the free core.
+const PIN_ENV: &str = "AIAC_SHARED_PIN";
+
+/// As [`solve`], the sync variant's workers pinned or not as `pin` says.
+fn solve_pinned(
+    cfg: &Config,
+    plan: &Plan,
+    progress: Option<&dyn Progress>,
+    pin: bool,
+) -> Result<SharedOutcome, Error> {
     let threads = plan.procs.size();
     if plan.procs != ProcGrid(Dims::new(1, 1, threads)) {
         return Err(ConfigError::Unsupported {
@@ -145,7 +168,7 @@ pub(crate) fn solve(
     }
     let gate = ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters);
     let variant = cfg.variant();
-    let pool = pool(threads, variant == Variant::Sync)?;
+    let pool = pool(threads, pin && variant == Variant::Sync)?;
     match variant {
         Variant::Sync => Ok(sync(cfg, plan, &pool, gate)),
         Variant::Async => Ok(asynchronous::<LockedPlanes>(cfg, plan, &pool, gate)),
@@ -155,7 +178,7 @@ pub(crate) fn solve(
 
 /// The run's pool of `threads` threads, thread i named `aiac-shared-i`. With `pin`, thread i
 /// is pinned to the i-th CPU this process may use, as `chan_threads::World::pinned` pins its
-/// ranks: the sync workers keep their planes in one core's cache for the whole solve. With
+/// ranks: each sync worker then sweeps its planes on one core for the whole solve. With
 /// more threads than those CPUs (or where they cannot be listed) the threads run unpinned:
 /// pinning would stack two of them on one core for good.
 fn pool(threads: usize, pin: bool) -> Result<rayon::ThreadPool, Error> {
@@ -988,6 +1011,34 @@ mod tests {
                     });
                 }
             });
+        }
+    }
+
+    /// Pinned workers (one per CPU; unpinned beyond the CPUs) run the same solve as unpinned
+    /// ones: bit-identical solution, same iterations.
+    #[test]
+    fn pinned_workers_give_the_same_run() {
+        let mut c = crate::tests::common::cfg(Dims::new(8, 9, 12), Variant::Sync);
+        c.check_every = 5;
+        let reference = {
+            let plan = c.shared_plan(1).unwrap();
+            solve_pinned(&c, &plan, None, false).unwrap()
+        };
+        for n in [1, 2, 3] {
+            let plan = c.shared_plan(n).unwrap();
+            let o = solve_pinned(&c, &plan, None, true).unwrap();
+            assert_eq!(o.records.len(), n);
+            for r in &o.records {
+                assert_eq!(r.iterations, reference.records[0].iterations, "{n} pinned");
+                assert!(r.converged, "{n} pinned");
+            }
+            assert!(
+                o.solution
+                    .iter()
+                    .zip(&reference.solution)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{n} pinned"
+            );
         }
     }
 
