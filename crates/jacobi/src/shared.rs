@@ -244,11 +244,12 @@ fn record(
 }
 
 /// The sync variant: one parallel region for the whole solve. Worker t owns planes
-/// `ranges[t]` of both global arrays for good (its pool thread pinned to a CPU where there is
-/// one per worker, see [`pool`]); each sweep reads u_k whole and writes the worker's planes of
+/// `ranges[t]` of both global arrays for good (its pool thread pinned to a CPU with
+/// [`PIN_ENV`], see [`pool`]); each sweep reads u_k whole and writes the worker's planes of
 /// u_{k+1}, then the workers meet at one [`SpinBarrier`]. Every worker sums the per-worker
 /// residual slots in worker order and takes the same decision from the same numbers, so no
-/// verdict is broadcast. Nothing is allocated inside the loop.
+/// verdict is broadcast. Nothing is allocated inside the loop but a certification's record
+/// beyond the fourth.
 fn sync(
     cfg: &Config,
     plan: &Plan,
@@ -361,8 +362,9 @@ struct SyncTeam<'a> {
     checked: Slots,
 }
 
-/// What each worker of a sync run ends with. Equal on every worker but for `compute`;
-/// `history`, `certs` and `time` are worker 0's, the others leave them empty.
+/// What each worker of a sync run ends with. `iterations`, `stop` and `residual` are equal on
+/// every worker; only worker 0 keeps `history` and `certs` (the others' stay empty), and the
+/// records take `time` from worker 0.
 struct SyncEnd {
     iterations: u64,
     stop: StopReason,
