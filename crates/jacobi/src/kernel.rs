@@ -209,6 +209,24 @@ pub fn sweep_planes(
     fused::<true, true>(shape, src, rhs, dst, base, &Region::planes(shape.n, zs))
 }
 
+/// [`sweep_planes`] without the residual, with [`step`]'s bits: the planes of a sweep whose
+/// residual nobody reads.
+pub fn step_planes(
+    shape: &Shape,
+    src: &[f64],
+    rhs: Option<&[f64]>,
+    dst: &mut [f64],
+    zs: Range<usize>,
+) {
+    assert_eq!(
+        dst.len(),
+        zs.len() * shape.plane,
+        "destination does not hold exactly the planes swept"
+    );
+    let base = zs.start * shape.plane;
+    fused::<true, false>(shape, src, rhs, dst, base, &Region::planes(shape.n, zs));
+}
+
 /// Fused sweep of one region of a block into the whole array `dst`; Σ r² of `src` there.
 pub fn sweep_region(
     shape: &Shape,
@@ -869,6 +887,13 @@ mod tests {
                     y: sh.n.y / 2 + 1..sh.n.y + 1,
                     ..half.clone()
                 };
+                // Plane by plane into a destination that holds only the planes.
+                let mut d = noise(sh.len, 98);
+                for z in 1..sh.n.z + 1 {
+                    let planes = sh.planes(z..z + 1);
+                    step_planes(&sh, &src, rhs, &mut d[planes], z..z + 1);
+                }
+                assert!(a.iter().zip(&d).all(|(x, y)| x.to_bits() == y.to_bits()));
                 step_region(&sh, &src, rhs, &mut c, &half);
                 let mut l = Lanes::default();
                 portable_build::<true, false>(Sweep::new(&sh, &src, rhs, &rest), &mut c, &mut l);

@@ -2,9 +2,11 @@
 //! The grid is split in z over T threads (1-D decomposition); threads read their neighbours'
 //! boundary planes directly, with no messages.
 //!
-//! * **sync**: one pair of global arrays; each sweep is a parallel loop over the threads'
-//!   plane ranges, reading the old array (neighbours' planes included) and writing disjoint
-//!   planes of the new one; the join of the loop is the barrier between sweeps.
+//! * **sync**: one pair of global arrays and one parallel region for the whole solve; each
+//!   worker (a pool thread, pinned with `AIAC_SHARED_PIN=1`) owns a fixed range of planes, sweeps it from the old array
+//!   (neighbours' planes included) into the new one, and meets the others at one spinning,
+//!   then yielding, barrier per sweep; the residual is summed from per-worker slots in worker
+//!   order, so the iterates and the iteration count are those of a serial run.
 //! * **async**: each thread iterates on its own slab. Each inter-thread boundary plane has a
 //!   lock, taken while the plane is written (by its owner, after each sweep) or read (by the
 //!   neighbour, before each sweep).
@@ -25,9 +27,12 @@ use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
 use crate::slow::Slowdown;
 use crate::Error;
+use chan_core::backend::EnvVarError;
 use chan_core::{AtomicF64, AtomicF64Slice};
-use rayon::prelude::*;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, AtomicU8, AtomicUsize,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
+};
 use std::sync::{Barrier, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -130,6 +135,28 @@ pub(crate) fn solve(
     plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<SharedOutcome, Error> {
+    let pin = EnvVarError::switch(
+        PIN_ENV,
+        "1 (pin the sync workers, one per CPU), 0 or unset (unpinned)",
+    )
+    .map_err(|e| Error::Pool(e.to_string()))?;
+    solve_pinned(cfg, plan, progress, pin)
+}
+
+/// The variable that pins the sync variant's workers, one per CPU: `1` (unset, empty or `0`:
+/// unpinned). Off by default: on a machine where another program keeps one core busy, a
+/// worker pinned to that core gets half of it and every sweep waits for that worker (the
+/// 50³-per-thread run took 1.8× as long pinned as unpinned, docs/performance.md), where the
+/// scheduler moves unpinned workers to the free core.
+const PIN_ENV: &str = "AIAC_SHARED_PIN";
+
+/// As [`solve`], the sync variant's workers pinned or not as `pin` says.
+fn solve_pinned(
+    cfg: &Config,
+    plan: &Plan,
+    progress: Option<&dyn Progress>,
+    pin: bool,
+) -> Result<SharedOutcome, Error> {
     let threads = plan.procs.size();
     if plan.procs != ProcGrid(Dims::new(1, 1, threads)) {
         return Err(ConfigError::Unsupported {
@@ -140,16 +167,40 @@ pub(crate) fn solve(
         .into());
     }
     let gate = ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("aiac-shared-{i}"))
-        .build()
-        .map_err(|e| Error::Pool(e.to_string()))?;
-    match cfg.variant() {
-        Variant::Sync => Ok(pool.install(|| sync(cfg, plan, gate))),
+    let variant = cfg.variant();
+    let pool = pool(threads, pin && variant == Variant::Sync)?;
+    match variant {
+        Variant::Sync => Ok(sync(cfg, plan, &pool, gate)),
         Variant::Async => Ok(asynchronous::<LockedPlanes>(cfg, plan, &pool, gate)),
         Variant::Racy => Ok(asynchronous::<AtomicPlanes>(cfg, plan, &pool, gate)),
     }
+}
+
+/// The run's pool of `threads` threads, thread i named `aiac-shared-i`. With `pin`, thread i
+/// is pinned to the i-th CPU this process may use, as `chan_threads::World::pinned` pins its
+/// ranks: each sync worker then sweeps its planes on one core for the whole solve. With
+/// more threads than those CPUs (or where they cannot be listed) the threads run unpinned:
+/// pinning would stack two of them on one core for good.
+fn pool(threads: usize, pin: bool) -> Result<rayon::ThreadPool, Error> {
+    let cpus = if pin {
+        core_affinity::get_core_ids()
+            .filter(|ids| ids.len() >= threads)
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("aiac-shared-{i}"))
+        .start_handler(move |i| {
+            if let Some(&cpu) = cpus.get(i) {
+                // A refusal (a CPU set changed meanwhile) leaves the thread unpinned: slower
+                // perhaps, never wrong.
+                core_affinity::set_for_current(cpu);
+            }
+        })
+        .build()
+        .map_err(|e| Error::Pool(e.to_string()))
 }
 
 /// A record with the fields every shared variant fills alike.
@@ -192,101 +243,57 @@ fn record(
     }
 }
 
-/// The sync variant: parallel sweeps of disjoint plane ranges of one global array.
-fn sync(cfg: &Config, plan: &Plan, mut gate: ProgressGate<'_>) -> SharedOutcome {
+/// The sync variant: one parallel region for the whole solve. Worker t owns planes
+/// `ranges[t]` of both global arrays for good (its pool thread pinned to a CPU with
+/// [`PIN_ENV`], see [`pool`]); each sweep reads u_k whole and writes the worker's planes of
+/// u_{k+1}, then the workers meet at one [`SpinBarrier`]. Every worker sums the per-worker
+/// residual slots in worker order and takes the same decision from the same numbers, so no
+/// verdict is broadcast. Nothing is allocated inside the loop but a certification's record
+/// beyond the fourth.
+fn sync(
+    cfg: &Config,
+    plan: &Plan,
+    pool: &rayon::ThreadPool,
+    gate: ProgressGate<'_>,
+) -> SharedOutcome {
     let whole = Plan {
         global: plan.global,
         procs: ProcGrid(Dims::new(1, 1, 1)),
         local: plan.global,
     };
-    let (mut u, mut next, rhs) = Field::new(&whole.geometry(0), &cfg.problem).into_arrays();
+    let (mut a, mut b, rhs) = Field::new(&whole.geometry(0), &cfg.problem).into_arrays();
     let rhs = rhs.as_deref();
     let sh = Shape::new(plan.global);
     let threads = plan.procs.size();
     let nz = plan.local.z;
     let ranges: Vec<std::ops::Range<usize>> =
         (0..threads).map(|t| t * nz + 1..(t + 1) * nz + 1).collect();
-    let crit = cfg.criterion;
-    let start = Instant::now();
-    let mut compute = vec![Duration::ZERO; threads];
-    // Each thread's (squared update norm, sweep time) of the last sweep; filled in place.
-    let mut parts: Vec<(f64, Duration)> = Vec::with_capacity(threads);
-    let residual_all = |u: &[f64]| -> f64 {
-        let parts: Vec<f64> = ranges
-            .par_iter()
-            .map(|zs| kernel::residual_sq_planes(&sh, u, rhs, zs.clone()))
-            .collect();
-        parts.iter().sum()
+    let team = SyncTeam {
+        arrays: SweepArrays::new(&mut a, &mut b, sh.plane),
+        barrier: SpinBarrier::new(threads),
+        swept: [Slots::new(threads), Slots::new(threads)],
+        checked: Slots::new(threads),
     };
-    let res0 = residual_all(&u);
-    let mut it = 0u64;
-    let mut history = History::new();
-    let mut certs = Vec::new();
-    let mut reported = None;
-    let mut true_value = crit.measure(res0, res0);
-    let mut true_is_current = true;
-    let stop = if crit.met(true_value) {
-        StopReason::Criterion
-    } else {
-        loop {
-            let interior = &mut next[sh.planes(1..plan.global.z + 1)];
-            interior
-                .par_chunks_mut(nz * sh.plane)
-                .zip(ranges.par_iter())
-                .enumerate()
-                .map(|(t, (dst, zs))| {
-                    let t0 = Instant::now();
-                    let r = kernel::sweep_planes(&sh, &u, rhs, dst, zs.clone());
-                    // The slow thread's extra passes (`slow.rs`), `it` sweeps done before.
-                    Slowdown::after_units(cfg.slowdown_of(t), it)
-                        .after(1, || kernel::residual_sq_planes(&sh, &u, rhs, zs.clone()));
-                    (r, t0.elapsed())
-                })
-                .collect_into_vec(&mut parts);
-            std::mem::swap(&mut u, &mut next);
-            it += 1;
-            true_is_current = false;
-            for (c, p) in compute.iter_mut().zip(&parts) {
-                *c += p.1;
-            }
-            if it % cfg.check_every == 0 {
-                let v = crit.measure(parts.iter().map(|p| p.0).sum(), res0);
-                reported = Some(v);
-                let elapsed = start.elapsed();
-                history.record(HistoryPoint(it - 1, v, elapsed.as_secs_f64()));
-                gate.offer(it, v, elapsed);
-                if crit.met(v) {
-                    if !cfg.confirm {
-                        break StopReason::Criterion;
-                    }
-                    true_value = crit.measure(residual_all(&u), res0);
-                    true_is_current = true;
-                    certs.push(Certification {
-                        iteration: it,
-                        reported,
-                        true_residual: true_value,
-                        accepted: crit.met(true_value),
-                    });
-                    if crit.met(true_value) {
-                        break StopReason::Criterion;
-                    }
-                }
-            }
-            if it >= cfg.max_iters {
-                break StopReason::MaxIters;
-            }
-        }
-    };
-    if !true_is_current {
-        true_value = crit.measure(residual_all(&u), res0);
-    }
-    let time = start.elapsed();
-    history.finish();
-    let residual = Residuals {
-        reported,
-        true_residual: true_value,
-        initial_norm: res0.sqrt(),
-    };
+    let ends: Vec<SyncEnd> = pool.broadcast(|ctx| {
+        let t = ctx.index();
+        // The pool has exactly `threads` threads, each running this once.
+        debug_assert!(t < threads && ctx.num_threads() == threads);
+        team.work(cfg, &sh, rhs, ranges[t].clone(), t, gate)
+    });
+    drop(team);
+    // Every worker returned the same iteration count and verdict; worker 0 also kept the
+    // history, the certifications and the wall time.
+    let it = ends[0].iterations;
+    debug_assert!(ends
+        .iter()
+        .all(|e| e.iterations == it && e.stop == ends[0].stop));
+    let u: &[f64] = if it % 2 == 0 { &a } else { &b };
+    let SyncEnd {
+        stop,
+        residual,
+        time,
+        ..
+    } = ends[0];
     // Each thread's largest error over its own planes, on the one global array.
     let global_geom = whole.geometry(0);
     let slab_error = |zs: &std::ops::Range<usize>| -> Option<f64> {
@@ -306,19 +313,20 @@ fn sync(cfg: &Config, plan: &Plan, mut gate: ProgressGate<'_>) -> SharedOutcome 
     };
     let records = (0..threads)
         .map(|t| {
-            let comm = time.saturating_sub(compute[t]);
+            let compute = ends[t].compute;
+            let comm = time.saturating_sub(compute);
             record(
                 cfg,
                 plan,
                 t,
                 it,
                 time,
-                compute[t],
+                compute,
                 comm,
                 stop,
                 residual,
-                certs.clone(),
-                history.clone(),
+                ends[0].certs.clone(),
+                ends[0].history.clone(),
                 slab_error(&ranges[t]),
             )
         })
@@ -334,6 +342,346 @@ fn sync(cfg: &Config, plan: &Plan, mut gate: ProgressGate<'_>) -> SharedOutcome 
         records,
         plan: *plan,
         solution,
+    }
+}
+
+/// What the workers of a sync run share.
+struct SyncTeam<'a> {
+    arrays: SweepArrays<'a>,
+    barrier: SpinBarrier,
+    /// Each worker's Σ r² of its planes from the sweep of u_k, in `swept[k % 2]` (0 unless
+    /// a check reads it, after the sweep that gives u_{k+1}, k + 1 a multiple of
+    /// `check_every`): a worker
+    /// may write its slot for u_{k+1} while a slower one still sums those of u_k, but it
+    /// cannot write the slots of u_{k+2} before every worker has passed the barrier after
+    /// the sweep of u_{k+1}, hence after it summed those of u_k.
+    swept: [Slots; 2],
+    /// Each worker's Σ r² of its planes of the current iterate, without updating: the
+    /// initial residual, a certification, the final true residual. Between two uses there is
+    /// always at least one barrier after every worker has read the first.
+    checked: Slots,
+}
+
+/// What each worker of a sync run ends with. `iterations`, `stop` and `residual` are equal on
+/// every worker; only worker 0 keeps `history` and `certs` (the others' stay empty), and the
+/// records take `time` from worker 0.
+struct SyncEnd {
+    iterations: u64,
+    stop: StopReason,
+    residual: Residuals,
+    compute: Duration,
+    time: Duration,
+    certs: Vec<Certification>,
+    history: History,
+}
+
+impl SyncTeam<'_> {
+    /// Worker `t`'s whole solve: it sweeps planes `zs` and takes every decision as the others
+    /// do, from the same sums. Worker 0 also records the history and feeds the progress gate.
+    fn work(
+        &self,
+        cfg: &Config,
+        sh: &Shape,
+        rhs: Option<&[f64]>,
+        zs: std::ops::Range<usize>,
+        t: usize,
+        mut gate: ProgressGate<'_>,
+    ) -> SyncEnd {
+        let crit = cfg.criterion;
+        let lead = t == 0;
+        let mut bar = self.barrier.waiter();
+        // If this worker panics the others would wait for it for ever: break the barrier.
+        let _guard = BreakOnPanic(&self.barrier);
+        let mut history = History::new();
+        // Room for the usual few certifications, so that the loop does not allocate.
+        let mut certs = Vec::with_capacity(if lead { 4 } else { 0 });
+        let mut compute = Duration::ZERO;
+        // Every worker is here: the pool's threads have started, nobody sweeps yet.
+        bar.wait();
+        let start = Instant::now();
+        // Σ r² of the current iterate u_k over everyone's planes, in worker order.
+        let true_sq = |bar: &mut Waiter<'_>, k: u64| -> f64 {
+            // SAFETY: (1) between the barrier that ended the sweep of u_k (or the start) and
+            // the next `bar.wait()` below, no worker writes array k % 2: the sweeps write
+            // array (k + 1) % 2 and none runs before this barrier is passed (SweepArrays).
+            let u = unsafe { self.arrays.read(k) };
+            self.checked
+                .put(t, kernel::residual_sq_planes(sh, u, rhs, zs.clone()));
+            bar.wait();
+            self.checked.sum()
+        };
+        let res0 = true_sq(&mut bar, 0);
+        let mut it = 0u64;
+        let mut reported = None;
+        let mut true_value = crit.measure(res0, res0);
+        let mut true_is_current = true;
+        let stop = if crit.met(true_value) {
+            StopReason::Criterion
+        } else {
+            loop {
+                let t0 = Instant::now();
+                let r = {
+                    // SAFETY: (1) array it % 2 holds u_it, which no worker writes until every
+                    // worker has passed the `bar.wait()` below; (2) planes `zs` of array
+                    // (it + 1) % 2 are this worker's alone (the ranges are disjoint), and the
+                    // last readers of their old contents (u_{it−1}) finished before the
+                    // barrier that ended the previous sweep. Both borrows end in this block.
+                    let (u, next) = unsafe {
+                        (
+                            self.arrays.read(it),
+                            self.arrays.planes_mut(it + 1, zs.clone()),
+                        )
+                    };
+                    // Σ r² only where a check reads it (as the threads backend does): the
+                    // other sweeps skip the centre load and the accumulation, same bits.
+                    let r = if (it + 1) % cfg.check_every == 0 {
+                        kernel::sweep_planes(sh, u, rhs, next, zs.clone())
+                    } else {
+                        kernel::step_planes(sh, u, rhs, next, zs.clone());
+                        0.0
+                    };
+                    // The slow thread's extra passes (`slow.rs`), `it` sweeps done before.
+                    Slowdown::after_units(cfg.slowdown_of(t), it)
+                        .after(1, || kernel::residual_sq_planes(sh, u, rhs, zs.clone()));
+                    r
+                };
+                compute += t0.elapsed();
+                let parity = (it % 2) as usize;
+                self.swept[parity].put(t, r);
+                bar.wait();
+                it += 1;
+                true_is_current = false;
+                if it % cfg.check_every == 0 {
+                    let v = crit.measure(self.swept[parity].sum(), res0);
+                    reported = Some(v);
+                    if lead {
+                        let elapsed = start.elapsed();
+                        history.record(HistoryPoint(it - 1, v, elapsed.as_secs_f64()));
+                        gate.offer(it, v, elapsed);
+                    }
+                    if crit.met(v) {
+                        if !cfg.confirm {
+                            break StopReason::Criterion;
+                        }
+                        true_value = crit.measure(true_sq(&mut bar, it), res0);
+                        true_is_current = true;
+                        if lead {
+                            certs.push(Certification {
+                                iteration: it,
+                                reported,
+                                true_residual: true_value,
+                                accepted: crit.met(true_value),
+                            });
+                        }
+                        if crit.met(true_value) {
+                            break StopReason::Criterion;
+                        }
+                    }
+                }
+                if it >= cfg.max_iters {
+                    break StopReason::MaxIters;
+                }
+            }
+        };
+        if !true_is_current {
+            true_value = crit.measure(true_sq(&mut bar, it), res0);
+        }
+        let time = start.elapsed();
+        history.finish();
+        SyncEnd {
+            iterations: it,
+            stop,
+            residual: Residuals {
+                reported,
+                true_residual: true_value,
+                initial_norm: res0.sqrt(),
+            },
+            compute,
+            time,
+            certs,
+            history,
+        }
+    }
+}
+
+/// The two global arrays of a sync run, u_k in array k % 2 and u_{k+1} in the other, shared
+/// by the workers without a `&mut` to either array as a whole.
+///
+/// The protocol (the SAFETY arguments of the callers rest on it): between two passages of
+/// the team's barrier, the workers read array k % 2 (any plane) and each writes only its own
+/// planes of array (k + 1) % 2; the barrier (see [`SpinBarrier`] for the ordering) separates
+/// the last access of one phase from the first of the next, where the arrays swap roles.
+struct SweepArrays<'a> {
+    arrays: [*mut f64; 2],
+    len: usize,
+    plane: usize,
+    /// The arrays are borrowed mutably for `'a`: nobody else touches them meanwhile.
+    _borrow: std::marker::PhantomData<&'a mut [f64]>,
+}
+
+// SAFETY: the pointers come from two `&'a mut [f64]` held for `'a`; every access through a
+// shared `SweepArrays` is by the unsafe methods below, whose callers keep to the protocol
+// above (reads of one array and disjoint writes of the other between barriers), so threads
+// never access one f64 concurrently with a write of it.
+unsafe impl std::marker::Sync for SweepArrays<'_> {}
+
+impl<'a> SweepArrays<'a> {
+    fn new(a: &'a mut [f64], b: &'a mut [f64], plane: usize) -> Self {
+        assert_eq!(
+            a.len(),
+            b.len(),
+            "the two arrays of a sweep differ in length"
+        );
+        assert!(plane > 0 && a.len() % plane == 0, "arrays of whole planes");
+        SweepArrays {
+            arrays: [a.as_mut_ptr(), b.as_mut_ptr()],
+            len: a.len(),
+            plane,
+            _borrow: std::marker::PhantomData,
+        }
+    }
+
+    /// Array `k % 2` whole, to read.
+    ///
+    /// # Safety
+    /// While the returned slice lives no thread writes array `k % 2` (no [`Self::planes_mut`]
+    /// of `k + 1` or any `j` with `j % 2 == k % 2` on any thread).
+    unsafe fn read(&self, k: u64) -> &[f64] {
+        // SAFETY: (1) the pointer and length are those of a live `&'a mut [f64]` (new), and
+        // `self` does not outlive `'a`; (2) no write to the array while the slice lives is
+        // this function's precondition.
+        unsafe { std::slice::from_raw_parts(self.arrays[(k % 2) as usize], self.len) }
+    }
+
+    /// Planes `zs` of array `k % 2`, to write.
+    ///
+    /// # Safety
+    /// While the returned slice lives no other thread reads or writes planes `zs` of array
+    /// `k % 2`, and no thread reads array `k % 2` whole through [`Self::read`].
+    #[allow(clippy::mut_from_ref)] // exclusive by the caller's contract, as the Safety says
+    unsafe fn planes_mut(&self, k: u64, zs: std::ops::Range<usize>) -> &mut [f64] {
+        let (lo, hi) = (zs.start * self.plane, zs.end * self.plane);
+        assert!(lo <= hi && hi <= self.len, "planes {zs:?} out of the array");
+        // SAFETY: (1) `lo..hi` lies inside the array (asserted), whose pointer is that of a
+        // live `&'a mut [f64]`; (2) exclusive access to those planes while the slice lives is
+        // this function's precondition.
+        unsafe { std::slice::from_raw_parts_mut(self.arrays[(k % 2) as usize].add(lo), hi - lo) }
+    }
+}
+
+/// One f64 per worker, each on a cache line of its own, so that workers storing their own
+/// slot do not bounce one line between cores. Relaxed: the team's barrier orders the stores
+/// before it with the loads after it.
+struct Slots(Box<[CacheLine<AtomicU64>]>);
+
+/// A value alone on its cache line (128 bytes: two lines, as adjacent-line prefetch pairs
+/// them on x86-64).
+#[repr(align(128))]
+struct CacheLine<T>(T);
+
+impl Slots {
+    fn new(n: usize) -> Self {
+        Slots((0..n).map(|_| CacheLine(AtomicU64::new(0))).collect())
+    }
+    fn put(&self, t: usize, v: f64) {
+        self.0[t].0.store(v.to_bits(), Relaxed);
+    }
+    /// The sum in worker order, so every worker (and every run) finds the same value.
+    fn sum(&self) -> f64 {
+        self.0
+            .iter()
+            .map(|s| f64::from_bits(s.0.load(Relaxed)))
+            .sum()
+    }
+}
+
+/// A sense-reversing barrier for a fixed team: the arrivals count down, the last one resets
+/// the count and flips the shared sense, the others wait for the flip. A waiter spins a
+/// little, backing off, then yields its core at every look: with more workers than cores
+/// (tests) the one it waits for may need that core.
+///
+/// ## Memory ordering
+/// Each arrival is an AcqRel `fetch_sub` on `left`. RMWs extend a release sequence, so the
+/// last arrival's acquire synchronizes with every earlier arrival's release: it sees all
+/// their writes from before the barrier. Its Release store of the new sense then pairs with
+/// the Acquire load by which each waiter sees the flip. So whatever any worker wrote before
+/// `wait` happens before whatever any worker does after it. The reset of `left` is sequenced
+/// before the sense store, hence seen by every arrival at the next passage.
+struct SpinBarrier {
+    left: CacheLine<AtomicUsize>,
+    sense: CacheLine<AtomicBool>,
+    /// Set when a worker panicked: the waiters panic too rather than wait for ever.
+    broken: AtomicBool,
+    n: usize,
+}
+
+/// A worker's handle on a [`SpinBarrier`]: its own sense, flipped at each passage.
+struct Waiter<'a> {
+    barrier: &'a SpinBarrier,
+    sense: bool,
+}
+
+/// Spin-loop hints before a waiter starts yielding: 1 + 2 + … + 2^SPIN_STEPS.
+const SPIN_STEPS: u32 = 6;
+
+impl SpinBarrier {
+    fn new(n: usize) -> Self {
+        assert!(n > 0, "a barrier for no worker");
+        SpinBarrier {
+            left: CacheLine(AtomicUsize::new(n)),
+            sense: CacheLine(AtomicBool::new(false)),
+            broken: AtomicBool::new(false),
+            n,
+        }
+    }
+
+    /// A handle for one worker; each worker takes one and keeps it.
+    fn waiter(&self) -> Waiter<'_> {
+        Waiter {
+            barrier: self,
+            sense: self.sense.0.load(Relaxed),
+        }
+    }
+}
+
+impl Waiter<'_> {
+    /// Wait until every worker of the team has called `wait` as many times as this one.
+    fn wait(&mut self) {
+        let b = self.barrier;
+        self.sense = !self.sense;
+        // AcqRel: see the type's Memory ordering.
+        if b.left.0.fetch_sub(1, AcqRel) == 1 {
+            b.left.0.store(b.n, Relaxed);
+            // Release: pairs with the waiters' Acquire load below.
+            b.sense.0.store(self.sense, Release);
+            return;
+        }
+        let mut step = 0;
+        // Acquire: pairs with the last arrival's Release store above.
+        while b.sense.0.load(Acquire) != self.sense {
+            if step <= SPIN_STEPS {
+                for _ in 0..1u32 << step {
+                    std::hint::spin_loop();
+                }
+                step += 1;
+            } else {
+                if b.broken.load(Relaxed) {
+                    panic!("another worker of the shared sync run panicked");
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Breaks the barrier if dropped while its worker unwinds.
+struct BreakOnPanic<'a>(&'a SpinBarrier);
+
+impl Drop for BreakOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.broken.store(true, Relaxed);
+        }
     }
 }
 
@@ -636,5 +984,86 @@ fn asynchronous<P: BoundaryPlanes>(
         records,
         plan: *plan,
         solution: assemble(plan.global, &blocks),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each round every worker stores the round number in its slot, passes the barrier and
+    /// must see every slot at that round; parity slots as the solver uses them. More workers
+    /// than cores, so waiters must yield to let the last arrival run.
+    #[test]
+    fn barrier_orders_every_round() {
+        for n in [1, 2, 3, 5] {
+            let barrier = SpinBarrier::new(n);
+            let slots = [Slots::new(n), Slots::new(n)];
+            std::thread::scope(|s| {
+                for t in 0..n {
+                    let (barrier, slots) = (&barrier, &slots);
+                    s.spawn(move || {
+                        let mut bar = barrier.waiter();
+                        for round in 0..2000u32 {
+                            let mine = &slots[(round % 2) as usize];
+                            mine.put(t, f64::from(round));
+                            bar.wait();
+                            assert_eq!(mine.sum(), f64::from(round) * n as f64, "n = {n}");
+                        }
+                    });
+                }
+            });
+        }
+    }
+
+    /// Pinned workers (one per CPU; unpinned beyond the CPUs) run the same solve as unpinned
+    /// ones: bit-identical solution, same iterations.
+    #[test]
+    fn pinned_workers_give_the_same_run() {
+        let mut c = crate::tests::common::cfg(Dims::new(8, 9, 12), Variant::Sync);
+        c.check_every = 5;
+        let reference = {
+            let plan = c.shared_plan(1).unwrap();
+            solve_pinned(&c, &plan, None, false).unwrap()
+        };
+        for n in [1, 2, 3] {
+            let plan = c.shared_plan(n).unwrap();
+            let o = solve_pinned(&c, &plan, None, true).unwrap();
+            assert_eq!(o.records.len(), n);
+            for r in &o.records {
+                assert_eq!(r.iterations, reference.records[0].iterations, "{n} pinned");
+                assert!(r.converged, "{n} pinned");
+            }
+            assert!(
+                o.solution
+                    .iter()
+                    .zip(&reference.solution)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{n} pinned"
+            );
+        }
+    }
+
+    /// A worker that panics breaks the barrier: the others panic too instead of waiting for
+    /// ever, and the panic reaches the caller.
+    #[test]
+    fn a_panicking_worker_breaks_the_barrier() {
+        let barrier = SpinBarrier::new(3);
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            std::thread::scope(|s| {
+                for t in 0..3 {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        let mut bar = barrier.waiter();
+                        let _guard = BreakOnPanic(barrier);
+                        bar.wait();
+                        assert!(t != 1, "worker 1 fails");
+                        bar.wait();
+                    });
+                }
+            })
+        }));
+        assert!(out.is_err());
+        assert!(barrier.broken.load(Relaxed));
     }
 }

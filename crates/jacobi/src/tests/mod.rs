@@ -5,5 +5,6 @@ pub(crate) mod common;
 mod krylov;
 mod multisplit;
 mod poisson;
+mod shared_sync;
 mod solution_properties;
 mod sync_agreement;
