@@ -19,19 +19,46 @@ pub fn set_clock(clock: fn() -> f64) -> bool {
     CLOCK.set(clock).is_ok()
 }
 
-/// A reading of the solvers' clock, like [`std::time::Instant`].
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
-pub(crate) struct Instant(f64);
+/// Told, after each of the solvers' computations (a sweep, a residual, a Krylov kernel), how
+/// long it took on the machine's clock ([`set_compute_hook`]).
+static COMPUTE_HOOK: OnceLock<fn(Duration)> = OnceLock::new();
+
+/// Call `hook` after each computation of the solvers with the time it took on the machine's
+/// monotonic clock, from now on in this process; false if a hook was set before (it stays).
+/// aiac's SMPI build uses it to inject the time of the solvers' kernels alone into the
+/// simulation (`AIAC_SMPI_COMPUTE=kernels`, docs/scale.md), where SMPI would otherwise
+/// measure every instruction between two MPI calls.
+pub fn set_compute_hook(hook: fn(Duration)) -> bool {
+    COMPUTE_HOOK.set(hook).is_ok()
+}
+
+/// A reading of the solvers' clock, like [`std::time::Instant`], and of the machine's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Instant {
+    at: f64,
+    machine: std::time::Instant,
+}
 
 impl Instant {
     pub(crate) fn now() -> Self {
-        Instant(match CLOCK.get() {
+        let machine = std::time::Instant::now();
+        let at = match CLOCK.get() {
             Some(clock) => clock(),
-            None => ORIGIN
-                .get_or_init(std::time::Instant::now)
-                .elapsed()
+            None => machine
+                .duration_since(*ORIGIN.get_or_init(|| machine))
                 .as_secs_f64(),
-        })
+        };
+        Instant { at, machine }
+    }
+
+    /// The end of a computation that began at this reading: the compute hook learns how long
+    /// it took on the machine's clock, then the time since this reading on the solvers' clock
+    /// (which includes what the hook injected).
+    pub(crate) fn computed(&self) -> Duration {
+        if let Some(hook) = COMPUTE_HOOK.get() {
+            hook(self.machine.elapsed());
+        }
+        self.elapsed()
     }
 
     /// Time since this reading (zero if the clock read less since).
@@ -41,7 +68,7 @@ impl Instant {
 
     /// Time from `earlier` to this reading (zero if `earlier` is later).
     pub(crate) fn duration_since(&self, earlier: Instant) -> Duration {
-        Duration::from_secs_f64((self.0 - earlier.0).max(0.0))
+        Duration::from_secs_f64((self.at - earlier.at).max(0.0))
     }
 }
 

@@ -247,7 +247,7 @@ impl Krylov<'_> {
         let x = &self.field;
         self.slow
             .after(1, || linalg::dot(x.shape(), x.iterate(), x.iterate()));
-        self.compute += t.elapsed();
+        self.compute += t.computed();
     }
 
     /// One of the iteration's blocking all-reduces (sum) of `N` values: counted in

@@ -73,7 +73,7 @@ mod solver;
 #[cfg(test)]
 mod tests;
 
-pub use clock::set_clock;
+pub use clock::{set_clock, set_compute_hook};
 pub use config::{
     Config, ConfigError, Decomp, Exchange, Inner, InnerSpec, Pc, RacyRead, ReductionKind, SizeSpec,
     SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_HALO_DEPTH, MAX_SLOWDOWN,

@@ -417,7 +417,7 @@ impl<'a, F: Iterate> Run<'a, F> {
         let t = Instant::now();
         let local = self.field.residual_sq();
         self.last_true_local = local;
-        self.compute += t.elapsed();
+        self.compute += t.computed();
         let t = Instant::now();
         let g = sum_all(ctx, local)?;
         self.comm += t.elapsed();
@@ -628,7 +628,7 @@ impl<F: Iterate> Run<'_, F> {
             }
             Some(s) => self.field.solve_inner(s, &mut self.slow, fresher)?,
         };
-        self.compute += t.elapsed();
+        self.compute += t.computed();
         self.it += m;
         Ok(r)
     }
@@ -652,7 +652,7 @@ impl<F: Iterate> Run<'_, F> {
                 .map(|reg| self.field.sweep_region(reg, resid))
                 .sum()
         };
-        self.compute += t.elapsed();
+        self.compute += t.computed();
         r
     }
 
@@ -680,7 +680,7 @@ impl<F: Iterate> Run<'_, F> {
         let t = Instant::now();
         let field = &self.field;
         self.slow.after(1, || field.residual_sq());
-        self.compute += t.elapsed();
+        self.compute += t.computed();
         self.field.finish_sweep();
         self.it += 1;
         Ok(inner + outer)
@@ -913,7 +913,7 @@ impl<F: Iterate> Run<'_, F> {
                         idled = true;
                         let t = Instant::now();
                         local[0] = self.field.residual_sq();
-                        self.compute += t.elapsed();
+                        self.compute += t.computed();
                     }
                     if outbox.iter().any(|o| o.unsent) {
                         self.offer(&mut chans, &mut outbox)?;

@@ -5,6 +5,12 @@
 //!
 //! SMPI gives each simulated rank its own copy of this library's data (its statics), so
 //! each rank knows which it is, and its clock is the simulation's.
+//!
+//! `AIAC_SMPI_COMPUTE` says what computation the simulation counts: `measured` (unset: SMPI
+//! times everything a rank runs between two MPI calls) or `kernels` (only the solvers'
+//! kernels, each injected with the time it took on this machine's clock, `smpi_execute`;
+//! run with `--cfg=smpi/simulate-computation:no`, as `scripts/scale --compute kernels`
+//! does). docs/scale.md says why both exist.
 
 use std::ffi::{c_char, c_int, CStr, OsString};
 use std::os::unix::ffi::OsStringExt;
@@ -12,6 +18,16 @@ use std::os::unix::ffi::OsStringExt;
 extern "C" {
     /// SimGrid: the name of the running actor; SMPI names a rank's actor by its rank.
     fn sg_actor_self_get_name() -> *const c_char;
+    /// SMPI: compute for `duration` seconds of this machine (scaled by `smpi/host-speed` to the
+    /// platform's cores) on the running rank's simulated core.
+    fn smpi_execute(duration: f64);
+}
+
+/// The compute hook of `AIAC_SMPI_COMPUTE=kernels`: one kernel's time on this machine, injected.
+fn inject(took: std::time::Duration) {
+    // SAFETY: called by the solvers on the running rank, inside its actor (SMPI's main
+    // called us), with a finite non-negative duration.
+    unsafe { smpi_execute(took.as_secs_f64()) }
 }
 
 /// This simulated rank, from its actor's name (SMPI names the actor of rank r "r").
@@ -44,5 +60,19 @@ pub unsafe extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int 
         eprintln!("aiac: this is aiac's SMPI build: run it with SimGrid's smpirun (scripts/scale)");
         return 1;
     };
+    match std::env::var("AIAC_SMPI_COMPUTE").as_deref() {
+        Err(_) | Ok("" | "measured") => {}
+        Ok("kernels") => {
+            jacobi::set_compute_hook(inject);
+        }
+        Ok(other) => {
+            if rank == 0 {
+                eprintln!(
+                    "aiac: error: AIAC_SMPI_COMPUTE={other:?}: allowed values are measured, kernels"
+                );
+            }
+            return 1;
+        }
+    }
     cli::main_simulated(args, rank)
 }
