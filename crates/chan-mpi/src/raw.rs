@@ -169,38 +169,23 @@ pub(crate) fn test_some(
     scratch: &mut Vec<c_int>,
     counter: &Requests,
 ) -> Result<(), CommError> {
-    done.clear();
-    if reqs.is_empty() {
-        return Ok(());
-    }
-    if scratch.len() < reqs.len() {
-        scratch.resize(reqs.len(), 0);
-    }
-    let mut outcount: c_int = 0;
-    // SAFETY: reqs is a valid array of reqs.len() requests (active or MPI_REQUEST_NULL) that
-    // MPI may update in place; scratch has room for reqs.len() indices; statuses are ignored.
-    let rc = unsafe {
-        ffi::MPI_Testsome(
-            reqs.len() as c_int,
-            reqs.as_mut_ptr(),
-            &mut outcount,
-            scratch.as_mut_ptr(),
-            ffi::RSMPI_STATUSES_IGNORE,
-        )
-    };
-    check(rc, "MPI_Testsome")?;
-    // MPI_UNDEFINED (negative) when every request was already null.
-    if outcount > 0 {
-        done.extend(scratch[..outcount as usize].iter().map(|&i| i as usize));
-        counter.finished(done.len());
-    }
-    Ok(())
+    complete_some(false, reqs, done, scratch, counter)
 }
 
-/// Wait until at least one of a set of requests completes (`MPI_Waitsome`); the indices of
-/// those that completed are written to `done` (cleared first, left empty when no request was
-/// active). Completed requests become `MPI_REQUEST_NULL` (persistent ones inactive).
+/// As [`test_some`], but waits until at least one request completes (`MPI_Waitsome`); `done`
+/// is left empty when no request was active.
 pub(crate) fn wait_some(
+    reqs: &mut [ffi::MPI_Request],
+    done: &mut Vec<usize>,
+    scratch: &mut Vec<c_int>,
+    counter: &Requests,
+) -> Result<(), CommError> {
+    complete_some(true, reqs, done, scratch, counter)
+}
+
+/// `MPI_Waitsome` (`block`) or `MPI_Testsome` over `reqs`, the completed indices into `done`.
+fn complete_some(
+    block: bool,
     reqs: &mut [ffi::MPI_Request],
     done: &mut Vec<usize>,
     scratch: &mut Vec<c_int>,
@@ -214,19 +199,25 @@ pub(crate) fn wait_some(
         scratch.resize(reqs.len(), 0);
     }
     let mut outcount: c_int = 0;
+    let (n, out, idx) = (reqs.len() as c_int, &mut outcount, scratch.as_mut_ptr());
     // SAFETY: reqs is a valid array of reqs.len() requests (active or MPI_REQUEST_NULL) that
     // MPI may update in place; scratch has room for reqs.len() indices; statuses are ignored.
     let rc = unsafe {
-        ffi::MPI_Waitsome(
-            reqs.len() as c_int,
-            reqs.as_mut_ptr(),
-            &mut outcount,
-            scratch.as_mut_ptr(),
-            ffi::RSMPI_STATUSES_IGNORE,
-        )
+        if block {
+            ffi::MPI_Waitsome(n, reqs.as_mut_ptr(), out, idx, ffi::RSMPI_STATUSES_IGNORE)
+        } else {
+            ffi::MPI_Testsome(n, reqs.as_mut_ptr(), out, idx, ffi::RSMPI_STATUSES_IGNORE)
+        }
     };
-    check(rc, "MPI_Waitsome")?;
-    // MPI_UNDEFINED (negative) when every request was null.
+    check(
+        rc,
+        if block {
+            "MPI_Waitsome"
+        } else {
+            "MPI_Testsome"
+        },
+    )?;
+    // MPI_UNDEFINED (negative) when every request was already null.
     if outcount > 0 {
         done.extend(scratch[..outcount as usize].iter().map(|&i| i as usize));
         counter.finished(done.len());

@@ -537,18 +537,25 @@ impl Core {
                 }
             }
             for &slot in &completed[..taken] {
-                self.recv_active[slot] = false;
-                self.received += 1;
-                let ack = self.header_ack(slot);
-                self.note_ack(ack);
-                match self.recv {
-                    RecvMem::Slots(_) => self.arrived.push(slot),
-                    RecvMem::Racy(..) => self.post(slot, reqs)?,
-                }
+                self.took_in(slot, reqs)?;
             }
             if n == 0 || taken < n {
                 break;
             }
+        }
+        Ok(())
+    }
+
+    /// Receive `slot` completed: count it, take the acknowledgement its header carries, and
+    /// keep it for the next poll (mailbox) or post it again at once (racy).
+    fn took_in(&mut self, slot: usize, reqs: &Requests) -> Result<(), CommError> {
+        self.recv_active[slot] = false;
+        self.received += 1;
+        let ack = self.header_ack(slot);
+        self.note_ack(ack);
+        match self.recv {
+            RecvMem::Slots(_) => self.arrived.push(slot),
+            RecvMem::Racy(..) => self.post(slot, reqs)?,
         }
         Ok(())
     }
@@ -588,15 +595,8 @@ impl Core {
             if k < n_recv {
                 // The receive came back null (MPI_Irecv) or inactive (persistent).
                 self.recv_reqs[k] = self.group[k];
-                self.recv_active[k] = false;
                 self.posted.retain(|&p| p != k);
-                self.received += 1;
-                let ack = self.header_ack(k);
-                self.note_ack(ack);
-                match self.recv {
-                    RecvMem::Slots(_) => self.arrived.push(k),
-                    RecvMem::Racy(..) => self.post(k, reqs)?,
-                }
+                self.took_in(k, reqs)?;
             } else if k < n_recv + r {
                 self.send_free.push(k - n_recv);
             } else {
