@@ -218,22 +218,36 @@ fn signal_group(child: &Child, sig: nix::sys::signal::Signal) {
     }
 }
 
+/// Whether any process of `child`'s process group (it leads it) is still alive.
+fn group_alive(child: &Child) -> bool {
+    let pgid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    nix::sys::signal::killpg(pgid, None).is_ok()
+}
+
 /// Stop `child`: `sig` to its process group (a launcher passes it on to the ranks it
-/// started and cleans up), then SIGKILL to the group five seconds later; wait for it.
+/// started and cleans up), then SIGKILL to the group five seconds later; wait for it and for
+/// every process of its group. A launcher killed by the signal can exit before its ranks
+/// have: they are waited for too, so that none outlives this call (seen under load: a rank
+/// still exiting after mpirun had).
 fn stop(child: &mut Child, sig: nix::sys::signal::Signal) -> std::io::Result<()> {
     tracing::debug!(pid = child.id(), ?sig, "stopping the child");
     signal_group(child, sig);
     let grace = Instant::now() + Duration::from_secs(5);
+    let mut exited = false;
     while Instant::now() < grace {
-        if child.try_wait()?.is_some() {
+        exited = exited || child.try_wait()?.is_some();
+        if exited && !group_alive(child) {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     tracing::debug!(pid = child.id(), "still running: SIGKILL");
     signal_group(child, nix::sys::signal::Signal::SIGKILL);
-    let _ = child.kill();
-    child.wait().map(|_| ())
+    if !exited {
+        let _ = child.kill();
+        child.wait()?;
+    }
+    Ok(())
 }
 
 /// Wait for `child` at most `timeout`; past it, stop it with SIGTERM. A SIGINT or SIGTERM to
