@@ -71,8 +71,14 @@ impl Halo for Vector {
 /// `(first index, length)` of every row of owned points.
 #[inline(always)]
 fn rows(sh: &Shape) -> impl Iterator<Item = (usize, usize)> + '_ {
+    rows_in(sh, 1..sh.n.z + 1)
+}
+
+/// `(first index, length)` of every row of owned points in the planes `zs`.
+#[inline(always)]
+fn rows_in(sh: &Shape, zs: std::ops::Range<usize>) -> impl Iterator<Item = (usize, usize)> + '_ {
     let n = sh.n;
-    (1..=n.z).flat_map(move |z| (1..=n.y).map(move |y| (sh.index(1, y, z), n.x)))
+    zs.flat_map(move |z| (1..=n.y).map(move |y| (sh.index(1, y, z), n.x)))
 }
 
 /// Σ of four lanes in a fixed order.
@@ -155,9 +161,23 @@ pub(crate) fn apply(sh: &Shape, diag: f64, p: &[f64], y: &mut [f64], region: &Re
 
 #[inline(always)]
 fn apply_body(sh: &Shape, diag: f64, p: &[f64], y: &mut [f64], region: &Region) -> f64 {
+    let mut acc = [0.0f64; 4];
+    apply_lanes(sh, diag, p, y, region, &mut acc);
+    lanes(acc)
+}
+
+/// [`apply_body`] adding Σ p·(A p) into the lanes `acc`.
+#[inline(always)]
+fn apply_lanes(
+    sh: &Shape,
+    diag: f64,
+    p: &[f64],
+    y: &mut [f64],
+    region: &Region,
+    acc: &mut [f64; 4],
+) {
     let (sx, pl) = (sh.sx, sh.plane);
     let m = region.x.len();
-    let mut acc = [0.0f64; 4];
     for z in region.z.clone() {
         for yy in region.y.clone() {
             let b = sh.index(region.x.start, yy, z);
@@ -190,7 +210,6 @@ fn apply_body(sh: &Shape, diag: f64, p: &[f64], y: &mut [f64], region: &Region) 
             }
         }
     }
-    lanes(acc)
 }
 
 /// The residual of the iterate `u` (halo holding the Dirichlet values and the neighbours'
@@ -384,6 +403,38 @@ pub(crate) fn direction(sh: &Shape, z: &[f64], beta: f64, p: &mut [f64]) {
                     *pi = zi + beta * *pi;
                 }
             }
+        }
+    )
+}
+
+/// `p ← z + β p`, then `y = A p` and Σ p·(A p), in one pass over the block: plane k + 1 of
+/// p is updated just before the operator's plane k, which reads p's planes k − 1 .. k + 1, so
+/// the operator reads p from cache rather than memory. The same bits as [`direction`] then
+/// [`apply`] on every owned point. Only for a p whose halo nobody writes in between
+/// (multisplitting's inner CG, where it is zero).
+pub(crate) fn direction_apply(
+    sh: &Shape,
+    diag: f64,
+    z: &[f64],
+    beta: f64,
+    p: &mut [f64],
+    y: &mut [f64],
+) -> f64 {
+    check(sh, &[z, p, y]);
+    multiversion!(
+        avx2: avx2::direction_apply(sh, diag, z, beta, p, y),
+        portable: {
+            let nz = sh.n.z;
+            let mut acc = [0.0f64; 4];
+            for k in 1..=nz {
+                for (b, m) in rows_in(sh, if k == 1 { 1 } else { k + 1 }..(k + 2).min(nz + 1)) {
+                    for i in b..b + m {
+                        p[i] = z[i] + beta * p[i];
+                    }
+                }
+                apply_lanes(sh, diag, p, y, &Region::planes(sh.n, k..k + 1), &mut acc);
+            }
+            lanes(acc)
         }
     )
 }
@@ -633,7 +684,7 @@ fn pipe_update_body(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f
 /// (`avx2_kernels_match_the_portable_ones`).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{rows, w4, w4m, CgVectors, PipeVectors, Region, Shape};
+    use super::{rows, rows_in, w4, w4m, CgVectors, PipeVectors, Region, Shape};
     use std::arch::x86_64::*;
 
     /// The four values of `s` from `k` on.
@@ -667,10 +718,25 @@ mod avx2 {
     /// [`super::apply`].
     #[target_feature(enable = "avx2")]
     pub(super) fn apply(sh: &Shape, diag: f64, p: &[f64], y: &mut [f64], region: &Region) -> f64 {
+        let mut acc = _mm256_setzero_pd();
+        apply_into(sh, diag, p, y, region, &mut acc);
+        super::lanes(lanes_of(acc))
+    }
+
+    /// [`apply`] adding Σ p·(A p) into the lanes `acc`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn apply_into(
+        sh: &Shape,
+        diag: f64,
+        p: &[f64],
+        y: &mut [f64],
+        region: &Region,
+        acc: &mut __m256d,
+    ) {
         let (sx, pl) = (sh.sx, sh.plane);
         let m = region.x.len();
         let dg = _mm256_set1_pd(diag);
-        let mut acc = _mm256_setzero_pd();
         for z in region.z.clone() {
             for yy in region.y.clone() {
                 let b = sh.index(region.x.start, yy, z);
@@ -692,29 +758,61 @@ mod avx2 {
                     let cv = ld(c, k);
                     let v = _mm256_sub_pd(_mm256_mul_pd(dg, cv), s);
                     st(out, k, v);
-                    acc = _mm256_add_pd(acc, _mm256_mul_pd(cv, v));
+                    *acc = _mm256_add_pd(*acc, _mm256_mul_pd(cv, v));
                     k += 4;
                 }
                 if k < m {
-                    let mut a = lanes_of(acc);
+                    let mut a = lanes_of(*acc);
                     for i in k..m {
                         let s = xm[i] + xp[i] + ym[i] + yp[i] + zm[i] + zp[i];
                         let v = diag * c[i] - s;
                         out[i] = v;
                         a[i - k] += c[i] * v;
                     }
-                    acc = ld(&a, 0);
+                    *acc = ld(&a, 0);
                 }
             }
         }
-        super::lanes(lanes_of(acc))
     }
 
     /// [`super::direction`].
     #[target_feature(enable = "avx2")]
     pub(super) fn direction(sh: &Shape, z: &[f64], beta: f64, p: &mut [f64]) {
+        direction_planes(sh, 1..sh.n.z + 1, z, beta, p);
+    }
+
+    /// [`super::direction_apply`].
+    #[target_feature(enable = "avx2")]
+    pub(super) fn direction_apply(
+        sh: &Shape,
+        diag: f64,
+        z: &[f64],
+        beta: f64,
+        p: &mut [f64],
+        y: &mut [f64],
+    ) -> f64 {
+        let nz = sh.n.z;
+        let mut acc = _mm256_setzero_pd();
+        for k in 1..=nz {
+            let first = if k == 1 { 1 } else { k + 1 };
+            direction_planes(sh, first..(k + 2).min(nz + 1), z, beta, p);
+            apply_into(sh, diag, p, y, &Region::planes(sh.n, k..k + 1), &mut acc);
+        }
+        super::lanes(lanes_of(acc))
+    }
+
+    /// [`super::direction`] on the planes `zs`.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn direction_planes(
+        sh: &Shape,
+        zs: std::ops::Range<usize>,
+        z: &[f64],
+        beta: f64,
+        p: &mut [f64],
+    ) {
         let bv = _mm256_set1_pd(beta);
-        for (b, m) in rows(sh) {
+        for (b, m) in rows_in(sh, zs) {
             let (z, p) = (&z[b..b + m], &mut p[b..b + m]);
             let mut k = 0;
             while k + 4 <= m {
@@ -1026,6 +1124,26 @@ mod tests {
             assert_eq!(
                 (fast.map(f64::to_bits), &one),
                 (slow.map(f64::to_bits), &two)
+            );
+        }
+    }
+
+    /// The fused direction update and operator give the bits of the two done one after the
+    /// other, on blocks of one, two and six planes.
+    #[test]
+    fn direction_apply_is_direction_then_apply() {
+        for n in [Dims::new(5, 3, 1), Dims::new(8, 3, 2), Dims::new(9, 5, 6)] {
+            let sh = Shape::new(n);
+            let (r, p0) = (noise(sh.len, 5), noise(sh.len, 6));
+            let (mut p1, mut q1) = (p0.clone(), vec![0.0; sh.len]);
+            let fused = direction_apply(&sh, 6.0, &r, 0.4, &mut p1, &mut q1);
+            let (mut p2, mut q2) = (p0.clone(), vec![0.0; sh.len]);
+            direction(&sh, &r, 0.4, &mut p2);
+            let apart = apply(&sh, 6.0, &p2, &mut q2, &Region::all(n));
+            assert_eq!(
+                (fused.to_bits(), &p1, &q1),
+                (apart.to_bits(), &p2, &q2),
+                "{n:?}"
             );
         }
     }

@@ -42,7 +42,6 @@
 
 use crate::config::{Inner, InnerSpec};
 use crate::field::Field;
-use crate::kernel::Region;
 use crate::linalg::{self, CgVectors, Vector, SEVEN_POINT};
 use crate::slow::Slowdown;
 use crate::Error;
@@ -58,8 +57,6 @@ pub(crate) struct InnerSolve {
     spec: InnerSpec,
     /// Inner CG's residual, direction and `A p` (`None` for inner Jacobi).
     cg: Option<[Vector; 3]>,
-    /// Every owned point of the block.
-    all: Region,
     /// Inner iterations done, over all outer iterations.
     pub(crate) total: u64,
     /// Fewest and most inner iterations of one outer iteration (none yet: `u64::MAX`, 0).
@@ -80,7 +77,6 @@ impl InnerSolve {
             spec,
             cg: (spec.solver == Inner::Cg)
                 .then(|| [Vector::zeros(sh), Vector::zeros(sh), Vector::zeros(sh)]),
-            all: Region::all(sh.n),
             total: 0,
             fewest: u64::MAX,
             most: 0,
@@ -101,7 +97,7 @@ impl InnerSolve {
     ) -> Result<f64, Error> {
         let mut work = Work { slow, fresher };
         let (r0, k, cut) = match &mut self.cg {
-            Some(v) => cg(self.spec, v, &self.all, field, &mut work)?,
+            Some(v) => cg(self.spec, v, field, &mut work)?,
             None => jacobi(self.spec, field, &mut work)?,
         };
         self.total += k;
@@ -159,7 +155,6 @@ fn jacobi(spec: InnerSpec, field: &mut Field, work: &mut Work) -> Result<(f64, u
 fn cg(
     spec: InnerSpec,
     v: &mut [Vector; 3],
-    all: &Region,
     field: &mut Field,
     work: &mut Work,
 ) -> Result<(f64, u64, bool), Error> {
@@ -178,16 +173,17 @@ fn cg(
         work.done(field);
         return Ok((r0, 0, false));
     }
-    // p = r on the owned points; its halo stays zero (A_loc).
-    linalg::direction(&sh, &r.v, 0.0, &mut p.v);
     work.done(field);
     let mut rr = r0;
+    // p = r + β p with β = 0 first (p = r), on the owned points: its halo stays zero (A_loc).
+    let mut beta = 0.0;
     let mut k = 0;
     while k < spec.max {
         if k > 0 && work.stop(field)? {
             return Ok((r0, k, true));
         }
-        let pap = linalg::apply(&sh, SEVEN_POINT, &p.v, &mut q.v, all);
+        // The direction update fused with the operator (one pass over p, not two).
+        let pap = linalg::direction_apply(&sh, SEVEN_POINT, &r.v, beta, &mut p.v, &mut q.v);
         // A_loc is symmetric positive definite: p·Ap > 0 unless p = 0 (or rounding has
         // lost it); stop rather than divide by it.
         if pap.is_nan() || pap <= 0.0 {
@@ -211,7 +207,7 @@ fn cg(
             work.done(field);
             break;
         }
-        linalg::direction(&sh, &r.v, rr_new / rr, &mut p.v);
+        beta = rr_new / rr;
         work.done(field);
         rr = rr_new;
     }
