@@ -155,7 +155,7 @@ pub(crate) struct RunArgs {
     /// factor, above 0 and below 1 (default 0.1).
     #[arg(long, allow_hyphen_values = true)]
     inner_tol: Option<f64>,
-    /// Multisplit: inner iterations per outer iteration at most, at least 1 (default 50).
+    /// Multisplit: inner iterations per outer iteration at most, at least 1 (default 10).
     #[arg(long)]
     inner_max: Option<u64>,
     /// sync: halo swap and reduction in lock-step; async: newest whole message; racy: atomic

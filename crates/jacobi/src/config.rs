@@ -135,8 +135,19 @@ impl Inner {
 /// tolerances 0.01, 0.1 and 0.3, for 24.8, 12.0 and 6.8 inner CG iterations each.
 pub const DEFAULT_INNER_TOL: f64 = 0.1;
 
-/// The default `--inner-max`: inner iterations per outer iteration at most.
-pub const DEFAULT_INNER_MAX: u64 = 50;
+/// The default `--inner-max`: inner iterations per outer iteration at most. Two-stage
+/// multisplitting converges with any fixed number of inner iterations (Frommer and Szyld,
+/// *H-splittings and two-stage iterative methods*, Numer. Math. 63, 1992; synchronous and
+/// asynchronous: Bru, Migallón, Penadés and Szyld, ETNA 3, 1995), so the count is a matter of
+/// cost: more inner iterations buy fewer outer ones, with diminishing returns. Sync runs to
+/// 1e-6 on the Laplace problem, inner CG (inner iterations in all = outer × inner per outer):
+/// on 2 × 50³ at most 5, 10, 15, 20 and 50 inner iterations took 382 × 5, 164 × 10, 126 × 15,
+/// 116 × 20 and 116 × 24.5 (1910, 1640, 1890, 2314, 2846); on 2 × 32³ at most 5, 7, 10 and 15
+/// took 915, 812, 830 and 1183; on 8 × 32³ 3372, 3371, 3820 and 4744 (7 and 10: 484 × 7,
+/// 384 × 10). Ten is at or within 13% of the fewest everywhere; the former default, 50, did
+/// 1.7× the inner work of 10 on 2 × 50³ (docs/performance.md, "Multisplitting against
+/// Jacobi and CG").
+pub const DEFAULT_INNER_MAX: u64 = 10;
 
 /// The preconditioner of the Krylov solvers (`--pc`).
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]

@@ -24,7 +24,13 @@ fn global(n: usize) -> Dims {
 
 fn multisplit(n: usize, variant: Variant, inner: Inner) -> Config {
     let mut c = cfg(global(n), variant);
-    c.method = Multisplit::new(variant, inner).into();
+    let mut m = Multisplit::new(variant, inner);
+    // Inner Jacobi, whose sweeps gain little each, gets as many as 50: at its default of 10
+    // it needs 58 outer iterations at 2 ranks, not the 10× fewer than Jacobi's 491 asked here.
+    if inner == Inner::Jacobi {
+        m.inner.max = 50;
+    }
+    c.method = m.into();
     // One check per outer iteration (sync): an outer iteration is a whole inner solve.
     c.check_every = 1;
     c
@@ -85,10 +91,8 @@ fn check(n: usize, variant: Variant, inner: Inner) {
     for r in &recs {
         let m = r.multisplit.as_ref().expect("a multisplit record");
         assert!(m.inner_iterations >= r.iterations, "{what}: {m:?}");
-        assert!(
-            m.inner_most <= crate::config::DEFAULT_INNER_MAX,
-            "{what}: {m:?}"
-        );
+        let max = c.inner_spec().expect("multisplit").max;
+        assert!(m.inner_most <= max, "{what}: {m:?}");
     }
     // The assembled solution solves the global system: its residual, computed serially on
     // the whole grid, is below tolerance relative to the serial start's.
