@@ -44,23 +44,53 @@ impl Parts {
         self.reduce += t.elapsed();
     }
 
-    /// Send something whose message `send` fills with `pack` (which it calls at most once),
-    /// timing the packing as pack and the rest as send.
+    /// A blocking send (`send_with`) whose message `send` fills with `pack` (called at most
+    /// once): the packing timed as pack, the time before it (waiting for a free slot, which
+    /// the neighbour frees by taking an earlier message) as wait, the rest as send.
     #[inline]
     pub(crate) fn send<T>(
         &mut self,
         send: impl FnOnce(&mut dyn FnMut(&mut [f64])) -> T,
+        pack: impl FnMut(&mut [f64]),
+    ) -> T {
+        self.timed_send(true, send, pack)
+    }
+
+    /// An offer (`try_send_with`): as [`Parts::send`], but the check for a free slot, which
+    /// does not wait, is part of the send.
+    #[inline]
+    pub(crate) fn offer<T>(
+        &mut self,
+        send: impl FnOnce(&mut dyn FnMut(&mut [f64])) -> T,
+        pack: impl FnMut(&mut [f64]),
+    ) -> T {
+        self.timed_send(false, send, pack)
+    }
+
+    #[inline]
+    fn timed_send<T>(
+        &mut self,
+        blocking: bool,
+        send: impl FnOnce(&mut dyn FnMut(&mut [f64])) -> T,
         mut pack: impl FnMut(&mut [f64]),
     ) -> T {
         let t = Instant::now();
+        let mut began = None;
         let mut packed = Duration::ZERO;
         let out = send(&mut |buf| {
             let p = Instant::now();
+            began = Some(p);
             pack(buf);
             packed += p.elapsed();
         });
+        let total = t.elapsed();
+        let waited = match began {
+            Some(p) if blocking => p.duration_since(t),
+            _ => Duration::ZERO,
+        };
         self.pack += packed;
-        self.send += t.elapsed().saturating_sub(packed);
+        self.wait += waited;
+        self.send += total.saturating_sub(packed + waited);
         out
     }
 
@@ -78,28 +108,37 @@ impl Parts {
 mod tests {
     use super::*;
 
-    /// Packing inside a send is pack, the rest of the send is send, and the breakdown's parts
-    /// add up to the time given.
+    /// Packing inside a send is pack, a blocking send's time before it wait (an offer's:
+    /// send), the rest send; the breakdown's parts add up to the time given.
     #[test]
-    fn a_send_splits_into_pack_and_send() {
+    fn a_send_splits_into_wait_pack_and_send() {
+        let ms = Duration::from_millis;
+        // A transport's send: 20 ms before it fills the message, 3 ms after.
+        fn send(fill: &mut dyn FnMut(&mut [f64])) -> [f64; 4] {
+            let mut buf = [0.0; 4];
+            std::thread::sleep(Duration::from_millis(20));
+            fill(&mut buf);
+            std::thread::sleep(Duration::from_millis(3));
+            buf
+        }
+        let pack = |b: &mut [f64]| {
+            std::thread::sleep(ms(2));
+            b.fill(1.0);
+        };
         let mut p = Parts::default();
-        let mut buf = [0.0; 4];
-        p.send(
-            |fill| {
-                std::thread::sleep(Duration::from_millis(3));
-                fill(&mut buf);
-            },
-            |b| {
-                std::thread::sleep(Duration::from_millis(2));
-                b.fill(1.0);
-            },
+        assert_eq!(p.send(send, pack), [1.0; 4]);
+        assert!(
+            p.wait >= ms(20) && p.pack >= ms(2) && p.send >= ms(3),
+            "{p:?}"
         );
-        assert_eq!(buf, [1.0; 4]);
-        assert!(p.pack >= Duration::from_millis(2), "{p:?}");
-        assert!(p.send >= Duration::from_millis(3), "{p:?}");
-        assert!(p.send < Duration::from_millis(3) + p.pack, "{p:?}");
-        let b = p.breakdown(p.comm() + Duration::from_millis(1));
-        assert!((b.parts().iter().sum::<f64>() - (p.comm().as_secs_f64() + 1e-3)).abs() < 1e-9);
+        assert!(p.send < ms(20) && p.pack < ms(20), "counted once: {p:?}");
+        let mut q = Parts::default();
+        q.offer(send, pack);
+        assert_eq!(q.wait, Duration::ZERO);
+        assert!(q.pack >= ms(2) && q.send >= ms(23), "{q:?}");
+        let b = p.breakdown(p.comm() + ms(1));
+        let sum: f64 = b.parts().iter().sum();
+        assert!((sum - (p.comm().as_secs_f64() + 1e-3)).abs() < 1e-9);
         assert!((b.comm_s() - p.comm().as_secs_f64()).abs() < 1e-9);
         assert_eq!(p.breakdown(Duration::ZERO).other_s, 0.0);
     }

@@ -146,9 +146,9 @@ pub struct RankRecord {
 }
 
 /// Where a rank's solve time went, part by part, as Bethune, Bull, Dingle and Higham profile
-/// their asynchronous Jacobi (*Performance analysis of asynchronous Jacobi's method
-/// implemented in MPI, SHMEM and OpenMP*, IJHPCA 28(1), 2014, Figure 5): seconds over the
-/// solve, or (in [`Report::breakdown_per_iteration`]) per iteration. `T` is `f64` for one
+/// the iterations of their Jacobi implementations (*Performance analysis of asynchronous
+/// Jacobi's method implemented in MPI, SHMEM and OpenMP*, IJHPCA 28(1), 2014): seconds over
+/// the solve, or (in [`Report::breakdown_per_iteration`]) per iteration. `T` is `f64` for one
 /// rank, [`Spread`] over ranks in [`Report::breakdown`].
 ///
 /// The parts are disjoint stretches of the solve, each timed where it happens with the
@@ -164,11 +164,12 @@ pub struct Breakdown<T = f64> {
     pub pack_s: T,
     /// Copying received faces into the halo.
     pub unpack_s: T,
-    /// Posting or offering messages (`send_with`, `try_send_with`), pack excluded: a sync
-    /// send's wait for a free slot is in it.
+    /// Posting or offering messages (`send_with`, `try_send_with`), pack excluded (and a
+    /// sync send's wait for a free slot, which is wait).
     pub send_s: T,
-    /// Waiting for the neighbours' halos: blocking receives (sync), polling for new
-    /// messages (async, racy), and a blocking exchange's wait for its send to be taken.
+    /// Waiting for the neighbours: blocking receives of their halos (sync), polling for new
+    /// messages (async, racy), a sync send's wait for a free slot (the neighbour has not
+    /// taken an earlier message yet), a blocking exchange's wait for its send to be taken.
     pub wait_s: T,
     /// Global reductions: the blocking all-reduce of the residual, and starting and testing
     /// non-blocking reductions (async, racy, pipecg: its test between planes and its wait).

@@ -183,7 +183,7 @@ fn offer_face<B: Backend, M: chan_core::Mode, F: Iterate>(
     parts: &mut Parts,
 ) -> Result<bool, Error> {
     ch.set_iteration(it);
-    match parts.send(
+    match parts.offer(
         |fill| ch.try_send_with(fill),
         |buf| pack_echo(field, face, echo, buf),
     ) {
