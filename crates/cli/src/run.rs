@@ -228,6 +228,13 @@ pub(crate) fn rank_csv(run: &Report) -> Csv {
         "replacements",
         "inner_iterations",
         "inner_per_outer",
+        "sweep_s",
+        "pack_s",
+        "unpack_s",
+        "send_s",
+        "wait_s",
+        "reduce_s",
+        "other_s",
     ]);
     let variant = run.config.variant();
     for r in &run.ranks {
@@ -235,44 +242,48 @@ pub(crate) fn rank_csv(run: &Report) -> Csv {
         let (n, sum) = batches
             .iter()
             .fold((0u64, 0u64), |(n, s), &(v, c)| (n + c, s + v * c));
-        csv.row([
-            r.rank.to_string(),
-            r.backend.clone(),
-            variant.name().to_string(),
-            run.config.ranks.to_string(),
-            r.coords[0].to_string(),
-            r.coords[1].to_string(),
-            r.coords[2].to_string(),
-            r.local.x.to_string(),
-            r.local.y.to_string(),
-            r.local.z.to_string(),
-            r.iterations.to_string(),
-            r.time_s.to_string(),
-            r.compute_s.to_string(),
-            r.comm_s.to_string(),
-            r.stop.name().to_string(),
-            r.converged.to_string(),
-            crate::output::opt(r.residual.reported),
-            r.residual.true_residual.to_string(),
-            r.reductions.to_string(),
-            r.certifications.len().to_string(),
-            r.messages.sent.to_string(),
-            r.messages.skipped.to_string(),
-            r.messages.received.to_string(),
-            r.messages.superseded.to_string(),
-            crate::output::opt((n > 0).then(|| sum as f64 / n as f64)),
-            crate::output::opt(r.error_max),
-            run.config.config.solver().name().to_string(),
-            crate::output::opt(r.krylov.as_ref().map(|k| k.reduce_flight_s)),
-            crate::output::opt(r.krylov.as_ref().map(|k| k.reduce_wait_s)),
-            r.krylov
-                .as_ref()
-                .map_or(String::new(), |k| k.replacements.to_string()),
-            r.multisplit
-                .as_ref()
-                .map_or(String::new(), |m| m.inner_iterations.to_string()),
-            crate::output::opt(r.multisplit.as_ref().map(|m| m.inner_per_outer)),
-        ]);
+        csv.row(
+            [
+                r.rank.to_string(),
+                r.backend.clone(),
+                variant.name().to_string(),
+                run.config.ranks.to_string(),
+                r.coords[0].to_string(),
+                r.coords[1].to_string(),
+                r.coords[2].to_string(),
+                r.local.x.to_string(),
+                r.local.y.to_string(),
+                r.local.z.to_string(),
+                r.iterations.to_string(),
+                r.time_s.to_string(),
+                r.compute_s.to_string(),
+                r.comm_s.to_string(),
+                r.stop.name().to_string(),
+                r.converged.to_string(),
+                crate::output::opt(r.residual.reported),
+                r.residual.true_residual.to_string(),
+                r.reductions.to_string(),
+                r.certifications.len().to_string(),
+                r.messages.sent.to_string(),
+                r.messages.skipped.to_string(),
+                r.messages.received.to_string(),
+                r.messages.superseded.to_string(),
+                crate::output::opt((n > 0).then(|| sum as f64 / n as f64)),
+                crate::output::opt(r.error_max),
+                run.config.config.solver().name().to_string(),
+                crate::output::opt(r.krylov.as_ref().map(|k| k.reduce_flight_s)),
+                crate::output::opt(r.krylov.as_ref().map(|k| k.reduce_wait_s)),
+                r.krylov
+                    .as_ref()
+                    .map_or(String::new(), |k| k.replacements.to_string()),
+                r.multisplit
+                    .as_ref()
+                    .map_or(String::new(), |m| m.inner_iterations.to_string()),
+                crate::output::opt(r.multisplit.as_ref().map(|m| m.inner_per_outer)),
+            ]
+            .into_iter()
+            .chain((0..7).map(|k| crate::output::opt(r.breakdown.map(|b| b.parts()[k])))),
+        );
     }
     csv
 }

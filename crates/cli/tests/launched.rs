@@ -68,6 +68,41 @@ fn history(j: &Value) -> Vec<(u64, f64)> {
     h.into_iter().map(|(i, r, _)| (i, r)).collect()
 }
 
+/// Every rank's `breakdown` (where its solve time went) as the solvers time it over a
+/// launched backend: non-negative parts, those measured adding up to no more than the solve
+/// time and `other_s` the rest, the sweep `compute_s` and the communication parts `comm_s`.
+/// With neighbours a rank waits for halos and reduces; alone, it has no halo to pack, send,
+/// wait for or unpack.
+fn breakdown_adds_up(j: &Value, what: &str) {
+    let typed: jacobi::Report =
+        serde_json::from_value(j.clone()).expect("the report reads back as a jacobi::Report");
+    let np = typed.ranks.len();
+    for r in &typed.ranks {
+        let b = r
+            .breakdown
+            .unwrap_or_else(|| panic!("{what}: rank {} has no breakdown", r.rank));
+        let what = format!("{what}, rank {}: {b:?}", r.rank);
+        assert!(b.parts().iter().all(|&v| v >= 0.0), "{what}");
+        let measured: f64 = b.parts()[..6].iter().sum();
+        assert!(measured <= r.time_s + 1e-9, "{what}: time {}", r.time_s);
+        assert!((measured + b.other_s - r.time_s).abs() < 1e-9, "{what}");
+        assert_eq!(b.sweep_s, r.compute_s, "{what}");
+        assert!((b.comm_s() - r.comm_s).abs() < 1e-9, "{what}");
+        assert!(b.sweep_s > 0.0, "{what}");
+        if np > 1 {
+            assert!(b.wait_s > 0.0 && b.reduce_s > 0.0, "{what}");
+            assert!(b.pack_s > 0.0 && b.send_s > 0.0, "{what}");
+        } else {
+            assert_eq!(
+                [b.pack_s, b.unpack_s, b.send_s, b.wait_s],
+                [0.0; 4],
+                "{what}"
+            );
+        }
+    }
+    assert!(typed.breakdown_per_iteration.is_some(), "{what}");
+}
+
 /// Sync over MPI on 1, 2 and 4 ranks (2 and 4 decompose the grid differently) equals the
 /// threads backend on 1 rank (a serial run): the same iteration count and a residual history
 /// equal to 1e-12 relative (the blocks' sums are added in a different order, nothing else
@@ -95,6 +130,7 @@ fn sync_over_a_launcher_matches_a_serial_run() {
             let j = report(&launch(l, np, &args, &json), &json, &what);
             assert_eq!(j["config"]["backend"], l.backend);
             assert_eq!(j["config"]["ranks"], np);
+            breakdown_adds_up(&j, &what);
             assert_eq!(
                 j["iterations"]["min"], serial["iterations"]["min"],
                 "np={np}"
@@ -142,6 +178,7 @@ fn async_and_racy_over_a_launcher_converge_only_below_tol() {
                         assert_eq!(r["backend"], l.backend);
                     }
                     typed_channel_stats(&j, np, variant);
+                    breakdown_adds_up(&j, &format!("{} {variant} np={np}", l.backend));
                 }
             }
         }
@@ -731,6 +768,7 @@ fn krylov_over_a_launcher_matches_a_serial_run() {
                 let j = report(&launch(l, np, &args, &json), &json, &what);
                 assert_eq!(j["config"]["ranks"], np);
                 assert_eq!(j["config"]["solver"], solver);
+                breakdown_adds_up(&j, &what);
                 assert_eq!(j["iterations"]["min"].as_f64(), Some(want), "{what}");
                 assert_eq!(j["iterations"]["max"].as_f64(), Some(want), "{what}");
                 assert!(j["residual"]["true"].as_f64().unwrap() < 1e-8, "{what}");

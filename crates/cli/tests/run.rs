@@ -318,7 +318,11 @@ fn a_krylov_report_and_an_old_report() {
     ]);
     assert!(stdout.contains("pipecg (pc jacobi)"), "{stdout}");
     assert!(stdout.contains("hidden behind computation"), "{stdout}");
+    assert!(stdout.contains("per iteration    sweep "), "{stdout}");
     let j = read_json(&json);
+    let per = &j["breakdown_per_iteration"];
+    assert!(per["reduce_s"].as_f64().unwrap() > 0.0, "{per}");
+    assert!(j["breakdown"]["wait_s"]["max"].as_f64().unwrap() > 0.0);
     assert_eq!(j["schema"], "aiac.run/3");
     assert_eq!(j["config"]["solver"], "pipecg");
     assert_eq!(j["config"]["pc"], "jacobi");
@@ -336,8 +340,14 @@ fn a_krylov_report_and_an_old_report() {
     old["config"].as_object_mut().unwrap().remove("pc");
     // Nor the halo depth (added later within schema 2; read as 1).
     old["config"].as_object_mut().unwrap().remove("halo_depth");
+    // Nor the breakdown (added later within schema 3).
+    old.as_object_mut().unwrap().remove("breakdown");
+    old.as_object_mut()
+        .unwrap()
+        .remove("breakdown_per_iteration");
     for r in old["ranks"].as_array_mut().unwrap() {
         r.as_object_mut().unwrap().remove("krylov");
+        r.as_object_mut().unwrap().remove("breakdown");
     }
     let old_path = report_reads_old_and_new(&dir, &old, &json);
     // Its halo depth reads as 1 (the runs.csv of `aiac report --out`).

@@ -270,7 +270,8 @@ fn files_of_a_run_match_their_documentation() {
         "rank,backend,variant,ranks,coord_x,coord_y,coord_z,local_x,local_y,local_z,\
          iterations,time_s,compute_s,comm_s,stop,converged,residual_reported,residual_true,\
          reductions,certifications,sent,skipped,received,superseded,batch_mean,error_max,\
-         solver,reduce_flight_s,reduce_wait_s,replacements,inner_iterations,inner_per_outer"
+         solver,reduce_flight_s,reduce_wait_s,replacements,inner_iterations,inner_per_outer,\
+         sweep_s,pack_s,unpack_s,send_s,wait_s,reduce_s,other_s"
     );
     assert_eq!(rows.len(), 4, "a header and one row per rank: {c}");
     for (k, row) in rows[1..].iter().enumerate() {
@@ -280,6 +281,11 @@ fn files_of_a_run_match_their_documentation() {
         assert_eq!(row[10], ranks[k]["iterations"].to_string());
         assert_eq!(row[15], "true");
         assert_eq!(row[25], "", "no exact solution: empty error_max");
+        assert_eq!(
+            row[32].parse::<f64>().ok(),
+            ranks[k]["breakdown"]["sweep_s"].as_f64()
+        );
+        assert_eq!(row[12], row[32], "compute_s is the sweep");
     }
 
     // History: every rank's points, in order, as in the JSON.

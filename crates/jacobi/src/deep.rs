@@ -94,6 +94,7 @@ use crate::geometry::{Axis, Face, Geometry, GlobalIdx, LocalIdx};
 use crate::halo::{self, Halo};
 use crate::iterate::Iterate;
 use crate::kernel::{self, Grid, Lanes, Region, Shape, ROW_ALIGN};
+use crate::parts::Parts;
 use crate::problem::Problem;
 use crate::Error;
 use chan_core::traits::*;
@@ -608,12 +609,13 @@ impl Iterate for DeepField {
         chans: &mut [Channel<B, Sync>],
         faces: &[Face],
         it: u64,
+        parts: &mut Parts,
     ) -> Result<(), Error> {
         let mut first = 0;
         for axis in Axis::ALL {
             let n = faces[first..].iter().take_while(|f| f.axis == axis).count();
             let round = first..first + n;
-            halo::swap(&mut chans[round.clone()], &faces[round], it, self)?;
+            halo::swap(&mut chans[round.clone()], &faces[round], it, self, parts)?;
             first += n;
         }
         debug_assert_eq!(first, faces.len(), "faces in Face::ALL order");

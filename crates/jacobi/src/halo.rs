@@ -5,8 +5,10 @@
 //! into the halo. Sends only wait for a slot, which the peer freed when it received the
 //! previous exchange; receives are taken in face order.
 
+use crate::clock::Instant;
 use crate::geometry::Face;
 use crate::iterate::Iterate;
+use crate::parts::Parts;
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{Channel, Sync};
@@ -28,29 +30,35 @@ impl Halo for crate::field::Field {
     }
 }
 
-/// Start the send of every face of `h` (channel k serves `faces[k]`), stamped `it`.
+/// Start the send of every face of `h` (channel k serves `faces[k]`), stamped `it`; timed
+/// into `parts` as pack and send.
 pub(crate) fn post<B: Backend, H: Halo + ?Sized>(
     chans: &mut [Channel<B, Sync>],
     faces: &[Face],
     it: u64,
     h: &H,
+    parts: &mut Parts,
 ) -> Result<(), Error> {
     for (ch, &face) in chans.iter_mut().zip(faces) {
         ch.set_iteration(it);
-        ch.send_with(|buf| h.pack(face, buf))?;
+        parts.send(|fill| ch.send_with(fill), |buf| h.pack(face, buf))?;
     }
     Ok(())
 }
 
-/// Receive every face's message into the halo of `h`.
+/// Receive every face's message into the halo of `h`; timed into `parts` as wait (the
+/// receive) and unpack.
 pub(crate) fn complete<B: Backend, H: Halo + ?Sized>(
     chans: &mut [Channel<B, Sync>],
     faces: &[Face],
     h: &mut H,
+    parts: &mut Parts,
 ) -> Result<(), Error> {
     for (ch, &face) in chans.iter_mut().zip(faces) {
+        let t = Instant::now();
         let m = ch.recv()?;
-        h.unpack(face, m.data());
+        parts.wait += t.elapsed();
+        parts.unpack(|| h.unpack(face, m.data()));
     }
     Ok(())
 }
@@ -61,9 +69,10 @@ pub(crate) fn swap<B: Backend, H: Halo + ?Sized>(
     faces: &[Face],
     it: u64,
     h: &mut H,
+    parts: &mut Parts,
 ) -> Result<(), Error> {
-    post(chans, faces, it, h)?;
-    complete(chans, faces, h)
+    post(chans, faces, it, h, parts)?;
+    complete(chans, faces, h, parts)
 }
 
 /// The channels of a block's halo, one-plane or deep: one per face with a neighbour

@@ -7,6 +7,7 @@ use crate::geometry::{Face, Geometry};
 use crate::halo::{self, Halo};
 use crate::kernel::Region;
 use crate::multisplit::{Fresher, InnerSolve};
+use crate::parts::Parts;
 use crate::problem::Problem;
 use crate::slow::Slowdown;
 use crate::Error;
@@ -32,14 +33,16 @@ pub(crate) trait Iterate: Halo {
     fn unpack_atomic(&mut self, face: Face, view: &AtomicF64Slice);
 
     /// A blocking exchange of the halo over Sync channels (channel k serves `faces[k]`),
-    /// stamped `it`: every face sent, then every face received ([`halo::swap`]).
+    /// stamped `it`: every face sent, then every face received ([`halo::swap`]), timed into
+    /// `parts`.
     fn exchange<B: Backend>(
         &mut self,
         chans: &mut [Channel<B, Sync>],
         faces: &[Face],
         it: u64,
+        parts: &mut Parts,
     ) -> Result<(), Error> {
-        halo::swap(chans, faces, it, self)
+        halo::swap(chans, faces, it, self, parts)
     }
 
     /// Σ r² over the owned points, with the halo as last exchanged.

@@ -48,6 +48,7 @@ use crate::halo::{self, Halo};
 use crate::kernel::Region;
 use crate::linalg::{self, CgVectors, PipeVectors, Vector};
 use crate::method::{Krylov as Settings, KrylovSolver};
+use crate::parts::Parts;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
     Certification, KrylovRecord, MessageTotals, RankRecord, Residuals, StopReason,
@@ -81,8 +82,7 @@ pub(crate) fn solve_rank<C: Context>(
         field: block.field,
         bnorm_sq: 0.0,
         it: 0,
-        compute: Duration::ZERO,
-        comm: Duration::ZERO,
+        parts: Parts::default(),
         flight: Duration::ZERO,
         waiting: Duration::ZERO,
         reductions: 0,
@@ -125,8 +125,9 @@ pub(crate) fn solve_rank<C: Context>(
         local: block.geom.local,
         iterations: k.it,
         time_s: time.as_secs_f64(),
-        compute_s: k.compute.as_secs_f64(),
-        comm_s: k.comm.as_secs_f64(),
+        compute_s: k.parts.sweep.as_secs_f64(),
+        comm_s: k.parts.comm().as_secs_f64(),
+        breakdown: Some(k.parts.breakdown(time)),
         stop,
         converged: stop != StopReason::Breakdown && cfg.criterion.met(true_value),
         residual: Residuals {
@@ -197,8 +198,8 @@ struct Krylov<'a> {
     bnorm_sq: f64,
     /// Iterations (updates of x) done.
     it: u64,
-    compute: Duration,
-    comm: Duration,
+    /// Where the time went: the kernels (`compute_s`), halo exchanges and reductions.
+    parts: Parts,
     /// Reductions: time in flight, time spent waiting for them.
     flight: Duration,
     waiting: Duration,
@@ -247,7 +248,7 @@ impl Krylov<'_> {
         let x = &self.field;
         self.slow
             .after(1, || linalg::dot(x.shape(), x.iterate(), x.iterate()));
-        self.compute += t.computed();
+        self.parts.sweep += t.computed();
     }
 
     /// One of the iteration's blocking all-reduces (sum) of `N` values: counted in
@@ -275,7 +276,7 @@ impl Krylov<'_> {
     ) -> Result<[f64; N], Error> {
         let t = Instant::now();
         ctx.all_reduce(&mut v, ReduceOp::Sum)?;
-        self.comm += t.elapsed();
+        self.parts.reduced(t);
         Ok(v)
     }
 
@@ -301,10 +302,7 @@ impl Krylov<'_> {
         chans: &mut [Channel<B, Sync>],
         h: &mut H,
     ) -> Result<(), Error> {
-        let t = Instant::now();
-        halo::swap(chans, &self.faces, self.it, h)?;
-        self.comm += t.elapsed();
-        Ok(())
+        halo::swap(chans, &self.faces, self.it, h, &mut self.parts)
     }
 
     /// `dst = A src`, the halo of `src` exchanged first; returns Σ src·dst over the block.
@@ -325,9 +323,7 @@ impl Krylov<'_> {
             let all = Region::all(shape.n);
             return Ok(self.compute(|| linalg::apply(&shape, diag, &src.v, &mut dst.v, &all)));
         }
-        let t = Instant::now();
-        halo::post(chans, &self.faces, self.it, src)?;
-        self.comm += t.elapsed();
+        halo::post(chans, &self.faces, self.it, src, &mut self.parts)?;
         let mut sum = 0.0;
         let inner = self.interior.clone();
         for z in inner.z.clone() {
@@ -338,11 +334,9 @@ impl Krylov<'_> {
             sum += self.compute(|| linalg::apply(&shape, diag, &src.v, &mut dst.v, &plane));
             let t = Instant::now();
             poll()?;
-            self.comm += t.elapsed();
+            self.parts.reduced(t);
         }
-        let t = Instant::now();
-        halo::complete(chans, &self.faces, src)?;
-        self.comm += t.elapsed();
+        halo::complete(chans, &self.faces, src, &mut self.parts)?;
         let shell = std::mem::take(&mut self.shell);
         for reg in &shell {
             sum += self.compute(|| linalg::apply(&shape, diag, &src.v, &mut dst.v, reg));
@@ -391,9 +385,13 @@ impl Krylov<'_> {
         r: &mut Vector,
         rec: Option<&Vector>,
     ) -> Result<[f64; 2], Error> {
-        let t = Instant::now();
-        halo::swap(chans, &self.faces, self.it, &mut self.field)?;
-        self.comm += t.elapsed();
+        halo::swap(
+            chans,
+            &self.faces,
+            self.it,
+            &mut self.field,
+            &mut self.parts,
+        )?;
         let t = Instant::now();
         let f = &self.field;
         let rec = rec.map(|v| &v.v[..]);
@@ -611,7 +609,7 @@ impl Krylov<'_> {
             // The reduction of (r,u), (w,u), (r,r) flies while n = A m is computed.
             let t = Instant::now();
             red.start(&local)?;
-            self.comm += t.elapsed();
+            self.parts.reduced(t);
             let mut pending = Pending {
                 red: &mut *red,
                 started: t,
@@ -639,7 +637,7 @@ impl Krylov<'_> {
             let waited = pending.waited + t.elapsed();
             self.flight += seen.duration_since(pending.started);
             self.waiting += waited;
-            self.comm += t.elapsed();
+            self.parts.reduced(t);
             self.reductions += 1;
             let [gamma, delta, rr] = g;
             let value = self.measure(rr);

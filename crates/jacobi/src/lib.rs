@@ -61,6 +61,7 @@ mod linalg;
 mod memory;
 mod method;
 mod multisplit;
+mod parts;
 mod problem;
 mod progress;
 mod record;
@@ -87,8 +88,8 @@ pub use method::{BlockIteration, Jacobi, Krylov, KrylovSolver, Method, MethodFla
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{
-    gather_records, Certification, KrylovRecord, MessageTotals, MultisplitRecord, RankRecord,
-    Report, ReportResiduals, Residuals, RunConfig, Spread, StopReason, REPORT_SCHEMA,
+    gather_records, Breakdown, Certification, KrylovRecord, MessageTotals, MultisplitRecord,
+    RankRecord, Report, ReportResiduals, Residuals, RunConfig, Spread, StopReason, REPORT_SCHEMA,
     REPORT_SCHEMA_V1, REPORT_SCHEMA_V2,
 };
 pub use shared::{solve_shared, solve_shared_with};

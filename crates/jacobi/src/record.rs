@@ -102,6 +102,12 @@ pub struct RankRecord {
     pub compute_s: f64,
     /// Time in halo exchange, reductions and certification, seconds.
     pub comm_s: f64,
+    /// Where the solve's time went, part by part ([`Breakdown`]): `sweep_s` is
+    /// [`RankRecord::compute_s`], the communication parts sum to [`RankRecord::comm_s`].
+    /// `None` for the shared-memory backend (no messages to time) and in reports written
+    /// before it was measured.
+    #[serde(default)]
+    pub breakdown: Option<Breakdown>,
     /// Why it stopped.
     pub stop: StopReason,
     /// The true final residual meets the criterion.
@@ -137,6 +143,100 @@ pub struct RankRecord {
     /// `--exchange overlap`): this rank's own diagnostic, not gathered.
     #[serde(skip)]
     pub(crate) exchange_trace: Vec<ExchangeStep>,
+}
+
+/// Where a rank's solve time went, part by part, as Bethune, Bull, Dingle and Higham profile
+/// the iterations of their Jacobi implementations (*Performance analysis of asynchronous
+/// Jacobi's method implemented in MPI, SHMEM and OpenMP*, IJHPCA 28(1), 2014): seconds over
+/// the solve, or (in [`Report::breakdown_per_iteration`]) per iteration. `T` is `f64` for one
+/// rank, [`Spread`] over ranks in [`Report::breakdown`].
+///
+/// The parts are disjoint stretches of the solve, each timed where it happens with the
+/// solvers' clock; `other_s` is the rest of the solve time (bookkeeping, the convergence
+/// test, timer reads). Multisplitting's sends and polls made during its inner solve count in
+/// its sweep.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown<T = f64> {
+    /// Computation: sweeps (multisplit: inner solves; Krylov: the matrix-vector products,
+    /// vector updates and dot products), residuals, the slow rank's extra passes.
+    pub sweep_s: T,
+    /// Copying faces into outgoing messages.
+    pub pack_s: T,
+    /// Copying received faces into the halo.
+    pub unpack_s: T,
+    /// Posting or offering messages (`send_with`, `try_send_with`), pack excluded (and a
+    /// sync send's wait for a free slot, which is wait).
+    pub send_s: T,
+    /// Waiting for the neighbours: blocking receives of their halos (sync), polling for new
+    /// messages (async, racy), a sync send's wait for a free slot (the neighbour has not
+    /// taken an earlier message yet), a blocking exchange's wait for its send to be taken.
+    pub wait_s: T,
+    /// Global reductions: the blocking all-reduce of the residual, and starting and testing
+    /// non-blocking reductions (async, racy, pipecg: its test between planes and its wait).
+    pub reduce_s: T,
+    /// The solve time not in any part above.
+    pub other_s: T,
+}
+
+impl Breakdown {
+    /// The communication parts: pack, unpack, send, wait and reduce (what `comm_s` is).
+    pub fn comm_s(&self) -> f64 {
+        self.pack_s + self.unpack_s + self.send_s + self.wait_s + self.reduce_s
+    }
+
+    /// Every part, `other_s` included, in field order.
+    pub fn parts(&self) -> [f64; 7] {
+        [
+            self.sweep_s,
+            self.pack_s,
+            self.unpack_s,
+            self.send_s,
+            self.wait_s,
+            self.reduce_s,
+            self.other_s,
+        ]
+    }
+
+    /// The breakdown of these parts, in field order.
+    fn from_parts(
+        [sweep_s, pack_s, unpack_s, send_s, wait_s, reduce_s, other_s]: [f64; 7],
+    ) -> Self {
+        Breakdown {
+            sweep_s,
+            pack_s,
+            unpack_s,
+            send_s,
+            wait_s,
+            reduce_s,
+            other_s,
+        }
+    }
+
+    /// The breakdown whose parts are `f` of this one's and `other`'s.
+    fn zip(&self, other: &Self, f: impl Fn(f64, f64) -> f64) -> Self {
+        let (a, b) = (self.parts(), other.parts());
+        Self::from_parts(std::array::from_fn(|k| f(a[k], b[k])))
+    }
+
+    /// The part names, in field order, without `_s`.
+    pub const NAMES: [&'static str; 7] =
+        ["sweep", "pack", "unpack", "send", "wait", "reduce", "other"];
+}
+
+impl Breakdown<Spread> {
+    /// Each part over `parts` (at least one).
+    fn over(parts: &[Breakdown]) -> Self {
+        let of = |k: usize| Spread::of(parts.iter().map(|b| b.parts()[k]));
+        Breakdown {
+            sweep_s: of(0),
+            pack_s: of(1),
+            unpack_s: of(2),
+            send_s: of(3),
+            wait_s: of(4),
+            reduce_s: of(5),
+            other_s: of(6),
+        }
+    }
 }
 
 /// What one rank of a Krylov solve did beyond the common record.
@@ -330,6 +430,14 @@ pub struct Report {
     pub compute_s: Spread,
     /// Communication time over ranks, seconds.
     pub comm_s: Spread,
+    /// Where the solve time went ([`Breakdown`]), each part over ranks, seconds; `None`
+    /// when a rank has no breakdown (`ranks[].breakdown`).
+    #[serde(default)]
+    pub breakdown: Option<Breakdown<Spread>>,
+    /// Each part per iteration: a rank's part over its iterations (at least one), the
+    /// mean over ranks, seconds.
+    #[serde(default)]
+    pub breakdown_per_iteration: Option<Breakdown>,
     /// Messages summed over ranks.
     pub messages: MessageTotals,
     /// Certifications done (rank 0's list; every rank certifies together).
@@ -375,6 +483,7 @@ impl Report {
             messages.received += r.messages.received;
             messages.superseded += r.messages.superseded;
         }
+        let breakdowns: Option<Vec<Breakdown>> = ranks.iter().map(|r| r.breakdown).collect();
         let stop = if ranks.iter().any(|r| r.stop == StopReason::Breakdown) {
             StopReason::Breakdown
         } else if ranks.iter().all(|r| r.stop == StopReason::Criterion) {
@@ -412,6 +521,16 @@ impl Report {
             tol: cfg.criterion.tol(),
             compute_s: Spread::of(ranks.iter().map(|r| r.compute_s)),
             comm_s: Spread::of(ranks.iter().map(|r| r.comm_s)),
+            breakdown: breakdowns.as_deref().map(Breakdown::over),
+            breakdown_per_iteration: breakdowns.map(|bs| {
+                let n = bs.len() as f64;
+                let mut mean = Breakdown::default();
+                for (b, r) in bs.iter().zip(&ranks) {
+                    let per = r.iterations.max(1) as f64;
+                    mean = mean.zip(b, |m, v| m + v / per / n);
+                }
+                mean
+            }),
             messages,
             certifications: r0.certifications.clone(),
             history: r0.history.clone(),
@@ -521,6 +640,17 @@ impl Report {
             "  time             {:.4} s   (compute {:.4} s, communication {:.4} s, mean per rank)\n",
             self.time_s, self.compute_s.mean, self.comm_s.mean
         ));
+        if let Some(b) = &self.breakdown_per_iteration {
+            let parts: Vec<String> = Breakdown::NAMES
+                .iter()
+                .zip(b.parts())
+                .map(|(n, v)| format!("{n} {:.2} µs", v * 1e6))
+                .collect();
+            s.push_str(&format!(
+                "  per iteration    {}   (mean per rank)\n",
+                parts.join(", ")
+            ));
+        }
         s.push_str(&format!("  updates/s        {:.3e}\n", self.updates_per_s));
         s.push_str(&format!(
             "  messages         sent {}   skipped {}   received {}   superseded {}\n",

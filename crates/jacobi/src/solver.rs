@@ -18,6 +18,7 @@ use crate::iterate::Iterate;
 use crate::kernel::Region;
 use crate::method::BlockIteration;
 use crate::multisplit::{Fresher, InnerSolve};
+use crate::parts::Parts;
 use crate::problem::StopCriterion;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
@@ -92,8 +93,8 @@ pub(crate) struct Run<'a, F> {
     pub(crate) res0_sq: f64,
     /// Sweeps done.
     pub(crate) it: u64,
-    pub(crate) compute: Duration,
-    pub(crate) comm: Duration,
+    /// Where the time went: sweeps (`compute_s`), and the communication parts (`comm_s`).
+    pub(crate) parts: Parts,
     /// The last value the solver's own test saw (none before the first check).
     pub(crate) reported: Option<f64>,
     /// The convergence profile.
@@ -171,17 +172,21 @@ fn pack_echo<F: Iterate>(field: &F, face: Face, echo: u64, buf: &mut [f64]) {
     }
 }
 
-/// Offer `face` of `field`, stamped `it`, with `echo` (`try_send`): true when sent, false when
-/// all R slots were busy.
+/// Offer `face` of `field`, stamped `it`, with `echo` (`try_send`), timed into `parts` as pack
+/// and send: true when sent, false when all R slots were busy.
 fn offer_face<B: Backend, M: chan_core::Mode, F: Iterate>(
     ch: &mut Channel<B, M>,
     field: &F,
     face: Face,
     echo: u64,
     it: u64,
+    parts: &mut Parts,
 ) -> Result<bool, Error> {
     ch.set_iteration(it);
-    match ch.try_send_with(|buf| pack_echo(field, face, echo, buf)) {
+    match parts.offer(
+        |fill| ch.try_send_with(fill),
+        |buf| pack_echo(field, face, echo, buf),
+    ) {
         Ok(()) => Ok(true),
         Err(TrySendError::Full(_)) => Ok(false),
         Err(TrySendError::Comm(e)) => Err(e.into()),
@@ -192,13 +197,15 @@ fn offer_face<B: Backend, M: chan_core::Mode, F: Iterate>(
 /// differently, for every iterate.
 pub(crate) trait HaloSource {
     /// Apply new data on this channel to the halo beyond `face`, if any (racy: read as `read`
-    /// says), unless older than the inbox's floor. True when the halo was written.
+    /// says), unless older than the inbox's floor, timed into `parts` as wait (looking for
+    /// it) and unpack. True when the halo was written.
     fn take<F: Iterate>(
         &mut self,
         field: &mut F,
         face: Face,
         inbox: &mut Inbox,
         read: RacyRead,
+        parts: &mut Parts,
     ) -> Result<bool, Error>;
 
     /// Whether new data has arrived since the last [`HaloSource::take`], without taking it
@@ -215,11 +222,15 @@ impl<B: Backend> HaloSource for Channel<B, Async> {
         face: Face,
         inbox: &mut Inbox,
         _: RacyRead,
+        parts: &mut Parts,
     ) -> Result<bool, Error> {
-        if let Some(m) = self.recv()? {
+        let t = Instant::now();
+        let m = self.recv()?;
+        parts.wait += t.elapsed();
+        if let Some(m) = m {
             if m.stamp() >= inbox.floor {
                 let (data, extra) = m.data().split_at(field.face_len(face));
-                field.unpack(face, data);
+                parts.unpack(|| field.unpack(face, data));
                 inbox.applied(m.stamp(), extra.first().copied());
                 return Ok(true);
             }
@@ -239,7 +250,9 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
         face: Face,
         inbox: &mut Inbox,
         read: RacyRead,
+        parts: &mut Parts,
     ) -> Result<bool, Error> {
+        let t = Instant::now();
         let read_now = match read {
             // Read the view only once a send newer than the halo's data has landed: before
             // any send the view holds zeros, not the neighbour's iterate.
@@ -249,8 +262,11 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
         };
         if read_now {
             self.recv()?;
+        }
+        parts.wait += t.elapsed();
+        if read_now {
             let (data, extra) = self.view().split_at(field.face_len(face));
-            field.unpack_atomic(face, data);
+            parts.unpack(|| field.unpack_atomic(face, data));
             // The echo word is some send's whole word, like every element of the view.
             inbox.applied(
                 self.last_stamp(),
@@ -363,8 +379,7 @@ impl<'a, F: Iterate> Run<'a, F> {
             field,
             res0_sq: 0.0,
             it: 0,
-            compute: Duration::ZERO,
-            comm: Duration::ZERO,
+            parts: Parts::default(),
             reported: None,
             history: History::new(),
             certifications: Vec::new(),
@@ -400,10 +415,8 @@ impl<'a, F: Iterate> Run<'a, F> {
         &mut self,
         chans: &mut [Channel<B, Sync>],
     ) -> Result<(), Error> {
-        let t = Instant::now();
-        self.field.exchange(chans, &self.faces, self.it)?;
-        self.comm += t.elapsed();
-        Ok(())
+        self.field
+            .exchange(chans, &self.faces, self.it, &mut self.parts)
     }
 
     /// The true residual of the current global iterate: a synchronous halo swap, the residual
@@ -417,10 +430,10 @@ impl<'a, F: Iterate> Run<'a, F> {
         let t = Instant::now();
         let local = self.field.residual_sq();
         self.last_true_local = local;
-        self.compute += t.computed();
+        self.parts.sweep += t.computed();
         let t = Instant::now();
         let g = sum_all(ctx, local)?;
-        self.comm += t.elapsed();
+        self.parts.reduced(t);
         Ok(g)
     }
 
@@ -502,7 +515,7 @@ impl<'a, F: Iterate> Run<'a, F> {
         *last_true = None;
         let t = Instant::now();
         let round = rounds.poll(self.it, local)?;
-        self.comm += t.elapsed();
+        self.parts.reduced(t);
         let Some(g) = round else {
             if self.it >= self.cfg.max_iters {
                 std::thread::yield_now(); // only waiting for the round to come back
@@ -532,7 +545,7 @@ impl<'a, F: Iterate> Run<'a, F> {
         if rounds.due(self.it) {
             let t = Instant::now();
             rounds.start(self.it, local)?;
-            self.comm += t.elapsed();
+            self.parts.reduced(t);
         }
         Ok(step)
     }
@@ -559,8 +572,9 @@ impl<'a, F: Iterate> Run<'a, F> {
             local: geom.local,
             iterations: self.it,
             time_s: time.as_secs_f64(),
-            compute_s: self.compute.as_secs_f64(),
-            comm_s: self.comm.as_secs_f64(),
+            compute_s: self.parts.sweep.as_secs_f64(),
+            comm_s: self.parts.comm().as_secs_f64(),
+            breakdown: Some(self.parts.breakdown(time)),
             stop,
             converged: self.criterion().met(true_value),
             residual: Residuals {
@@ -628,7 +642,7 @@ impl<F: Iterate> Run<'_, F> {
             }
             Some(s) => self.field.solve_inner(s, &mut self.slow, fresher)?,
         };
-        self.compute += t.computed();
+        self.parts.sweep += t.computed();
         self.it += m;
         Ok(r)
     }
@@ -652,7 +666,7 @@ impl<F: Iterate> Run<'_, F> {
                 .map(|reg| self.field.sweep_region(reg, resid))
                 .sum()
         };
-        self.compute += t.computed();
+        self.parts.sweep += t.computed();
         r
     }
 
@@ -665,22 +679,18 @@ impl<F: Iterate> Run<'_, F> {
         chans: &mut [Channel<B, Sync>],
         resid: bool,
     ) -> Result<f64, Error> {
-        let t = Instant::now();
-        halo::post(chans, &self.faces, self.it, &self.field)?;
-        self.comm += t.elapsed();
+        halo::post(chans, &self.faces, self.it, &self.field, &mut self.parts)?;
         self.step(ExchangeStep::Posted);
         let inner = self.sweep_regions(true, resid);
         self.step(ExchangeStep::InteriorSwept);
-        let t = Instant::now();
-        halo::complete(chans, &self.faces, &mut self.field)?;
-        self.comm += t.elapsed();
+        halo::complete(chans, &self.faces, &mut self.field, &mut self.parts)?;
         self.step(ExchangeStep::HalosArrived);
         let outer = self.sweep_regions(false, resid);
         self.step(ExchangeStep::ShellSwept);
         let t = Instant::now();
         let field = &self.field;
         self.slow.after(1, || field.residual_sq());
-        self.compute += t.computed();
+        self.parts.sweep += t.computed();
         self.field.finish_sweep();
         self.it += 1;
         Ok(inner + outer)
@@ -698,7 +708,6 @@ impl<F: Iterate> Run<'_, F> {
         &mut self,
         chans: &mut [Channel<B, Sync>],
     ) -> Result<(), Error> {
-        let t = Instant::now();
         let coords = self.field.geometry().coords;
         let channel_of = |faces: &[Face], f: Face| faces.iter().position(|&g| g == f);
         for axis in [Axis::X, Axis::Y, Axis::Z] {
@@ -712,25 +721,30 @@ impl<F: Iterate> Run<'_, F> {
                             let ch = &mut chans[k];
                             ch.set_iteration(self.it);
                             let field = &self.field;
-                            ch.send_with(|buf| field.pack(out, buf))?;
+                            self.parts
+                                .send(|fill| ch.send_with(fill), |buf| field.pack(out, buf))?;
                             // Wait as the transport does: spin with a core per rank, back
                             // off and yield on an oversubscribed node, block where polls
-                            // cost (SMPI).
+                            // cost (SMPI). The neighbour's receive ends it: a wait.
+                            let t = Instant::now();
                             let mut spins = 0u32;
                             while ch.in_flight()? > 0 {
                                 ch.check_world()?;
                                 ch.await_own(spins)?;
                                 spins = spins.saturating_add(1);
                             }
+                            self.parts.wait += t.elapsed();
                         }
                     } else if let Some(k) = channel_of(&self.faces, out.opposite()) {
+                        let t = Instant::now();
                         let m = chans[k].recv()?;
-                        self.field.unpack(out.opposite(), m.data());
+                        self.parts.wait += t.elapsed();
+                        let field = &mut self.field;
+                        self.parts.unpack(|| field.unpack(out.opposite(), m.data()));
                     }
                 }
             }
         }
-        self.comm += t.elapsed();
         Ok(())
     }
 
@@ -786,7 +800,7 @@ impl<F: Iterate> Run<'_, F> {
                 if self.it % self.cfg.check_every == 0 {
                     let t = Instant::now();
                     let g = sum_all(ctx, r)?;
-                    self.comm += t.elapsed();
+                    self.parts.reduced(t);
                     // The (last) sweep's residual is that of the iterate it started from.
                     let value = self.measure(g);
                     self.reported = Some(value);
@@ -869,7 +883,6 @@ impl<F: Iterate> Run<'_, F> {
                 // cut short by them), not before it. Were it to take them first, it would
                 // solve while they wait for its faces and they while it waits for theirs,
                 // one rank at a time, and stay that way for the rest of the run.
-                let t = Instant::now();
                 let mut got = false;
                 let first_solve = self.inner.is_some() && self.it == 0;
                 if !first_solve {
@@ -879,12 +892,17 @@ impl<F: Iterate> Run<'_, F> {
                         .zip(&mut inbox)
                         .zip(&mut fresh)
                     {
-                        let applied = ch.take(&mut self.field, face, ib, self.scheme.racy_read)?;
+                        let applied = ch.take(
+                            &mut self.field,
+                            face,
+                            ib,
+                            self.scheme.racy_read,
+                            &mut self.parts,
+                        )?;
                         *new |= applied;
                         got |= applied;
                     }
                 }
-                self.comm += t.elapsed();
                 // Multisplitting does not solve the same block problem twice: with no new
                 // halo since its last solve, it offers the faces it could not send yet,
                 // reduces the residual of its current iterate, and waits. Every solve sends
@@ -913,7 +931,7 @@ impl<F: Iterate> Run<'_, F> {
                         idled = true;
                         let t = Instant::now();
                         local[0] = self.field.residual_sq();
-                        self.compute += t.computed();
+                        self.parts.sweep += t.computed();
                     }
                     if outbox.iter().any(|o| o.unsent) {
                         self.offer(&mut chans, &mut outbox)?;
@@ -949,7 +967,10 @@ impl<F: Iterate> Run<'_, F> {
                                 .filter(|(_, o)| o.waits)
                             {
                                 // Echo 0: this rank is solving, not waiting (`Outbox`).
-                                mid_sent += u64::from(offer_face(ch, field, face, 0, it)?);
+                                // Timed in the solve: multisplitting's sweep.
+                                let mut aside = Parts::default();
+                                mid_sent +=
+                                    u64::from(offer_face(ch, field, face, 0, it, &mut aside)?);
                             }
                         }
                         for ch in chans.iter_mut() {
@@ -998,19 +1019,17 @@ impl<F: Iterate> Run<'_, F> {
         chans: &mut [Channel<B, M>],
         outbox: &mut [Outbox],
     ) -> Result<(), Error> {
-        let t = Instant::now();
         for ((ch, &face), o) in chans.iter_mut().zip(&self.faces).zip(outbox) {
             if !o.unsent {
                 continue;
             }
-            if offer_face(ch, &self.field, face, o.echo, self.it)? {
+            if offer_face(ch, &self.field, face, o.echo, self.it, &mut self.parts)? {
                 o.unsent = false;
                 o.sent = self.it;
             } else {
                 o.unsent = self.inner.is_some();
             }
         }
-        self.comm += t.elapsed();
         Ok(())
     }
 }
@@ -1054,7 +1073,13 @@ mod tests {
                 .unwrap();
         } else {
             while !chans[0]
-                .take(field, face, &mut ib, RacyRead::Landed)
+                .take(
+                    field,
+                    face,
+                    &mut ib,
+                    RacyRead::Landed,
+                    &mut Parts::default(),
+                )
                 .unwrap()
             {}
         }

@@ -1,6 +1,7 @@
 //! The crate's tests that need its insides: solutions assembled from every block, the serial
 //! oracle, the overlapped exchange's trace. Tests of the public API are in `tests/`.
 
+mod breakdown;
 pub(crate) mod common;
 mod krylov;
 mod multisplit;
