@@ -92,13 +92,13 @@
 //! models them: before the solve, for each candidate k ([`Config::auto_depth_candidates`]:
 //! the depths a fixed k would run with, thinned to a roughly geometric series such as 1, 2,
 //! 4, 10 for K = 100), every rank opens channels for k-plane messages, builds a scratch
-//! block of the run's shape (zeros: the sweeps cost the same on any normal values, and the
+//! block of the run's shape (ones, every page written: the sweeps cost the same on any normal values, and the
 //! run's iterate is untouched), does one warm-up exchange and sweep, then times exchanges
 //! and blocks of k sweeps, [`PROBE_SWEEPS`] sweeps at least. The time per iteration of each
 //! candidate is reduced to its largest over ranks (the slowest rank sets a sync run's pace;
 //! a maximum is exact, so every rank holds the same values and makes the same decisions),
-//! the probe stops at the first candidate [`PROBE_GIVE_UP`] times slower than the best so
-//! far, and the fastest is chosen; a last all-reduce of the choice makes every rank run
+//! the probe stops after two candidates in a row [`PROBE_GIVE_UP`] times slower than the
+//! best so far, and the fastest is chosen; a last all-reduce of the choice makes every rank run
 //! with the same k whatever happened. One rank still measures: it has no exchange, but the
 //! wavefront's cache reuse grows with k. k = 1 is measured on a copy of the run's one-plane
 //! iterate, with the one-plane exchange, as the run would do it.
@@ -134,8 +134,10 @@ use std::time::Duration;
 /// candidates of K = 100, 2% of a 50³ run to 1e-4 on one rank.
 pub(crate) const PROBE_SWEEPS: u64 = 8;
 
-/// The probe stops at a candidate this many times slower per iteration than the best so
-/// far: the deeper ones only add ghost work.
+/// The probe stops after two candidates in a row this many times slower per iteration than
+/// the best so far: the deeper ones only add ghost work. (Stopping at the first let one
+/// noisy measurement end the probe: 8 ranks on 2 loaded cores chose k = 1 once, where k = 8
+/// was the fastest fixed depth in every round.)
 pub(crate) const PROBE_GIVE_UP: f64 = 1.25;
 
 /// The probe's channel tags: above the run's own (0 ..= 5), three per candidate.
@@ -199,7 +201,8 @@ pub(crate) fn choose_depth<C: Context>(
             .iter()
             .map(|p| p.iteration_s)
             .fold(f64::INFINITY, f64::min);
-        if p.iteration_s > PROBE_GIVE_UP * best {
+        let slower = |p: &DepthProbe| p.iteration_s > PROBE_GIVE_UP * best;
+        if probes.len() >= 3 && probes.iter().rev().take(2).all(slower) {
             break;
         }
     }
@@ -381,13 +384,17 @@ impl DeepField {
         field
     }
 
-    /// A block of the shape [`DeepField::new`] gives, every value 0 (a source term of
-    /// zeros when `source`): what the probe of `--halo-depth auto` sweeps, at the cost of
-    /// the real block without setting up its values.
+    /// A block of the shape [`DeepField::new`] gives, every value 1 (a source term of ones
+    /// when `source`): what the probe of `--halo-depth auto` sweeps, at the cost of the
+    /// real block without setting up its values. Every page is written here: fresh zeroed
+    /// memory faults in on its first write, and the probe's k = 2 took 2 to 60 times k = 1's
+    /// time per sweep on one rank when its timed sweeps paid for that.
     fn scratch(geom: &Geometry, depth: usize, source: bool) -> Self {
         let mut field = DeepField::layout(geom, depth, false);
+        field.u.fill(1.0);
+        field.next.fill(1.0);
         if source {
-            field.rhs = Some(Grid::new(field.shape.len, 0.0));
+            field.rhs = Some(Grid::new(field.shape.len, 1.0));
         }
         field
     }

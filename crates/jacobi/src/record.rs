@@ -202,7 +202,7 @@ pub struct HaloAuto {
     /// when the candidates were measured.
     pub reason: Option<String>,
     /// Each candidate measured, in the order tried (ascending k; the deeper ones are left
-    /// out once one is 25% slower than the best so far).
+    /// out once two in a row are 25% slower than the best so far).
     pub candidates: Vec<DepthProbe>,
     /// Wall time of the whole probe on this rank (channels, scratch blocks, timed sweeps),
     /// seconds: spent before the solve, so not in `time_s`.
