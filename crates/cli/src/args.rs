@@ -7,8 +7,8 @@ use crate::launch::{not_built, Launcher};
 use crate::output::{check_distinct, check_file};
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Decomp, Dims, Exchange, Inner, Method, MethodFlags, Pc, Plan, Problem,
-    ProcGrid, RacyRead, ReductionKind, RunConfig, SizeSpec, SlowRank, Solver, Variant,
+    Config, ConfigError, Decomp, Dims, Exchange, HaloDepth, Inner, Method, MethodFlags, Pc, Plan,
+    Problem, ProcGrid, RacyRead, ReductionKind, RunConfig, SizeSpec, SlowRank, Solver, Variant,
     MAX_SLOWDOWN,
 };
 use std::path::{Path, PathBuf};
@@ -87,6 +87,11 @@ pub(crate) fn is_laplace(problem: &Problem) -> bool {
 
 pub(crate) fn parse_dims(s: &str) -> Result<Dims, String> {
     SizeSpec::parse_dims(s)
+}
+
+/// `--halo-depth`: k from 1 to 16, or `auto`.
+pub(crate) fn parse_halo_depth(s: &str) -> Result<HaloDepth, String> {
+    s.parse::<HaloDepth>().map_err(|e| e.to_string())
 }
 
 pub(crate) fn parse_grid(s: &str) -> Result<ProcGrid, String> {
@@ -207,9 +212,11 @@ pub(crate) struct RunArgs {
     /// the block grown by the ghost zone, as one wavefront (temporal blocking); the iterates
     /// are bit for bit those of k = 1, and --check-every must be a multiple of k. Async and
     /// racy: send k-deep faces every N iterations (--halo-every) and advance a fresh ghost
-    /// zone with the block. From 1 to 16.
-    #[arg(long, default_value_t = 1)]
-    halo_depth: u64,
+    /// zone with the block. From 1 to 16, or auto: sync Jacobi measures the candidate depths
+    /// on this run's blocks and channels before the solve and takes the fastest (the report's
+    /// halo_auto); async and racy take 1.
+    #[arg(long, default_value = "1", value_parser = parse_halo_depth)]
+    halo_depth: HaloDepth,
     /// R: messages in flight per channel direction (async, racy).
     #[arg(long, default_value_t = 2)]
     max_in_flight: usize,

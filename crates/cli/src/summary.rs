@@ -588,6 +588,7 @@ pub(crate) fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
         "inner_iterations_mean",
         "inner_per_outer_mean",
         "halo_depth",
+        "halo_depth_chosen",
     ]);
     use crate::output::opt;
     for (name, o) in names.iter().zip(runs) {
@@ -652,6 +653,7 @@ pub(crate) fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
             opt(o.run().and_then(|r| r.inner_iterations).map(|s| s.mean)),
             opt(o.run().and_then(|r| r.inner_per_outer).map(|s| s.mean)),
             col("k"),
+            opt(o.run().and_then(|r| r.halo_auto.as_ref()).map(|a| a.chosen)),
         ]);
         csv.row(row);
     }

@@ -27,7 +27,7 @@ use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Decomp, Dims, Exchange, Inner, Pc, Problem, ProcGrid, ReductionKind, Solver, Variant,
+    Decomp, Dims, Exchange, HaloDepth, Inner, Pc, Problem, ProcGrid, ReductionKind, Solver, Variant,
 };
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -114,9 +114,9 @@ pub(crate) struct SweepArgs {
     /// Halo exchange periods N.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     halo_every: Vec<u64>,
-    /// Halo depths k (sync: --check-every a multiple of each).
-    #[arg(long, value_delimiter = ',', default_value = "1")]
-    halo_depth: Vec<u64>,
+    /// Halo depths k (sync: --check-every a multiple of each), or auto.
+    #[arg(long, value_delimiter = ',', default_value = "1", value_parser = crate::args::parse_halo_depth)]
+    halo_depth: Vec<HaloDepth>,
     /// R: messages in flight per channel direction (async, racy).
     #[arg(long, value_delimiter = ',', default_value = "2")]
     max_in_flight: Vec<usize>,
@@ -287,7 +287,7 @@ impl SweepArgs {
             Axis {
                 flag: "--halo-depth",
                 short: "k",
-                values: self.halo_depth.iter().map(u64::to_string).collect(),
+                values: self.halo_depth.iter().map(HaloDepth::to_string).collect(),
             },
             Axis {
                 flag: "--max-in-flight",

@@ -471,6 +471,25 @@ fn deep_halos_over_a_launcher_equal_one_plane_halos() {
                         "{what}"
                     );
                 }
+                // `auto` over the launcher's collectives: one k on every rank, the same run.
+                let json = dir.join(format!("{c}-{np}-auto.json"));
+                let mut a = args.clone();
+                a.extend(["--halo-depth", "auto"]);
+                let what = format!("{what} auto");
+                let j = report(&launch(l, np, &a, &json), &json, &what);
+                assert_eq!(j["config"]["halo_depth"], "auto", "{what}");
+                assert_eq!(j["iterations"], want["iterations"], "{what}");
+                let chosen = &j["halo_auto"]["chosen"];
+                let tried: Vec<&Value> = j["halo_auto"]["candidates"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| &p["k"])
+                    .collect();
+                assert!(tried.len() >= 2 && tried.contains(&chosen), "{what}: {j}");
+                for r in j["ranks"].as_array().unwrap() {
+                    assert_eq!(&r["halo_auto"]["chosen"], chosen, "{what}");
+                }
             }
         }
     }

@@ -547,8 +547,9 @@ fn a_small_sweep_writes_its_table_csv_and_plots_and_report_redraws_them() {
     assert_eq!(decode_png(&again.join("vs_R.png")).0, 1500);
 }
 
-/// `aiac sweep --halo-depth 1,2,4`: one run per k, the k column in the table and the CSV,
-/// and every run the same iteration count (deep halos change the cost, not the iterates).
+/// `aiac sweep --halo-depth 1,2,4,auto`: one run per k, the k column in the table and the
+/// CSV (with the k `auto` chose), and every run the same iteration count (deep halos change
+/// the cost, not the iterates).
 #[test]
 fn a_halo_depth_sweep_runs_each_k_to_the_same_iteration() {
     let dir = scratch("sweep-depth");
@@ -556,7 +557,7 @@ fn a_halo_depth_sweep_runs_each_k_to_the_same_iteration() {
     let r = aiac(&[
         "sweep",
         "--halo-depth",
-        "1,2,4",
+        "1,2,4,auto",
         "-t",
         "2",
         "--local",
@@ -572,9 +573,13 @@ fn a_halo_depth_sweep_runs_each_k_to_the_same_iteration() {
     let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
     let col = |name: &str| rows[0].iter().position(|c| *c == name).unwrap();
     let (k, it, status) = (col("halo_depth"), col("iterations_max"), col("status"));
-    assert_eq!(rows.len(), 4, "{csv}");
+    assert_eq!(rows.len(), 5, "{csv}");
     let ks: Vec<&str> = rows[1..].iter().map(|r| r[k]).collect();
-    assert_eq!(ks, ["1", "2", "4"], "{csv}");
+    assert_eq!(ks, ["1", "2", "4", "auto"], "{csv}");
+    // K = 8 on 9×7×8 blocks split in x: auto tries 1, 2, 4 and 8.
+    let chosen = col("halo_depth_chosen");
+    assert!(["1", "2", "4", "8"].contains(&rows[4][chosen]), "{csv}");
+    assert!(rows[1..4].iter().all(|r| r[chosen].is_empty()), "{csv}");
     assert!(rows[1..].iter().all(|r| r[status] == "converged"), "{csv}");
     assert!(rows[1..].iter().all(|r| r[it] == rows[1][it]), "{csv}");
     // A k whose check period does not fit is refused before any run, naming the flag.

@@ -316,6 +316,92 @@ pub const MIN_TOL: f64 = f64::EPSILON;
 /// than the messages they save.
 pub const MAX_HALO_DEPTH: u64 = 16;
 
+/// Jacobi's `--halo-depth`: a fixed k, or `auto`, which measures the candidate depths on
+/// this run's blocks and channels before the solve and takes the fastest (`deep.rs`,
+/// "Choosing k"). A report stores a fixed k as the number and `auto` as the string `"auto"`
+/// (reports written before `auto` hold a number, and read as before); the k `auto` chose is
+/// in the report's `halo_auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HaloDepth {
+    /// k, from 1 to [`MAX_HALO_DEPTH`].
+    Fixed(u64),
+    /// Chosen at the start from measured costs.
+    Auto,
+}
+
+impl Default for HaloDepth {
+    /// One-plane halos, the paper's.
+    fn default() -> Self {
+        HaloDepth::Fixed(1)
+    }
+}
+
+impl HaloDepth {
+    /// The fixed k (`None` for `auto`).
+    pub fn fixed(self) -> Option<u64> {
+        match self {
+            HaloDepth::Fixed(k) => Some(k),
+            HaloDepth::Auto => None,
+        }
+    }
+
+    /// Anything but one-plane halos (a fixed k > 1, or `auto`, which may choose one).
+    pub fn is_deep(self) -> bool {
+        self != HaloDepth::Fixed(1)
+    }
+}
+
+impl std::fmt::Display for HaloDepth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HaloDepth::Fixed(k) => write!(f, "{k}"),
+            HaloDepth::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+impl std::str::FromStr for HaloDepth {
+    type Err = ConfigError;
+    /// `auto`, or k from 1 to [`MAX_HALO_DEPTH`]; anything else is
+    /// [`ConfigError::HaloDepthValue`].
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("auto") {
+            return Ok(HaloDepth::Auto);
+        }
+        match t.parse::<u64>() {
+            Ok(k) if (1..=MAX_HALO_DEPTH).contains(&k) => Ok(HaloDepth::Fixed(k)),
+            _ => Err(ConfigError::HaloDepthValue(s.to_string())),
+        }
+    }
+}
+
+impl Serialize for HaloDepth {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            HaloDepth::Fixed(k) => s.serialize_u64(*k),
+            HaloDepth::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for HaloDepth {
+    /// A number (any: its range is checked with the rest of the flags) or `"auto"`.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Number(u64),
+            Text(String),
+        }
+        match Repr::deserialize(d)? {
+            Repr::Number(k) => Ok(HaloDepth::Fixed(k)),
+            Repr::Text(t) if t == "auto" => Ok(HaloDepth::Auto),
+            Repr::Text(t) => Err(serde::de::Error::custom(ConfigError::HaloDepthValue(t))),
+        }
+    }
+}
+
 /// Rounding floor of the relative residual, per unit of `|offset|`, on a grid of `nz` planes
 /// (see [`Config::max_offset`]).
 fn offset_floor_per_unit(nz: usize) -> f64 {
@@ -508,11 +594,55 @@ impl Config {
         self.method.variant()
     }
 
-    /// The halo depth k (1 but for Jacobi with `--halo-depth`).
-    pub fn halo_depth(&self) -> u64 {
+    /// The halo depth: k, or `auto` (k = 1 but for Jacobi with `--halo-depth`).
+    pub fn halo_depth(&self) -> HaloDepth {
         match self.method {
             Method::Jacobi(j) => j.halo_depth,
-            _ => 1,
+            _ => HaloDepth::Fixed(1),
+        }
+    }
+
+    /// The depths `--halo-depth auto` chooses from on `plan` (the sync variant; ascending,
+    /// 1 first): every k up to [`MAX_HALO_DEPTH`] that a fixed `--halo-depth k` would run
+    /// with (K a multiple of k, k points per rank along every split axis), thinned so that
+    /// each is at least 1.5 times the one before (1, 2, 3, 5, 8, 12 of K = 120's divisors;
+    /// 1, 2, 4, 10 of K = 100's): neighbouring depths cost nearly the same, and each
+    /// candidate costs probe sweeps. Just `[1]` when deep halos do not apply
+    /// ([`Config::auto_depth_reason`]).
+    pub fn auto_depth_candidates(&self, plan: &Plan) -> Vec<u64> {
+        if self.auto_depth_reason().is_some() {
+            return vec![1];
+        }
+        let local = plan.local.to_array();
+        let split = plan.procs.0.to_array();
+        let fits = |k: u64| (0..3).all(|a| split[a] == 1 || local[a] as u64 >= k);
+        let mut out: Vec<u64> = vec![1];
+        for k in 2..=MAX_HALO_DEPTH.min(self.max_iters) {
+            let last = *out.last().expect("1 is first");
+            if self.check_every % k == 0 && fits(k) && 2 * k >= 3 * last {
+                out.push(k);
+            }
+        }
+        out
+    }
+
+    /// Why `--halo-depth auto` takes k = 1 without measuring, or `None` when it measures
+    /// (Jacobi's sync variant with the default exchange and a halo every iteration).
+    pub fn auto_depth_reason(&self) -> Option<&'static str> {
+        let Method::Jacobi(j) = self.method else {
+            return Some("only Jacobi has deep halos");
+        };
+        if j.iteration.variant != Variant::Sync {
+            Some(
+                "async and racy iterates depend on k (the staleness of a deep halo), so a cost \
+                 probe cannot tell which k converges sooner: k = 1",
+            )
+        } else if j.exchange != Exchange::Waitall {
+            Some("deep halos have their own exchange, not --exchange blocking or overlap: k = 1")
+        } else if j.iteration.halo_every != 1 {
+            Some("deep halos need --halo-every 1 in the sync variant: k = 1")
+        } else {
+            None
         }
     }
 }
@@ -543,13 +673,16 @@ pub enum ConfigError {
     #[error("--halo-every must be at least 1, got 0")]
     HaloEvery,
     /// k = 0, or more than [`MAX_HALO_DEPTH`].
-    #[error("--halo-depth must be from 1 to {max}, got {0}", max = MAX_HALO_DEPTH)]
+    #[error("--halo-depth must be from 1 to {max} or auto, got {0}", max = MAX_HALO_DEPTH)]
     HaloDepth(u64),
-    /// k > 1 with something the deep exchange does not do.
-    #[error("--halo-depth {depth} (> 1) {why}")]
+    /// Neither a number nor `auto`.
+    #[error("--halo-depth must be a number from 1 to {max} or auto, got '{0}'", max = MAX_HALO_DEPTH)]
+    HaloDepthValue(String),
+    /// k > 1 (or `auto`, with another solver) with something the deep exchange does not do.
+    #[error("--halo-depth {depth} {why}")]
     HaloDepthWith {
-        /// k.
-        depth: u64,
+        /// k, or `auto`.
+        depth: HaloDepth,
         /// What conflicts, naming the flag.
         why: String,
     },
@@ -763,8 +896,11 @@ impl Config {
     /// exchange, a halo every iteration (the deep exchange is the halo of k iterations), and a
     /// check period K that is a multiple of k (the fused residual of the k-th sweep is the one
     /// k = 1 computes at the same iteration, so the run stops at the same iteration).
+    /// `auto` always runs: it chooses among the depths that would (k = 1 where none does).
     fn validate_halo_depth(&self, j: &Jacobi) -> Result<(), ConfigError> {
-        let depth = j.halo_depth;
+        let HaloDepth::Fixed(depth) = j.halo_depth else {
+            return Ok(());
+        };
         if !(1..=MAX_HALO_DEPTH).contains(&depth) {
             return Err(ConfigError::HaloDepth(depth));
         }
@@ -791,7 +927,10 @@ impl Config {
         } else {
             return Ok(());
         };
-        Err(ConfigError::HaloDepthWith { depth, why })
+        Err(ConfigError::HaloDepthWith {
+            depth: HaloDepth::Fixed(depth),
+            why,
+        })
     }
 
     /// Multisplitting's inner solve; `None` for every other method.
@@ -825,15 +964,17 @@ impl Config {
             SizeSpec::Local(d) => Plan::from_local(d, procs),
             SizeSpec::Global(d) => Plan::split(d, procs),
         }?;
-        if let Some(a) = (0..3).find(|&a| {
-            plan.procs.0.to_array()[a] > 1 && (plan.local.to_array()[a] as u64) < self.halo_depth()
-        }) {
+        // `auto` chooses among the depths the blocks allow.
+        let depth = self.halo_depth().fixed().unwrap_or(1);
+        if let Some(a) = (0..3)
+            .find(|&a| plan.procs.0.to_array()[a] > 1 && (plan.local.to_array()[a] as u64) < depth)
+        {
             return Err(ConfigError::HaloDepthWith {
-                depth: self.halo_depth(),
+                depth: HaloDepth::Fixed(depth),
                 why: format!(
                     "needs at least {} points per rank along {} (a ghost zone comes from the \
                      neighbour's own points), got {}",
-                    self.halo_depth(),
+                    depth,
                     ["x", "y", "z"][a],
                     plan.local.to_array()[a]
                 ),
@@ -1086,6 +1227,96 @@ mod tests {
         v["pc"] = "jacobi".into();
         let e = serde_json::from_value::<Config>(v).unwrap_err().to_string();
         assert!(e.contains("--pc"), "{e}");
+    }
+
+    /// `--halo-depth`: a number or `auto`, as a flag and in a report (a number as before,
+    /// `auto` as the string); anything else is one message naming the flag.
+    #[test]
+    fn halo_depth_is_a_number_or_auto() {
+        assert_eq!("auto".parse::<HaloDepth>().unwrap(), HaloDepth::Auto);
+        assert_eq!(" 4".parse::<HaloDepth>().unwrap(), HaloDepth::Fixed(4));
+        for bad in ["0", "17", "-1", "", "deep", "2.5"] {
+            let e = bad.parse::<HaloDepth>().unwrap_err().to_string();
+            assert!(
+                e.starts_with("--halo-depth must be a number from 1 to 16 or auto"),
+                "{e}"
+            );
+        }
+        for d in [HaloDepth::Auto, HaloDepth::Fixed(1), HaloDepth::Fixed(6)] {
+            let c = with(|c| c.method.jacobi_mut().unwrap().halo_depth = d);
+            let v = serde_json::to_value(&c).unwrap();
+            let want = match d {
+                HaloDepth::Auto => serde_json::json!("auto"),
+                HaloDepth::Fixed(k) => serde_json::json!(k),
+            };
+            assert_eq!(v["halo_depth"], want);
+            assert_eq!(serde_json::from_value::<Config>(v).unwrap(), c);
+            assert_eq!(d.to_string().parse::<HaloDepth>().unwrap(), d);
+        }
+        let mut v = serde_json::to_value(Config::default()).unwrap();
+        v["halo_depth"] = 3.into();
+        v["check_every"] = 9.into();
+        let c: Config = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(c.halo_depth(), HaloDepth::Fixed(3));
+        v["halo_depth"] = "deeper".into();
+        let e = serde_json::from_value::<Config>(v.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--halo-depth"), "{e}");
+        v["halo_depth"] = 0.into();
+        let e = serde_json::from_value::<Config>(v).unwrap_err().to_string();
+        assert!(e.contains("--halo-depth"), "{e}");
+        // auto applies to Jacobi over channels only.
+        let flags = MethodFlags {
+            halo_depth: HaloDepth::Auto,
+            ..Default::default()
+        };
+        let e = Method::from_flags(Solver::Cg, &flags)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--halo-depth auto applies to --solver jacobi"),
+            "{e}"
+        );
+    }
+
+    /// The depths `auto` tries: those a fixed k would run with, about 1.5 times apart.
+    #[test]
+    fn auto_candidates() {
+        let auto = |f: fn(&mut Config)| {
+            with(|c| {
+                c.method.jacobi_mut().unwrap().halo_depth = HaloDepth::Auto;
+                f(c);
+            })
+        };
+        let c = auto(|_| {});
+        assert!(c.validate().is_ok());
+        assert_eq!(c.auto_depth_candidates(&c.plan(8).unwrap()), [1, 2, 4, 10]);
+        let c = auto(|c| c.check_every = 120);
+        assert_eq!(
+            c.auto_depth_candidates(&c.plan(2).unwrap()),
+            [1, 2, 3, 5, 8, 12]
+        );
+        // k points per rank along every split axis (none on one rank).
+        let c = auto(|c| {
+            c.check_every = 120;
+            c.size = SizeSpec::Local(Dims::new(6, 50, 50));
+        });
+        assert_eq!(c.auto_depth_candidates(&c.plan(2).unwrap()), [1, 2, 3, 5]);
+        assert_eq!(
+            c.auto_depth_candidates(&c.plan(1).unwrap()),
+            [1, 2, 3, 5, 8, 12]
+        );
+        let c = auto(|c| c.max_iters = 1);
+        assert_eq!(c.auto_depth_candidates(&c.plan(1).unwrap()), [1]);
+        // Validated as a fixed k would not be: auto chooses among what runs.
+        let c = auto(|c| {
+            c.check_every = 7;
+            c.method.iteration_mut().unwrap().halo_every = 3;
+        });
+        assert!(c.plan(2).is_ok());
+        assert_eq!(c.auto_depth_candidates(&c.plan(2).unwrap()), [1]);
+        assert!(c.auto_depth_reason().unwrap().contains("--halo-every"));
     }
 
     #[test]

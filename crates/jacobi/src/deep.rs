@@ -83,23 +83,184 @@
 //! that ends at a frozen halo plane may not round its rows outwards. Measured in
 //! docs/performance.md, "Deep halos for async and racy".
 //!
+//! ## Choosing k (`--halo-depth auto`)
+//! What a depth costs per iteration is one k-th of an exchange (six messages in three rounds,
+//! waiting for the neighbours included) plus a sweep of the grown block (the ghost zone's
+//! redundant work, (k − 1)/2 planes per face with a neighbour on average), less what the
+//! wavefront saves by streaming each array once per k sweeps. Each term depends on the
+//! machine, the load, the block's shape and the process grid, so `auto` measures rather than
+//! models them: before the solve, for each candidate k ([`Config::auto_depth_candidates`]:
+//! the depths a fixed k would run with, thinned to a roughly geometric series such as 1, 2,
+//! 4, 10 for K = 100), every rank opens channels for k-plane messages, builds a scratch
+//! block of the run's shape (ones, every page written: the sweeps cost the same on any normal values, and the
+//! run's iterate is untouched), does one warm-up exchange and sweep, then times exchanges
+//! and blocks of k sweeps, [`PROBE_SWEEPS`] sweeps at least. The time per iteration of each
+//! candidate is reduced to its largest over ranks (the slowest rank sets a sync run's pace;
+//! a maximum is exact, so every rank holds the same values and makes the same decisions),
+//! the probe stops after two candidates in a row [`PROBE_GIVE_UP`] times slower than the
+//! best so far, and the fastest is chosen; a last all-reduce of the choice makes every rank run
+//! with the same k whatever happened. One rank still measures: it has no exchange, but the
+//! wavefront's cache reuse grows with k. k = 1 is measured on a copy of the run's one-plane
+//! iterate, with the one-plane exchange, as the run would do it.
+//!
+//! Async and racy runs take k = 1: their iterates, so their iteration counts, depend on k
+//! (a deep halo's staleness, "Async and racy"), which a probe of the cost per iteration
+//! cannot see. Sync runs whose exchange or halo period rules deep halos out take k = 1 too.
+//! The report's `halo_auto` holds the candidates' costs, the choice and the probe's time.
+//!
 //! ## The residual
 //! The check period K is a multiple of k, so a check falls at the end of a block; the k-th
 //! sweep covers the owned points exactly, with rows of the same length in the same order as
 //! a one-plane sweep, and carries one [`Lanes`] accumulator through its planes: the residual
 //! it returns has the bits of the one-plane sweep's.
 
+use crate::clock::Instant;
+use crate::config::Config;
 use crate::field::{copy_row, Field};
-use crate::geometry::{Axis, Face, Geometry, GlobalIdx, LocalIdx};
+use crate::geometry::{Axis, Face, Geometry, GlobalIdx, LocalIdx, Plan};
 use crate::halo::{self, Halo};
 use crate::iterate::Iterate;
 use crate::kernel::{self, Grid, Lanes, Region, Shape, ROW_ALIGN};
 use crate::parts::Parts;
 use crate::problem::Problem;
+use crate::record::{DepthProbe, HaloAuto};
 use crate::Error;
 use chan_core::traits::*;
-use chan_core::{AtomicF64Slice, Channel, Sync};
+use chan_core::{close_all, AtomicF64Slice, Channel, ReduceOp, Sync};
 use std::ops::Range;
+use std::time::Duration;
+
+/// Sweeps the probe of `--halo-depth auto` times per candidate, at least: whole blocks of
+/// k, so `max(k, 8)` (module docs, "Choosing k"). About 50 sweeps in all for the four
+/// candidates of K = 100, 2% of a 50³ run to 1e-4 on one rank.
+pub(crate) const PROBE_SWEEPS: u64 = 8;
+
+/// The probe stops after two candidates in a row this many times slower per iteration than
+/// the best so far: the deeper ones only add ghost work. (Stopping at the first let one
+/// noisy measurement end the probe: 8 ranks on 2 loaded cores chose k = 1 once, where k = 8
+/// was the fastest fixed depth in every round.)
+pub(crate) const PROBE_GIVE_UP: f64 = 1.25;
+
+/// The probe's channel tags: above the run's own (0 ..= 5), three per candidate.
+const PROBE_TAG: u32 = 64;
+
+/// `--halo-depth auto` (module docs, "Choosing k"): measure the candidate depths on this
+/// rank's block (`field`, the run's one-plane iterate, is copied for k = 1 and not changed)
+/// and choose one, the same on every rank. Collective.
+pub(crate) fn choose_depth<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+    plan: &Plan,
+    field: &Field,
+    faces: &[Face],
+) -> Result<HaloAuto, Error> {
+    let start = Instant::now();
+    let unmeasured = |reason: &str| HaloAuto {
+        chosen: 1,
+        reason: Some(reason.to_string()),
+        candidates: Vec::new(),
+        probe_s: 0.0,
+    };
+    if let Some(why) = cfg.auto_depth_reason() {
+        return Ok(unmeasured(why));
+    }
+    let candidates = cfg.auto_depth_candidates(plan);
+    if candidates.len() < 2 {
+        return Ok(unmeasured(
+            "no depth above 1 runs here (k must divide --check-every and fit in every \
+             split block): k = 1",
+        ));
+    }
+    let source = cfg.problem.source([0.5; 3], 1.0).is_some();
+    let mut probes: Vec<DepthProbe> = Vec::with_capacity(candidates.len());
+    for (i, &k) in candidates.iter().enumerate() {
+        let tag = PROBE_TAG + 3 * i as u32;
+        let (mut times, work) = if k == 1 {
+            let mut one = field.clone();
+            one.set_halo_current_only(true);
+            (probe(ctx, &mut one, faces, tag)?, 1.0)
+        } else {
+            let depth = usize::try_from(k).expect("at most MAX_HALO_DEPTH");
+            let mut deep = DeepField::scratch(field.geometry(), depth, source);
+            let work = deep.work_per_point();
+            (probe(ctx, &mut deep, faces, tag)?, work)
+        };
+        let sweeps = times[3];
+        times[3] = work;
+        // The slowest rank's: a maximum is exact, so every rank holds the same values.
+        ctx.all_reduce(&mut times, ReduceOp::Max)?;
+        let p = DepthProbe {
+            k,
+            sweeps: sweeps as u64,
+            iteration_s: times[0],
+            sweep_s: times[1],
+            exchange_s: times[2],
+            work: times[3],
+        };
+        probes.push(p);
+        let best = probes
+            .iter()
+            .map(|p| p.iteration_s)
+            .fold(f64::INFINITY, f64::min);
+        let slower = |p: &DepthProbe| p.iteration_s > PROBE_GIVE_UP * best;
+        if probes.len() >= 3 && probes.iter().rev().take(2).all(slower) {
+            break;
+        }
+    }
+    let fastest = probes
+        .iter()
+        .min_by(|a, b| a.iteration_s.total_cmp(&b.iteration_s))
+        .map_or(1, |p| p.k);
+    // Equal values give equal choices; the all-reduce makes sure.
+    let mut k = [fastest as f64];
+    ctx.all_reduce(&mut k, ReduceOp::Max)?;
+    Ok(HaloAuto {
+        chosen: k[0] as u64,
+        reason: None,
+        candidates: probes,
+        probe_s: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Time exchanges and blocks of sweeps of `field` over fresh Sync channels tagged from
+/// `tag`: one warm-up exchange and sweep, then at least [`PROBE_SWEEPS`] sweeps in whole
+/// blocks. Returns `[iteration, sweep, exchange]` seconds per sweep and the sweeps timed.
+/// Collective (every rank probes the same depth).
+fn probe<C: Context, F: Iterate>(
+    ctx: &mut C,
+    field: &mut F,
+    faces: &[Face],
+    tag: u32,
+) -> Result<[f64; 4], Error> {
+    let specs = halo::specs(field, faces, tag, 1, 0)?;
+    let mut chans = ctx.open::<Sync>(&specs)?;
+    let k = field.block_len(u64::MAX);
+    let blocks = PROBE_SWEEPS.div_ceil(k);
+    // The probe's own exchanges are timed here, not in the run's breakdown.
+    let mut parts = Parts::default();
+    field.exchange(&mut chans, faces, 0, &mut parts)?;
+    field.sweep_block(1, false);
+    ctx.barrier()?;
+    let (mut exchange, mut sweep) = (Duration::ZERO, Duration::ZERO);
+    let all = Instant::now();
+    for b in 0..blocks {
+        let t = Instant::now();
+        field.exchange(&mut chans, faces, 1 + b * k, &mut parts)?;
+        exchange += t.elapsed();
+        let t = Instant::now();
+        field.sweep_block(k, false);
+        sweep += t.computed();
+    }
+    let total = all.elapsed();
+    close_all(chans)?;
+    let n = (blocks * k) as f64;
+    Ok([
+        total.as_secs_f64() / n,
+        sweep.as_secs_f64() / n,
+        exchange.as_secs_f64() / n,
+        n,
+    ])
+}
 
 /// One rank's iterate with a ghost zone `depth` planes deep on every face with a neighbour
 /// (one plane, the Dirichlet values, on the others), stored as a [`Shape`] grown by the ghost
@@ -190,6 +351,60 @@ impl DeepField {
     /// `align_owned` (async and racy): rows of owned points begin on an aligned point, padded
     /// below the ghost zone where needed (module docs, "Async and racy").
     pub(crate) fn new(geom: &Geometry, problem: &Problem, depth: usize, align_owned: bool) -> Self {
+        let mut field = DeepField::layout(geom, depth, align_owned);
+        // The first grown x the block holds (the ghost zone's outer plane); the padding
+        // below it is never read.
+        let (off, lo, shape) = (field.off, field.lo, field.shape);
+        let x0 = if lo[0] { off[0] + 1 - depth } else { 0 };
+        let g = shape.n.to_array();
+        for z in 0..=g[2] + 1 {
+            for y in 0..=g[1] + 1 {
+                for x in x0..=g[0] + 1 {
+                    // The global index of grown point (x, y, z): origin + local − 1, where
+                    // local = grown − off (the ghost zone lies inside the neighbours' blocks,
+                    // validated by `Config::plan`: depth ≤ their extent).
+                    let gi = [x, y, z];
+                    let glob = [0, 1, 2].map(|a| geom.origin[a] + gi[a] - off[a] - 1);
+                    let gidx = GlobalIdx {
+                        x: glob[0],
+                        y: glob[1],
+                        z: glob[2],
+                    };
+                    let pos = geom.position(gidx);
+                    let i = shape.index(x, y, z);
+                    if geom.on_boundary(gidx) {
+                        field.u[i] = problem.boundary(gidx, pos);
+                    } else {
+                        field.u[i] = problem.initial(gidx, pos);
+                        if let Some(f) = problem.source(pos, geom.h[0]) {
+                            field.rhs.get_or_insert_with(|| Grid::new(shape.len, 0.0))[i] = f;
+                        }
+                    }
+                }
+            }
+        }
+        field.next.copy_from_slice(&field.u);
+        field
+    }
+
+    /// A block of the shape [`DeepField::new`] gives, every value 1 (a source term of ones
+    /// when `source`): what the probe of `--halo-depth auto` sweeps, at the cost of the
+    /// real block without setting up its values. Every page is written here: fresh zeroed
+    /// memory faults in on its first write, and the probe's k = 2 took 2 to 60 times k = 1's
+    /// time per sweep on one rank when its timed sweeps paid for that.
+    fn scratch(geom: &Geometry, depth: usize, source: bool) -> Self {
+        let mut field = DeepField::layout(geom, depth, false);
+        field.u.fill(1.0);
+        field.next.fill(1.0);
+        if source {
+            field.rhs = Some(Grid::new(field.shape.len, 1.0));
+        }
+        field
+    }
+
+    /// The grown block of `geom` with `depth`-deep ghost zones, its arrays all zeros, no
+    /// source term.
+    fn layout(geom: &Geometry, depth: usize, align_owned: bool) -> Self {
         assert!(depth >= 1);
         let n = geom.local.to_array();
         let has = |f: Face| geom.neighbours[f.index()].is_some();
@@ -209,38 +424,6 @@ impl DeepField {
             n[1] + grow(1),
             n[2] + grow(2),
         ));
-        // The first grown x the block holds (the ghost zone's outer plane); the padding
-        // below it is never read.
-        let x0 = if lo[0] { off[0] + 1 - depth } else { 0 };
-        let mut u = Grid::new(shape.len, 0.0);
-        let mut rhs: Option<Grid> = None;
-        let g = shape.n.to_array();
-        for z in 0..=g[2] + 1 {
-            for y in 0..=g[1] + 1 {
-                for x in x0..=g[0] + 1 {
-                    // The global index of grown point (x, y, z): origin + local − 1, where
-                    // local = grown − off (the ghost zone lies inside the neighbours' blocks,
-                    // validated by `Config::plan`: depth ≤ their extent).
-                    let gi = [x, y, z];
-                    let glob = [0, 1, 2].map(|a| geom.origin[a] + gi[a] - off[a] - 1);
-                    let gidx = GlobalIdx {
-                        x: glob[0],
-                        y: glob[1],
-                        z: glob[2],
-                    };
-                    let pos = geom.position(gidx);
-                    let i = shape.index(x, y, z);
-                    if geom.on_boundary(gidx) {
-                        u[i] = problem.boundary(gidx, pos);
-                    } else {
-                        u[i] = problem.initial(gidx, pos);
-                        if let Some(f) = problem.source(pos, geom.h[0]) {
-                            rhs.get_or_insert_with(|| Grid::new(shape.len, 0.0))[i] = f;
-                        }
-                    }
-                }
-            }
-        }
         let mut field = DeepField {
             geom: geom.clone(),
             depth,
@@ -248,9 +431,9 @@ impl DeepField {
             off,
             lo,
             hi,
-            next: u.clone(),
-            u,
-            rhs,
+            u: Grid::new(shape.len, 0.0),
+            next: Grid::new(shape.len, 0.0),
+            rhs: None,
             age: [0; 6],
             block_regions: Vec::with_capacity(depth),
             tile_rows: tile_rows(depth, shape.n.y + 2, shape.sx),
@@ -263,6 +446,14 @@ impl DeepField {
             })
             .collect();
         field
+    }
+
+    /// Points a block of `depth` sweeps updates per owned point per sweep: 1 on a block
+    /// without neighbours, more with the ghost zone's redundant sweeps (and the rows begun
+    /// on aligned points, "Rows").
+    pub(crate) fn work_per_point(&self) -> f64 {
+        let swept: usize = self.block_regions.iter().map(Region::volume).sum();
+        swept as f64 / (self.depth * self.geom.local.volume()) as f64
     }
 
     /// The grown range along `a` that sweep `j` of a block updates (j = depth: the owned
@@ -643,7 +834,7 @@ impl Iterate for DeepField {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use crate::config::{Config, HaloDepth};
     use crate::geometry::{Dims, Plan, ProcGrid};
     use crate::record::{RankRecord, StopReason};
     use crate::tests::common::{cfg, noise, run_threads};
@@ -825,7 +1016,7 @@ mod tests {
                 }
                 let what = format!("{} on {}, k {k}", plan.global, plan.procs);
                 let mut d = c.clone();
-                d.method.jacobi_mut().unwrap().halo_depth = k;
+                d.method.jacobi_mut().unwrap().halo_depth = HaloDepth::Fixed(k);
                 let (rk, sk, _) = run_threads(&d, n);
                 for (a, b) in r1.iter().zip(&rk) {
                     assert_eq!(a.iterations, b.iterations, "{what}");
@@ -861,7 +1052,7 @@ mod tests {
             let mut cut = c.clone();
             cut.max_iters = 23;
             let (a, sa, _) = run_threads(&cut, n);
-            cut.method.jacobi_mut().unwrap().halo_depth = 3;
+            cut.method.jacobi_mut().unwrap().halo_depth = HaloDepth::Fixed(3);
             let (b, sb, _) = run_threads(&cut, n);
             assert_eq!(a[0].iterations, 23);
             assert_eq!(b[0].iterations, 23);
@@ -1062,7 +1253,7 @@ mod tests {
                 c.size = SizeSpec::Local(Dims::new(7, 6, 5));
                 c.grid = grid;
                 let j = c.method.jacobi_mut().unwrap();
-                j.halo_depth = k;
+                j.halo_depth = HaloDepth::Fixed(k);
                 j.iteration.halo_every = every;
                 let (recs, _, _) = run_threads(&c, n);
                 let tol = c.criterion.tol();
@@ -1077,12 +1268,115 @@ mod tests {
         }
     }
 
+    /// `--halo-depth auto` on threads: on 1, 2 and 8 ranks (1-, 2- and 3-D process grids)
+    /// every rank measures the same candidates and runs with the same k, one of them; the
+    /// run equals k = 1's and the chosen fixed k's bit for bit (iterations, residual history,
+    /// every value), and the scratch blocks of the probe leave the iterate as it was.
+    #[test]
+    fn auto_chooses_one_valid_k_on_every_rank_and_changes_no_bit() {
+        for (n, local) in [
+            (1, Dims::new(12, 10, 9)),
+            (2, Dims::new(9, 10, 8)),
+            (8, Dims::new(6, 7, 5)),
+        ] {
+            let mut c = cfg(Dims::cube(1), Variant::Sync);
+            c.size = SizeSpec::Local(local);
+            c.check_every = 24;
+            c.method.jacobi_mut().unwrap().halo_depth = HaloDepth::Auto;
+            let plan = c.plan(n).unwrap();
+            let candidates = c.auto_depth_candidates(&plan);
+            let (ra, sa, _) = run_threads(&c, n);
+            let auto = ra[0].halo_auto.clone().expect("auto records its choice");
+            let what = format!("{n} ranks, {local}: {auto:?}");
+            assert!(auto.reason.is_none(), "{what}");
+            assert!(candidates.contains(&auto.chosen), "{what}");
+            assert!(auto.candidates.len() >= 2, "{what}");
+            assert_eq!(auto.candidates[0].k, 1, "{what}");
+            for p in &auto.candidates {
+                assert!(p.iteration_s > 0.0 && p.sweeps >= PROBE_SWEEPS, "{what}");
+                assert!(p.work >= 1.0, "{what}");
+            }
+            for r in &ra {
+                // The same values and choice on every rank; the probe's own time is each
+                // rank's.
+                let mut a = r.halo_auto.clone().expect("every rank records it");
+                a.probe_s = auto.probe_s;
+                assert_eq!(a, auto, "{what}: rank {}", r.rank);
+            }
+            let run_with = |k: u64| {
+                let mut d = c.clone();
+                d.method.jacobi_mut().unwrap().halo_depth = HaloDepth::Fixed(k);
+                run_threads(&d, n)
+            };
+            for k in [1, auto.chosen] {
+                let (rk, sk, _) = run_with(k);
+                assert_eq!(rk[0].halo_auto, None);
+                for (a, b) in ra.iter().zip(&rk) {
+                    assert_eq!(a.iterations, b.iterations, "{what}, k {k}");
+                    let h = |r: &RankRecord| -> Vec<(u64, u64)> {
+                        r.history
+                            .points()
+                            .iter()
+                            .map(|p| (p.0, p.1.to_bits()))
+                            .collect()
+                    };
+                    assert_eq!(h(a), h(b), "{what}, k {k}: residual history");
+                }
+                assert!(
+                    sa.iter().zip(&sk).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{what}, k {k}: the solution"
+                );
+            }
+        }
+    }
+
+    /// `auto` takes k = 1, saying why, where a probe of the cost per iteration cannot
+    /// choose: async and racy (their iterates depend on k), the sync variant with an
+    /// exchange of its own, and where no deeper k fits the check period.
+    #[test]
+    fn auto_takes_one_where_it_cannot_measure() {
+        let base = |f: fn(&mut Config)| {
+            let mut c = cfg(Dims::cube(1), Variant::Sync);
+            c.size = SizeSpec::Local(Dims::new(7, 6, 5));
+            c.method.jacobi_mut().unwrap().halo_depth = HaloDepth::Auto;
+            f(&mut c);
+            c
+        };
+        let cases: [(Config, &str); 4] = [
+            (
+                base(|c| c.method.iteration_mut().unwrap().variant = Variant::Async),
+                "async and racy",
+            ),
+            (
+                base(|c| c.method.iteration_mut().unwrap().variant = Variant::Racy),
+                "async and racy",
+            ),
+            (
+                base(|c| c.method.jacobi_mut().unwrap().exchange = crate::Exchange::Blocking),
+                "--exchange",
+            ),
+            // 11 divides K but does not fit in the 7 points along the split x.
+            (base(|c| c.check_every = 11), "no depth above 1"),
+        ];
+        for (c, why) in cases {
+            let (recs, _, _) = run_threads(&c, 2);
+            for r in &recs {
+                let a = r.halo_auto.as_ref().expect("auto records its choice");
+                assert_eq!(a.chosen, 1, "{why}");
+                assert!(a.candidates.is_empty(), "{why}");
+                let reason = a.reason.as_deref().unwrap_or_default();
+                assert!(reason.contains(why), "{reason}");
+                assert!(r.converged, "{why}");
+            }
+        }
+    }
+
     /// What the deep exchange cannot do is refused, naming the flag.
     #[test]
     fn unsupported_combinations_are_refused() {
         let base = |f: fn(&mut Jacobi)| {
             let mut j = Jacobi {
-                halo_depth: 2,
+                halo_depth: HaloDepth::Fixed(2),
                 ..Jacobi::default()
             };
             f(&mut j);
@@ -1092,8 +1386,8 @@ mod tests {
             }
         };
         let err = |c: Config| c.validate().unwrap_err().to_string();
-        assert!(err(base(|j| j.halo_depth = 0)).contains("--halo-depth"));
-        assert!(err(base(|j| j.halo_depth = 17)).contains("--halo-depth"));
+        assert!(err(base(|j| j.halo_depth = HaloDepth::Fixed(0))).contains("--halo-depth"));
+        assert!(err(base(|j| j.halo_depth = HaloDepth::Fixed(17))).contains("--halo-depth"));
         assert!(err(Config {
             check_every: 5,
             ..base(|_| {})
@@ -1103,7 +1397,7 @@ mod tests {
         assert!(err(base(|j| j.exchange = crate::Exchange::Overlap)).contains("--exchange"));
         // The other methods have no deep halo: the flag is refused for them.
         let flags = crate::MethodFlags {
-            halo_depth: 2,
+            halo_depth: HaloDepth::Fixed(2),
             ..Default::default()
         };
         let from = |solver| Method::from_flags(solver, &flags).unwrap_err().to_string();
@@ -1126,7 +1420,7 @@ mod tests {
         // A ghost zone deeper than the neighbour's block.
         let deep = Config {
             size: SizeSpec::Local(Dims::new(3, 8, 8)),
-            ..base(|j| j.halo_depth = 4)
+            ..base(|j| j.halo_depth = HaloDepth::Fixed(4))
         };
         let e = deep.plan(2).unwrap_err().to_string();
         assert!(e.contains("--halo-depth") && e.contains("along x"), "{e}");

@@ -5,8 +5,8 @@
 //! have their own entry point, [`crate::solve_shared`] (`shared.rs`). A new solver adds its
 //! file and one arm here.
 
-use crate::config::{Config, Exchange, Variant};
-use crate::deep::DeepField;
+use crate::config::{Config, Exchange, HaloDepth, Variant};
+use crate::deep::{choose_depth, DeepField};
 use crate::field::Field;
 use crate::geometry::Plan;
 use crate::iterate::Iterate;
@@ -70,9 +70,22 @@ pub(crate) fn solve_rank<C: Context>(
             });
         }
         Method::Jacobi(j) => (j.iteration, j.exchange, j.halo_depth, None),
-        Method::Multisplit(m) => (m.iteration, Exchange::Waitall, 1, Some(m.inner)),
+        Method::Multisplit(m) => (
+            m.iteration,
+            Exchange::Waitall,
+            HaloDepth::Fixed(1),
+            Some(m.inner),
+        ),
     };
     let block = Block::of_rank(ctx, cfg, plan)?;
+    // `auto`: measured here, before the run's channels open (`deep.rs`, "Choosing k").
+    let auto = match depth {
+        HaloDepth::Fixed(_) => None,
+        HaloDepth::Auto => Some(choose_depth(ctx, cfg, plan, &block.field, &block.faces)?),
+    };
+    let depth = auto
+        .as_ref()
+        .map_or(depth.fixed().unwrap_or(1), |a| a.chosen);
     let regions = (block.interior, block.shell);
     if depth > 1 {
         let depth = usize::try_from(depth).expect("validated: at most 16");
@@ -88,7 +101,8 @@ pub(crate) fn solve_rank<C: Context>(
             regions,
             progress,
         );
-        let (record, deep) = run_loop(ctx, run, &block.geom)?;
+        let (mut record, deep) = run_loop(ctx, run, &block.geom)?;
+        record.halo_auto = auto;
         return Ok(RankOutcome {
             record,
             field: keep.then(|| deep.into_field(block.field)),
@@ -106,7 +120,8 @@ pub(crate) fn solve_rank<C: Context>(
     run.exchange = exchange;
     // Multisplitting: its work vectors allocated here, once.
     run.inner = inner.map(|s| InnerSolve::new(s, &run.field));
-    let (record, field) = run_loop(ctx, run, &block.geom)?;
+    let (mut record, field) = run_loop(ctx, run, &block.geom)?;
+    record.halo_auto = auto;
     Ok(RankOutcome {
         record,
         field: keep.then_some(field),

@@ -143,6 +143,7 @@ pub(crate) fn solve_rank<C: Context>(
         messages,
         channels,
         multisplit: None,
+        halo_auto: None,
         krylov: Some(KrylovRecord {
             reduce_flight_s: k.flight.as_secs_f64(),
             reduce_wait_s: k.waiting.as_secs_f64(),

@@ -76,9 +76,9 @@ mod tests;
 
 pub use clock::{set_clock, set_compute_hook};
 pub use config::{
-    Config, ConfigError, Decomp, Exchange, Inner, InnerSpec, Pc, RacyRead, ReductionKind, SizeSpec,
-    SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_HALO_DEPTH, MAX_SLOWDOWN,
-    MIN_TOL,
+    Config, ConfigError, Decomp, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead,
+    ReductionKind, SizeSpec, SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL,
+    MAX_HALO_DEPTH, MAX_SLOWDOWN, MIN_TOL,
 };
 pub use dispatch::{solve, solve_with};
 pub use error::Error;
@@ -88,9 +88,9 @@ pub use method::{BlockIteration, Jacobi, Krylov, KrylovSolver, Method, MethodFla
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{
-    gather_records, Breakdown, Certification, KrylovRecord, MessageTotals, MultisplitRecord,
-    RankRecord, Report, ReportResiduals, Residuals, RunConfig, Spread, StopReason, REPORT_SCHEMA,
-    REPORT_SCHEMA_V1, REPORT_SCHEMA_V2,
+    gather_records, Breakdown, Certification, DepthProbe, HaloAuto, KrylovRecord, MessageTotals,
+    MultisplitRecord, RankRecord, Report, ReportResiduals, Residuals, RunConfig, Spread,
+    StopReason, REPORT_SCHEMA, REPORT_SCHEMA_V1, REPORT_SCHEMA_V2,
 };
 pub use shared::{solve_shared, solve_shared_with};
 

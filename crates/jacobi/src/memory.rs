@@ -115,9 +115,17 @@ impl Config {
         let grids = 2 + u64::from(self.problem.source([0.5; 3], 1.0).is_some()) + krylov;
         // --halo-depth k: the block grows by up to k − 1 ghost planes on each side, and each
         // message carries k planes of the grown faces (an upper bound: a face without a
-        // neighbour does not grow).
-        let grow = usize::try_from(self.halo_depth().saturating_sub(1).saturating_mul(2))
-            .unwrap_or(usize::MAX);
+        // neighbour does not grow). `auto`: the deepest it may choose (its probe holds one
+        // candidate's block at a time, before the run's own).
+        let depth = match self.halo_depth() {
+            crate::config::HaloDepth::Fixed(k) => k,
+            crate::config::HaloDepth::Auto => self
+                .auto_depth_candidates(plan)
+                .last()
+                .copied()
+                .unwrap_or(1),
+        };
+        let grow = usize::try_from(depth.saturating_sub(1).saturating_mul(2)).unwrap_or(usize::MAX);
         let n = plan.local;
         let block = Dims::new(
             n.x.saturating_add(grow),
@@ -139,7 +147,7 @@ impl Config {
                 Variant::Async | Variant::Racy => 4,
             });
         let channels = face_values(block)
-            .saturating_mul(self.halo_depth())
+            .saturating_mul(depth)
             .saturating_mul(F64)
             .saturating_mul(slots);
         let history = (History::CAP as u64 + 1) * POINT;

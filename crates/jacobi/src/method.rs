@@ -7,8 +7,8 @@
 //! [`Method::flags`] gives it back with every setting the method does not read at its default.
 
 use crate::config::{
-    ConfigError, Exchange, Inner, InnerSpec, Pc, RacyRead, Solver, Variant, DEFAULT_INNER_MAX,
-    DEFAULT_INNER_TOL, MAX_HALO_DEPTH,
+    ConfigError, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead, Solver, Variant,
+    DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_HALO_DEPTH,
 };
 use serde::{Deserialize, Serialize};
 
@@ -88,7 +88,8 @@ pub struct Jacobi {
     /// does the k sweeps on its block grown by the ghost zone, as one wavefront (temporal
     /// blocking); the iterates are bit for bit those of k = 1. Async and racy send k-deep
     /// faces every `halo_every` iterations and advance a fresh ghost zone with the block.
-    pub halo_depth: u64,
+    /// `auto`: k chosen at the start from measured costs (`deep.rs`, "Choosing k").
+    pub halo_depth: HaloDepth,
 }
 
 impl Default for Jacobi {
@@ -104,7 +105,7 @@ impl Jacobi {
         Jacobi {
             iteration: BlockIteration::new(variant),
             exchange: Exchange::Waitall,
-            halo_depth: 1,
+            halo_depth: HaloDepth::Fixed(1),
         }
     }
 }
@@ -219,9 +220,10 @@ pub struct MethodFlags {
     pub exchange: Exchange,
     /// `--halo-every` (Jacobi, multisplit).
     pub halo_every: u64,
-    /// `--halo-depth` (Jacobi). Absent in reports written before the flag existed: 1.
-    #[serde(default = "one")]
-    pub halo_depth: u64,
+    /// `--halo-depth` (Jacobi): k, or `"auto"`. Absent in reports written before the flag
+    /// existed: 1.
+    #[serde(default)]
+    pub halo_depth: HaloDepth,
     /// `--max-in-flight` (Jacobi, multisplit).
     pub max_in_flight: usize,
     /// `--racy-read` (Jacobi, multisplit).
@@ -239,11 +241,6 @@ pub struct MethodFlags {
     /// `--inner-max` (multisplit; [`DEFAULT_INNER_MAX`] when not given).
     #[serde(default)]
     pub inner_max: Option<u64>,
-}
-
-/// serde's default for fields that older reports lack.
-fn one() -> u64 {
-    1
 }
 
 impl Default for MethodFlags {
@@ -299,7 +296,7 @@ impl Method {
         let it = self.iteration().copied().unwrap_or_default();
         let (exchange, halo_depth) = match self {
             Method::Jacobi(j) => (j.exchange, j.halo_depth),
-            _ => (Exchange::Waitall, 1),
+            _ => (Exchange::Waitall, HaloDepth::Fixed(1)),
         };
         let pc = match self {
             Method::Krylov(k) => k.pc,
@@ -336,8 +333,10 @@ impl Method {
         };
         // Every flag in its range, read or not: a bad value is a typo to report.
         iteration.validate()?;
-        if !(1..=MAX_HALO_DEPTH).contains(&f.halo_depth) {
-            return Err(ConfigError::HaloDepth(f.halo_depth));
+        if let HaloDepth::Fixed(k) = f.halo_depth {
+            if !(1..=MAX_HALO_DEPTH).contains(&k) {
+                return Err(ConfigError::HaloDepth(k));
+            }
         }
         let unused = |flag, applies| ConfigError::SolverFlag {
             flag,
@@ -366,7 +365,7 @@ impl Method {
                 "the Krylov solvers (--solver cg, cg-overlap, pipecg)",
             ));
         }
-        if f.halo_depth != 1 && solver != Solver::Jacobi {
+        if f.halo_depth.is_deep() && solver != Solver::Jacobi {
             return Err(ConfigError::HaloDepthWith {
                 depth: f.halo_depth,
                 why: format!("applies to --solver jacobi, not to --solver {solver}"),
@@ -430,7 +429,7 @@ mod tests {
     #[test]
     fn flags_round_trip() {
         let mut deep = Jacobi::new(Variant::Racy);
-        deep.halo_depth = 4;
+        deep.halo_depth = HaloDepth::Fixed(4);
         deep.iteration.max_in_flight = 7;
         let mut ms = Multisplit::new(Variant::Async, Inner::Jacobi);
         ms.inner.tol = 0.3;
@@ -485,7 +484,7 @@ mod tests {
             ),
             (
                 Solver::Multisplit,
-                with(|f| f.halo_depth = 2),
+                with(|f| f.halo_depth = HaloDepth::Auto),
                 "--halo-depth",
             ),
         ];

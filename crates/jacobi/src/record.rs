@@ -139,6 +139,9 @@ pub struct RankRecord {
     /// [`RankRecord::iterations`].
     #[serde(default)]
     pub multisplit: Option<MultisplitRecord>,
+    /// What `--halo-depth auto` measured and chose (`None` for a fixed depth).
+    #[serde(default)]
+    pub halo_auto: Option<HaloAuto>,
     /// The steps of the first overlapped halo exchange, in the order they happened (sync
     /// `--exchange overlap`): this rank's own diagnostic, not gathered.
     #[serde(skip)]
@@ -286,6 +289,67 @@ pub struct MultisplitRecord {
     /// counted).
     #[serde(default)]
     pub faces_sent_mid_solve: u64,
+}
+
+/// What `--halo-depth auto` measured before the solve and the depth it chose
+/// (`deep.rs`, "Choosing k"). Every rank chose the same k from the same values: each
+/// candidate's costs are the largest over ranks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HaloAuto {
+    /// The halo depth k the run used.
+    pub chosen: u64,
+    /// Why k = 1 was taken without measuring (async and racy, another exchange, …); `None`
+    /// when the candidates were measured.
+    pub reason: Option<String>,
+    /// Each candidate measured, in the order tried (ascending k; the deeper ones are left
+    /// out once two in a row are 25% slower than the best so far).
+    pub candidates: Vec<DepthProbe>,
+    /// Wall time of the whole probe on this rank (channels, scratch blocks, timed sweeps),
+    /// seconds: spent before the solve, so not in `time_s`.
+    pub probe_s: f64,
+}
+
+impl HaloAuto {
+    /// One line for people: the choice, and what it was chosen from (or why nothing was
+    /// measured).
+    pub fn summary(&self) -> String {
+        match &self.reason {
+            Some(why) => format!("k = {} ({why})", self.chosen),
+            None => {
+                let each: Vec<String> = self
+                    .candidates
+                    .iter()
+                    .map(|p| format!("k={} {:.1}", p.k, p.iteration_s * 1e6))
+                    .collect();
+                format!(
+                    "k = {} (µs per iteration, slowest rank: {}; probe {:.3} s, before the solve)",
+                    self.chosen,
+                    each.join(", "),
+                    self.probe_s
+                )
+            }
+        }
+    }
+}
+
+/// One candidate depth as `--halo-depth auto` measured it: exchanges and blocks of k sweeps
+/// on a scratch block of this run's shape, over channels of this run's messages, after
+/// one warm-up exchange and sweep. Times are per iteration (per sweep), the slowest rank's.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DepthProbe {
+    /// The depth.
+    pub k: u64,
+    /// Sweeps timed.
+    pub sweeps: u64,
+    /// Seconds per iteration, exchange and sweeps: what the choice minimises.
+    pub iteration_s: f64,
+    /// Of which sweeping (the largest over ranks).
+    pub sweep_s: f64,
+    /// Of which exchanging, waiting for the neighbours included (the largest over ranks).
+    pub exchange_s: f64,
+    /// Points swept per owned point and iteration, the ghost zone's redundant sweeps
+    /// included: 1 without neighbours (the largest over ranks).
+    pub work: f64,
 }
 
 /// A step of an overlapped halo exchange.
@@ -447,6 +511,10 @@ pub struct Report {
     /// The largest |u − exact| over the whole grid at the end, where the problem has an exact
     /// solution (Poisson).
     pub error_max: Option<f64>,
+    /// What `--halo-depth auto` measured and chose (rank 0's record; every rank chose the
+    /// same k from the same values). `None` for a fixed depth.
+    #[serde(default)]
+    pub halo_auto: Option<HaloAuto>,
     /// The run's configuration.
     pub config: RunConfig,
     /// One record per rank.
@@ -538,6 +606,7 @@ impl Report {
                 .iter()
                 .map(|r| r.error_max)
                 .try_fold(0.0f64, |m, e| e.map(|e| m.max(e))),
+            halo_auto: r0.halo_auto.clone(),
             config,
             ranks,
         }
@@ -619,6 +688,13 @@ impl Report {
             self.tol
         ));
         s.push_str(&format!("  backend          {}\n", c.backend));
+        match (&self.halo_auto, c.config.halo_depth()) {
+            (Some(a), _) => s.push_str(&format!("  halo depth       auto: {}\n", a.summary())),
+            (None, crate::config::HaloDepth::Fixed(k)) if k > 1 => {
+                s.push_str(&format!("  halo depth       {k}\n"));
+            }
+            _ => {}
+        }
         s.push_str(&format!(
             "  {}min {:.0}   mean {:.1}   max {:.0}\n",
             if self.inner_iterations.is_some() {

@@ -97,7 +97,7 @@ impl Config {
                 why: "threads read their neighbours' planes directly at every sweep",
             });
         }
-        if jacobi.halo_depth != 1 {
+        if jacobi.halo_depth.is_deep() {
             return Err(ConfigError::Unsupported {
                 flag: "--halo-depth",
                 backend: "--backend shared",
@@ -241,6 +241,7 @@ fn record(
         error_max,
         krylov: None,
         multisplit: None,
+        halo_auto: None,
         exchange_trace: Vec::new(),
     }
 }

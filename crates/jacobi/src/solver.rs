@@ -599,6 +599,7 @@ impl<'a, F: Iterate> Run<'a, F> {
                 inner_cut_short: s.cut_short,
                 faces_sent_mid_solve: s.sent_mid_solve,
             }),
+            halo_auto: None,
             exchange_trace: self.trace.clone(),
             messages,
             channels: channels.to_vec(),

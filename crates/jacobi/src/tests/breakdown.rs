@@ -18,7 +18,7 @@ fn jacobi(variant: Variant, exchange: Exchange, depth: u64) -> Config {
     let mut c = with_tol(cfg(Dims::new(16, 8, 8), variant), 1e-3);
     let mut j = Jacobi::new(variant);
     j.exchange = exchange;
-    j.halo_depth = depth;
+    j.halo_depth = crate::config::HaloDepth::Fixed(depth);
     c.method = j.into();
     c.check_every = 10;
     c
