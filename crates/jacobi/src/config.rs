@@ -117,6 +117,9 @@ pub enum Inner {
     Cg,
     /// Jacobi sweeps of the block, the halo held fixed.
     Jacobi,
+    /// CG on the block in single precision for a correction (mixed precision: the residual
+    /// and the iterate stay double): half the bytes per inner iteration.
+    Cg32,
 }
 
 impl Inner {
@@ -125,6 +128,7 @@ impl Inner {
         match self {
             Inner::Cg => "cg",
             Inner::Jacobi => "jacobi",
+            Inner::Cg32 => "cg32",
         }
     }
 }

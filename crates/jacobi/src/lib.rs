@@ -69,6 +69,7 @@ mod record;
 #[cfg(test)]
 mod serial;
 mod shared;
+mod single;
 mod slow;
 mod solver;
 #[cfg(test)]

@@ -70,20 +70,23 @@ impl Halo for Vector {
 
 /// `(first index, length)` of every row of owned points.
 #[inline(always)]
-fn rows(sh: &Shape) -> impl Iterator<Item = (usize, usize)> + '_ {
+pub(crate) fn rows(sh: &Shape) -> impl Iterator<Item = (usize, usize)> + '_ {
     rows_in(sh, 1..sh.n.z + 1)
 }
 
 /// `(first index, length)` of every row of owned points in the planes `zs`.
 #[inline(always)]
-fn rows_in(sh: &Shape, zs: std::ops::Range<usize>) -> impl Iterator<Item = (usize, usize)> + '_ {
+pub(crate) fn rows_in(
+    sh: &Shape,
+    zs: std::ops::Range<usize>,
+) -> impl Iterator<Item = (usize, usize)> + '_ {
     let n = sh.n;
     zs.flat_map(move |z| (1..=n.y).map(move |y| (sh.index(1, y, z), n.x)))
 }
 
 /// Σ of four lanes in a fixed order.
 #[inline(always)]
-fn lanes(a: [f64; 4]) -> f64 {
+pub(crate) fn lanes(a: [f64; 4]) -> f64 {
     (a[0] + a[1]) + (a[2] + a[3])
 }
 
@@ -91,7 +94,7 @@ fn lanes(a: [f64; 4]) -> f64 {
 /// a loop over the lanes of such arrays is one the compiler turns into vector instructions
 /// (indexing the row slices lane by lane kept a bounds check per value, and scalar code).
 #[inline(always)]
-fn w4(s: &[f64], k: usize) -> &[f64; 4] {
+pub(crate) fn w4(s: &[f64], k: usize) -> &[f64; 4] {
     (&s[k..k + 4]).try_into().expect("four values")
 }
 

@@ -106,9 +106,11 @@ impl Config {
                 KrylovSolver::Cg | KrylovSolver::CgOverlap => 6,
                 KrylovSolver::PipeCg => 10,
             },
-            // Inner CG's r, p and A p; inner Jacobi sweeps the iterate's own two arrays.
+            // Inner CG's r, p and A p; inner single-precision CG's r, p, A p and d, half the
+            // size each; inner Jacobi sweeps the iterate's own two arrays.
             Method::Multisplit(m) => match m.inner.solver {
                 crate::config::Inner::Cg => 3,
+                crate::config::Inner::Cg32 => 2,
                 crate::config::Inner::Jacobi => 0,
             },
         };

@@ -100,12 +100,15 @@ fn check(n: usize, variant: Variant, inner: Inner) {
     assert!(serial < tol, "{what}: serial residual {serial:e}");
 }
 
-/// Inner CG at 2, 4 and 8 ranks; inner Jacobi (50 sweeps at most) at 2.
+/// Inner CG at 2, 4 and 8 ranks; inner Jacobi (50 sweeps at most) at 2; inner CG in single
+/// precision at 2 and 8.
 fn every_size(variant: Variant) {
     for n in [2, 4, 8] {
         check(n, variant, Inner::Cg);
     }
     check(2, variant, Inner::Jacobi);
+    check(2, variant, Inner::Cg32);
+    check(8, variant, Inner::Cg32);
 }
 
 #[test]
