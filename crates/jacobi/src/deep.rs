@@ -840,6 +840,15 @@ mod tests {
     use crate::tests::common::{cfg, noise, run_threads};
     use crate::{Jacobi, Method, SizeSpec, Variant};
 
+    /// A run's residual history, bit for bit.
+    fn history_bits(r: &RankRecord) -> Vec<(u64, u64)> {
+        r.history
+            .points()
+            .iter()
+            .map(|p| (p.0, p.1.to_bits()))
+            .collect()
+    }
+
     /// A block of sweeps in tiles along y (any tile height, any k, with and without ghost
     /// zones below and above in y, with a source term) computes every point of both arrays
     /// bit for bit as the untiled wavefront does.
@@ -1021,14 +1030,7 @@ mod tests {
                 for (a, b) in r1.iter().zip(&rk) {
                     assert_eq!(a.iterations, b.iterations, "{what}");
                     assert_eq!(a.stop, b.stop, "{what}");
-                    let h = |r: &RankRecord| -> Vec<(u64, u64)> {
-                        r.history
-                            .points()
-                            .iter()
-                            .map(|p| (p.0, p.1.to_bits()))
-                            .collect()
-                    };
-                    assert_eq!(h(a), h(b), "{what}: residual history");
+                    assert_eq!(history_bits(a), history_bits(b), "{what}: residual history");
                     assert_eq!(
                         a.residual.true_residual.to_bits(),
                         b.residual.true_residual.to_bits(),
@@ -1313,14 +1315,11 @@ mod tests {
                 assert_eq!(rk[0].halo_auto, None);
                 for (a, b) in ra.iter().zip(&rk) {
                     assert_eq!(a.iterations, b.iterations, "{what}, k {k}");
-                    let h = |r: &RankRecord| -> Vec<(u64, u64)> {
-                        r.history
-                            .points()
-                            .iter()
-                            .map(|p| (p.0, p.1.to_bits()))
-                            .collect()
-                    };
-                    assert_eq!(h(a), h(b), "{what}, k {k}: residual history");
+                    assert_eq!(
+                        history_bits(a),
+                        history_bits(b),
+                        "{what}, k {k}: residual history"
+                    );
                 }
                 assert!(
                     sa.iter().zip(&sk).all(|(x, y)| x.to_bits() == y.to_bits()),

@@ -84,6 +84,22 @@ pub(crate) fn rows_in(
     zs.flat_map(move |z| (1..=n.y).map(move |y| (sh.index(1, y, z), n.x)))
 }
 
+/// The row segment `[b, b + m)` of `u` and the six it reads in the 7-point stencil, in the
+/// kernels' order: centre, x − 1, x + 1, y − 1, y + 1, z − 1, z + 1 (`sx`, `pl`: the strides of
+/// a row and a plane).
+#[inline(always)]
+pub(crate) fn stencil_rows<T>(u: &[T], b: usize, m: usize, sx: usize, pl: usize) -> [&[T]; 7] {
+    [
+        &u[b..b + m],
+        &u[b - 1..b - 1 + m],
+        &u[b + 1..b + 1 + m],
+        &u[b - sx..b - sx + m],
+        &u[b + sx..b + sx + m],
+        &u[b - pl..b - pl + m],
+        &u[b + pl..b + pl + m],
+    ]
+}
+
 /// Σ of four lanes in a fixed order.
 #[inline(always)]
 pub(crate) fn lanes(a: [f64; 4]) -> f64 {
@@ -184,13 +200,7 @@ fn apply_lanes(
     for z in region.z.clone() {
         for yy in region.y.clone() {
             let b = sh.index(region.x.start, yy, z);
-            let c = &p[b..b + m];
-            let xm = &p[b - 1..b - 1 + m];
-            let xp = &p[b + 1..b + 1 + m];
-            let ym = &p[b - sx..b - sx + m];
-            let yp = &p[b + sx..b + sx + m];
-            let zm = &p[b - pl..b - pl + m];
-            let zp = &p[b + pl..b + pl + m];
+            let [c, xm, xp, ym, yp, zm, zp] = stencil_rows(p, b, m, sx, pl);
             let out = &mut y[b..b + m];
             let mut k = 0;
             while k + 4 <= m {
@@ -246,13 +256,7 @@ fn residual_body(
     let (sx, pl) = (sh.sx, sh.plane);
     let (mut rr, mut gap) = ([0.0f64; 4], [0.0f64; 4]);
     for (b, m) in rows(sh) {
-        let c = &u[b..b + m];
-        let xm = &u[b - 1..b - 1 + m];
-        let xp = &u[b + 1..b + 1 + m];
-        let ym = &u[b - sx..b - sx + m];
-        let yp = &u[b + sx..b + sx + m];
-        let zm = &u[b - pl..b - pl + m];
-        let zp = &u[b + pl..b + pl + m];
+        let [c, xm, xp, ym, yp, zm, zp] = stencil_rows(u, b, m, sx, pl);
         let f = rhs.map(|f| &f[b..b + m]);
         let old = rec.map(|o| &o[b..b + m]);
         let out = &mut r[b..b + m];
@@ -687,7 +691,7 @@ fn pipe_update_body(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f
 /// (`avx2_kernels_match_the_portable_ones`).
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{rows, rows_in, w4, w4m, CgVectors, PipeVectors, Region, Shape};
+    use super::{rows, rows_in, stencil_rows, w4, w4m, CgVectors, PipeVectors, Region, Shape};
     use std::arch::x86_64::*;
 
     /// The four values of `s` from `k` on.
@@ -743,13 +747,7 @@ mod avx2 {
         for z in region.z.clone() {
             for yy in region.y.clone() {
                 let b = sh.index(region.x.start, yy, z);
-                let c = &p[b..b + m];
-                let xm = &p[b - 1..b - 1 + m];
-                let xp = &p[b + 1..b + 1 + m];
-                let ym = &p[b - sx..b - sx + m];
-                let yp = &p[b + sx..b + sx + m];
-                let zm = &p[b - pl..b - pl + m];
-                let zp = &p[b + pl..b + pl + m];
+                let [c, xm, xp, ym, yp, zm, zp] = stencil_rows(p, b, m, sx, pl);
                 let out = &mut y[b..b + m];
                 let mut k = 0;
                 while k + 4 <= m {
@@ -875,13 +873,7 @@ mod avx2 {
         let dg = _mm256_set1_pd(diag);
         let (mut rr, mut gap) = (_mm256_setzero_pd(), _mm256_setzero_pd());
         for (b, m) in rows(sh) {
-            let c = &u[b..b + m];
-            let xm = &u[b - 1..b - 1 + m];
-            let xp = &u[b + 1..b + 1 + m];
-            let ym = &u[b - sx..b - sx + m];
-            let yp = &u[b + sx..b + sx + m];
-            let zm = &u[b - pl..b - pl + m];
-            let zp = &u[b + pl..b + pl + m];
+            let [c, xm, xp, ym, yp, zm, zp] = stencil_rows(u, b, m, sx, pl);
             let f = rhs.map(|f| &f[b..b + m]);
             let old = rec.map(|o| &o[b..b + m]);
             let out = &mut r[b..b + m];

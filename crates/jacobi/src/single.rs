@@ -21,7 +21,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use crate::kernel::{Region, Shape};
-use crate::linalg::{lanes, rows, rows_in};
+use crate::linalg::{lanes, rows, rows_in, stencil_rows};
 
 /// A single-precision vector of a block (halo included, zero).
 #[derive(Debug)]
@@ -124,21 +124,31 @@ pub(crate) fn direction_apply(
     check(sh, &[r, p, q]);
     dispatch!(
         avx2: avx2::direction_apply(sh, diag, r, beta, p, q),
-        portable: {
-            let nz = sh.n.z;
-            let mut acc = [0.0f64; 8];
-            for k in 1..=nz {
-                let first = if k == 1 { 1 } else { k + 1 };
-                for (b, m) in rows_in(sh, first..(k + 2).min(nz + 1)) {
-                    for i in b..b + m {
-                        p[i] = r[i] + beta * p[i];
-                    }
-                }
-                apply_lanes(sh, diag, p, q, &Region::planes(sh.n, k..k + 1), &mut acc);
-            }
-            lanes8(acc)
-        }
+        portable: direction_apply_body(sh, diag, r, beta, p, q)
     )
+}
+
+#[inline(always)]
+fn direction_apply_body(
+    sh: &Shape,
+    diag: f32,
+    r: &[f32],
+    beta: f32,
+    p: &mut [f32],
+    q: &mut [f32],
+) -> f64 {
+    let nz = sh.n.z;
+    let mut acc = [0.0f64; 8];
+    for k in 1..=nz {
+        let first = if k == 1 { 1 } else { k + 1 };
+        for (b, m) in rows_in(sh, first..(k + 2).min(nz + 1)) {
+            for i in b..b + m {
+                p[i] = r[i] + beta * p[i];
+            }
+        }
+        apply_lanes(sh, diag, p, q, &Region::planes(sh.n, k..k + 1), &mut acc);
+    }
+    lanes8(acc)
 }
 
 #[inline(always)]
@@ -191,30 +201,41 @@ pub(crate) fn update(
     check(sh, &[&*d, &*r, p, q]);
     dispatch!(
         avx2: avx2::update(sh, alpha, first, d, r, p, q),
-        portable: {
-            let keep = if first { 0.0 } else { 1.0 };
-            let mut acc = [0.0f64; 8];
-            for (b, m) in rows(sh) {
-                let mut k = 0;
-                while k + 8 <= m {
-                    for l in 0..8 {
-                        let i = b + k + l;
-                        d[i] = keep * d[i] + alpha * p[i];
-                        r[i] -= alpha * q[i];
-                        acc[l] += f64::from(r[i] * r[i]);
-                    }
-                    k += 8;
-                }
-                for j in k..m {
-                    let i = b + j;
-                    d[i] = keep * d[i] + alpha * p[i];
-                    r[i] -= alpha * q[i];
-                    acc[j - k] += f64::from(r[i] * r[i]);
-                }
-            }
-            lanes8(acc)
-        }
+        portable: update_body(sh, alpha, first, d, r, p, q)
     )
+}
+
+#[inline(always)]
+fn update_body(
+    sh: &Shape,
+    alpha: f32,
+    first: bool,
+    d: &mut [f32],
+    r: &mut [f32],
+    p: &[f32],
+    q: &[f32],
+) -> f64 {
+    let keep = if first { 0.0 } else { 1.0 };
+    let mut acc = [0.0f64; 8];
+    for (b, m) in rows(sh) {
+        let mut k = 0;
+        while k + 8 <= m {
+            for l in 0..8 {
+                let i = b + k + l;
+                d[i] = keep * d[i] + alpha * p[i];
+                r[i] -= alpha * q[i];
+                acc[l] += f64::from(r[i] * r[i]);
+            }
+            k += 8;
+        }
+        for j in k..m {
+            let i = b + j;
+            d[i] = keep * d[i] + alpha * p[i];
+            r[i] -= alpha * q[i];
+            acc[j - k] += f64::from(r[i] * r[i]);
+        }
+    }
+    lanes8(acc)
 }
 
 /// `x += d` on the owned points: the correction, in double precision.
@@ -231,7 +252,7 @@ pub(crate) fn correct(sh: &Shape, x: &mut [f64], d: &[f32]) {
 /// The kernels with AVX2 intrinsics, eight single-precision values a step.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{lanes8, rows, rows_in, w8, w8m, Region, Shape};
+    use super::{lanes8, rows, rows_in, stencil_rows, w8, w8m, Region, Shape};
     use crate::linalg::lanes;
     use std::arch::x86_64::*;
 
@@ -305,13 +326,7 @@ mod avx2 {
             unsafe { _mm256_loadu_pd(a.as_ptr()) }
         };
         for (b, m) in rows(sh) {
-            let c = &u[b..b + m];
-            let xm = &u[b - 1..b - 1 + m];
-            let xp = &u[b + 1..b + 1 + m];
-            let ym = &u[b - sx..b - sx + m];
-            let yp = &u[b + sx..b + sx + m];
-            let zm = &u[b - pl..b - pl + m];
-            let zp = &u[b + pl..b + pl + m];
+            let [c, xm, xp, ym, yp, zm, zp] = stencil_rows(u, b, m, sx, pl);
             let f = rhs.map(|f| &f[b..b + m]);
             let out = &mut r[b..b + m];
             let mut k = 0;
@@ -400,13 +415,7 @@ mod avx2 {
         for z in region.z.clone() {
             for yy in region.y.clone() {
                 let b = sh.index(region.x.start, yy, z);
-                let c = &p[b..b + m];
-                let xm = &p[b - 1..b - 1 + m];
-                let xp = &p[b + 1..b + 1 + m];
-                let ym = &p[b - sx..b - sx + m];
-                let yp = &p[b + sx..b + sx + m];
-                let zm = &p[b - pl..b - pl + m];
-                let zp = &p[b + pl..b + pl + m];
+                let [c, xm, xp, ym, yp, zm, zp] = stencil_rows(p, b, m, sx, pl);
                 let out = &mut q[b..b + m];
                 let mut k = 0;
                 while k + 8 <= m {
@@ -527,27 +536,7 @@ mod tests {
             let (mut p2, mut q2) = (p0.clone(), vec![0.0f32; sh.len]);
             // SAFETY: AVX2 was detected above.
             let fast = unsafe { avx2::direction_apply(&sh, 6.0, &r, 0.3, &mut p1, &mut q1) };
-            let slow = {
-                let nz = sh.n.z;
-                let mut acc = [0.0f64; 8];
-                for k in 1..=nz {
-                    let first = if k == 1 { 1 } else { k + 1 };
-                    for (b, m) in rows_in(&sh, first..(k + 2).min(nz + 1)) {
-                        for i in b..b + m {
-                            p2[i] = r[i] + 0.3 * p2[i];
-                        }
-                    }
-                    apply_lanes(
-                        &sh,
-                        6.0,
-                        &p2,
-                        &mut q2,
-                        &Region::planes(sh.n, k..k + 1),
-                        &mut acc,
-                    );
-                }
-                lanes8(acc)
-            };
+            let slow = direction_apply_body(&sh, 6.0, &r, 0.3, &mut p2, &mut q2);
             assert_eq!(
                 (fast.to_bits(), &p1, &q1),
                 (slow.to_bits(), &p2, &q2),
@@ -558,27 +547,7 @@ mod tests {
                 let (mut d2, mut r2) = (d1.clone(), r1.clone());
                 // SAFETY: AVX2 was detected above.
                 let fast = unsafe { avx2::update(&sh, 0.7, first, &mut d1, &mut r1, &p1, &q1) };
-                let keep = if first { 0.0 } else { 1.0 };
-                let mut acc = [0.0f64; 8];
-                for (b, m) in rows(&sh) {
-                    let mut k = 0;
-                    while k + 8 <= m {
-                        for l in 0..8 {
-                            let i = b + k + l;
-                            d2[i] = keep * d2[i] + 0.7 * p1[i];
-                            r2[i] -= 0.7 * q1[i];
-                            acc[l] += f64::from(r2[i] * r2[i]);
-                        }
-                        k += 8;
-                    }
-                    for j in k..m {
-                        let i = b + j;
-                        d2[i] = keep * d2[i] + 0.7 * p1[i];
-                        r2[i] -= 0.7 * q1[i];
-                        acc[j - k] += f64::from(r2[i] * r2[i]);
-                    }
-                }
-                let slow = lanes8(acc);
+                let slow = update_body(&sh, 0.7, first, &mut d2, &mut r2, &p1, &q1);
                 assert_eq!(
                     (fast.to_bits(), &d1, &r1),
                     (slow.to_bits(), &d2, &r2),
