@@ -100,6 +100,21 @@ pub(crate) fn parse_grid(s: &str) -> Result<ProcGrid, String> {
 
 /// `--slowdown`: checked as it is parsed, so no run (nor sweep) starts with a factor that
 /// would never finish or overflow a duration.
+/// The longest `--timeout` (sweep, dht): a day.
+pub(crate) const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// `--timeout` of `aiac sweep` and `aiac dht`: seconds, more than 0 and at most a day, checked
+/// as it is parsed (one rule for both, and no duration that overflows a deadline).
+pub(crate) fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= MAX_TIMEOUT_S => Ok(v),
+        _ => Err(format!(
+            "must be a number of seconds more than 0 and at most {MAX_TIMEOUT_S} (a day), got \
+             '{s}'"
+        )),
+    }
+}
+
 pub(crate) fn parse_slowdown(s: &str) -> Result<f64, String> {
     let range = format!("a number from 1 to {MAX_SLOWDOWN} (times slower)");
     match s.trim().parse::<f64>() {

@@ -266,10 +266,16 @@ pub(crate) struct DhtArgs {
         value_delimiter = ','
     )]
     ranks: Vec<usize>,
-    /// With `-t` on MPI or SHMEM: the longest a job may run, in seconds (then it is stopped
-    /// and the command fails).
-    #[arg(long, default_value_t = 600)]
-    timeout: u64,
+    /// With `-t` on MPI or SHMEM: the longest a job may run, in seconds, more than 0 and at
+    /// most a day (then it is stopped and the command fails).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 600.0,
+        allow_hyphen_values = true,
+        value_parser = crate::args::parse_timeout
+    )]
+    timeout: f64,
     /// Seed of the object stream.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -301,9 +307,6 @@ fn check_args(a: &DhtArgs, here: &Placement) -> Result<(), Error> {
                     ranks; give -t without a launcher to start one job per count"
                 .into(),
         );
-    }
-    if a.timeout == 0 {
-        return bad("--timeout: must be at least 1 second".into());
     }
     if a.ranks.contains(&0) {
         return bad(format!(
@@ -506,7 +509,7 @@ fn jobs(a: &DhtArgs, launcher: Launcher) -> Result<ExitCode, Error> {
             launcher.program(),
             lvs.join(",")
         );
-        let why = match run_logged(&mut c, &log, Duration::from_secs(a.timeout)) {
+        let why = match run_logged(&mut c, &log, Duration::from_secs_f64(a.timeout)) {
             Ok(Ended::Exited(st)) if st.success() => None,
             Ok(Ended::Exited(st)) => Some(format!("exited with {st}")),
             Ok(Ended::TimedOut) => Some(format!("stopped after --timeout {} s", a.timeout)),

@@ -17,7 +17,8 @@
 //! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them).
 
 use crate::args::{
-    is_laplace, parse_dims, parse_grid, parse_slowdown, problem_parser, BackendArg, Fixed,
+    is_laplace, parse_dims, parse_grid, parse_slowdown, parse_timeout, problem_parser, BackendArg,
+    Fixed,
 };
 use crate::error::Error;
 use crate::launch::{log_tail, run_logged, Ended};
@@ -32,20 +33,6 @@ use jacobi::{
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
-
-/// The longest `--timeout`: a day.
-const MAX_TIMEOUT_S: f64 = 86_400.0;
-
-/// `--timeout`: seconds, more than 0 and at most a day, checked as it is parsed.
-fn parse_timeout(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= MAX_TIMEOUT_S => Ok(v),
-        _ => Err(format!(
-            "must be a number of seconds more than 0 and at most {MAX_TIMEOUT_S} (a day), got \
-             '{s}'"
-        )),
-    }
-}
 
 /// `aiac sweep`'s flags: `aiac run`'s, each a list, and the sweep's own.
 #[derive(Debug, Args)]

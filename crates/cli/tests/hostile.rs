@@ -338,6 +338,24 @@ fn flags_outside_their_ranges_are_refused_when_parsed() {
             &["--timeout", "86400"],
         );
     }
+    // dht's --timeout had its own rule (whole seconds from 1): 2^64 − 1 overflowed the
+    // deadline and panicked, 1e300 was "invalid digit" without the range.
+    for v in ["18446744073709551615", "1e300", "0", "-1"] {
+        refused(
+            &[
+                "dht",
+                "--backend",
+                "mpi",
+                "--ranks",
+                "1",
+                "--local-volume",
+                "10",
+                "--timeout",
+                v,
+            ],
+            &["--timeout", "86400"],
+        );
+    }
     refused(
         &["sweep", "--slow-rank", "0", "--slowdown", "2,1e6"],
         &["--slowdown", "from 1 to 1000"],
