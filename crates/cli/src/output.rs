@@ -319,14 +319,44 @@ pub(crate) fn check_dir(flag: &'static str, dir: &Path) -> Result<(), Error> {
     check_file(flag, &dir.join(".aiac-probe")).map_err(|_| bad("cannot write in it".into()))
 }
 
-/// Several output files of one command must be different files (after following symlinks;
-/// `-` and `/dev/stdout` are the same). A device named twice (`/dev/null`) is allowed.
+/// What a regular output file is, however it is spelled: its device and inode when it exists,
+/// else its directory's canonical path and its name (`same.json`, `./same.json` and
+/// `/abs/dir/same.json` are one file).
+#[derive(Debug, PartialEq)]
+enum Identity {
+    Inode(u64, u64),
+    Path(PathBuf),
+    Other(Target),
+}
+
+fn identity(t: Target) -> Identity {
+    use std::os::unix::fs::MetadataExt;
+    match t {
+        Target::Regular(p) => match std::fs::metadata(&p) {
+            Ok(m) => Identity::Inode(m.dev(), m.ino()),
+            Err(_) => {
+                let dir = parent_dir(&p);
+                let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+                Identity::Path(match p.file_name() {
+                    Some(name) => dir.join(name),
+                    None => p,
+                })
+            }
+        },
+        other => Identity::Other(other),
+    }
+}
+
+/// Several output files of one command must be different files (after following symlinks,
+/// compared by device and inode or by canonical directory and name; `-` and `/dev/stdout` are
+/// the same). A device named twice (`/dev/null`) is allowed.
 pub(crate) fn check_distinct(files: &[(&'static str, &Path)]) -> Result<(), Error> {
-    let target = |p: &Path| resolve(p).unwrap_or_else(|_| Target::Regular(p.to_path_buf()));
+    let target =
+        |p: &Path| identity(resolve(p).unwrap_or_else(|_| Target::Regular(p.to_path_buf())));
     for (i, (fa, a)) in files.iter().enumerate() {
         for (fb, b) in &files[i + 1..] {
             let (ta, tb) = (target(a), target(b));
-            if ta == tb && !matches!(ta, Target::InPlace(_)) {
+            if ta == tb && !matches!(ta, Identity::Other(Target::InPlace(_))) {
                 return Err(Error::Invalid(format!(
                     "{fa} and {fb} name the same file {}",
                     b.display()

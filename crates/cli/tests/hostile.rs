@@ -136,6 +136,36 @@ fn symlinks_are_written_through() {
     ]);
     assert_eq!(r.status.code(), Some(1), "{}", text(&r.stderr));
     assert!(text(&r.stderr).contains("name the same file"));
+    // The same file spelled two ways, existing or not yet: relative and with `./`, absolute
+    // and relative (the command runs in `dir`), through a directory's `..`.
+    let abs = dir.join("new.csv");
+    let up = format!(
+        "../{}/fresh.json",
+        dir.file_name().unwrap().to_str().unwrap()
+    );
+    for (json, other, flag) in [
+        ("same.json", "./same.json", "--history"),
+        (abs.to_str().unwrap(), "new.csv", "--csv"),
+        ("fresh.json", up.as_str(), "--csv"),
+    ] {
+        let mut c = Command::new(AIAC);
+        c.current_dir(&dir)
+            .args(SMALL)
+            .args(["--json", json, flag, other]);
+        let r = within(c, 120);
+        assert_eq!(
+            r.status.code(),
+            Some(1),
+            "{json} {other}: {}",
+            text(&r.stderr)
+        );
+        assert!(
+            text(&r.stderr).contains("name the same file"),
+            "{}",
+            text(&r.stderr)
+        );
+    }
+    assert!(!dir.join("same.json").exists() && !dir.join("fresh.json").exists());
 }
 
 #[test]
