@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::launch::{log_tail, on_launched_rank, run_logged, Ended, Launcher, Placement, RankWork};
 #[cfg(any(feature = "mpi", feature = "shmem"))]
 use crate::launch::{Launched, Rank};
-use crate::output::write_atomically;
+use crate::output::{check_distinct, check_file, write_atomically};
 use chan_core::backend::RawWindow;
 use chan_core::traits::*;
 use chan_core::{ReduceOp, Window, WindowError};
@@ -314,16 +314,24 @@ fn check_args(a: &DhtArgs, here: &Placement) -> Result<(), Error> {
             a.ranks
         ));
     }
+    // The outputs go through the checks `run`'s do: writable where asked, special files
+    // in place, and no two flags naming one file (`--plot pl --json pl.svg` overwrote the JSON
+    // with the plot).
+    let plot: Option<[PathBuf; 2]> = a
+        .plot
+        .as_ref()
+        .map(|s| [s.with_extension("svg"), s.with_extension("png")]);
+    let mut files: Vec<(&'static str, &std::path::Path)> = Vec::new();
     if let Some(p) = &a.json {
-        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
-        if dir.is_some_and(|d| !d.is_dir()) {
-            return bad(format!(
-                "--json {}: its directory does not exist",
-                p.display()
-            ));
-        }
+        files.push(("--json", p));
     }
-    Ok(())
+    for p in plot.iter().flatten() {
+        files.push(("--plot", p));
+    }
+    for (flag, p) in &files {
+        check_file(flag, p)?;
+    }
+    check_distinct(&files)
 }
 
 /// Read the rows of saved `--json` files.

@@ -98,6 +98,10 @@ fn a_wrong_table_is_exit_1() {
 
 #[test]
 fn bad_input_names_the_flag() {
+    let dir = std::env::temp_dir().join(format!("aiac-dht-{}-same", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let same_svg = dir.join("pl.svg").to_str().unwrap().to_string();
+    let same_stem = dir.join("pl").to_str().unwrap().to_string();
     for (args, flag) in [
         (&["dht", "--local-volume", "0"][..], "--local-volume"),
         (&["dht", "--ranks", "0"][..], "--ranks"),
@@ -106,6 +110,19 @@ fn bad_input_names_the_flag() {
         (
             &["dht", "--backend", "mpi", "--ranks", "2", "--timeout", "0"][..],
             "--timeout",
+        ),
+        // The plot's SVG is the JSON: refused before any work (it was overwritten, rc 0).
+        (
+            &[
+                "dht",
+                "--local-volume",
+                "100",
+                "--json",
+                same_svg.as_str(),
+                "--plot",
+                same_stem.as_str(),
+            ][..],
+            "name the same file",
         ),
     ] {
         let out = aiac(args);
@@ -116,6 +133,8 @@ fn bad_input_names_the_flag() {
             text(&out.stderr)
         );
     }
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "nothing written");
+    std::fs::remove_dir(&dir).unwrap();
 }
 
 /// `LAUNCHER -np 2 aiac dht --backend B`, killed after two minutes.
