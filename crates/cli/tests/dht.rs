@@ -133,7 +133,11 @@ fn bad_input_names_the_flag() {
             text(&out.stderr)
         );
     }
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "nothing written");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing written"
+    );
     std::fs::remove_dir(&dir).unwrap();
 }
 

@@ -78,8 +78,9 @@ pub(crate) struct ProbeArgs {
     /// with.
     #[arg(long, value_enum, default_value_t = Transport::Default)]
     pub(crate) transport: Transport,
-    /// The sender's computation per repetition, milliseconds (the receiver's is twice that).
-    #[arg(long, default_value_t = 5.0)]
+    /// The sender's computation per repetition, milliseconds, from 0.05 to 1000 (the
+    /// receiver's is twice that).
+    #[arg(long, default_value_t = 5.0, allow_hyphen_values = true)]
     pub(crate) compute_ms: f64,
     /// Repetitions per size and variant (the table shows medians).
     #[arg(long, default_value_t = 7)]
@@ -92,22 +93,40 @@ pub(crate) struct ProbeArgs {
 /// Largest message: MPI counts are C ints, and two buffers of it per rank.
 const MAX_SIZE: usize = 1 << 30;
 
-/// Parse `1K`, `64`, `4M` (binary units).
+/// Parse `1K`, `64`, `4M`, `1G` (binary units).
 fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let (num, mul) = match t.as_bytes().last() {
         Some(b'K' | b'k') => (&t[..t.len() - 1], 1024),
         Some(b'M' | b'm') => (&t[..t.len() - 1], 1024 * 1024),
+        Some(b'G' | b'g') => (&t[..t.len() - 1], 1024 * 1024 * 1024),
         _ => (t, 1),
     };
     let n: usize = num
         .parse()
-        .map_err(|_| format!("{s:?} is not a size (bytes, or with K or M)"))?;
+        .map_err(|_| format!("{s:?} is not a size (bytes, or with K, M or G)"))?;
     let v = n
         .checked_mul(mul)
         .filter(|&v| (1..=MAX_SIZE).contains(&v))
         .ok_or_else(|| format!("{s:?} is not between 1 byte and 1G"))?;
     Ok(v)
+}
+
+/// `--compute-ms` from 0.05 to 1000. Checked with the other arguments, after parsing, so
+/// that under a launcher only rank 0 reports it; the value is quoted short (`1e300` as a
+/// plain float is 301 digits).
+fn check_compute_ms(v: f64) -> Result<f64, String> {
+    if (0.05..=1000.0).contains(&v) {
+        return Ok(v);
+    }
+    let shown = if v.is_finite() && v.abs() < 1e6 {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    };
+    Err(format!(
+        "--compute-ms {shown}: must be a number of milliseconds from 0.05 to 1000"
+    ))
 }
 
 /// The sizes `--sizes` names, ascending and distinct.
@@ -283,12 +302,7 @@ pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
 /// (rank 0, which writes it) and `--transport`. The path the job runs on, when they pass.
 fn check(args: &ProbeArgs, rank0: bool) -> Result<(Vec<usize>, JobPath), Error> {
     let sizes = parse_sizes(&args.sizes).map_err(Error::Invalid)?;
-    if !(0.05..=1000.0).contains(&args.compute_ms) {
-        return Err(Error::Invalid(format!(
-            "--compute-ms {}: must be between 0.05 and 1000",
-            args.compute_ms
-        )));
-    }
+    check_compute_ms(args.compute_ms).map_err(Error::Invalid)?;
     if !(1..=1000).contains(&args.reps) {
         return Err(Error::Invalid(format!(
             "--reps {}: must be between 1 and 1000",
@@ -312,9 +326,22 @@ mod tests {
         assert_eq!(parse_sizes("64K,4K,4K").unwrap(), vec![4096, 65536]);
         assert_eq!(parse_sizes("100").unwrap(), vec![100]);
         assert_eq!(parse_sizes("1M..1M").unwrap(), vec![1 << 20]);
+        // The top the message for a size out of range names, 1G, is itself a size.
+        assert_eq!(parse_sizes("1G").unwrap(), vec![MAX_SIZE]);
+        assert!(parse_sizes("0").unwrap_err().contains("1G"));
         for bad in ["4M..1K", "0", "x", "1K..", "2G", "-1", "1..1M,4"] {
             let e = parse_sizes(bad).unwrap_err();
             assert!(e.starts_with("--sizes"), "{bad}: {e}");
+        }
+    }
+
+    /// `--compute-ms` out of range is refused with its value short, not 300 digits.
+    #[test]
+    fn compute_ms_is_checked_as_parsed() {
+        assert_eq!(check_compute_ms(5.0).unwrap(), 5.0);
+        for bad in [1e300, 0.0, -1.0, f64::NAN, f64::INFINITY, 1001.0] {
+            let e = check_compute_ms(bad).unwrap_err();
+            assert!(e.contains("0.05 to 1000") && e.len() < 90, "{bad}: {e}");
         }
     }
 }
