@@ -53,7 +53,7 @@ pub(crate) struct SweepArgs {
     /// Preconditioners of the Krylov solvers (none, jacobi).
     #[arg(long, value_enum, value_delimiter = ',')]
     pc: Vec<Pc>,
-    /// Multisplit's inner solvers (cg, jacobi).
+    /// Multisplit's inner solvers (cg, cg32, jacobi).
     #[arg(long, value_enum, value_delimiter = ',')]
     inner: Vec<Inner>,
     /// Multisplit's inner tolerances.

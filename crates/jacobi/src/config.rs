@@ -74,7 +74,7 @@ pub enum Solver {
         feature = "clap",
         value(
             help = "Asynchronous multisplitting (Bethune et al., §6.4): each rank solves its \
-                      block (--inner cg or jacobi) with the newest halo as Dirichlet data, in \
+                      block (--inner cg, cg32 or jacobi) with the newest halo as Dirichlet data, in \
                       the sync, async or racy form"
         )
     )]

@@ -690,14 +690,14 @@ fn pipe_update_body(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f
 /// partial chunk goes point by point into the same lanes. So both give the same bits
 /// (`avx2_kernels_match_the_portable_ones`).
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use super::{rows, rows_in, stencil_rows, w4, w4m, CgVectors, PipeVectors, Region, Shape};
     use std::arch::x86_64::*;
 
     /// The four values of `s` from `k` on.
     #[target_feature(enable = "avx2")]
     #[inline]
-    fn ld(s: &[f64], k: usize) -> __m256d {
+    pub(crate) fn ld(s: &[f64], k: usize) -> __m256d {
         let a = w4(s, k);
         // SAFETY: `a` is four contiguous f64s, what an unaligned load reads.
         unsafe { _mm256_loadu_pd(a.as_ptr()) }
@@ -706,7 +706,7 @@ mod avx2 {
     /// Stores `v` into the four values of `s` from `k` on.
     #[target_feature(enable = "avx2")]
     #[inline]
-    fn st(s: &mut [f64], k: usize, v: __m256d) {
+    pub(crate) fn st(s: &mut [f64], k: usize, v: __m256d) {
         let a = w4m(s, k);
         // SAFETY: `a` is four contiguous f64s, borrowed mutably: what an unaligned store
         // writes.
@@ -716,7 +716,7 @@ mod avx2 {
     /// The lanes of `v`, for a row's scalar tail.
     #[target_feature(enable = "avx2")]
     #[inline]
-    fn lanes_of(v: __m256d) -> [f64; 4] {
+    pub(crate) fn lanes_of(v: __m256d) -> [f64; 4] {
         let mut a = [0.0; 4];
         st(&mut a, 0, v);
         a

@@ -253,6 +253,7 @@ pub(crate) fn correct(sh: &Shape, x: &mut [f64], d: &[f32]) {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{lanes8, rows, rows_in, stencil_rows, w8, w8m, Region, Shape};
+    use crate::linalg::avx2::{lanes_of as lanes_of4, ld as ld4, st as st4};
     use crate::linalg::lanes;
     use std::arch::x86_64::*;
 
@@ -278,24 +279,15 @@ mod avx2 {
     #[inline]
     fn lanes_of(acc: &[__m256d; 2]) -> [f64; 8] {
         let mut a = [0.0; 8];
-        // SAFETY: `a` holds eight f64s; each store writes four of them.
-        unsafe {
-            _mm256_storeu_pd(a.as_mut_ptr(), acc[0]);
-            _mm256_storeu_pd(a.as_mut_ptr().add(4), acc[1]);
-        }
+        st4(&mut a, 0, acc[0]);
+        st4(&mut a, 4, acc[1]);
         a
     }
 
     #[target_feature(enable = "avx2")]
     #[inline]
     fn from_lanes(a: &[f64; 8]) -> [__m256d; 2] {
-        // SAFETY: `a` holds eight f64s; each load reads four of them.
-        unsafe {
-            [
-                _mm256_loadu_pd(a.as_ptr()),
-                _mm256_loadu_pd(a.as_ptr().add(4)),
-            ]
-        }
+        [ld4(a, 0), ld4(a, 4)]
     }
 
     /// `acc += v` lane by lane, the eight single-precision values widened to double.
@@ -320,11 +312,6 @@ mod avx2 {
         let (sx, pl) = (sh.sx, sh.plane);
         let dg = _mm256_set1_pd(diag);
         let mut acc = _mm256_setzero_pd();
-        let ld4 = |s: &[f64], k: usize| {
-            let a = crate::linalg::w4(s, k);
-            // SAFETY: `a` is four contiguous f64s, what an unaligned load reads.
-            unsafe { _mm256_loadu_pd(a.as_ptr()) }
-        };
         for (b, m) in rows(sh) {
             let [c, xm, xp, ym, yp, zm, zp] = stencil_rows(u, b, m, sx, pl);
             let f = rhs.map(|f| &f[b..b + m]);
@@ -347,9 +334,7 @@ mod avx2 {
                 k += 4;
             }
             if k < m {
-                let mut a = [0.0; 4];
-                // SAFETY: `a` holds four f64s, what the store writes.
-                unsafe { _mm256_storeu_pd(a.as_mut_ptr(), acc) };
+                let mut a = lanes_of4(acc);
                 for i in k..m {
                     let mut s = xm[i] + xp[i] + ym[i] + yp[i] + zm[i] + zp[i];
                     if let Some(f) = f {
@@ -362,10 +347,7 @@ mod avx2 {
                 acc = ld4(&a, 0);
             }
         }
-        let mut a = [0.0; 4];
-        // SAFETY: `a` holds four f64s, what the store writes.
-        unsafe { _mm256_storeu_pd(a.as_mut_ptr(), acc) };
-        lanes(a)
+        lanes(lanes_of4(acc))
     }
 
     /// [`super::direction_apply`].
