@@ -132,7 +132,7 @@ pub(crate) const MAX_THREADS: usize = 2048;
 
 /// The memory this machine has available for a new run (`MemAvailable` of /proc/meminfo), if
 /// it says.
-fn mem_available() -> Option<u64> {
+pub(crate) fn mem_available() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

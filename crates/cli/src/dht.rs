@@ -8,9 +8,9 @@
 //! every object must be found, and the table must hold exactly ranks × LV objects (the
 //! objects are distinct, so that means each exactly once); otherwise exit 1.
 
-use crate::args::BackendArg;
+use crate::args::{BackendArg, MAX_THREADS};
 use crate::error::Error;
-use crate::launch::{log_tail, on_launched_rank, run_logged, Ended, Launcher, Placement, RankWork};
+use crate::launch::{log_gist, on_launched_rank, run_logged, Ended, Launcher, Placement, RankWork};
 #[cfg(any(feature = "mpi", feature = "shmem"))]
 use crate::launch::{Launched, Rank};
 use crate::output::{check_distinct, check_file, write_atomically};
@@ -314,6 +314,31 @@ fn check_args(a: &DhtArgs, here: &Placement) -> Result<(), Error> {
             a.ranks
         ));
     }
+    let most_ranks = a.ranks.iter().copied().max().unwrap_or(1);
+    if a.backend.info().launcher.is_none() && most_ranks > MAX_THREADS {
+        return bad(format!(
+            "-t/--threads (--ranks) must be from 1 to {MAX_THREADS} with --backend threads: \
+             every rank is a thread of this one process; got {most_ranks} (for more ranks, \
+             --backend mpi or shmem)"
+        ));
+    }
+    let most_lv = a.local_volume.iter().copied().max().unwrap_or(1);
+    if a.backend == BackendArg::Mpi && most_lv > MAX_MPI_LV {
+        return bad(format!(
+            "--local-volume must be at most {MAX_MPI_LV} with --backend mpi: a rank's window \
+             of {SLOTS_PER_OBJECT} slots per object must count its words in an MPI int; got \
+             {most_lv}"
+        ));
+    }
+    // The ranks this machine holds at once: every rank of a threads run is in this process,
+    // `-t` starts each job here, and under a launcher the job's processes on this node.
+    let ranks_here = match (a.backend.info().launcher, here.rank) {
+        (Some(_), Some(_)) => here.local_size.unwrap_or(1),
+        _ => most_ranks,
+    };
+    if let Some(available) = crate::args::mem_available() {
+        check_memory(a.backend, most_lv, ranks_here, available)?;
+    }
     // The outputs go through the checks `run`'s do: writable where asked, special files
     // in place, and no two flags naming one file (`--plot pl --json pl.svg` overwrote the JSON
     // with the plot).
@@ -332,6 +357,52 @@ fn check_args(a: &DhtArgs, here: &Placement) -> Result<(), Error> {
         check_file(flag, p)?;
     }
     check_distinct(&files)
+}
+
+/// The most objects a rank of `--backend mpi` inserts: its window's word count,
+/// [`SLOTS_PER_OBJECT`] × LV, must fit the `int` count of `MPI_Win_allocate`.
+const MAX_MPI_LV: usize = i32::MAX as usize / SLOTS_PER_OBJECT;
+
+/// Bytes per object on a rank: the object itself, its [`SLOTS_PER_OBJECT`] table slots, and
+/// the copy of the slots read back for the count.
+const BYTES_PER_OBJECT: u64 = 8 * (1 + 2 * SLOTS_PER_OBJECT as u64);
+
+/// What a rank holds before its first object: a thread of this process (stack and channel
+/// state: 2048 ranks of 10 objects measured at 494 MB) or a launched process (15 MB measured
+/// for a rank of Open MPI).
+fn rank_base(backend: BackendArg) -> u64 {
+    match backend.info().launcher {
+        None => 256 << 10,
+        Some(_) => 16 << 20,
+    }
+}
+
+/// Refuse a run whose `ranks_here` ranks of `lv` objects would not fit in `available` bytes,
+/// with the figure, before anything is allocated (a table past memory was killed by the
+/// allocator, or by the machine).
+fn check_memory(
+    backend: BackendArg,
+    lv: usize,
+    ranks_here: usize,
+    available: u64,
+) -> Result<(), Error> {
+    use jacobi::human_bytes;
+    let per_rank = (lv as u64)
+        .saturating_mul(BYTES_PER_OBJECT)
+        .saturating_add(rank_base(backend));
+    let need = per_rank.saturating_mul(ranks_here as u64);
+    if need > available {
+        return Err(Error::Invalid(format!(
+            "--local-volume/--ranks: this run needs about {} ({} per rank: {BYTES_PER_OBJECT} \
+             bytes per object and the rank itself, {ranks_here} rank(s) on this machine), but \
+             this machine has {} available (MemAvailable): use a smaller --local-volume or \
+             fewer ranks",
+            human_bytes(need),
+            human_bytes(per_rank),
+            human_bytes(available)
+        )));
+    }
+    Ok(())
 }
 
 /// Read the rows of saved `--json` files.
@@ -466,7 +537,8 @@ pub(crate) fn dht(a: &DhtArgs) -> Result<ExitCode, Error> {
             on_launched_rank(launcher, Launch { args: a, checked })
         }
         Some(launcher) => checked.and_then(|()| jobs(a, launcher)),
-        None => checked
+        None => crate::run::one_process_job(&here, "dht", a.backend)
+            .and(checked)
             .and_then(|()| threads(a))
             .map_err(|e| here.before_start(e)),
     }
@@ -529,8 +601,8 @@ fn jobs(a: &DhtArgs, launcher: Launcher) -> Result<ExitCode, Error> {
         };
         match why {
             Some(why) => failures.push(format!(
-                "dht {backend} at {n} ranks {why}; its output ends:\n{}",
-                log_tail(&log, 8)
+                "dht {backend} at {n} ranks {why}; its output says:\n{}",
+                log_gist(&log, 8)
             )),
             None => match load(std::slice::from_ref(&json)) {
                 Ok(mut r) => rows.append(&mut r),

@@ -55,8 +55,19 @@ pub(crate) fn exit_code(result: Result<ExitCode, Error>) -> ExitCode {
         Err(Error::AlreadyReported) => ExitCode::from(1),
         Err(Error::LeftToRank0) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("aiac: error: {e}");
+            say(&format!("aiac: error: {e}"));
             ExitCode::from(1)
         }
     }
+}
+
+/// Print `line` on standard error in one write: the ranks of a job share one log (a
+/// launcher's, or the file `aiac sweep` and `aiac dht -t` give a job), and `eprintln!`'s
+/// pieces from two ranks interleaved there ("aiac: error on aiac: error on PE 1: ...").
+pub(crate) fn say(line: &str) {
+    use std::io::Write;
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }

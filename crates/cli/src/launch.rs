@@ -200,9 +200,21 @@ pub(crate) fn run_logged(
     wait_bounded(&mut child, timeout)
 }
 
-/// The last `n` lines of a child's log.
-pub(crate) fn log_tail(path: &Path, n: usize) -> String {
+/// What a child's log says of its end: its ranks' errors (at most `n`), else its last `n`
+/// lines.
+pub(crate) fn log_gist(path: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
+    // The ranks' own errors say why; a launcher's text after them (MPI_ABORT's notice) does
+    // not. Each once: every rank of a job can find the same.
+    let mut errors: Vec<&str> = Vec::new();
+    for l in text.lines().filter(|l| l.starts_with("aiac: error")) {
+        if !errors.contains(&l) && errors.len() < n {
+            errors.push(l);
+        }
+    }
+    if !errors.is_empty() {
+        return errors.join("\n");
+    }
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
@@ -422,11 +434,11 @@ impl<C: Launched> Rank<C> {
         match result {
             Ok(v) => v,
             Err(e) => {
-                eprintln!(
+                crate::error::say(&format!(
                     "aiac: error on {} {}: {e}",
                     C::LAUNCHER.process(),
                     self.rank()
-                );
+                ));
                 self.ctx.abort(1)
             }
         }
@@ -475,4 +487,37 @@ pub(crate) fn not_built(launcher: Launcher) -> Error {
     Error::Launch(format!(
         "--backend {backend}: this aiac was built without it (cargo feature `{backend}`)"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_gist;
+
+    /// A job whose ranks failed: their errors come first in what is said of it, each once,
+    /// not the launcher's notice that follows them (MPI_ABORT's ten lines were all a failed
+    /// `dht --ranks` job showed).
+    #[test]
+    fn a_failed_jobs_gist_is_its_ranks_errors() {
+        let dir = std::env::temp_dir().join(format!("aiac-gist-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("job.log");
+        let mut text = String::from("aiac dht: starting\n");
+        text += "aiac: error on rank 0: dht: the window does not fit\n";
+        text += "aiac: error on rank 0: dht: the window does not fit\n";
+        text += "aiac: error on rank 1: dht: the window does not fit\n";
+        for i in 0..12 {
+            text += &format!("MPI_ABORT notice line {i}\n");
+        }
+        std::fs::write(&log, &text).unwrap();
+        let gist = log_gist(&log, 8);
+        assert_eq!(
+            gist,
+            "aiac: error on rank 0: dht: the window does not fit\n\
+             aiac: error on rank 1: dht: the window does not fit"
+        );
+        // Without errors of its own: the end of the log.
+        std::fs::write(&log, "a\nb\nc\nd\n").unwrap();
+        assert_eq!(log_gist(&log, 2), "c\nd");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -7,7 +7,7 @@
 
 #[cfg(any(feature = "mpi", feature = "shmem"))]
 use crate::args::check_output;
-use crate::args::RunArgs;
+use crate::args::{BackendArg, RunArgs};
 use crate::error::Error;
 use crate::launch::{on_launched_rank, Placement, RankWork};
 #[cfg(any(feature = "mpi", feature = "shmem"))]
@@ -58,23 +58,32 @@ pub(crate) fn run(args: &RunArgs) -> Result<ExitCode, Error> {
     tracing::debug!(?args, "aiac run");
     let info = args.backend.info();
     let here = Placement::here();
-    if let (None, Some(size)) = (info.launcher, here.size) {
-        if size > 1 {
-            // Every process of the job would solve the whole problem on its own and write
-            // the same files.
-            return Err(here.before_start(Error::Launch(format!(
-                "{}: this process is one of {size} that a launcher (mpirun, oshrun) started, \
-                 and {} runs every rank inside one process: the job would make {size} \
-                 independent runs writing the same files. Run `aiac run {} -t {size}` without \
-                 the launcher, or `mpirun -np {size} aiac run --backend mpi`",
-                info.flag, info.flag, info.flag
-            ))));
-        }
-    }
+    one_process_job(&here, "run", args.backend).map_err(|e| here.before_start(e))?;
     match (info.launcher, info.shared_memory) {
         (Some(launcher), _) => on_launched_rank(launcher, Launch(args)),
         (None, true) => run_shared(args),
         (None, false) => run_threads(args),
+    }
+}
+
+/// Refuse a backend that runs every rank inside this process (threads, shared) when a
+/// launcher started this process as one of several: every process of the job would make the
+/// whole run on its own and write the same files.
+pub(crate) fn one_process_job(
+    here: &Placement,
+    command: &str,
+    backend: BackendArg,
+) -> Result<(), Error> {
+    let info = backend.info();
+    match (info.launcher, here.size) {
+        (None, Some(size)) if size > 1 => Err(Error::Launch(format!(
+            "{}: this process is one of {size} that a launcher (mpirun, oshrun) started, \
+             and {} runs every rank inside one process: the job would make {size} \
+             independent runs writing the same files. Run `aiac {command} {} -t {size}` \
+             without the launcher, or `mpirun -np {size} aiac {command} --backend mpi`",
+            info.flag, info.flag, info.flag
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -21,7 +21,7 @@ use crate::args::{
     Fixed,
 };
 use crate::error::Error;
-use crate::launch::{log_tail, run_logged, Ended};
+use crate::launch::{log_gist, run_logged, Ended};
 use crate::output::{check_dir, write_atomically};
 use crate::progress::SweepProgress;
 use crate::saved::{self, FailedRun, Outcome};
@@ -568,7 +568,7 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
                 if let Err(e) = write_atomically(&path, &text) {
                     progress.warn(&format!("aiac sweep: {}: {e}", path.display()));
                 }
-                let last = log_tail(&log_path, 3);
+                let last = log_gist(&log_path, 3);
                 progress.warn(&format!(
                     "aiac sweep: run {}/{n} ({what}) FAILED: {why}; log {}{}",
                     i + 1,

@@ -111,6 +111,42 @@ fn bad_input_names_the_flag() {
             &["dht", "--backend", "mpi", "--ranks", "2", "--timeout", "0"][..],
             "--timeout",
         ),
+        // Past what MPI's int counts of a window (it was MPI_ABORT's text alone).
+        (
+            &[
+                "dht",
+                "--backend",
+                "mpi",
+                "--ranks",
+                "2",
+                "--local-volume",
+                "3000000000",
+            ][..],
+            "must count its words in an MPI int",
+        ),
+        // Past the threads a process starts (it reached 8.8 GB in 20 s).
+        (
+            &["dht", "--ranks", "100000", "--local-volume", "10"][..],
+            "from 1 to 2048",
+        ),
+        // Past this machine's memory: refused with the figure (it aborted, rc 134, or
+        // needed one allocation of 16 GB).
+        (
+            &["dht", "--ranks", "1", "--local-volume", "99999999999999"][..],
+            "MemAvailable",
+        ),
+        (
+            &[
+                "dht",
+                "--backend",
+                "shmem",
+                "--ranks",
+                "4",
+                "--local-volume",
+                "1000000000",
+            ][..],
+            "4 rank(s) on this machine",
+        ),
         // The plot's SVG is the JSON: refused before any work (it was overwritten, rc 0).
         (
             &[
@@ -139,6 +175,30 @@ fn bad_input_names_the_flag() {
         "nothing written"
     );
     std::fs::remove_dir(&dir).unwrap();
+}
+
+/// A threads table started by a launcher would be one independent table per process, each
+/// writing the same files: rank 0 refuses it once, the others leave it to rank 0.
+#[test]
+fn a_threads_table_under_a_launcher_is_refused_once() {
+    let as_rank = |rank: usize| {
+        let mut c = Command::new(AIAC);
+        c.args(["dht", "--ranks", "2", "--local-volume", "10"])
+            .env("OMPI_COMM_WORLD_RANK", rank.to_string())
+            .env("OMPI_COMM_WORLD_SIZE", "2");
+        within(c, 60)
+    };
+    let r = as_rank(0);
+    let err = text(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--backend threads") && err.contains("one of 2"),
+        "{err}"
+    );
+    assert!(text(&r.stdout).is_empty(), "no table: {}", text(&r.stdout));
+    let r = as_rank(1);
+    assert_eq!(r.status.code(), Some(0));
+    assert!(r.stderr.is_empty() && r.stdout.is_empty());
 }
 
 /// `LAUNCHER -np 2 aiac dht --backend B`, killed after two minutes.
