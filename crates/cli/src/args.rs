@@ -241,8 +241,8 @@ pub(crate) struct RunArgs {
     reduction: Option<ReductionKind>,
     /// Racy: read the halo view once a newer send has landed (landed), or every iteration as
     /// the paper's racy receive does (always).
-    #[arg(long, value_enum, default_value_t = RacyRead::Landed)]
-    racy_read: RacyRead,
+    #[arg(long, value_enum)]
+    racy_read: Option<RacyRead>,
     /// No rank iterates more than this.
     #[arg(long, default_value_t = 1_000_000)]
     max_iters: u64,
@@ -288,6 +288,29 @@ impl RunArgs {
             },
             p => p,
         };
+        // Flags of a loop this run does not have are refused, not ignored.
+        let blockwise = matches!(self.solver, Solver::Jacobi | Solver::Multisplit);
+        let variant_flag = |flag, applies| ConfigError::VariantFlag {
+            flag,
+            applies,
+            solver: self.solver,
+            variant: self.variant,
+        };
+        if self.racy_read.is_some() && !(blockwise && self.variant == Variant::Racy) {
+            return Err(variant_flag(
+                "--racy-read",
+                "the racy receive (--variant racy of --solver jacobi or multisplit)",
+            ));
+        }
+        let nonblocking =
+            (blockwise && self.variant != Variant::Sync) || self.solver == Solver::PipeCg;
+        if self.reduction.is_some() && !nonblocking {
+            return Err(variant_flag(
+                "--reduction",
+                "the non-blocking reduction of --variant async and racy and of --solver \
+                 pipecg (the others reduce with blocking all-reduces)",
+            ));
+        }
         let flags = MethodFlags {
             pc: self.pc,
             variant: self.variant,
@@ -295,7 +318,7 @@ impl RunArgs {
             halo_every: self.halo_every,
             halo_depth: self.halo_depth,
             max_in_flight: self.max_in_flight,
-            racy_read: self.racy_read,
+            racy_read: self.racy_read.unwrap_or_default(),
             // Shared memory has no reduction rounds: K only samples its history there.
             pace_reductions: self.check_every.is_some()
                 && self.variant != Variant::Sync

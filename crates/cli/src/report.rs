@@ -32,6 +32,11 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode, Error> {
     let mut skipped = 0;
     for found in &files {
         let f = &found.path;
+        if let Some(why) = &found.not_a_file {
+            eprintln!("aiac report: skipping {}: {why}", f.display());
+            skipped += 1;
+            continue;
+        }
         match saved::load(f) {
             Ok(run) => runs.push(run),
             // A file found in a directory (a run killed while writing, a stray file) is

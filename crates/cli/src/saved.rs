@@ -212,6 +212,9 @@ pub(crate) struct Found {
     pub(crate) path: PathBuf,
     /// Found in a directory given (not named itself): a file that cannot be read is skipped.
     pub(crate) in_dir: bool,
+    /// Found in a directory, named like a report but not a regular file (a symlink to
+    /// nothing, a directory, a FIFO): why it is skipped without being opened.
+    pub(crate) not_a_file: Option<String>,
 }
 
 /// What kind of thing a non-regular, non-directory file is, for messages.
@@ -242,7 +245,11 @@ pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<Found>, String> {
     let mut push = |out: &mut Vec<Found>, path: PathBuf, in_dir: bool| {
         let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
         if seen.insert(key) {
-            out.push(Found { path, in_dir });
+            out.push(Found {
+                path,
+                in_dir,
+                not_a_file: None,
+            });
         } else {
             eprintln!(
                 "aiac report: {} is named more than once: counted once",
@@ -267,17 +274,39 @@ pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<Found>, String> {
                 for e in rd.flatten() {
                     let path = e.path();
                     let name = e.file_name().to_string_lossy().into_owned();
-                    if path.is_file() && name.ends_with(".json") && !name.starts_with('.') {
-                        found.push(path);
+                    if !name.ends_with(".json") || name.starts_with('.') {
+                        continue;
                     }
+                    // Named like a report: read it, or say why not (a FIFO is never opened:
+                    // it would wait for a writer).
+                    let not_a_file = match std::fs::metadata(&path) {
+                        Ok(m) if m.is_file() => None,
+                        Ok(m) if m.is_dir() => Some("a directory".to_string()),
+                        Ok(m) => Some(kind_of(&m).to_string()),
+                        Err(_) if path.is_symlink() => Some(match std::fs::read_link(&path) {
+                            Ok(to) => {
+                                format!("a symlink to {}, which does not exist", to.display())
+                            }
+                            Err(_) => "a symlink to nothing".to_string(),
+                        }),
+                        Err(e) => Some(e.to_string()),
+                    };
+                    found.push((path, not_a_file));
                 }
             }
             found.sort();
             if found.is_empty() {
                 return Err(format!("{}: no .json file in it", p.display()));
             }
-            for f in found {
-                push(&mut out, f, true);
+            for (f, not_a_file) in found {
+                match not_a_file {
+                    None => push(&mut out, f, true),
+                    Some(why) => out.push(Found {
+                        path: f,
+                        in_dir: true,
+                        not_a_file: Some(why),
+                    }),
+                }
             }
         } else if meta.is_file() {
             push(&mut out, p.clone(), false);

@@ -220,6 +220,29 @@ fn report_skips_broken_files_in_a_directory_and_counts_a_file_once() {
     assert_eq!(r.status.code(), Some(0), "{err}");
     assert!(err.contains("skipping") && err.contains("b.json"), "{err}");
     assert!(text(&r.stdout).contains("sync"), "the good run is reported");
+    // Named like reports but not files: each skipped with a note saying what it is (a
+    // dangling symlink was skipped without a word), a FIFO without waiting on it.
+    std::os::unix::fs::symlink(dir.join("gone.json"), runs.join("c.json")).unwrap();
+    std::fs::create_dir(runs.join("d.json")).unwrap();
+    mkfifo(&runs.join("e.json"));
+    let r = aiac(&["report", runs.to_str().unwrap()]);
+    let err = text(&r.stderr);
+    assert_eq!(r.status.code(), Some(0), "{err}");
+    for (name, what) in [
+        ("c.json", "which does not exist"),
+        ("d.json", "a directory"),
+        ("e.json", "a FIFO"),
+    ] {
+        assert!(
+            err.lines()
+                .any(|l| l.contains("skipping") && l.contains(name) && l.contains(what)),
+            "{name}: {err}"
+        );
+    }
+    for name in ["c.json", "d.json", "e.json"] {
+        let p = runs.join(name);
+        let _ = std::fs::remove_file(&p).or_else(|_| std::fs::remove_dir(&p));
+    }
     // Named on the command line, the broken file is an error.
     let r = aiac(&["report", runs.join("b.json").to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(1));

@@ -283,7 +283,12 @@ fn the_reduction_is_chosen_and_recorded() {
         }
         if l.backend == "shmem" {
             let bad = dir.join("bad.json");
-            let out = launch(l, 2, &["--reduction", "iallreduce"], &bad);
+            let out = launch(
+                l,
+                2,
+                &["--variant", "async", "--reduction", "iallreduce"],
+                &bad,
+            );
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(1), "{err}");
             assert_eq!(err.matches("--reduction iallreduce").count(), 1, "{err}");

@@ -69,10 +69,31 @@ fn bad_input_names_the_flag_exits_1_and_writes_nothing() {
             &["--backend", "shared", "--exchange", "overlap"],
             "--exchange",
         ),
-        (&["--reduction", "iallreduce"], "--reduction iallreduce"),
         (
-            &["--backend", "shared", "--reduction", "iallreduce"],
+            &["--variant", "async", "--reduction", "iallreduce"],
             "--reduction iallreduce",
+        ),
+        (
+            &[
+                "--backend",
+                "shared",
+                "--variant",
+                "async",
+                "--reduction",
+                "iallreduce",
+            ],
+            "--reduction iallreduce",
+        ),
+        // A flag of a loop the run does not have: refused, not ignored.
+        (&["--reduction", "tree"], "--reduction applies to"),
+        (
+            &["--solver", "cg", "--reduction", "tree"],
+            "not to --solver cg --variant sync",
+        ),
+        (&["--racy-read", "always"], "--racy-read applies to"),
+        (
+            &["--variant", "async", "--racy-read", "always"],
+            "not to --solver jacobi --variant async",
         ),
         (&["--reduction", "ring"], "--reduction"),
         (&["--racy-read", "sometimes"], "--racy-read"),
@@ -121,6 +142,21 @@ fn bad_input_names_the_flag_exits_1_and_writes_nothing() {
         0,
         "nothing left behind"
     );
+}
+
+/// The flags refused where their loop is missing run where it is: the racy read of a racy
+/// run, the tree reduction of an async run and of pipecg.
+#[test]
+fn loop_flags_run_where_their_loop_is() {
+    for args in [
+        &["--variant", "racy", "-t", "2", "--racy-read", "always"][..],
+        &["--variant", "async", "-t", "2", "--reduction", "tree"][..],
+        &["--solver", "pipecg", "-t", "2", "--reduction", "tree"][..],
+    ] {
+        let mut all = vec!["run", "--local", "6", "--quiet"];
+        all.extend_from_slice(args);
+        aiac_ok(&all);
+    }
 }
 
 #[test]

@@ -790,6 +790,18 @@ pub enum ConfigError {
         /// The variant asked for.
         variant: Variant,
     },
+    /// A flag of one variant's loop given to a run that does not have that loop.
+    #[error("{flag} applies to {applies}, not to --solver {solver} --variant {variant}")]
+    VariantFlag {
+        /// The flag.
+        flag: &'static str,
+        /// The runs it applies to.
+        applies: &'static str,
+        /// The solver asked for.
+        solver: Solver,
+        /// The variant asked for.
+        variant: Variant,
+    },
     /// A flag of the Jacobi solver with a Krylov solver, or the other way round.
     #[error("{flag} applies to {applies}, not to --solver {solver}")]
     SolverFlag {
