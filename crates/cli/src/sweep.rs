@@ -14,7 +14,9 @@
 //! never binds it), `--offset` to the Laplace problem; `--variant`, `--halo-every`,
 //! `--exchange` and R to the Jacobi solver (`--variant`, `--halo-every` and R to multisplit
 //! too), `--pc` to the Krylov solvers, `--inner`, `--inner-tol` and `--inner-max` to
-//! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them).
+//! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them). A value that no run of
+//! the sweep can take (every combination with it dropped the flag, and `aiac run` refuses each
+//! of them given it) is refused before anything runs, with `aiac run`'s message.
 
 use crate::args::{
     is_laplace, parse_dims, parse_grid, parse_slowdown, parse_timeout, problem_parser, BackendArg,
@@ -304,73 +306,94 @@ impl SweepArgs {
         ]
     }
 
+    /// The digits of combination `n` of the grid of `axes` (the first axis varies slowest).
+    fn odometer(axes: &[Axis], mut n: usize) -> Vec<usize> {
+        let mut idx = vec![0; axes.len()];
+        for (i, a) in axes.iter().enumerate().rev() {
+            let d = a.values.len().max(1);
+            idx[i] = n % d;
+            n /= d;
+        }
+        idx
+    }
+
+    /// The `aiac run` arguments of combination `idx` (every flag given, or with `collapse`
+    /// only those that apply to it), its label, backend and process count.
+    fn combination(
+        &self,
+        axes: &[Axis],
+        idx: &[usize],
+        collapse: bool,
+    ) -> (Vec<String>, String, BackendArg, usize) {
+        let val = |flag: &str| -> Option<&str> {
+            let i = axes.iter().position(|a| a.flag == flag)?;
+            axes[i].values.get(idx[i]).map(String::as_str)
+        };
+        let variant = val("--variant").unwrap_or("sync");
+        let backend = val("--backend").unwrap_or("threads");
+        let problem = val("--problem").unwrap_or("laplace");
+        let solver = val("--solver").unwrap_or("jacobi");
+        let applies = |flag: &str| saved::applies(flag, solver, variant, backend, problem);
+        let mut argv = Vec::new();
+        let mut label = Vec::new();
+        for (a, &i) in axes.iter().zip(idx) {
+            let Some(v) = a.values.get(i) else { continue };
+            if collapse && !applies(a.flag) {
+                continue;
+            }
+            if a.flag == "--slowdown" {
+                if let Some(k) = self.fixed.slow_rank {
+                    argv.extend(["--slow-rank".to_string(), k.to_string()]);
+                }
+            }
+            argv.extend([a.flag.to_string(), v.clone()]);
+            if a.values.len() > 1 {
+                label.push(if a.short.is_empty() {
+                    v.clone()
+                } else {
+                    format!("{}={v}", a.short)
+                });
+            }
+        }
+        if self.slowdown.is_empty() {
+            if let Some(k) = self.fixed.slow_rank {
+                argv.extend(["--slow-rank".to_string(), k.to_string()]);
+            }
+        }
+        if self.fixed.no_confirm {
+            argv.push("--no-confirm".into());
+        }
+        let label = if label.is_empty() {
+            if solver == "jacobi" {
+                variant.to_string()
+            } else {
+                solver.to_string()
+            }
+        } else {
+            label.join(" ")
+        };
+        let backend = BackendArg::from_str(backend, false).unwrap_or(BackendArg::Threads);
+        let ranks = val("-t").and_then(|v| v.parse().ok()).unwrap_or(1);
+        (argv, label, backend, ranks)
+    }
+
+    /// The number of combinations of the grid of `axes`.
+    fn combinations(axes: &[Axis]) -> usize {
+        axes.iter().map(|a| a.values.len().max(1)).product()
+    }
+
     /// Every run, in order: each configuration's repeats one after the other.
     fn points(&self) -> Vec<Point> {
         let axes = self.axes();
         let mut seen: Vec<Vec<String>> = Vec::new();
         let mut out = Vec::new();
-        let dims: Vec<usize> = axes.iter().map(|a| a.values.len().max(1)).collect();
-        let total: usize = dims.iter().product();
-        for mut n in 0..total {
-            // The odometer: the first axis varies slowest.
-            let mut idx = vec![0; axes.len()];
-            for (i, d) in dims.iter().enumerate().rev() {
-                idx[i] = n % d;
-                n /= d;
-            }
-            let val = |flag: &str| -> Option<&str> {
-                let i = axes.iter().position(|a| a.flag == flag)?;
-                axes[i].values.get(idx[i]).map(String::as_str)
-            };
-            let variant = val("--variant").unwrap_or("sync");
-            let backend = val("--backend").unwrap_or("threads");
-            let problem = val("--problem").unwrap_or("laplace");
-            let solver = val("--solver").unwrap_or("jacobi");
-            let applies = |flag: &str| saved::applies(flag, solver, variant, backend, problem);
-            let mut argv = Vec::new();
-            let mut label = Vec::new();
-            for (a, &i) in axes.iter().zip(&idx) {
-                let Some(v) = a.values.get(i) else { continue };
-                if !applies(a.flag) {
-                    continue;
-                }
-                if a.flag == "--slowdown" {
-                    if let Some(k) = self.fixed.slow_rank {
-                        argv.extend(["--slow-rank".to_string(), k.to_string()]);
-                    }
-                }
-                argv.extend([a.flag.to_string(), v.clone()]);
-                if a.values.len() > 1 {
-                    label.push(if a.short.is_empty() {
-                        v.clone()
-                    } else {
-                        format!("{}={v}", a.short)
-                    });
-                }
-            }
-            if self.slowdown.is_empty() {
-                if let Some(k) = self.fixed.slow_rank {
-                    argv.extend(["--slow-rank".to_string(), k.to_string()]);
-                }
-            }
-            if self.fixed.no_confirm {
-                argv.push("--no-confirm".into());
-            }
+        for n in 0..Self::combinations(&axes) {
+            let idx = Self::odometer(&axes, n);
+            let (argv, label, backend, ranks) = self.combination(&axes, &idx, true);
             if seen.contains(&argv) {
                 continue;
             }
             seen.push(argv.clone());
-            let backend = BackendArg::from_str(backend, false).unwrap_or(BackendArg::Threads);
-            let ranks = val("-t").and_then(|v| v.parse().ok()).unwrap_or(1);
-            let label = if label.is_empty() {
-                if solver == "jacobi" {
-                    variant.to_string()
-                } else {
-                    solver.to_string()
-                }
-            } else {
-                label.join(" ")
-            };
             for repeat in 0..self.repeats {
                 out.push(Point {
                     argv: argv.clone(),
@@ -382,6 +405,56 @@ impl SweepArgs {
             }
         }
         out
+    }
+
+    /// A value of a list that no run of the sweep uses (every combination with it dropped the
+    /// flag, as one it does not apply to) is refused with `aiac run`'s own message when `aiac
+    /// run` refuses every such combination given the flag: `--solver cg --variant racy` would
+    /// otherwise run cg sync, `--solver multisplit --halo-depth 2` depth 1. A value `run`
+    /// accepts and ignores (R of racy over threads) only collapses runs that are the same.
+    fn check_unused(&self, points: &[Point]) -> Result<(), Error> {
+        let axes = self.axes();
+        let used = |flag: &str, v: &str| {
+            points
+                .iter()
+                .any(|p| p.argv.windows(2).any(|w| w[0] == flag && w[1] == v))
+        };
+        for (ai, a) in axes.iter().enumerate() {
+            for (vi, v) in a.values.iter().enumerate() {
+                if used(a.flag, v) {
+                    continue;
+                }
+                let mut refusal = None;
+                for n in 0..Self::combinations(&axes) {
+                    let idx = Self::odometer(&axes, n);
+                    if idx[ai] != vi {
+                        continue;
+                    }
+                    let (argv, label, ..) = self.combination(&axes, &idx, false);
+                    let verdict = crate::parse_run_args(&argv)
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| r.check_config().map_err(|e| e.to_string()));
+                    match verdict {
+                        Ok(_) => {
+                            refusal = None;
+                            break;
+                        }
+                        Err(e) => {
+                            refusal.get_or_insert((e, label));
+                        }
+                    }
+                }
+                if let Some((e, label)) = refusal {
+                    let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
+                    return Err(Error::Invalid(format!(
+                        "{first} (no run of this sweep can take {} {v}: `aiac run` refuses it \
+                         in every combination, the first being {label})",
+                        a.flag
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -447,6 +520,7 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
     let logs_dir = args.out.join("logs");
     let plots_dir = args.out.join("plots");
     let points = args.points();
+    args.check_unused(&points)?;
     let n = points.len();
     let mut planned = Vec::with_capacity(n);
     for (i, p) in points.iter().enumerate() {
@@ -705,6 +779,62 @@ mod tests {
         }
         // Shared memory has no channels: every variant once.
         assert_eq!(labels(args("shared")), ["sync", "async", "racy"]);
+    }
+
+    /// `check_unused` on the sweep `argv` describes.
+    fn unused(argv: &[&str]) -> Result<(), String> {
+        let s = T::try_parse_from(std::iter::once("x").chain(argv.iter().copied()))
+            .unwrap()
+            .s;
+        s.check_unused(&s.points()).map_err(|e| e.to_string())
+    }
+
+    /// A value no run can take is refused with `run`'s message (each of these ran another
+    /// configuration, rc 0); one that only collapses equal runs, or that some run takes,
+    /// is not.
+    #[test]
+    fn values_no_run_can_take_are_refused_as_run_refuses_them() {
+        for (argv, says) in [
+            (
+                &["--solver", "cg", "--variant", "racy"][..],
+                "--variant racy",
+            ),
+            (
+                &["--solver", "multisplit", "--halo-depth", "2"][..],
+                "--halo-depth 2",
+            ),
+            (
+                &[
+                    "--variant",
+                    "async",
+                    "--backend",
+                    "threads",
+                    "--reduction",
+                    "iallreduce",
+                ][..],
+                "--reduction iallreduce",
+            ),
+            (
+                &["--variant", "sync", "--reduction", "tree"][..],
+                "--reduction applies to",
+            ),
+        ] {
+            let e = unused(argv).expect_err(&format!("{argv:?} refused"));
+            assert!(
+                e.contains(says) && e.contains("no run of this sweep can take"),
+                "{argv:?}: {e}"
+            );
+        }
+        for argv in [
+            // R does not bind racy over threads: the runs are the same, run once.
+            &["--variant", "racy", "--max-in-flight", "1,4"][..],
+            // cg takes no variant, jacobi takes racy.
+            &["--solver", "jacobi,cg", "--variant", "racy"][..],
+            &["--variant", "sync,racy", "--exchange", "overlap"][..],
+            &["--variant", "sync,async", "--reduction", "tree"][..],
+        ] {
+            assert_eq!(unused(argv), Ok(()), "{argv:?}");
+        }
     }
 
     #[test]
