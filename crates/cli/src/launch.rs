@@ -189,7 +189,7 @@ pub(crate) fn run_logged(
     log: &Path,
     timeout: Duration,
 ) -> std::io::Result<Ended> {
-    let log = std::fs::File::create(log)?;
+    let log = crate::output::create_log(log)?;
     let err = log.try_clone()?;
     std::os::unix::process::CommandExt::process_group(cmd, 0);
     let mut child = cmd
@@ -490,6 +490,7 @@ pub(crate) fn not_built(launcher: Launcher) -> Error {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures
 mod tests {
     use super::log_gist;
 

@@ -5,6 +5,9 @@
 //! one message naming the flag and its range, a non-zero exit, nothing overwritten, no hang
 //! (every command runs under a deadline).
 
+// Tests write their fixtures and hostile files directly, not through aiac's output module.
+#![allow(clippy::disallowed_methods)]
+
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;

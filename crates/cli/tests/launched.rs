@@ -3,6 +3,9 @@
 //! transport must give the same answers. Every test runs once per launched backend, and every
 //! job under `timeout`, so a hang fails the test instead of stalling the suite.
 
+// Tests write their fixtures and hostile files directly, not through aiac's output module.
+#![allow(clippy::disallowed_methods)]
+
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};

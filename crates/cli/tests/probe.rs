@@ -4,6 +4,9 @@
 //! the same number whatever the limit would fail one of them; the same for the TCP transport
 //! with its limit set below its default. And bad input fails cleanly.
 
+// Tests write their fixtures and hostile files directly, not through aiac's output module.
+#![allow(clippy::disallowed_methods)]
+
 use serde_json::Value;
 use std::process::Command;
 use std::sync::Mutex;
