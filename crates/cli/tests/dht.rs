@@ -228,7 +228,8 @@ fn launch(launcher: &str, backend: &str, json: &std::path::Path) -> Output {
 #[test]
 fn mpi_and_shmem_tables_are_correct() {
     for (launcher, backend) in [("mpirun", "mpi"), ("oshrun", "shmem")] {
-        let json = scratch(&format!("dht-{backend}")).join("r.json");
+        let dir = scratch(&format!("dht-{backend}"));
+        let json = dir.join("r.json");
         let out = launch(launcher, backend, &json);
         assert!(out.status.success(), "{backend}: {}", text(&out.stderr));
         let r = rows(&json);
@@ -241,7 +242,8 @@ fn mpi_and_shmem_tables_are_correct() {
 /// table; a job past `--timeout` is stopped and the command fails.
 #[test]
 fn ranks_start_one_job_per_count() {
-    let json = scratch("dht-jobs").join("all.json");
+    let dir = scratch("dht-jobs");
+    let json = dir.join("all.json");
     let out = aiac(&[
         "dht",
         "--backend",

@@ -67,8 +67,9 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// A fresh, empty directory for one test, named after the test binary and this process.
-pub fn scratch(name: &str) -> PathBuf {
+/// A fresh, empty directory for one test, named after the test binary and this process;
+/// removed when the test that made it passes (kept for a look when it fails).
+pub fn scratch(name: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!(
         "aiac-{}-{}-{name}",
         env!("CARGO_CRATE_NAME"),
@@ -76,7 +77,37 @@ pub fn scratch(name: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
+}
+
+/// A test's scratch directory ([`scratch`]): a path while it lives.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// The names of the entries of `dir` (none if it cannot be read).
