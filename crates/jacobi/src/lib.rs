@@ -72,6 +72,7 @@ mod shared;
 mod single;
 mod slow;
 mod solver;
+pub mod sparse;
 #[cfg(test)]
 mod tests;
 

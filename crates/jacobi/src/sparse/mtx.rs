@@ -1,0 +1,559 @@
+//! Matrix Market files (NIST's exchange format, Boisvert, Pozo and Remington 1996): the
+//! header line, `%` comments, a size line, then one entry per line with 1-based indices.
+
+use super::csr::Csr;
+use crate::memory::human_bytes;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+/// What a matrix file stores of its matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatrixKind {
+    /// Every entry.
+    General,
+    /// The lower triangle and diagonal of a symmetric matrix.
+    Symmetric,
+    /// The strict lower triangle of a skew-symmetric matrix (`a_ji = −a_ij`, zero diagonal).
+    SkewSymmetric,
+}
+
+/// A file that is not a matrix (or vector) aiac can solve with, or cannot be read: its path,
+/// the line, and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}{}: {why}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct MatrixError {
+    /// The file.
+    pub path: PathBuf,
+    /// The line (1-based), when the fault is on one.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub why: String,
+}
+
+/// Bytes held per stored entry while reading: the triplet (two u32 indices and the value),
+/// then its place in the CSR arrays (a u32 column and the value).
+const BYTES_PER_ENTRY: u64 = 16 + 12;
+
+/// The lines of a file, numbered, comments and blank lines skipped.
+struct Lines<R> {
+    reader: R,
+    path: PathBuf,
+    number: usize,
+    buf: String,
+}
+
+impl<R: BufRead> Lines<R> {
+    fn fail(&self, why: impl Into<String>) -> MatrixError {
+        MatrixError {
+            path: self.path.clone(),
+            line: Some(self.number),
+            why: why.into(),
+        }
+    }
+
+    /// The next line (header and comments included), without its end; `None` at the end of
+    /// the file.
+    fn raw(&mut self) -> Result<Option<&str>, MatrixError> {
+        self.buf.clear();
+        match self.reader.read_line(&mut self.buf) {
+            Ok(0) => Ok(None),
+            Ok(_) => {
+                self.number += 1;
+                Ok(Some(self.buf.trim_end_matches(['\n', '\r'])))
+            }
+            Err(e) => {
+                self.number += 1;
+                Err(self.fail(match e.kind() {
+                    std::io::ErrorKind::InvalidData => "not text (invalid UTF-8)".to_string(),
+                    _ => e.to_string(),
+                }))
+            }
+        }
+    }
+
+    /// The next line that is neither a comment nor blank.
+    fn data(&mut self) -> Result<Option<String>, MatrixError> {
+        loop {
+            match self.raw()? {
+                None => return Ok(None),
+                Some(l) if l.trim().is_empty() || l.trim_start().starts_with('%') => continue,
+                Some(l) => return Ok(Some(l.to_string())),
+            }
+        }
+    }
+}
+
+/// The header's words: object, format, field, symmetry (lower case).
+struct Header {
+    format: String,
+    field: String,
+    symmetry: String,
+}
+
+fn open(path: &Path) -> Result<Lines<std::io::BufReader<std::fs::File>>, MatrixError> {
+    let file = std::fs::File::open(path).map_err(|e| MatrixError {
+        path: path.to_path_buf(),
+        line: None,
+        why: e.to_string(),
+    })?;
+    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        return Err(MatrixError {
+            path: path.to_path_buf(),
+            line: None,
+            why: "is a directory".into(),
+        });
+    }
+    Ok(Lines {
+        reader: std::io::BufReader::new(file),
+        path: path.to_path_buf(),
+        number: 0,
+        buf: String::new(),
+    })
+}
+
+fn header<R: BufRead>(lines: &mut Lines<R>) -> Result<Header, MatrixError> {
+    let Some(first) = lines.raw()?.map(str::to_string) else {
+        return Err(lines.fail("empty file: no %%MatrixMarket header"));
+    };
+    let words: Vec<String> = first.split_whitespace().map(str::to_lowercase).collect();
+    if words.first().map(String::as_str) != Some("%%matrixmarket") {
+        return Err(
+            lines.fail("not a Matrix Market file: the first line must start with %%MatrixMarket")
+        );
+    }
+    if words.len() != 5 || words[1] != "matrix" {
+        return Err(lines.fail(format!(
+            "the header must be `%%MatrixMarket matrix FORMAT FIELD SYMMETRY`, got `{first}`"
+        )));
+    }
+    Ok(Header {
+        format: words[2].clone(),
+        field: words[3].clone(),
+        symmetry: words[4].clone(),
+    })
+}
+
+/// A size-line or entry field as an index or count.
+fn count<R: BufRead>(lines: &Lines<R>, word: &str, what: &str) -> Result<u64, MatrixError> {
+    word.parse::<u64>()
+        .map_err(|_| lines.fail(format!("{what} `{word}` is not a whole number")))
+}
+
+/// An entry's value: a finite number.
+fn value<R: BufRead>(lines: &Lines<R>, word: &str) -> Result<f64, MatrixError> {
+    match word.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        Ok(_) => Err(lines.fail(format!("the value `{word}` is not finite"))),
+        Err(_) => Err(lines.fail(format!("the value `{word}` is not a number"))),
+    }
+}
+
+/// Refuse `need` bytes past `memory`.
+fn fits<R: BufRead>(lines: &Lines<R>, need: u64, memory: u64) -> Result<(), MatrixError> {
+    if need > memory {
+        return Err(lines.fail(format!(
+            "holding it needs about {}, more than the {} available",
+            human_bytes(need),
+            human_bytes(memory)
+        )));
+    }
+    Ok(())
+}
+
+/// Read a square sparse matrix from a Matrix Market `coordinate` file of `real` or `integer`
+/// values, `general`, `symmetric` or `skew-symmetric` (expanded to the whole matrix), within
+/// `memory` bytes.
+pub fn read_matrix(path: &Path, memory: u64) -> Result<(Csr, MatrixKind), MatrixError> {
+    let mut lines = open(path)?;
+    let h = header(&mut lines)?;
+    match h.format.as_str() {
+        "coordinate" => {}
+        "array" => {
+            return Err(
+                lines.fail("an `array` (dense) matrix: give the matrix in `coordinate` format")
+            )
+        }
+        f => return Err(lines.fail(format!("unknown format `{f}` (coordinate or array)"))),
+    }
+    match h.field.as_str() {
+        "real" | "integer" | "double" => {}
+        "pattern" => {
+            return Err(
+                lines.fail("a `pattern` matrix has no values: a real or integer matrix is needed")
+            )
+        }
+        "complex" => return Err(lines.fail("a `complex` matrix: aiac solves real systems")),
+        f => return Err(lines.fail(format!("unknown field `{f}` (real or integer)"))),
+    }
+    let kind = match h.symmetry.as_str() {
+        "general" => MatrixKind::General,
+        "symmetric" => MatrixKind::Symmetric,
+        "skew-symmetric" => MatrixKind::SkewSymmetric,
+        "hermitian" => return Err(lines.fail("a `hermitian` matrix: aiac solves real systems")),
+        s => {
+            return Err(lines.fail(format!(
+                "unknown symmetry `{s}` (general, symmetric or skew-symmetric)"
+            )))
+        }
+    };
+    let Some(size) = lines.data()? else {
+        return Err(lines.fail("truncated: no size line after the header"));
+    };
+    let w: Vec<&str> = size.split_whitespace().collect();
+    if w.len() != 3 {
+        return Err(lines.fail(format!(
+            "the size line must be `ROWS COLUMNS ENTRIES`, got `{size}`"
+        )));
+    }
+    let (m, n, nnz) = (
+        count(&lines, w[0], "the row count")?,
+        count(&lines, w[1], "the column count")?,
+        count(&lines, w[2], "the entry count")?,
+    );
+    if m != n {
+        return Err(lines.fail(format!("the matrix is {m} × {n}: not square")));
+    }
+    if n == 0 || n > u64::from(u32::MAX) {
+        return Err(lines.fail(format!(
+            "the order {n} is outside 1 to {} (columns are 32-bit)",
+            u32::MAX
+        )));
+    }
+    let size_line = lines.number;
+    // A symmetric file stores one triangle: up to twice its entries once expanded.
+    let stored = match kind {
+        MatrixKind::General => nnz,
+        _ => nnz.saturating_mul(2),
+    };
+    fits(
+        &lines,
+        stored
+            .saturating_mul(BYTES_PER_ENTRY)
+            .saturating_add((n + 1) * 8),
+        memory,
+    )?;
+    let mut t: Vec<(u32, u32, f64)> = Vec::with_capacity(stored as usize);
+    for k in 0..nnz {
+        let Some(entry) = lines.data()? else {
+            return Err(lines.fail(format!(
+                "truncated: line {size_line} announces {nnz} entries, the file ends after {k}"
+            )));
+        };
+        let w: Vec<&str> = entry.split_whitespace().collect();
+        if w.len() != 3 {
+            return Err(lines.fail(format!(
+                "an entry must be `ROW COLUMN VALUE`, got `{entry}`"
+            )));
+        }
+        let (i, j) = (
+            count(&lines, w[0], "the row")?,
+            count(&lines, w[1], "the column")?,
+        );
+        for (what, x) in [("row", i), ("column", j)] {
+            if x == 0 || x > n {
+                return Err(lines.fail(format!("the {what} {x} is outside 1 to {n}")));
+            }
+        }
+        let v = value(&lines, w[2])?;
+        let (r, c) = ((i - 1) as u32, (j - 1) as u32);
+        match kind {
+            MatrixKind::General => t.push((r, c, v)),
+            MatrixKind::Symmetric | MatrixKind::SkewSymmetric => {
+                let skew = kind == MatrixKind::SkewSymmetric;
+                if i < j || (skew && i == j) {
+                    return Err(lines.fail(format!(
+                        "entry ({i}, {j}) is not in the {}lower triangle a {} file stores",
+                        if skew { "strict " } else { "" },
+                        h.symmetry
+                    )));
+                }
+                t.push((r, c, v));
+                if r != c {
+                    t.push((c, r, if skew { -v } else { v }));
+                }
+            }
+        }
+    }
+    if lines.data()?.is_some() {
+        return Err(lines.fail(format!(
+            "more entries than the {nnz} line {size_line} announces"
+        )));
+    }
+    Ok((Csr::from_triplets(n as usize, t), kind))
+}
+
+/// Read a vector of `n` values (a right-hand side) from a Matrix Market file: `array` (one
+/// value per line, `n` rows and 1 column) or `coordinate` (an n × 1 `general` matrix, entries
+/// not listed are 0), real or integer.
+pub fn read_vector(path: &Path, n: usize) -> Result<Vec<f64>, MatrixError> {
+    let mut lines = open(path)?;
+    let h = header(&mut lines)?;
+    if !matches!(h.field.as_str(), "real" | "integer" | "double") {
+        return Err(lines.fail(format!(
+            "a `{}` vector: a real or integer one is needed",
+            h.field
+        )));
+    }
+    if h.symmetry != "general" {
+        return Err(lines.fail(format!("a vector is `general`, not `{}`", h.symmetry)));
+    }
+    let Some(size) = lines.data()? else {
+        return Err(lines.fail("truncated: no size line after the header"));
+    };
+    let w: Vec<&str> = size.split_whitespace().collect();
+    let coordinate = match h.format.as_str() {
+        "array" if w.len() == 2 => false,
+        "coordinate" if w.len() == 3 => true,
+        "array" | "coordinate" => {
+            return Err(lines.fail(format!(
+                "the size line of an `{}` file must be `ROWS COLUMNS{}`, got `{size}`",
+                h.format,
+                if h.format == "array" { "" } else { " ENTRIES" }
+            )))
+        }
+        f => return Err(lines.fail(format!("unknown format `{f}` (coordinate or array)"))),
+    };
+    let (m, cols) = (
+        count(&lines, w[0], "the row count")?,
+        count(&lines, w[1], "the column count")?,
+    );
+    if cols != 1 {
+        return Err(lines.fail(format!("{m} × {cols}: a vector has one column")));
+    }
+    if m != n as u64 {
+        return Err(lines.fail(format!("the vector has {m} rows, the matrix {n}")));
+    }
+    let size_line = lines.number;
+    let mut b = vec![0.0; n];
+    let entries = match coordinate {
+        true => count(&lines, w[2], "the entry count")?,
+        false => m,
+    };
+    for k in 0..entries {
+        let Some(entry) = lines.data()? else {
+            return Err(lines.fail(format!(
+                "truncated: line {size_line} announces {entries} entries, the file ends after {k}"
+            )));
+        };
+        let w: Vec<&str> = entry.split_whitespace().collect();
+        if coordinate {
+            if w.len() != 3 {
+                return Err(lines.fail(format!("an entry must be `ROW 1 VALUE`, got `{entry}`")));
+            }
+            let (i, j) = (
+                count(&lines, w[0], "the row")?,
+                count(&lines, w[1], "the column")?,
+            );
+            if i == 0 || i > m || j != 1 {
+                return Err(lines.fail(format!("entry ({i}, {j}) is outside {m} × 1")));
+            }
+            b[(i - 1) as usize] += value(&lines, w[2])?;
+        } else {
+            if w.len() != 1 {
+                return Err(lines.fail(format!("an `array` line holds one value, got `{entry}`")));
+            }
+            b[k as usize] = value(&lines, w[0])?;
+        }
+    }
+    if lines.data()?.is_some() {
+        return Err(lines.fail(format!(
+            "more entries than the {entries} line {size_line} announces"
+        )));
+    }
+    Ok(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file holding `text`, removed when dropped.
+    struct File(PathBuf);
+
+    impl File {
+        fn new(name: &str, text: &str) -> File {
+            // Tests run in parallel: a number of its own for every file.
+            static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let p =
+                std::env::temp_dir().join(format!("aiac-mtx-{}-{k}-{name}", std::process::id()));
+            std::fs::write(&p, text).unwrap();
+            File(p)
+        }
+    }
+
+    impl Drop for File {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    const GIB: u64 = 1 << 30;
+
+    fn matrix(text: &str) -> Result<(Csr, MatrixKind), MatrixError> {
+        let f = File::new("m.mtx", text);
+        read_matrix(&f.0, GIB)
+    }
+
+    #[test]
+    fn a_general_matrix_reads_as_written() {
+        let (a, kind) = matrix(
+            "%%MatrixMarket matrix coordinate real general\n\
+             % a comment\n\
+             \n\
+             3 3 5\n\
+             1 1 4.0\n\
+             1 3 -1e0\n\
+             2 2 3\n\
+             3 1 -2.5\n\
+             3 3 5.0\n",
+        )
+        .unwrap();
+        assert_eq!(kind, MatrixKind::General);
+        assert_eq!((a.n(), a.nnz()), (3, 5));
+        assert_eq!(a.get(0, 2), -1.0);
+        assert_eq!(a.get(2, 0), -2.5);
+        assert_eq!(a.get(1, 0), 0.0);
+        assert!(!a.is_symmetric());
+    }
+
+    #[test]
+    fn symmetric_files_are_expanded() {
+        let (a, kind) = matrix(
+            "%%MatrixMarket matrix coordinate integer symmetric\n\
+             3 3 4\n1 1 2\n2 1 -1\n2 2 2\n3 3 2\n",
+        )
+        .unwrap();
+        assert_eq!(kind, MatrixKind::Symmetric);
+        assert_eq!(a.nnz(), 5);
+        assert_eq!((a.get(0, 1), a.get(1, 0)), (-1.0, -1.0));
+        assert!(a.is_symmetric());
+        let (s, _) =
+            matrix("%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n2 1 3.5\n")
+                .unwrap();
+        assert_eq!((s.get(1, 0), s.get(0, 1)), (3.5, -3.5));
+    }
+
+    /// Every malformed file: an error naming the file, the line, and what is wrong.
+    #[test]
+    fn bad_files_name_the_line_and_the_fault() {
+        let h = "%%MatrixMarket matrix coordinate real general\n";
+        for (text, line, says) in [
+            ("", Some(0), "empty file"),
+            ("hello\n", Some(1), "not a Matrix Market file"),
+            (
+                "%%MatrixMarket matrix coordinate\n",
+                Some(1),
+                "the header must be",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate pattern general\n",
+                Some(1),
+                "pattern",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate complex general\n",
+                Some(1),
+                "complex",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real hermitian\n",
+                Some(1),
+                "hermitian",
+            ),
+            (
+                "%%MatrixMarket matrix array real general\n",
+                Some(1),
+                "dense",
+            ),
+            (h, Some(1), "no size line"),
+            (&format!("{h}2 3 1\n1 1 1\n"), Some(2), "not square"),
+            (&format!("{h}2 x 1\n"), Some(2), "not a whole number"),
+            (&format!("{h}2 2\n"), Some(2), "ROWS COLUMNS ENTRIES"),
+            (&format!("{h}2 2 3\n1 1 1\n2 2 1\n"), Some(4), "truncated"),
+            (
+                &format!("{h}2 2 1\n1 1 1\n2 2 1\n"),
+                Some(4),
+                "more entries",
+            ),
+            (
+                &format!("{h}2 2 1\n3 1 1\n"),
+                Some(3),
+                "the row 3 is outside 1 to 2",
+            ),
+            (&format!("{h}2 2 1\n1 0 1\n"), Some(3), "the column 0"),
+            (&format!("{h}2 2 1\n1 1 nan\n"), Some(3), "not finite"),
+            (&format!("{h}2 2 1\n1 1 inf\n"), Some(3), "not finite"),
+            (&format!("{h}2 2 1\n1 1 1e999\n"), Some(3), "not finite"),
+            (&format!("{h}2 2 1\n1 1 one\n"), Some(3), "not a number"),
+            (&format!("{h}2 2 1\n1 1\n"), Some(3), "ROW COLUMN VALUE"),
+            (
+                "%%MatrixMarket matrix coordinate real symmetric\n2 2 1\n1 2 1\n",
+                Some(3),
+                "lower triangle",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n1 1 1\n",
+                Some(3),
+                "strict lower triangle",
+            ),
+            (&format!("{h}0 0 0\n"), Some(2), "outside 1 to"),
+        ] {
+            let e = matrix(text).expect_err(text);
+            assert_eq!(e.line, line, "{text:?}: {e}");
+            assert!(e.why.contains(says), "{text:?}: {e}");
+            assert!(e.to_string().contains("aiac-mtx-"), "names the file: {e}");
+        }
+        let e = read_matrix(Path::new("/nonexistent.mtx"), GIB).unwrap_err();
+        assert!(e.to_string().starts_with("/nonexistent.mtx: "), "{e}");
+        let e = read_matrix(Path::new("/"), GIB).unwrap_err();
+        assert!(e.to_string().contains("directory"), "{e}");
+        let bin = File::new("bin.mtx", "");
+        std::fs::write(
+            &bin.0,
+            b"%%MatrixMarket matrix coordinate real general\n\xff\xfe\n",
+        )
+        .unwrap();
+        let e = read_matrix(&bin.0, GIB).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.why.contains("invalid UTF-8"), "{e}");
+    }
+
+    /// A size line announcing more than fits is refused before anything is allocated (a
+    /// file of several GB, or one that only claims to be).
+    #[test]
+    fn a_matrix_past_memory_is_refused_from_its_size_line() {
+        let e = matrix(
+            "%%MatrixMarket matrix coordinate real general\n100000000 100000000 9000000000\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.why.contains("more than the 1.0 GiB available"), "{e}");
+    }
+
+    #[test]
+    fn vectors_array_and_coordinate() {
+        let f = File::new(
+            "b.mtx",
+            "%%MatrixMarket matrix array real general\n3 1\n1\n-2.5\n3e1\n",
+        );
+        assert_eq!(read_vector(&f.0, 3).unwrap(), [1.0, -2.5, 30.0]);
+        let e = read_vector(&f.0, 4).unwrap_err();
+        assert!(e.why.contains("3 rows, the matrix 4"), "{e}");
+        let f = File::new(
+            "c.mtx",
+            "%%MatrixMarket matrix coordinate real general\n3 1 2\n3 1 7\n1 1 1\n",
+        );
+        assert_eq!(read_vector(&f.0, 3).unwrap(), [1.0, 0.0, 7.0]);
+        let f = File::new(
+            "d.mtx",
+            "%%MatrixMarket matrix array real general\n3 1\n1\n2\n",
+        );
+        assert!(read_vector(&f.0, 3).unwrap_err().why.contains("truncated"));
+        let f = File::new(
+            "e.mtx",
+            "%%MatrixMarket matrix array real general\n2 2\n1\n2\n",
+        );
+        assert!(read_vector(&f.0, 2).unwrap_err().why.contains("one column"));
+    }
+}
