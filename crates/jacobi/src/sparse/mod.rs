@@ -12,12 +12,17 @@
 //! * [`Csr`] holds the rows sorted by column, duplicates summed (a file may list an entry more
 //!   than once; PETSc's and SciPy's readers add them too).
 //! * [`row_blocks`] splits the rows into `p` contiguous blocks of about equal nonzeros.
+//! * [`RowBlock`] is one rank's rows, its ghost columns found from the pattern, and the
+//!   channels (one per direction with something to carry, of exactly that length) and
+//!   pack/unpack lists of their exchange.
 //! * [`generate`] makes test and benchmark systems: the stencil's 7-point operator, an
 //!   anisotropic 2-D Laplacian, a 3-D coefficient jump, a non-symmetric convection–diffusion.
 
 mod csr;
+mod dist;
 pub mod generate;
 mod mtx;
 
 pub use csr::{row_blocks, Csr};
+pub use dist::{Link, RowBlock};
 pub use mtx::{read_matrix, read_vector, MatrixError, MatrixKind};
