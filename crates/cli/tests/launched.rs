@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 mod common;
 
-use common::{descendants, running, scratch, AIAC};
+use common::{catches, descendants, env_of, running, scratch, AIAC};
 
 /// A backend whose ranks are processes started by a launcher.
 struct Launcher {
@@ -767,6 +767,80 @@ fn a_signalled_sweep_stops_mpirun_and_its_ranks() {
     for p in procs {
         assert!(!running(p), "process {p} outlived the sweep");
     }
+}
+
+/// SIGTERM to an OpenSHMEM PE other than PE 0 stops it, and oshrun stops the job, as SIGTERM
+/// to an MPI rank does: OSHMEM's init installs a SIGTERM handler that does nothing, which
+/// `ShmemCtx::init` undoes. The signal is sent once the PE's OSHMEM has installed its
+/// handlers (SIGUSR1's, in the same step as SIGTERM's).
+#[test]
+fn sigterm_to_a_pe_other_than_0_stops_the_oshrun_job() {
+    let dir = scratch("pe-sigterm");
+    let json = dir.join("r.json");
+    let mut job = Command::new("oshrun")
+        .args([
+            "-np",
+            "3",
+            AIAC,
+            "run",
+            "--backend",
+            "shmem",
+            "--variant",
+            "async",
+        ])
+        .args(["--local", "12", "--tol", "1e-12", "--slow-rank", "0"])
+        .args([
+            "--slowdown",
+            "1000",
+            "--max-iters",
+            "100000000",
+            "-q",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("oshrun starts (scripts/setup.sh installs Open MPI)");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let pe1 = loop {
+        let pe1 = descendants(job.id())
+            .into_iter()
+            .find(|&p| env_of(p, "OMPI_COMM_WORLD_RANK").as_deref() == Some("1"));
+        if let Some(p) = pe1.filter(|&p| catches(p, nix::sys::signal::Signal::SIGUSR1 as i32)) {
+            break p;
+        }
+        assert!(std::time::Instant::now() < deadline, "PE 1 started SHMEM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let ranks = descendants(job.id());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pe1 as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = job.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed().as_secs() >= 20 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(job.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = job.wait();
+            let _ = std::fs::remove_dir_all(&dir);
+            panic!("PE 1 ignored SIGTERM: the job ran on for 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(!status.success(), "{status:?}");
+    assert!(!json.exists(), "no report of a stopped run");
+    for p in ranks {
+        assert!(!running(p), "PE process {p} outlived oshrun");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// CG and pipelined CG over MPI and SHMEM on 1, 2, 3 and 4 ranks take the iteration count of

@@ -124,3 +124,23 @@ pub fn running(pid: u32) -> bool {
         .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string));
     !matches!(state.as_deref(), None | Some("Z") | Some("X"))
 }
+
+/// The value of `var` in the environment `pid` started with.
+pub fn env_of(pid: u32, var: &str) -> Option<String> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|&b| b == 0).find_map(|kv| {
+        let kv = String::from_utf8_lossy(kv);
+        let (k, v) = kv.split_once('=')?;
+        (k == var).then(|| v.to_string())
+    })
+}
+
+/// Whether `pid` has a handler installed for signal number `sig` (/proc's SigCgt).
+pub fn catches(pid: u32, sig: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (sig - 1)) != 0)
+}
