@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{aiac, descendants, finish, names_in, running, scratch, text, within, AIAC};
+use common::{
+    aiac, descendants, finish, names_in, outliving, running, scratch, stop_all, text, within, AIAC,
+};
 
 fn temps_in(dir: &Path) -> Vec<String> {
     names_in(dir)
@@ -534,6 +536,30 @@ fn a_signalled_sweep_stops_its_run_and_waits_for_it() {
         }
         assert!(text(&out.stderr).contains("stopped by signal"));
     }
+}
+
+/// `aiac sweep` killed by SIGKILL, which it cannot catch to stop its run: the run dies with it
+/// (sent SIGTERM as the sweep dies), instead of running on for nobody, past `--timeout`.
+#[test]
+fn a_killed_sweep_takes_its_run_with_it() {
+    let dir = scratch("sweep-killed");
+    let mut sweep = long_sweep(&dir.join("sw"), &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut kids = Vec::new();
+    while kids.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        kids = descendants(sweep.id());
+    }
+    assert!(!kids.is_empty(), "the sweep started its run");
+    kill(pid_of(&sweep), Signal::SIGKILL).unwrap();
+    let _ = sweep.wait();
+    let left = outliving(&kids, 10);
+    stop_all(&left);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        left.is_empty(),
+        "run processes {left:?} outlived the killed sweep"
+    );
 }
 
 #[test]

@@ -144,3 +144,41 @@ pub fn catches(pid: u32, sig: i32) -> bool {
         .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
         .is_some_and(|m| m & (1 << (sig - 1)) != 0)
 }
+
+/// Those of `pids` still running after `secs` seconds (waiting less when all have ended).
+pub fn outliving(pids: &[u32], secs: u64) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left: Vec<u32> = pids.iter().copied().filter(|&p| running(p)).collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stop what a failed test left running: SIGTERM (a launcher cleans up on it), SIGKILL to
+/// those still running two seconds later.
+pub fn stop_all(pids: &[u32]) {
+    use nix::sys::signal::{kill, Signal};
+    let pid = |p: u32| nix::unistd::Pid::from_raw(p as i32);
+    for &p in pids {
+        let _ = kill(pid(p), Signal::SIGTERM);
+    }
+    for p in outliving(pids, 2) {
+        let _ = kill(pid(p), Signal::SIGKILL);
+    }
+}
+
+/// The files in /dev/shm that `pids` have mapped (shared-memory segments).
+pub fn shm_segments(pids: &[u32]) -> BTreeSet<PathBuf> {
+    pids.iter()
+        .flat_map(|p| {
+            let maps = std::fs::read_to_string(format!("/proc/{p}/maps")).unwrap_or_default();
+            maps.lines()
+                .filter_map(|l| l.split_whitespace().nth(5).map(PathBuf::from))
+                .filter(|f| f.starts_with("/dev/shm/"))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
