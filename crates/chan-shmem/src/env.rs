@@ -15,6 +15,55 @@ use std::os::raw::{c_int, c_long, c_void};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+/// SIGTERM held back while `shmem_init` runs, and its action put back after: Open MPI's
+/// OSHMEM replaces it there with a handler that does nothing (to replace "other unpredictable
+/// handlers"), which would make the PE ignore SIGTERM for the rest of its life.
+///
+/// The signal is blocked in the initialising thread, and so in every thread the library
+/// starts meanwhile (they inherit the mask): a SIGTERM that arrives during init waits, and is
+/// acted on as before once the action is back and the signal unblocked.
+struct SigtermHeld {
+    /// The action before init (none if it could not be read: then none is put back).
+    action: Option<libc::sigaction>,
+    /// This thread's signal mask before.
+    mask: libc::sigset_t,
+}
+
+impl SigtermHeld {
+    /// Block SIGTERM in this thread and save its action.
+    fn hold() -> Self {
+        // SAFETY: zeroed sigaction and sigset_t are valid values for the calls to fill in;
+        // sigemptyset/sigaddset initialise `term` before it is used; a null new action only
+        // reads the current one; pthread_sigmask changes this thread's mask alone.
+        unsafe {
+            let mut term: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut term);
+            libc::sigaddset(&mut term, libc::SIGTERM);
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, &term, &mut mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            let action = match libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut old) {
+                0 => Some(old),
+                _ => None,
+            };
+            SigtermHeld { action, mask }
+        }
+    }
+
+    /// Put the action back, then the mask (a SIGTERM held meanwhile is acted on now).
+    fn release(self) {
+        // SAFETY: `action` is what sigaction(2) returned for this signal, so its handler (or
+        // SIG_DFL, SIG_IGN), flags and mask are valid to install again; `mask` is the mask
+        // pthread_sigmask returned for this thread.
+        unsafe {
+            if let Some(old) = self.action {
+                libc::sigaction(libc::SIGTERM, &old, std::ptr::null_mut());
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.mask, std::ptr::null_mut());
+        }
+    }
+}
+
 /// SHMEM could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
@@ -354,6 +403,11 @@ impl ShmemCtx {
     /// placed more PEs on the node than it has cores, see [`WaitPolicy`]) and
     /// `AIAC_SHMEM_REMOTE` (`1`: take the between-nodes path to every peer, see
     /// [`ShmemCtx::remote_only`]).
+    ///
+    /// SIGTERM keeps the action it had before: Open MPI's OSHMEM replaces it, in
+    /// `shmem_init`, with a handler that does nothing, and a PE would ignore SIGTERM (`kill`,
+    /// a batch system's stop) and run on to the end of its work. One that arrives during
+    /// init is acted on after it.
     pub fn init() -> Result<Self, InitError> {
         // Read before SHMEM starts: a bad value fails init without touching the library.
         let (wait, remote) = (WaitPolicy::from_open_mpi_env()?, remote_from_env()?);
@@ -367,8 +421,10 @@ impl ShmemCtx {
             std::env::set_var("OMPI_MCA_osc", "sm,ucx");
         }
         let mut provided: c_int = -1;
+        let sigterm = SigtermHeld::hold();
         // SAFETY: first and only initialisation of this process (STATE); provided is a local.
         let rc = unsafe { ffi::shmem_init_thread(ffi::thread_funneled(), &mut provided) };
+        sigterm.release();
         if rc != 0 {
             return Err(InitError::Library {
                 call: "shmem_init_thread",

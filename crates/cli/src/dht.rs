@@ -595,7 +595,11 @@ fn jobs(a: &DhtArgs, launcher: Launcher) -> Result<ExitCode, Error> {
             Ok(Ended::TimedOut) => Some(format!("stopped after --timeout {} s", a.timeout)),
             Ok(Ended::Signalled(sig)) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                return Err(Error::Failed(format!("stopped by signal {sig}")));
+                eprintln!(
+                    "aiac dht: stopped by signal {sig}; the running {} job was stopped too",
+                    launcher.program()
+                );
+                return Ok(crate::signals::exit_code(sig));
             }
             Err(e) => Some(format!("{}: {e}", launcher.program())),
         };

@@ -183,7 +183,8 @@ pub(crate) enum Ended {
 }
 
 /// Run `cmd` as the leader of its own process group, its output into the file `log` and
-/// nothing on its input, for at most `timeout` ([`wait_bounded`]).
+/// nothing on its input, for at most `timeout` ([`wait_bounded`]). It does not outlive this
+/// process ([`dies_with_this_process`]).
 pub(crate) fn run_logged(
     cmd: &mut Command,
     log: &Path,
@@ -192,12 +193,42 @@ pub(crate) fn run_logged(
     let log = crate::output::create_log(log)?;
     let err = log.try_clone()?;
     std::os::unix::process::CommandExt::process_group(cmd, 0);
+    dies_with_this_process(cmd);
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(err))
         .spawn()?;
     wait_bounded(&mut child, timeout)
+}
+
+/// The child `cmd` starts is sent SIGTERM when this process ends, even killed by SIGKILL,
+/// which no handler sees (Linux's parent-death signal): a launcher then stops its ranks and
+/// removes their shared-memory segments (as when `stop` signals it), a run of the threads
+/// backend dies of it (or removes the temporary file it was writing). Without it the child
+/// of a killed `aiac sweep` or `aiac dht` would run on, past their `--timeout`, for nobody.
+///
+/// The signal comes when the thread that started the child ends: start it from the main
+/// thread (as sweep and dht do), which lasts as long as the process.
+fn dies_with_this_process(cmd: &mut Command) {
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: it makes two system calls (prctl, getppid) and
+    // allocates nothing (its errors are raw OS error codes).
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // This process may have ended before the prctl, and no signal will come: the
+            // child then has another parent, and does not start.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
 }
 
 /// What a child's log says of its end: its ranks' errors (at most `n`), else its last `n`

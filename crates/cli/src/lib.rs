@@ -117,6 +117,10 @@ where
         }
     };
     init_logging();
+    // A simulated rank is a thread of SimGrid's process: the process's signals are not its.
+    if matches!(cli.cmd, Cmd::Run(_) | Cmd::Dht(_)) && !launch::simulated() {
+        signals::take();
+    }
     if launch::simulated() {
         if let Err(e) = simulated_command(&cli.cmd) {
             return error::exit_code(Err(launch::Placement::here().before_start(e)));

@@ -5,10 +5,12 @@
 //!   SIGINT, 143 for SIGTERM). Outside a write the signal does what it always does (the
 //!   process dies of it).
 //! * `aiac sweep` ([`defer`]) only records the signal: its loop forwards it to the running
-//!   child, waits for the child, and exits ([`pending`]).
+//!   child, waits for the child, and exits ([`pending`], [`exit_code`]); so does `aiac dht`
+//!   while it runs its launcher jobs.
 //!
 //! The handler is installed the first time either is needed, for both signals, and does only
 //! async-signal-safe things: atomic loads and stores, `unlink`, `_exit`, `signal`, `raise`.
+//! `aiac run` and `aiac dht` install it from the start ([`take`]).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -111,6 +113,19 @@ fn free(p: *mut libc::c_char) {
         // swaps it out (here) is its only owner.
         drop(unsafe { CString::from_raw(p) });
     }
+}
+
+/// Install the handler now: SIGINT and SIGTERM end the process as described above whether or
+/// not it writes a file, also when it started with SIGINT ignored (a script's background job
+/// does), as they do once it has checked or written an output file.
+pub(crate) fn take() {
+    install();
+}
+
+/// The exit code of a command stopped by `sig`: 128 + the signal, as a shell reports a
+/// process the signal ended (130 for SIGINT, 143 for SIGTERM).
+pub(crate) fn exit_code(sig: i32) -> std::process::ExitCode {
+    std::process::ExitCode::from(u8::try_from(128 + sig).unwrap_or(1))
 }
 
 /// `aiac sweep`: from now on SIGINT and SIGTERM are only recorded, for [`pending`].

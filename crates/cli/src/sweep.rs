@@ -477,7 +477,7 @@ fn file_stem(i: usize, n: usize, p: &Point, repeats: u32) -> String {
 /// The sweep was signalled: its running child has been stopped; exit 128 + the signal.
 fn interrupted(sig: i32) -> ExitCode {
     eprintln!("aiac sweep: stopped by signal {sig}; the running run was stopped too");
-    ExitCode::from(u8::try_from(128 + sig).unwrap_or(1))
+    crate::signals::exit_code(sig)
 }
 
 /// `aiac sweep`.

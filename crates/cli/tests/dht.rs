@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 mod common;
 
-use common::{aiac, scratch, text, within, AIAC};
+use common::{aiac, descendants, finish, outliving, scratch, text, within, AIAC};
 
 fn rows(path: &std::path::Path) -> Vec<Value> {
     let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -288,4 +288,39 @@ fn ranks_start_one_job_per_count() {
     let err = text(&out.stderr);
     assert!(err.contains("PE 0") && err.contains("PE 1"), "{err}");
     assert!(err.contains("SHMEM_SYMMETRIC_HEAP_SIZE"), "{err}");
+}
+
+/// `aiac dht --ranks` signalled while its launcher job runs: the job is stopped (the launcher
+/// and its ranks end), its scratch directory removed, and dht exits 128 + the signal, as
+/// `aiac sweep` does.
+#[test]
+fn a_signalled_dht_stops_its_job_and_exits_128_plus_the_signal() {
+    use nix::sys::signal::{kill, Signal};
+    for (sig, code) in [(Signal::SIGTERM, 143), (Signal::SIGINT, 130)] {
+        let child = Command::new(AIAC)
+            .args(["dht", "--backend", "mpi", "--ranks", "2"])
+            .args(["--local-volume", "5000000"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // mpirun and both ranks run.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut procs = Vec::new();
+        while procs.len() < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            procs = descendants(child.id());
+        }
+        assert!(procs.len() >= 3, "mpirun and 2 ranks: {procs:?}");
+        let scratch = std::env::temp_dir().join(format!("aiac-dht-{}", child.id()));
+        kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+        let out = finish(child, 30, "the signalled dht");
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{sig:?}: {err}");
+        assert!(err.contains("stopped by signal"), "{err}");
+        let left = outliving(&procs, 5);
+        assert!(left.is_empty(), "{sig:?}: {left:?} outlived dht");
+        assert!(!scratch.exists(), "{} left", scratch.display());
+    }
 }

@@ -13,13 +13,17 @@ use nix::unistd::Pid;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::os::unix::fs::FileTypeExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{aiac, descendants, finish, names_in, running, scratch, text, within, AIAC};
+use common::{
+    aiac, catches, descendants, finish, names_in, outliving, running, scratch, stop_all, text,
+    within, AIAC,
+};
 
 fn temps_in(dir: &Path) -> Vec<String> {
     names_in(dir)
@@ -560,6 +564,71 @@ fn a_signalled_sweep_stops_its_run_and_waits_for_it() {
         }
         assert!(text(&out.stderr).contains("stopped by signal"));
     }
+}
+
+/// SIGINT ends `aiac run` and `aiac dht` (130) also when they were started with SIGINT
+/// ignored, as a script's background job is: they take it from the start, not only once an
+/// output file has been checked.
+#[test]
+fn sigint_ends_run_and_dht_started_with_it_ignored() {
+    let cases = [
+        "run -t 2 --local 24 --tol 1e-12 --slow-rank 0 --slowdown 1000 -q",
+        "dht --ranks 2,3 --local-volume 3000000",
+    ];
+    for args in cases {
+        let mut cmd = Command::new(AIAC);
+        cmd.args(args.split(' '))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: runs in the child between fork and exec; signal is async-signal-safe and
+        // sets the child's own action for SIGINT.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                nix::libc::signal(nix::libc::SIGINT, nix::libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        // Its handler is in place (without one, a moment to start).
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !catches(child.id(), Signal::SIGINT as i32) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        kill(pid_of(&child), Signal::SIGINT).unwrap();
+        let left = outliving(&[child.id()], 10);
+        stop_all(&left);
+        let st = child.wait().unwrap();
+        assert!(left.is_empty(), "{args}: SIGINT ignored");
+        assert!(
+            st.signal() == Some(Signal::SIGINT as i32) || st.code() == Some(130),
+            "{args}: {st:?}"
+        );
+    }
+}
+
+/// `aiac sweep` killed by SIGKILL, which it cannot catch to stop its run: the run dies with it
+/// (sent SIGTERM as the sweep dies), instead of running on for nobody, past `--timeout`.
+#[test]
+fn a_killed_sweep_takes_its_run_with_it() {
+    let dir = scratch("sweep-killed");
+    let mut sweep = long_sweep(&dir.join("sw"), &[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut kids = Vec::new();
+    while kids.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        kids = descendants(sweep.id());
+    }
+    assert!(!kids.is_empty(), "the sweep started its run");
+    kill(pid_of(&sweep), Signal::SIGKILL).unwrap();
+    let _ = sweep.wait();
+    let left = outliving(&kids, 10);
+    stop_all(&left);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        left.is_empty(),
+        "run processes {left:?} outlived the killed sweep"
+    );
 }
 
 #[test]

@@ -12,7 +12,9 @@ use std::process::{Command, Output};
 
 mod common;
 
-use common::{descendants, running, scratch, AIAC};
+use common::{
+    catches, descendants, env_of, outliving, running, scratch, shm_segments, stop_all, AIAC,
+};
 
 /// A backend whose ranks are processes started by a launcher.
 struct Launcher {
@@ -775,6 +777,123 @@ fn a_signalled_sweep_stops_mpirun_and_its_ranks() {
     for p in procs {
         assert!(!running(p), "process {p} outlived the sweep");
     }
+}
+
+/// `aiac sweep` over a launcher killed by SIGKILL, which it cannot catch to stop its run: the
+/// launcher is sent SIGTERM as the sweep dies, and stops its ranks and removes their
+/// shared-memory segments, instead of running on for nobody.
+#[test]
+fn a_killed_sweep_takes_the_launcher_and_its_ranks_with_it() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("sweep-killed-{}", l.backend));
+        let mut sweep = Command::new(AIAC)
+            .args(["sweep", "--backend", l.backend, "-t", "2", "--local", "24"])
+            .args([
+                "--tol",
+                "1e-12",
+                "--slow-rank",
+                "0",
+                "--slowdown",
+                "1000",
+                "--quiet",
+            ])
+            .arg("--out")
+            .arg(dir.join("sw"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // The launcher and both ranks run, their segments mapped.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let (procs, segments) = loop {
+            let procs = descendants(sweep.id());
+            let ranks: Vec<u32> = procs
+                .iter()
+                .copied()
+                .filter(|p| {
+                    std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                        .is_ok_and(|c| c.starts_with(AIAC))
+                })
+                .collect();
+            let segments = shm_segments(&ranks);
+            if ranks.len() >= 2 && !segments.is_empty() {
+                break (procs, segments);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}: the launcher and 2 ranks: {procs:?}",
+                l.cmd
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(sweep.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let _ = sweep.wait();
+        let left = outliving(&procs, 10);
+        stop_all(&left);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            left.is_empty(),
+            "{}: {left:?} outlived the killed sweep",
+            l.cmd
+        );
+        let kept: Vec<_> = segments.iter().filter(|f| f.exists()).collect();
+        assert!(kept.is_empty(), "{}: segments left: {kept:?}", l.cmd);
+    }
+}
+
+/// SIGTERM to an OpenSHMEM PE other than PE 0 stops it, and oshrun stops the job, as SIGTERM
+/// to an MPI rank does: OSHMEM's init installs a SIGTERM handler that does nothing, which
+/// `ShmemCtx::init` undoes. The signal is sent once the PE's OSHMEM has installed its
+/// handlers (SIGUSR1's, in the same step as SIGTERM's).
+#[test]
+fn sigterm_to_a_pe_other_than_0_stops_the_oshrun_job() {
+    let dir = scratch("pe-sigterm");
+    let json = dir.join("r.json");
+    let mut job = Command::new("oshrun")
+        .args(["-np", "3", AIAC, "run", "--backend", "shmem"])
+        .args(["--variant", "async", "--local", "12", "--tol", "1e-12"])
+        .args(["--slow-rank", "0", "--slowdown", "1000"])
+        .args(["--max-iters", "100000000", "-q", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("oshrun starts (scripts/setup.sh installs Open MPI)");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let pe1 = loop {
+        let pe1 = descendants(job.id())
+            .into_iter()
+            .find(|&p| env_of(p, "OMPI_COMM_WORLD_RANK").as_deref() == Some("1"));
+        if let Some(p) = pe1.filter(|&p| catches(p, nix::sys::signal::Signal::SIGUSR1 as i32)) {
+            break p;
+        }
+        assert!(std::time::Instant::now() < deadline, "PE 1 started SHMEM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let procs = descendants(job.id());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pe1 as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let ran_on = outliving(&[job.id()], 20);
+    stop_all(&ran_on);
+    let status = job.wait().unwrap();
+    let left = outliving(&procs, 5);
+    stop_all(&left);
+    let reported = json.exists();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        ran_on.is_empty(),
+        "PE 1 ignored SIGTERM: the job ran on for 20 s"
+    );
+    assert!(!status.success(), "{status:?}");
+    assert!(!reported, "no report of a stopped run");
+    assert!(left.is_empty(), "PE processes {left:?} outlived oshrun");
 }
 
 /// CG and pipelined CG over MPI and SHMEM on 1, 2, 3 and 4 ranks take the iteration count of

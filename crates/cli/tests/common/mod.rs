@@ -155,3 +155,61 @@ pub fn running(pid: u32) -> bool {
         .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string));
     !matches!(state.as_deref(), None | Some("Z") | Some("X"))
 }
+
+/// The value of `var` in the environment `pid` started with.
+pub fn env_of(pid: u32, var: &str) -> Option<String> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|&b| b == 0).find_map(|kv| {
+        let kv = String::from_utf8_lossy(kv);
+        let (k, v) = kv.split_once('=')?;
+        (k == var).then(|| v.to_string())
+    })
+}
+
+/// Whether `pid` has a handler installed for signal number `sig` (/proc's SigCgt).
+pub fn catches(pid: u32, sig: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (sig - 1)) != 0)
+}
+
+/// Those of `pids` still running after `secs` seconds (waiting less when all have ended).
+pub fn outliving(pids: &[u32], secs: u64) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let left: Vec<u32> = pids.iter().copied().filter(|&p| running(p)).collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stop what a failed test left running: SIGTERM (a launcher cleans up on it), SIGKILL to
+/// those still running two seconds later.
+pub fn stop_all(pids: &[u32]) {
+    use nix::sys::signal::{kill, Signal};
+    let pid = |p: u32| nix::unistd::Pid::from_raw(p as i32);
+    for &p in pids {
+        let _ = kill(pid(p), Signal::SIGTERM);
+    }
+    for p in outliving(pids, 2) {
+        let _ = kill(pid(p), Signal::SIGKILL);
+    }
+}
+
+/// The files in /dev/shm that `pids` have mapped (shared-memory segments).
+pub fn shm_segments(pids: &[u32]) -> BTreeSet<PathBuf> {
+    pids.iter()
+        .flat_map(|p| {
+            let maps = std::fs::read_to_string(format!("/proc/{p}/maps")).unwrap_or_default();
+            maps.lines()
+                .filter_map(|l| l.split_whitespace().nth(5).map(PathBuf::from))
+                .filter(|f| f.starts_with("/dev/shm/"))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
