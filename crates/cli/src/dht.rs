@@ -570,8 +570,8 @@ fn jobs(a: &DhtArgs, launcher: Launcher) -> Result<ExitCode, Error> {
     let backend = launcher.backend();
     let exe =
         std::env::current_exe().map_err(|e| Error::Launch(format!("finding this program: {e}")))?;
-    let dir = std::env::temp_dir().join(format!("aiac-dht-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| Error::Launch(format!("{}: {e}", dir.display())))?;
+    let dir = crate::output::job_dir("aiac-dht")
+        .map_err(|e| Error::Launch(format!("a working directory for the jobs: {e}")))?;
     crate::signals::defer();
     let lvs: Vec<String> = a.local_volume.iter().map(|v| v.to_string()).collect();
     let mut rows = Vec::new();

@@ -72,6 +72,34 @@ pub(crate) fn clean_stale_temps(dir: &Path) {
     }
 }
 
+/// A fresh working directory `PREFIX-PID` in the temporary directory for this process's child
+/// jobs (their logs and reports), after removing those that processes which no longer run
+/// left there (killed outright: no handler ran to remove them).
+pub(crate) fn job_dir(prefix: &str) -> std::io::Result<PathBuf> {
+    let tmp = std::env::temp_dir();
+    if let Ok(rd) = std::fs::read_dir(&tmp) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .strip_prefix(prefix)
+                .and_then(|r| r.strip_prefix('-'))
+                .filter(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|r| r.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let dir = e.file_type().is_ok_and(|t| t.is_dir());
+            if dir && pid > 0 && !alive(pid) {
+                tracing::debug!(dir = %e.path().display(), pid, "removing a dead job's directory");
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let dir = tmp.join(format!("{prefix}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
 /// Where the bytes of an output path go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Target {

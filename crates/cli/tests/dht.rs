@@ -324,3 +324,34 @@ fn a_signalled_dht_stops_its_job_and_exits_128_plus_the_signal() {
         assert!(!scratch.exists(), "{} left", scratch.display());
     }
 }
+
+/// A `dht --ranks` killed outright (SIGKILL: no handler runs) leaves its working directory;
+/// the next one removes it, and leaves alone a directory whose process still runs.
+#[test]
+fn the_next_dht_removes_a_killed_ones_directory() {
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let stale = std::env::temp_dir().join(format!("aiac-dht-{dead}"));
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("mpi-2.log"), "a killed job's log").unwrap();
+    // This test's own process runs: its directory stays.
+    let live = std::env::temp_dir().join(format!("aiac-dht-{}", std::process::id()));
+    std::fs::create_dir_all(&live).unwrap();
+    let out = aiac(&[
+        "dht",
+        "--backend",
+        "mpi",
+        "--ranks",
+        "1",
+        "--local-volume",
+        "100",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stale_left = stale.exists();
+    let live_left = live.exists();
+    let _ = std::fs::remove_dir_all(&stale);
+    std::fs::remove_dir_all(&live).unwrap();
+    assert!(!stale_left, "{} was left", stale.display());
+    assert!(live_left, "the directory of a running process was removed");
+}
