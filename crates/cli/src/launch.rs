@@ -285,12 +285,57 @@ fn stop(child: &mut Child, sig: nix::sys::signal::Signal) -> std::io::Result<()>
         std::thread::sleep(Duration::from_millis(20));
     }
     tracing::debug!(pid = child.id(), "still running: SIGKILL");
+    // A launcher's ranks can lead process groups of their own, which the group's SIGKILL
+    // misses: found before it (the launcher's death gives them another parent), killed with it.
+    let below = descendants(child.id() as i32);
     signal_group(child, nix::sys::signal::Signal::SIGKILL);
+    for pid in below {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
     if !exited {
         let _ = child.kill();
         child.wait()?;
     }
     Ok(())
+}
+
+/// Every process below `pid` (children, their children, …), from /proc.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut parent_of: Vec<(i32, i32)> = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            // /proc/PID/stat: "PID (COMM) STATE PPID ..."; COMM may hold spaces and ')'.
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|v| v.parse().ok()) {
+                parent_of.push((p, ppid));
+            }
+        }
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(
+            parent_of
+                .iter()
+                .filter(|&&(_, pp)| pp == p)
+                .map(|&(c, _)| c),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
 }
 
 /// Wait for `child` at most `timeout`; past it, stop it with SIGTERM. A SIGINT or SIGTERM to
@@ -523,7 +568,42 @@ pub(crate) fn not_built(launcher: Launcher) -> Error {
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // fixtures
 mod tests {
-    use super::log_gist;
+    use super::{descendants, log_gist, stop};
+    use std::process::Command;
+
+    /// A child that ignores SIGTERM, with a grandchild in a session (and process group) of
+    /// its own, as a launcher's ranks can be: after the grace both are killed, the grandchild
+    /// too (a SIGKILL to the child's group alone left it running).
+    #[test]
+    fn a_child_deaf_to_sigterm_is_killed_with_every_descendant() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "trap '' TERM; setsid sleep 120 & wait"]);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd.spawn().unwrap();
+        let t = std::time::Instant::now();
+        let mut below = Vec::new();
+        while below.is_empty() && t.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            below = descendants(child.id() as i32);
+        }
+        assert!(!below.is_empty(), "the grandchild started");
+        stop(&mut child, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let alive = |p: i32| {
+            // A zombie is dead; its parent (init here) reaps it when it will.
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .map(|s| {
+                    !s.rsplit_once(')')
+                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+                })
+                .unwrap_or(false)
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while below.iter().any(|&p| alive(p)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let left: Vec<i32> = below.into_iter().filter(|&p| alive(p)).collect();
+        assert!(left.is_empty(), "{left:?} outlived the stop");
+    }
 
     /// A job whose ranks failed: their errors come first in what is said of it, each once,
     /// not the launcher's notice that follows them (MPI_ABORT's ten lines were all a failed
