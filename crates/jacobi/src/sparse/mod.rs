@@ -15,6 +15,8 @@
 //! * [`RowBlock`] is one rank's rows, its ghost columns found from the pattern, and the
 //!   channels (one per direction with something to carry, of exactly that length) and
 //!   pack/unpack lists of their exchange.
+//! * [`solve`] has synchronous Jacobi and CG over a row block, written once against
+//!   chan-core's `Context` (every backend), with a certified stop.
 //! * [`generate`] makes test and benchmark systems: the stencil's 7-point operator, an
 //!   anisotropic 2-D Laplacian, a 3-D coefficient jump, a non-symmetric convection–diffusion.
 
@@ -22,6 +24,7 @@ mod csr;
 mod dist;
 pub mod generate;
 mod mtx;
+pub mod solve;
 
 pub use csr::{row_blocks, Csr};
 pub use dist::{Link, RowBlock};
