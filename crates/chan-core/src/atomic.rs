@@ -135,6 +135,13 @@ impl AtomicF64Buf {
     pub fn zeroed(len: usize) -> Self {
         AtomicF64Buf((0..len).map(|_| AtomicF64::new(0.0)).collect())
     }
+
+    /// The elements as plain `f64`, for a writer that holds the buffer alone.
+    pub(crate) fn as_mut_f64(&mut self) -> &mut [f64] {
+        // SAFETY: AtomicF64 has the size and alignment of f64 (asserted above) and any bits
+        // are a valid f64; `&mut self` excludes every other access for the borrow's life.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast::<f64>(), self.0.len()) }
+    }
 }
 
 impl std::ops::Deref for AtomicF64Buf {

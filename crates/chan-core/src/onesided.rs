@@ -11,9 +11,11 @@
 //! ctrl   8 words   [CLOSE] peer's total sent + 1 (0 while open)
 //!                  [ACK]   how many of THIS end's messages the peer released, in order
 //!                  [COUNT] racy: sends of the peer that landed in the view
+//!                  [BEGUN] racy, landing buffers: the send the peer began putting last
 //! flags  S words   mailbox: flag[k] = sequence number of the message in slot k
 //! slots  S × W     mailbox: S = R + 1 slots of [stamp, payload…], W = 1 + len rounded up to 8
 //!   or   W         racy: one buffer [stamp, payload…]
+//!   or   2 × W     racy, over a backend whose puts may tear words: two landing buffers
 //! ```
 //!
 //! ## Two paths to the peer
@@ -25,7 +27,8 @@
 //! * **Put** (a peer on another node, or every peer when the backend asks for it): the
 //!   paper's put / fence / flag idiom. A send fills a staging buffer of its own, puts it into
 //!   the peer's slot, fences ([`PeerMem::fence`]: the data is delivered before what follows)
-//!   and puts the flag.
+//!   and puts the flag. A racy send over a backend whose puts may tear words puts into a
+//!   landing buffer that the receiver copies into its view ("Whole words" below).
 //!
 //! `CLOSE` is a put on both paths, after a fence.
 //!
@@ -75,13 +78,32 @@
 //! A racy view is read while the peer writes it, so each element must change from one whole
 //! value to another (`AtomicF64Slice::from_raw`'s condition). A bulk copy (`memcpy`, `rep
 //! movsb`) into a buffer another process reads can tear 8-byte words, so the mapped racy
-//! sender writes every word through atomics; on the put path whole words rest on the
-//! backend's [`PeerMem::put`] (see each backend's docs).
+//! sender writes every word through atomics. On the put path, a backend whose
+//! [`PeerMem::put`] writes whole words ([`PeerMem::PUT_WHOLE_WORDS`]) puts into the view
+//! itself. Any other (OpenSHMEM's bulk put) never puts into a buffer that is read as it
+//! lands: a sequence lock over two landing buffers.
+//! * Send `s` puts `s` into the receiver's `BEGUN`, fences, puts `[stamp, payload]` into
+//!   landing buffer `(s − 1) mod 2`, fences and puts `s` into `COUNT`.
+//! * A poll that finds `COUNT = c` new copies landing buffer `(c − 1) mod 2` out (atomic
+//!   loads), then loads `BEGUN` after an `Acquire` fence. Send `c + 2`, the next to write
+//!   that buffer, puts `BEGUN = c + 2` and fences before its data, so if any word copied
+//!   came from it (or a later send), `BEGUN > c + 1` is seen, and the copy is dropped: the
+//!   poll reports nothing and the next one copies the newest send again. Otherwise the copy
+//!   is send `c`, whole. It goes into the spare one of two buffers of the receiver's own,
+//!   which then becomes the view (a poll takes `&mut`, so no view is borrowed then).
+//!
+//! The sender pays one more word put and fence per send, the receiver one copy of each send
+//! it reports (atomic loads, a word at a time), and a racy end holds the message four times
+//! (two landing buffers, two views) where it held it once. With two landing buffers a copy
+//! fails only when the peer begins two sends while it runs, and the peer's sends never wait
+//! for the receiver. Both ends of a channel take the same path (the backends map a peer
+//! either both ways or neither); a poll that finds the other path's marks (`BEGUN` written
+//! or not) fails. Backends' docs give the measured costs.
 //!
 //! A peer can write this region until it has closed its end, so the region is freed only by
 //! the backend, collectively, once every rank closed every end that shares its allocation.
 
-use crate::atomic::AtomicF64Slice;
+use crate::atomic::{AtomicF64Buf, AtomicF64Slice};
 use crate::error::CommError;
 use crate::mode::{Delivery, Shared as SharedBuf, Slots};
 use crate::transport::{
@@ -99,8 +121,9 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 ///
 /// # Safety
 /// An implementation promises, for addresses inside the peer's live region:
-/// * [`put`](PeerMem::put) copies the bytes into the peer's memory; [`put_word`](PeerMem::put_word)
-///   writes one aligned 8-byte word whole;
+/// * [`put`](PeerMem::put) copies the bytes into the peer's memory, each aligned 8-byte word
+///   whole when [`PUT_WHOLE_WORDS`](PeerMem::PUT_WHOLE_WORDS) is true;
+///   [`put_word`](PeerMem::put_word) writes one aligned 8-byte word whole;
 /// * [`fence`](PeerMem::fence) orders every put and store of this thread to the peer before
 ///   it ahead of the puts and atomic stores after it, as the peer sees them (it starts with a
 ///   `Release` fence; the transport writes nothing but `put_word`s and atomic stores after
@@ -112,6 +135,13 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 pub unsafe trait PeerMem {
     /// The backend's name in errors.
     const BACKEND: &'static str;
+
+    /// True when [`put`](PeerMem::put) writes every aligned 8-byte word of its range whole,
+    /// as one store the peer never sees half done: a racy send to an unmapped peer then puts
+    /// straight into the peer's view. False when a put may tear words (a bulk copy): such
+    /// racy ends get two landing buffers and the receiver copies (module docs, "Whole
+    /// words").
+    const PUT_WHOLE_WORDS: bool;
 
     /// How waiting loops wait.
     fn wait(&self) -> WaitPolicy;
@@ -172,6 +202,11 @@ pub const CTRL_WORDS: usize = 8;
 const CLOSE: usize = 0;
 const ACK: usize = 1;
 const COUNT: usize = 2;
+const BEGUN: usize = 3;
+
+/// A landing copy that a send overtook is tried again at once this many times (each time
+/// with the newest send) before the poll gives up for this call.
+const COPY_TRIES: usize = 3;
 
 /// Put path: messages up to this many elements are copied into the staging slot and put at
 /// once; longer ones are put straight from the caller's slice, and the stamp by a second small
@@ -191,15 +226,18 @@ pub struct Shape {
     pub r: usize,
     /// One racy buffer instead of mailbox slots.
     pub racy: bool,
+    /// Racy: two landing buffers, for a peer that puts with a backend whose puts may tear
+    /// words ([`PeerMem::PUT_WHOLE_WORDS`] false); the first is the view of a mapped peer.
+    pub landing: bool,
 }
 
 impl Shape {
-    /// Receive slots: R + 1 (mailbox) or one buffer (racy).
+    /// Receive slots: R + 1 (mailbox), one buffer or two landing buffers (racy).
     fn slots(&self) -> usize {
-        if self.racy {
-            1
-        } else {
-            self.r + 1
+        match (self.racy, self.landing) {
+            (true, true) => 2,
+            (true, false) => 1,
+            (false, _) => self.r + 1,
         }
     }
     /// Words per slot: stamp and payload, rounded up to a cache line.
@@ -301,6 +339,15 @@ impl Direct {
     }
 }
 
+/// A racy receiver's own views, when sends land in landing buffers (module docs, "Whole
+/// words"): `views[shown]` is what the channel reads; a poll copies the newest send into the
+/// other and shows it once the copy is known whole. Polls take `&mut self`, so no view is
+/// borrowed while one is filled.
+struct LandingCopy {
+    views: [AtomicF64Buf; 2],
+    shown: usize,
+}
+
 /// A mailbox peer's region as this process's addresses ([`PeerMem::map`]: a rank on this
 /// node). A
 /// send then fills the peer's released slot in place, one copy, where the put path fills the
@@ -356,6 +403,8 @@ struct Core<P: PeerMem> {
     remote: Region,
     /// Racy: the peer's buffer and `COUNT` mapped into this process, when they are.
     direct: Option<Direct>,
+    /// Racy with landing buffers, the peer not mapped: the view the landing copies go into.
+    copy: Option<LandingCopy>,
     /// Mailbox: the peer's region mapped into this process, when it is.
     mapped: Option<Mapped>,
     /// `[stamp, payload]` of the next send; allocated once.
@@ -408,6 +457,14 @@ impl<P: PeerMem> Core<P> {
         let mapped = (!shape.racy && map)
             .then(|| unsafe { Mapped::map(&mem, &remote, &shape) })
             .flatten();
+        // A peer that is not mapped puts into the landing buffers: the view is this end's own.
+        let copy = (shape.racy && shape.landing && direct.is_none()).then(|| LandingCopy {
+            views: [
+                AtomicF64Buf::zeroed(shape.len),
+                AtomicF64Buf::zeroed(shape.len),
+            ],
+            shown: 0,
+        });
         // A mapped mailbox end never uses the staging buffer.
         let staging_len = if mapped.is_some() { 0 } else { 1 + shape.len };
         Core {
@@ -419,6 +476,7 @@ impl<P: PeerMem> Core<P> {
             local,
             remote,
             direct,
+            copy,
             mapped,
             staging: vec![0.0; staging_len].into_boxed_slice(),
             staged: Vec::new(),
@@ -483,13 +541,20 @@ impl<P: PeerMem> Core<P> {
 
     /// The peer's address of the slot message `seq` goes to.
     fn remote_slot(&self, seq: u64) -> *mut u64 {
-        let k = if self.shape.racy {
-            0
-        } else {
-            ((seq - 1) % self.slots as u64) as usize
-        };
+        // Racy: the one buffer, or landing buffer (seq - 1) mod 2.
+        let k = ((seq - 1) % self.slots as u64) as usize;
         // SAFETY: slot k of the peer's region, inside the set (see Core::new).
         unsafe { self.remote.slots.add(self.slot_off(k)) }
+    }
+
+    /// Racy into landing buffers: announce send `seq` in the peer's `BEGUN`, ordered before
+    /// any of its data (module docs, "Whole words").
+    fn begin_landing(&self, seq: u64) {
+        if self.copy.is_some() {
+            // SAFETY: the peer's BEGUN word, read there through atomics only.
+            unsafe { self.mem.put_word(self.remote.ctrl.add(BEGUN), seq) };
+            self.mem.fence();
+        }
     }
 
     /// After the message's words are put: order them before its flag or count, and publish.
@@ -614,9 +679,16 @@ impl<P: PeerMem> Core<P> {
             self.sent = seq;
             return Ok(());
         }
+        self.begin_landing(seq);
+        let buf = if staged {
+            &self.staged[..]
+        } else {
+            &self.staging[..]
+        };
         // SAFETY: the slot on the peer is free (its previous message was released: can_send,
         // which kept a place for a staged message; or racy, where the view is read through
-        // atomics only) and holds 1 + len words; both buffers hold 1 + len f64.
+        // atomics only, or a landing buffer read through atomics and copied only when whole)
+        // and holds 1 + len words; both buffers hold 1 + len f64.
         unsafe { self.mem.put(dst.cast(), buf.as_ptr().cast(), buf.len() * 8) };
         self.publish(seq);
         Ok(())
@@ -640,6 +712,7 @@ impl<P: PeerMem> Core<P> {
             return self.send_mapped(m, header, |dst| dst.copy_from_slice(data));
         }
         let dst = self.remote_slot(seq);
+        self.begin_landing(seq);
         // SAFETY: as in send_with: a free slot of 1 + len words on the peer; the payload goes
         // to words 1.., the stamp to word 0; `data` holds len f64.
         unsafe {
@@ -743,24 +816,101 @@ impl<P: PeerMem> Core<P> {
     }
 
     /// Racy: sends that landed since the last poll, and the stamp in the buffer now.
-    fn poll_racy(&mut self) -> RacyPoll {
+    fn poll_racy(&mut self) -> Result<RacyPoll, CommError> {
         // Acquire: pairs with the sender's fence before its COUNT put.
-        let count = self.ctrl(COUNT).load(Acquire);
-        let arrived = count.saturating_sub(self.racy_seen);
-        if arrived == 0 {
+        let mut count = self.ctrl(COUNT).load(Acquire);
+        if count == self.racy_seen {
             // Nothing new: let a sender that shares this core run.
             self.idle.empty(self.mem.wait());
-            return RacyPoll::default();
+            return Ok(RacyPoll::default());
         }
         self.idle.found();
+        let stamp = if self.copy.is_some() {
+            let mut tries = 0;
+            loop {
+                match self.copy_landed(count)? {
+                    Some(stamp) => break stamp,
+                    None if tries + 1 < COPY_TRIES => {
+                        tries += 1;
+                        count = self.ctrl(COUNT).load(Acquire);
+                    }
+                    // The peer keeps overtaking the copy: the next poll tries again.
+                    None => return Ok(RacyPoll::default()),
+                }
+            }
+        } else {
+            if self.shape.landing && self.ctrl(BEGUN).load(Relaxed) != 0 {
+                return Err(self.paths_differ());
+            }
+            // SAFETY: the racy buffer's stamp word, written by the peer's puts; atomics only.
+            unsafe { atomic_at(self.local.slots) }.load(Relaxed)
+        };
+        let arrived = count.saturating_sub(self.racy_seen);
         self.racy_seen = count;
-        // SAFETY: the racy buffer's stamp word, written by the peer's puts; atomics only.
-        let stamp = unsafe { atomic_at(self.local.slots) }.load(Relaxed);
-        RacyPoll { arrived, stamp }
+        Ok(RacyPoll { arrived, stamp })
     }
 
-    /// Racy: the buffer's payload through atomics.
+    /// Racy with landing buffers: copy send `count` (whose `COUNT` was loaded with Acquire)
+    /// out of its landing buffer, and into the view if no later send began writing that
+    /// buffer meanwhile; its stamp, or None when one did.
+    fn copy_landed(&mut self, count: u64) -> Result<Option<u64>, CommError> {
+        debug_assert!(count > 0 && self.shape.landing);
+        let k = ((count - 1) % self.slots as u64) as usize;
+        // SAFETY: landing buffer k, 1 + len words inside this end's region, allocated while
+        // self.mem lives; the peer's puts write it at any time, and Rust reads it only through
+        // atomics (here).
+        let landed = unsafe {
+            AtomicF64Slice::from_raw(
+                self.local.slots.add(self.slot_off(k)).cast::<f64>(),
+                1 + self.shape.len,
+            )
+        };
+        let (stamp, payload) = landed.split_at(1);
+        let Some(c) = self.copy.as_mut() else {
+            return Ok(None);
+        };
+        payload.load_into(c.views[1 - c.shown].as_mut_f64());
+        let stamp = stamp.load(0).to_bits();
+        // Acquire: the loads above come before the BEGUN load below. A word of send c + 2 or
+        // later among them means its BEGUN put, fenced before its data, is seen below.
+        std::sync::atomic::fence(Acquire);
+        let begun = self.ctrl(BEGUN).load(Relaxed);
+        if begun == 0 {
+            // COUNT says a send landed, yet none began: the peer writes in place.
+            return Err(self.paths_differ());
+        }
+        if begun > count + 1 {
+            return Ok(None);
+        }
+        if let Some(c) = self.copy.as_mut() {
+            c.shown = 1 - c.shown;
+        }
+        Ok(Some(stamp))
+    }
+
+    /// The error of a racy end whose peer writes its region the other way (in place where
+    /// this end expects puts into landing buffers, or the reverse).
+    fn paths_differ(&self) -> CommError {
+        err::<P>(
+            "recv",
+            format!(
+                "peer rank {} and this rank disagree on whether they share memory: it writes \
+                 the racy view {}",
+                self.peer,
+                if self.copy.is_some() {
+                    "in place, where this end expects puts"
+                } else {
+                    "with puts, where this end expects it to write in place"
+                }
+            ),
+        )
+    }
+
+    /// Racy: the buffer's payload through atomics (this end's own copy with landing buffers).
     fn view(&self) -> &AtomicF64Slice {
+        if let Some(c) = &self.copy {
+            return &c.views[c.shown];
+        }
         // SAFETY: (1) len f64 after the stamp word, aligned, inside this end's region for as
         // long as self (its PeerMem keeps the region allocated); (2) Rust reads and writes this memory
         // only through atomics (this view, the stamp load, and the peer's Direct::write); a
@@ -883,6 +1033,7 @@ impl<D: Delivery, P: PeerMem> OneSidedEnd<D, P> {
             len,
             r,
             racy: D::SHARED,
+            landing: D::SHARED && !P::PUT_WHOLE_WORDS,
         }
     }
 
@@ -997,9 +1148,232 @@ impl<P: PeerMem> MailboxTransport for OneSidedEnd<Slots, P> {
 
 impl<P: PeerMem> RacyTransport for OneSidedEnd<SharedBuf, P> {
     fn poll(&mut self) -> Result<RacyPoll, CommError> {
-        Ok(self.core.poll_racy())
+        self.core.poll_racy()
     }
     fn view(&self) -> &AtomicF64Slice {
         self.core.view()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The racy put path against a [`PeerMem`] whose puts tear every word on purpose: both
+    //! ends in this process, on two threads, over one buffer of atomics.
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
+
+    /// Puts every word in two stores: first its new low half over its old high half (a torn
+    /// word, left for a while), then the whole new word: the tear a bulk copy can show a
+    /// reader. `WHOLE` claims whole-word puts all the same, for the control that shows the
+    /// tear is seen through a view that is put into. Maps the peer (identity) when `map`.
+    struct Tearing<const WHOLE: bool> {
+        map: bool,
+    }
+
+    // SAFETY: both ends' regions are one live buffer of this test, addressed directly; every
+    // access is an atomic one (put's two stores per word, put_word's store), so a torn word
+    // is a value, not undefined behaviour; `fence` is a SeqCst fence, which orders this
+    // thread's stores as the other thread's Acquire loads see them; nothing is left to
+    // complete (`quiet`). With WHOLE = true put does not write whole words, on purpose: the
+    // control below expects the view to show it.
+    unsafe impl<const WHOLE: bool> PeerMem for Tearing<WHOLE> {
+        const BACKEND: &'static str = "tearing";
+        const PUT_WHOLE_WORDS: bool = WHOLE;
+
+        fn wait(&self) -> WaitPolicy {
+            WaitPolicy::Yield
+        }
+
+        unsafe fn map(&self, p: *mut u64) -> Option<NonNull<u64>> {
+            self.map.then(|| NonNull::new(p)).flatten()
+        }
+
+        unsafe fn put(&self, dst: *mut u8, src: *const u8, bytes: usize) {
+            for i in 0..bytes / 8 {
+                // SAFETY: (caller) an aligned word of the peer's region, read there through
+                // atomics; src + i readable (read unaligned, as its alignment is not promised).
+                let (w, new) = unsafe {
+                    (
+                        atomic_at(dst.cast::<u64>().add(i)),
+                        src.cast::<u64>().add(i).read_unaligned(),
+                    )
+                };
+                let old = w.load(Relaxed);
+                w.store((old & !0xffff_ffff) | (new & 0xffff_ffff), Relaxed);
+                for _ in 0..20 {
+                    std::hint::spin_loop();
+                }
+                w.store(new, Relaxed);
+            }
+        }
+
+        unsafe fn put_word(&self, dst: *mut u64, v: u64) {
+            // SAFETY: (caller) an aligned word of the peer's region, read through atomics.
+            unsafe { atomic_at(dst) }.store(v, Relaxed);
+        }
+
+        fn fence(&self) {
+            std::sync::atomic::fence(SeqCst);
+        }
+
+        fn quiet(&self) {}
+    }
+
+    /// Element `j` of send `s`: its high half `s`, its low half a function of `s` and `j`, so
+    /// a word mixing two sends' halves is nobody's.
+    fn word(s: u64, j: usize) -> u64 {
+        (s << 32) | ((s ^ j as u64 ^ 0x5a5a_5a5a) & 0xffff_ffff)
+    }
+
+    /// The send that wrote element `j`'s bits `v`: Some(0) for the initial 0, None for a torn
+    /// word.
+    fn sender(v: u64, j: usize) -> Option<u64> {
+        (v == 0 || word(v >> 32, j) == v).then_some(v >> 32)
+    }
+
+    const LEN: usize = 512;
+
+    /// A racy end over `Tearing`, as rank `rank` of two, both regions in `mem`.
+    ///
+    /// # Safety
+    /// `mem` holds two regions of the shape, zeroed, and outlives the end.
+    unsafe fn end<const WHOLE: bool>(
+        mem: &[AtomicU64],
+        rank: usize,
+        map: bool,
+    ) -> OneSidedEnd<SharedBuf, Tearing<WHOLE>> {
+        let words = OneSidedEnd::<SharedBuf, Tearing<WHOLE>>::shape(LEN, 1)
+            .words()
+            .unwrap();
+        assert_eq!(mem.len(), 2 * words);
+        let base = mem.as_ptr().cast_mut().cast::<u64>();
+        // SAFETY: (caller) two zeroed regions of this shape that outlive the end; every access
+        // to them is atomic.
+        unsafe {
+            OneSidedEnd::new(
+                Tearing { map },
+                1 - rank,
+                LEN,
+                1,
+                base.add(rank * words),
+                base.add((1 - rank) * words),
+                map,
+            )
+        }
+    }
+
+    fn region_pair<const WHOLE: bool>() -> Vec<AtomicU64> {
+        let words = OneSidedEnd::<SharedBuf, Tearing<WHOLE>>::shape(LEN, 1)
+            .words()
+            .unwrap();
+        (0..2 * words).map(|_| AtomicU64::new(0)).collect()
+    }
+
+    fn send(end: &mut OneSidedEnd<SharedBuf, impl PeerMem>, s: u64) {
+        end.send_with(Header { seq: s, stamp: s }, |b| {
+            for (j, x) in b.iter_mut().enumerate() {
+                *x = f64::from_bits(word(s, j));
+            }
+        })
+        .unwrap();
+    }
+
+    /// What the reader of a racy channel over `Tearing<WHOLE>` saw while rank 0 sent as fast
+    /// as it could: torn elements, elements that went back to an older send, polls that
+    /// reported sends, and whether the view was the last send, whole, at the end. Runs `sends`
+    /// sends, or until the first torn element when `until_torn`.
+    fn race<const WHOLE: bool>(sends: u64, until_torn: bool) -> (u64, u64, u64, bool) {
+        let mem = region_pair::<WHOLE>();
+        let done = AtomicBool::new(false);
+        let torn_seen = AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                // SAFETY: mem holds two zeroed regions and outlives the scope.
+                let mut w = unsafe { end::<WHOLE>(&mem, 0, false) };
+                for s in 1..=sends {
+                    if until_torn && torn_seen.load(Relaxed) {
+                        break;
+                    }
+                    send(&mut w, s);
+                }
+                done.store(true, SeqCst);
+            });
+            // SAFETY: as the sender's.
+            let mut r = unsafe { end::<WHOLE>(&mem, 1, false) };
+            let (mut torn, mut back, mut reports) = (0u64, 0u64, 0u64);
+            let mut last = vec![0u64; LEN];
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let finished = done.load(SeqCst);
+                if r.poll().unwrap().arrived > 0 {
+                    reports += 1;
+                }
+                for (j, l) in last.iter_mut().enumerate() {
+                    match sender(r.view().load(j).to_bits(), j) {
+                        None => torn += 1,
+                        Some(s) if s < *l => back += 1,
+                        Some(s) => *l = s,
+                    }
+                }
+                if torn > 0 {
+                    torn_seen.store(true, Relaxed);
+                }
+                if finished || Instant::now() > deadline {
+                    break;
+                }
+            }
+            // The sender is done: a last poll copies its last send, whole.
+            r.poll().unwrap();
+            let whole = (0..LEN).all(|j| r.view().load(j).to_bits() == word(sends, j));
+            (torn, back, reports, whole)
+        })
+    }
+
+    #[test]
+    fn racy_puts_that_tear_words_reach_the_view_whole() {
+        let (torn, back, reports, whole) = race::<false>(600, false);
+        assert_eq!((torn, back), (0, 0), "torn and backward elements");
+        assert!(reports > 0, "no poll ever reported a send");
+        assert!(
+            whole,
+            "the view is not the last send once the sender stopped"
+        );
+    }
+
+    /// The control: the same puts straight into the view (as when a backend's puts write
+    /// whole words) show torn elements, so the check above can see them.
+    #[test]
+    fn the_same_puts_into_the_view_show_torn_words() {
+        let mut torn = 0;
+        for _ in 0..20 {
+            torn += race::<true>(20_000, true).0;
+            if torn > 0 {
+                break;
+            }
+        }
+        assert!(torn > 0, "no torn element seen: the check could not tell");
+    }
+
+    /// A racy end expecting landing puts whose peer writes in place, and the reverse, fail
+    /// their first poll after a send.
+    #[test]
+    fn ends_that_disagree_on_the_path_fail_the_poll() {
+        for writer_maps in [true, false] {
+            let mem = region_pair::<false>();
+            // SAFETY: mem holds two zeroed regions and outlives both ends.
+            let (mut w, mut r) = unsafe {
+                (
+                    end::<false>(&mem, 0, writer_maps),
+                    end::<false>(&mem, 1, !writer_maps),
+                )
+            };
+            assert_eq!(w.is_mapped(), writer_maps);
+            send(&mut w, 1);
+            let e = r
+                .poll()
+                .expect_err("the poll after a send on the other path");
+            assert!(e.to_string().contains("disagree"), "{e}");
+        }
     }
 }

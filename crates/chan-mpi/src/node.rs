@@ -474,11 +474,14 @@ impl std::fmt::Debug for MpiPeer {
 // SAFETY: the peer's addresses are this process's (MPI_Win_shared_query), inside the set's
 // window, which `set` keeps allocated (on every rank of the node: it is freed only
 // collectively, after a vote that this end's open count blocks, or at finalize); `map` is
-// the identity; `put` copies with plain stores and `put_word` is one atomic 8-byte store;
+// the identity; `put` stores each word with one atomic 8-byte store (so it writes whole words,
+// PUT_WHOLE_WORDS), as does `put_word`;
 // `fence` is a Release fence, which orders this thread's earlier stores before its later
 // atomic stores as the peer's Acquire loads see them; nothing is left to complete (`quiet`).
 unsafe impl PeerMem for MpiPeer {
     const BACKEND: &'static str = "mpi";
+    /// `put` stores word by word through atomics (below).
+    const PUT_WHOLE_WORDS: bool = true;
 
     fn wait(&self) -> WaitPolicy {
         self.world.wait

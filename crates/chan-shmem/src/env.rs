@@ -489,8 +489,8 @@ impl ShmemCtx {
     }
 
     /// True when `AIAC_SHMEM_REMOTE=1` forced the between-nodes path at init: no peer's
-    /// memory is mapped with `shmem_ptr`, so a racy send is a bulk put, `shmem_fence` and a
-    /// put of the count, as between PEs on different nodes.
+    /// memory is mapped with `shmem_ptr`, so a racy send is a bulk put into a landing buffer
+    /// that the receiver copies into its view, as between PEs on different nodes.
     pub fn remote_only(&self) -> bool {
         self.sh.remote
     }

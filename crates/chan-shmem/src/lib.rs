@@ -33,7 +33,7 @@
 //! | | SHMEM |
 //! |---|---|
 //! | Sync / Async | R + 1 slots with flags per direction in the receiver's memory: put `[stamp, data]`, `shmem_fence`, put the sequence number as the slot's flag (on one node, where `shmem_ptr` maps the peer's region, the sender fills the slot in place and stores the flag with release); the receiver polls the next flag and acknowledges each released slot with one put (on one node, a release store); the sender refills only released slots, so a send never waits once started (nothing is in flight: flow control is the R + 1 slots) |
-//! | Racy | `[stamp, data]` into the peer's one buffer, then the send count; no flag to wait for; the view reads through atomics. On one node the sender writes the peer's buffer (mapped by `shmem_ptr`) with 8-byte atomic stores and the count with a release store, since a bulk put was seen to land half done; between nodes: put, `shmem_fence`, put |
+//! | Racy | `[stamp, data]` into the peer's buffer, then the send count; no flag to wait for; the view reads through atomics. On one node the sender writes the peer's one buffer, which is the view (mapped by `shmem_ptr`), with 8-byte atomic stores and the count with a release store, since a bulk put was seen to land half done; between nodes the put lands in one of two landing buffers (put the send's number, `shmem_fence`, put the data, `shmem_fence`, put the count) and the receiver's poll copies it into a view of its own unless a later send began overwriting it (chan-core's sequence lock) |
 //! | close | `begin_close`: fence, put the send total; `finish_close`: wait for the peer's total, count what landed unreported, `shmem_quiet` |
 //! | reduction | chan-core's [`TreeReduction`](chan_core::TreeReduction) over Sync channels (OpenSHMEM 1.4 has no non-blocking reduction) |
 //! | all_reduce / barrier | `shmem_double_{sum,max,min}_to_all` / `shmem_barrier_all` |
@@ -58,13 +58,13 @@
 //!
 //! ## The between-nodes path, on one node
 //! `AIAC_SHMEM_REMOTE=1` (read at [`ShmemCtx::init`]) makes every PE treat every peer as on
-//! another node: no peer is mapped with `shmem_ptr`, so a racy send is a bulk put,
-//! `shmem_fence` and a put of the count, and a mailbox send a put, `shmem_fence` and a flag
-//! put, and a released slot's acknowledgement a put, which is what differs between nodes
-//! (the close announcement is a put on both paths). `scripts/test` runs the SHMEM checks once
-//! this way. On one node the bulk put is a copy into the peer's mapped heap, so the racy
-//! checks on this path also test that such a copy writes whole words (see
-//! `src/transport.rs`, "Whole words").
+//! another node: no peer is mapped with `shmem_ptr`, so a racy send is a bulk put into a
+//! landing buffer between puts of its number and of the count, and a mailbox send a put,
+//! `shmem_fence` and a flag put, and a released slot's acknowledgement a put, which is what
+//! differs between nodes (the close announcement is a put on both paths). `scripts/test` runs
+//! the SHMEM checks once this way. On one node the bulk put is a copy into the peer's mapped
+//! heap that can tear 8-byte words, so the racy checks on this path also test that a view
+//! never shows a torn one (see `src/transport.rs`, "Whole words").
 //!
 //! ## Open MPI 4.1
 //! OSHMEM crashes in `shmem_finalize` unless `OMPI_MCA_osc` is limited to `ucx` or `sm,ucx`;

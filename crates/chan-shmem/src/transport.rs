@@ -12,14 +12,27 @@
 //! A racy view is read while the peer writes it, so each element must change from one whole
 //! value to another (chan-core's `AtomicF64Slice::from_raw` condition). A bulk put does not
 //! promise that: OpenSHMEM 1.4 makes no atomicity promise for `shmem_putmem`, and with Open MPI
-//! 4.1 + UCX on one node (the put is a `memcpy` into the peer's mapped heap) readers caught
-//! 20 KB racy puts half done: elements whose low 4 or 5 bytes came from send s + 1 and the
-//! rest from send s, in 5 of about 130 runs of `racy_semantics` at 4 PEs on 2 cores, and in
-//! a C program of the same ring pattern. Hence the racy sender writes the peer's buffer
-//! itself through atomics (`AtomicF64Slice::store_from`) whenever `shmem_ptr` maps it, which
-//! it does for every PE of the node (0 torn elements in 210 runs since). Between nodes the
-//! buffer is put, and whole words then rest on the network writing aligned 8-byte words
-//! whole, as RDMA NICs do.
+//! 4.1 + UCX on one node (the put is UCX's `uct_sm_ep_put_short`, a `memcpy` into the peer's
+//! mapped heap, `rep movsb` at these sizes) readers caught 20 KB racy puts half done:
+//! elements whose low 4 or 5 bytes came from send s + 1 and the rest from send s, in 5 of
+//! about 130 runs of `racy_semantics` at 4 PEs on 2 cores, and in a C program of the same
+//! ring pattern. Hence the racy sender writes the peer's buffer itself through atomics
+//! (`AtomicF64Slice::store_from`) whenever `shmem_ptr` maps it, which it does for every PE of
+//! the node (0 torn elements in 210 runs since). Between nodes, and for every peer under
+//! `AIAC_SHMEM_REMOTE=1`, the buffer is put, so [`PeerMem::PUT_WHOLE_WORDS`] is false here:
+//! the put lands in one of two landing buffers that no view shows, and the receiver copies a
+//! send into its own view only once it knows the copy whole (chan-core's sequence lock,
+//! `chan_core::backend::OneSidedEnd`'s module docs, "Whole words"). Before, with the put
+//! straight into the view, 2 of 40 runs of `racy_whole_words` under `AIAC_SHMEM_REMOTE=1`
+//! showed a torn element; with the landing buffers none did in 30 runs of every racy case.
+//! The cost is a word put and a `shmem_fence` more per send and a copy of each reported send
+//! at the receiver. `cargo bench -p chan-shmem --bench shmem_channel` under
+//! `AIAC_SHMEM_REMOTE=1`, racy over raw put + fence + flag in the stream pattern, one run
+//! before and one after on 2 cores that other jobs loaded (load 8 to 10): 8 B 1.10× → 1.12×,
+//! 20 KB 0.91× → 0.77×, 1 MB 1.05× → 1.02×, no cost above the noise (the ping-pong rows
+//! swung by 4× between runs there). One `shmem_uint64_p` per element would write whole words
+//! too, at about 100 ns a word here: 250 µs for 20 KB, against 0.6 µs for one
+//! `shmem_putmem`.
 //!
 //! Control words are written with `shmem_uint64_p`, not SHMEM atomics, which UCX may emulate
 //! with messages that need the target's progress. A put of one aligned word is one 8-byte
@@ -83,6 +96,8 @@ impl std::fmt::Debug for ShmemPeer {
 // returns the peer's word mapped into this process or null (9.2.3).
 unsafe impl PeerMem for ShmemPeer {
     const BACKEND: &'static str = "shmem";
+    /// `shmem_putmem` is a bulk copy that may tear words (module docs, "Whole words").
+    const PUT_WHOLE_WORDS: bool = false;
 
     /// The PE's [`WaitPolicy`]. With a core per PE it busy-polls: the wait is for a word a
     /// peer's put changes in local memory, and a `sched_yield` between loads only delays

@@ -11,9 +11,9 @@
 //! `cargo test -p chan-shmem --all-features --test shmem_checks [-- FILTER]`
 //!
 //! With `AIAC_SHMEM_REMOTE=1` every PE takes the between-nodes path to every peer (no
-//! `shmem_ptr` mapping: a racy send is a bulk put, `shmem_fence` and a put of the count), and
-//! each child first checks that the switch took effect. `scripts/test` runs the checks once
-//! that way.
+//! `shmem_ptr` mapping: a racy send is a bulk put into a landing buffer, which the receiver
+//! copies into its view once it is whole), and each child first checks that the switch took
+//! effect. `scripts/test` runs the checks once that way.
 
 use chan_core::traits::*;
 use chan_core::{close_all, Async, ChannelConfig, ChannelSpec, CreateError, Racy, Sync};
@@ -41,7 +41,8 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("drop_without_close", &[2, 3, 4], 30),
     ("collectives_match", &[1, 2, 3, 4], 30),
     // 32 rings of 4 PEs, 64 KB racy messages into one buffer per end: with AIAC_SHMEM_REMOTE=1
-    // every one a bulk put (the between-nodes path), which must land as whole words.
+    // every one a bulk put (the between-nodes path), which on one node tears words now and
+    // then (a memcpy into the peer's heap); the views must show whole ones only.
     ("racy_whole_words", &[4], 120),
     ("window_colliding_inserts", &[1, 2, 3, 4], 120),
     ("window_fetch_add_totals", &[1, 2, 3, 4], 120),
