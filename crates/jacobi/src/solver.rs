@@ -298,6 +298,9 @@ pub(crate) struct Rounds<R> {
     max_iters: u64,
     /// The iteration the last round started at (none yet).
     started: Option<u64>,
+    /// The rank is waiting, not iterating (multisplitting with no new faces): its iteration
+    /// count stands still, so pacing by it would never start the round the others wait in.
+    waiting: bool,
 }
 
 impl<R: chan_core::Reduction> Rounds<R> {
@@ -307,13 +310,22 @@ impl<R: chan_core::Reduction> Rounds<R> {
             pace: scheme.pace_reductions.then_some(cfg.check_every),
             max_iters: cfg.max_iters,
             started: None,
+            waiting: false,
         }
+    }
+
+    /// Whether the rank is waiting for its neighbours instead of iterating: a waiting rank's
+    /// round is always due. (A rank stopped at `--max-iters` sends no more faces; a
+    /// multisplitting neighbour waiting for them did not start the round that stops the run,
+    /// paced by an iteration count that no longer moved, and both waited for ever.)
+    pub(crate) fn set_waiting(&mut self, waiting: bool) {
+        self.waiting = waiting;
     }
 
     /// May a round start at iteration `it`?
     pub(crate) fn due(&self, it: u64) -> bool {
         match (self.pace, self.started) {
-            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= self.max_iters,
+            (Some(k), Some(s)) => it >= s.saturating_add(k) || it >= self.max_iters || self.waiting,
             _ => true,
         }
     }
@@ -926,6 +938,7 @@ impl<F: Iterate> Run<'_, F> {
                         !any || (!fresh.iter().all(|&f| f)
                             && first_new.is_some_and(|t0| t0.elapsed() < last_solve))
                     };
+                rounds.set_waiting(idle);
                 if idle {
                     // The residual of the current iterate with the newest halo.
                     if !idled || got {

@@ -165,3 +165,57 @@ fn a_slowed_rank_still_solves_the_system() {
         assert!(serial < tol, "{what}: serial residual {serial:e}");
     }
 }
+
+/// A rank stopped at `--max-iters` sends no more faces, and a multisplitting neighbour waiting
+/// for them must still join the round that stops the run, even when rounds are paced
+/// (`--check-every` with async): its iteration count no longer moves, and pacing by it alone
+/// left both waiting for ever (17 of 20 runs of this configuration hung on threads). Each
+/// run under a deadline, so that a hang fails the test instead of holding the suite.
+#[test]
+fn a_rank_waiting_for_faces_joins_the_round_that_stops_at_max_iters() {
+    let mut c = cfg(Dims::new(12, 19, 15), Variant::Async);
+    c.grid = Some(crate::ProcGrid(Dims::new(3, 1, 1)));
+    c.method = Multisplit::new(Variant::Async, Inner::Cg32).into();
+    let it = c.method.iteration_mut().unwrap();
+    it.halo_every = 2;
+    it.max_in_flight = 4;
+    it.pace_reductions = true;
+    c.check_every = 13;
+    c.max_iters = 20;
+    c.criterion = c.criterion.with_tol(1.218e-6);
+    c.slow = Some(crate::config::SlowRank {
+        rank: 2,
+        factor: 3.19,
+    });
+    let plan = c.plan(3).unwrap();
+    for run in 0..5 {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let c = c.clone();
+        std::thread::spawn(move || {
+            let outs = chan_threads::World::new(3).unwrap().run(|ctx| {
+                crate::dispatch::solve_rank(ctx, &c, &plan, None, false)
+                    .expect("run failed")
+                    .record
+            });
+            let _ = tx.send(outs);
+        });
+        let recs = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("run {run} hung"));
+        for r in &recs {
+            assert!(
+                r.iterations <= 20,
+                "run {run}: rank {}: {}",
+                r.rank,
+                r.iterations
+            );
+            assert!(
+                r.stop == StopReason::MaxIters
+                    || (r.converged && r.residual.true_residual < 1.218e-6),
+                "run {run}: rank {}: {:?}",
+                r.rank,
+                r.stop
+            );
+        }
+    }
+}
