@@ -237,7 +237,6 @@ mod tests {
     use super::super::{generate, row_blocks};
     use super::*;
     use chan_core::traits::*;
-    use chan_core::{ReduceOp, Sync};
     use chan_threads::World;
 
     /// Serial Jacobi on the whole matrix, `iters` sweeps from 0: the oracle.
@@ -317,35 +316,19 @@ mod tests {
             let parts = World::new(p).unwrap().run(|ctx| {
                 let rank = ctx.rank();
                 let blk = RowBlock::from_global(&a, &bounds, rank);
-                let specs = blk.channel_specs(rank, 0, 1).unwrap();
-                let mut chans = ctx.open::<Sync>(&specs).unwrap();
-                let (sends, recvs) = chans.split_at_mut(blk.send_links().len());
+                let mut ex = super::super::solve::Exchange::open(ctx, &blk, 0).unwrap();
                 let own = &b[blk.first_row()..blk.first_row() + blk.rows()];
                 let mut x = vec![0.0; blk.extended_len()];
                 let mut y = vec![0.0; blk.rows()];
-                let exchange =
-                    |x: &mut Vec<f64>,
-                     sends: &mut [chan_core::Channel<_, Sync>],
-                     recvs: &mut [chan_core::Channel<_, Sync>]| {
-                        for (ch, l) in sends.iter_mut().zip(blk.send_links()) {
-                            ch.send_with(|buf| RowBlock::pack(l, x, buf)).unwrap();
-                        }
-                        for (ch, l) in recvs.iter_mut().zip(blk.recv_links()) {
-                            let m = ch.recv().unwrap();
-                            RowBlock::unpack(l, &m, x);
-                        }
-                    };
                 for _ in 0..iters {
-                    exchange(&mut x, sends, recvs);
+                    ex.run(&blk, &mut x).unwrap();
                     blk.jacobi(own, &x, &mut y);
                     x[..blk.rows()].copy_from_slice(&y);
                 }
-                exchange(&mut x, sends, recvs);
+                ex.run(&blk, &mut x).unwrap();
                 let mut ax_local = vec![0.0; blk.rows()];
                 blk.mul(&x, &mut ax_local);
-                // A collective after the exchange: every rank is done with its channels.
-                let mut one = [1.0];
-                ctx.all_reduce(&mut one, ReduceOp::Sum).unwrap();
+                ex.close().unwrap();
                 (blk.first_row(), x[..blk.rows()].to_vec(), ax_local)
             });
             for (first, x, ax_local) in parts {
