@@ -790,6 +790,14 @@ pub enum ConfigError {
         /// The variant asked for.
         variant: Variant,
     },
+    /// A setting of the grid's solvers that a sparse matrix (`--matrix`) has no form of.
+    #[error("{what} does not apply to --matrix: {why}")]
+    NotForMatrix {
+        /// The setting.
+        what: &'static str,
+        /// Why, and what does.
+        why: &'static str,
+    },
     /// A flag of one variant's loop given to a run that does not have that loop.
     #[error("{flag} applies to {applies}, not to --solver {solver} --variant {variant}")]
     VariantFlag {
@@ -870,6 +878,52 @@ impl Config {
         if let Some(s) = self.slow {
             if !(1.0..=MAX_SLOWDOWN).contains(&s.factor) {
                 return Err(ConfigError::Slowdown(s.factor));
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Config::validate`], and the settings a sparse matrix's run can take
+    /// ([`crate::solve_system`]): the relative-residual criterion; Jacobi with one-plane
+    /// ghosts exchanged all at once (`--exchange waitall`, `--halo-depth 1`); multisplitting
+    /// with inner CG or Jacobi. (The grid's size and problem are not read.)
+    pub fn validate_matrix(&self) -> Result<(), ConfigError> {
+        self.validate()?;
+        let no = |what, why| Err(ConfigError::NotForMatrix { what, why });
+        if matches!(self.criterion, StopCriterion::UpdateNorm { .. }) {
+            return no(
+                "--criterion update",
+                "the update norm is the stencil's residual over its diagonal 6; a matrix's run stops on the relative residual ‖b − A x‖/‖b‖",
+            );
+        }
+        match &self.method {
+            Method::Jacobi(j) => {
+                if j.exchange != Exchange::Waitall {
+                    return no(
+                        "--exchange blocking|overlap",
+                        "both pair or split a grid block's faces; a row block exchanges its ghosts with every neighbour at once (waitall)",
+                    );
+                }
+                if j.halo_depth != HaloDepth::Fixed(1) {
+                    return no(
+                        "--halo-depth",
+                        "deep halos are the grid's temporal blocking; a row block's ghosts are one exchange deep",
+                    );
+                }
+            }
+            Method::Multisplit(m) => {
+                if m.inner.solver == Inner::Cg32 {
+                    return no(
+                        "--inner cg32",
+                        "the single-precision inner CG is the grid's kernel; use --inner cg or jacobi",
+                    );
+                }
+            }
+            Method::Krylov(_) => {
+                return no(
+                    "--solver cg|cg-overlap|pipecg",
+                    "the Krylov solvers run on the grid only so far; use --solver jacobi or multisplit",
+                );
             }
         }
         Ok(())

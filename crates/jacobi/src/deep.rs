@@ -226,7 +226,7 @@ pub(crate) fn choose_depth<C: Context>(
 /// `tag`: one warm-up exchange and sweep, then at least [`PROBE_SWEEPS`] sweeps in whole
 /// blocks. Returns `[iteration, sweep, exchange]` seconds per sweep and the sweeps timed.
 /// Collective (every rank probes the same depth).
-fn probe<C: Context, F: Iterate>(
+fn probe<C: Context, F: Iterate<Link = Face>>(
     ctx: &mut C,
     field: &mut F,
     faces: &[Face],
@@ -774,6 +774,7 @@ fn copy_box(sh: &Shape, dst: &mut [f64], src: &[f64], reg: &Region) {
 /// The deep halo's iterate in the loops of `solver.rs`: k-plane messages, a block of up to
 /// k sweeps per exchange in the sync loop, [`DeepField::sweep_async`] in the async one.
 impl Halo for DeepField {
+    type Link = Face;
     fn pack(&self, face: Face, buf: &mut [f64]) {
         DeepField::pack(self, face, buf);
     }
@@ -783,11 +784,20 @@ impl Halo for DeepField {
 }
 
 impl Iterate for DeepField {
-    fn geometry(&self) -> &Geometry {
-        &self.geom
+    fn link_peer(&self, face: Face) -> usize {
+        self.geom.neighbours[face.index()].expect("links are faces with a neighbour")
     }
-    fn face_len(&self, face: Face) -> usize {
+    fn link_tag(&self, face: Face) -> u32 {
+        face.axis.index() as u32
+    }
+    fn message_len(&self, face: Face) -> usize {
         DeepField::face_len(self, face)
+    }
+    fn place(&self) -> ([usize; 3], crate::geometry::Dims) {
+        (self.geom.coords, self.geom.local)
+    }
+    fn face_link(&self, face: Face) -> Option<Face> {
+        Some(face)
     }
     fn unpack_atomic(&mut self, face: Face, view: &AtomicF64Slice) {
         DeepField::unpack_atomic(self, face, view);

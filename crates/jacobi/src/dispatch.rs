@@ -15,6 +15,7 @@ use crate::multisplit::InnerSolve;
 use crate::progress::Progress;
 use crate::record::RankRecord;
 use crate::solver::{Block, Ending, Run};
+use crate::sparse::iterate::SparseIterate;
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{Async, Racy};
@@ -101,7 +102,7 @@ pub(crate) fn solve_rank<C: Context>(
             regions,
             progress,
         );
-        let (mut record, deep) = run_loop(ctx, run, &block.geom)?;
+        let (mut record, deep) = run_loop(ctx, run)?;
         record.halo_auto = auto;
         return Ok(RankOutcome {
             record,
@@ -120,7 +121,7 @@ pub(crate) fn solve_rank<C: Context>(
     run.exchange = exchange;
     // Multisplitting: its work vectors allocated here, once.
     run.inner = inner.map(|s| InnerSolve::new(s, &run.field));
-    let (mut record, field) = run_loop(ctx, run, &block.geom)?;
+    let (mut record, field) = run_loop(ctx, run)?;
     record.halo_auto = auto;
     Ok(RankOutcome {
         record,
@@ -129,10 +130,9 @@ pub(crate) fn solve_rank<C: Context>(
 }
 
 /// The loop of the variant over `run`'s iterate: the rank's record and the final iterate.
-fn run_loop<C: Context, F: Iterate>(
+pub(crate) fn run_loop<C: Context, F: Iterate>(
     ctx: &mut C,
     mut run: Run<'_, F>,
-    geom: &crate::geometry::Geometry,
 ) -> Result<(RankRecord, F), Error> {
     let (stop, true_value, time, channels): Ending = match run.scheme.variant {
         Variant::Sync => run.sync(ctx)?,
@@ -142,10 +142,79 @@ fn run_loop<C: Context, F: Iterate>(
     let error_max = run.field.error_max(&run.cfg.problem);
     let record = run.record(
         C::Backend::NAME,
-        geom,
         (stop, true_value, time),
         &channels,
         error_max,
     );
     Ok((record, run.field))
+}
+
+/// One rank's part of a sparse system `A x = b` (`--matrix`): its row block of `A`, its part
+/// of `b`, and the exact solution's value at every row when it is known to be one value (b
+/// = A·1: 1), which the record's `error_max` then measures against.
+#[derive(Debug, Clone)]
+pub struct SystemBlock {
+    /// The rank's rows of `A`, their ghost columns and exchange.
+    pub block: crate::sparse::RowBlock,
+    /// The rank's part of `b` (`block.rows()` values).
+    pub b: Vec<f64>,
+    /// The solution's value at every row, when known.
+    pub exact: Option<f64>,
+}
+
+/// Solve a sparse system from x = 0 with the configured method, this rank holding `sys`
+/// (collective: every rank calls it with the same configuration and its own block). The
+/// loops, certification and record are those of the grid's solvers ([`solve_with`]):
+/// Jacobi's sync, async and racy loops over the row block's ghost channels, and
+/// multisplitting with inner CG or Jacobi on the block. [`Config::validate_matrix`] says
+/// which settings apply to a matrix.
+pub fn solve_system<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+    sys: &SystemBlock,
+    progress: Option<&dyn Progress>,
+) -> Result<RankRecord, Error> {
+    solve_system_rank(ctx, cfg, sys, progress).map(|(r, _)| r)
+}
+
+/// As [`solve_system`], also returning this rank's part of the final iterate.
+pub(crate) fn solve_system_rank<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+    sys: &SystemBlock,
+    progress: Option<&dyn Progress>,
+) -> Result<(RankRecord, Vec<f64>), Error> {
+    cfg.validate_matrix()?;
+    let (scheme, inner) = match cfg.method {
+        Method::Jacobi(j) => (j.iteration, None),
+        Method::Multisplit(m) => (m.iteration, Some(m.inner)),
+        Method::Krylov(_) => {
+            unreachable!("refused by validate_matrix until Krylov runs on a matrix")
+        }
+    };
+    let it = SparseIterate::new(
+        ctx.rank(),
+        &sys.block,
+        sys.b.clone(),
+        sys.exact,
+        inner.map(|s| s.solver),
+    );
+    let links = it.links();
+    let none = crate::kernel::Region {
+        x: 0..0,
+        y: 0..0,
+        z: 0..0,
+    };
+    let mut run = Run::new(
+        cfg,
+        scheme,
+        ctx.rank(),
+        it,
+        links,
+        (none, Vec::new()),
+        progress,
+    );
+    run.inner = inner.map(InnerSolve::counts_only);
+    let (record, it) = run_loop(ctx, run)?;
+    Ok((record, it.own().to_vec()))
 }

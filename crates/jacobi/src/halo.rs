@@ -13,15 +13,19 @@ use crate::Error;
 use chan_core::traits::*;
 use chan_core::{Channel, Sync};
 
-/// An array with a one-cell halo whose faces travel between neighbours.
+/// An iterate with a halo that travels between neighbours over links: the faces of a grid
+/// block ([`Face`]), or the neighbouring row blocks of a sparse matrix (an index).
 pub(crate) trait Halo {
-    /// Copy the owned layer next to `face` into `buf` (the message to the neighbour there).
-    fn pack(&self, face: Face, buf: &mut [f64]);
-    /// Write the neighbour's message into the halo beyond `face`.
-    fn unpack(&mut self, face: Face, data: &[f64]);
+    /// What names one neighbour's exchange.
+    type Link: Copy + PartialEq + std::fmt::Debug;
+    /// Copy the values the neighbour across `link` reads into `buf` (the message to it).
+    fn pack(&self, link: Self::Link, buf: &mut [f64]);
+    /// Write the neighbour's message into the halo of `link`.
+    fn unpack(&mut self, link: Self::Link, data: &[f64]);
 }
 
 impl Halo for crate::field::Field {
+    type Link = Face;
     fn pack(&self, face: Face, buf: &mut [f64]) {
         crate::field::Field::pack(self, face, buf);
     }
@@ -30,18 +34,18 @@ impl Halo for crate::field::Field {
     }
 }
 
-/// Start the send of every face of `h` (channel k serves `faces[k]`), stamped `it`; timed
+/// Start the send of every link of `h` (channel k serves `links[k]`), stamped `it`; timed
 /// into `parts` as pack and send.
 pub(crate) fn post<B: Backend, H: Halo + ?Sized>(
     chans: &mut [Channel<B, Sync>],
-    faces: &[Face],
+    links: &[H::Link],
     it: u64,
     h: &H,
     parts: &mut Parts,
 ) -> Result<(), Error> {
-    for (ch, &face) in chans.iter_mut().zip(faces) {
+    for (ch, &link) in chans.iter_mut().zip(links) {
         ch.set_iteration(it);
-        parts.send(|fill| ch.send_with(fill), |buf| h.pack(face, buf))?;
+        parts.send(|fill| ch.send_with(fill), |buf| h.pack(link, buf))?;
     }
     Ok(())
 }
@@ -50,15 +54,15 @@ pub(crate) fn post<B: Backend, H: Halo + ?Sized>(
 /// receive) and unpack.
 pub(crate) fn complete<B: Backend, H: Halo + ?Sized>(
     chans: &mut [Channel<B, Sync>],
-    faces: &[Face],
+    links: &[H::Link],
     h: &mut H,
     parts: &mut Parts,
 ) -> Result<(), Error> {
-    for (ch, &face) in chans.iter_mut().zip(faces) {
+    for (ch, &link) in chans.iter_mut().zip(links) {
         let t = Instant::now();
         let m = ch.recv()?;
         parts.wait += t.elapsed();
-        parts.unpack(|| h.unpack(face, m.data()));
+        parts.unpack(|| h.unpack(link, m.data()));
     }
     Ok(())
 }
@@ -66,34 +70,32 @@ pub(crate) fn complete<B: Backend, H: Halo + ?Sized>(
 /// A whole exchange: [`post`], then [`complete`].
 pub(crate) fn swap<B: Backend, H: Halo + ?Sized>(
     chans: &mut [Channel<B, Sync>],
-    faces: &[Face],
+    links: &[H::Link],
     it: u64,
     h: &mut H,
     parts: &mut Parts,
 ) -> Result<(), Error> {
-    post(chans, faces, it, h, parts)?;
-    complete(chans, faces, h, parts)
+    post(chans, links, it, h, parts)?;
+    complete(chans, links, h, parts)
 }
 
-/// The channels of a block's halo, one-plane or deep: one per face with a neighbour
-/// (`faces`, in [`Face::ALL`] order), tagged `tag_base` plus the face's axis, `r` messages in
-/// flight, each message the face's values and `extra` words after them.
+/// The channels of a block's halo: one per link (`links`, in the iterate's order), tagged
+/// `tag_base` plus the link's own tag ([`Iterate::link_tag`]), `r` messages in flight, each
+/// message the link's values ([`Iterate::message_len`]) and `extra` words after them.
 pub(crate) fn specs<F: Iterate>(
     field: &F,
-    faces: &[Face],
+    links: &[F::Link],
     tag_base: u32,
     r: usize,
     extra: usize,
 ) -> Result<Vec<chan_core::ChannelSpec>, Error> {
     use chan_core::{ChannelConfig, ChannelSpec, CreateError};
-    let geom = field.geometry();
-    faces
+    links
         .iter()
-        .map(|&f| {
-            let peer = geom.neighbours[f.index()].expect("faces have neighbours");
+        .map(|&l| {
             let cfg =
-                ChannelConfig::new(field.face_len(f) + extra, r).map_err(CreateError::from)?;
-            ChannelSpec::new(peer, tag_base + f.axis.index() as u32, cfg)
+                ChannelConfig::new(field.message_len(l) + extra, r).map_err(CreateError::from)?;
+            ChannelSpec::new(field.link_peer(l), tag_base + field.link_tag(l), cfg)
                 .map_err(|e| Error::Create(e.into()))
         })
         .collect()

@@ -3,7 +3,7 @@
 //! are generic over [`Iterate`] and monomorphised for each: no dynamic dispatch in a sweep.
 
 use crate::field::Field;
-use crate::geometry::{Face, Geometry};
+use crate::geometry::{Dims, Face};
 use crate::halo::{self, Halo};
 use crate::kernel::Region;
 use crate::multisplit::{Fresher, InnerSolve};
@@ -22,27 +22,43 @@ use chan_core::{AtomicF64Slice, Channel, Sync};
 /// refuses them with a deep halo (`--solver multisplit`, `--exchange overlap`), so no run
 /// calls them on one; their default panics saying so.
 pub(crate) trait Iterate: Halo {
-    /// The block's geometry.
-    fn geometry(&self) -> &Geometry;
+    /// The rank across `link`.
+    fn link_peer(&self, link: Self::Link) -> usize;
 
-    /// Values in a message across `face`.
-    fn face_len(&self, face: Face) -> usize;
+    /// The tag of `link`'s channel, above a base (0..3: channels of different links to one
+    /// peer differ).
+    fn link_tag(&self, link: Self::Link) -> u32;
 
-    /// Write a racy view into the halo beyond `face` (relaxed atomic loads, in the order of
+    /// Values in a message across `link`, both ways (a channel's length is the same at both
+    /// ends).
+    fn message_len(&self, link: Self::Link) -> usize;
+
+    /// Write a racy view into the halo of `link` (relaxed atomic loads, in the order of
     /// [`Halo::unpack`]).
-    fn unpack_atomic(&mut self, face: Face, view: &AtomicF64Slice);
+    fn unpack_atomic(&mut self, link: Self::Link, view: &AtomicF64Slice);
 
-    /// A blocking exchange of the halo over Sync channels (channel k serves `faces[k]`),
-    /// stamped `it`: every face sent, then every face received ([`halo::swap`]), timed into
+    /// A blocking exchange of the halo over Sync channels (channel k serves `links[k]`),
+    /// stamped `it`: every link sent, then every link received ([`halo::swap`]), timed into
     /// `parts`.
     fn exchange<B: Backend>(
         &mut self,
         chans: &mut [Channel<B, Sync>],
-        faces: &[Face],
+        links: &[Self::Link],
         it: u64,
         parts: &mut Parts,
     ) -> Result<(), Error> {
-        halo::swap(chans, faces, it, self, parts)
+        halo::swap(chans, links, it, self, parts)
+    }
+
+    /// The block's coordinates in the process grid and its owned extent, for the record (a
+    /// matrix's row block: `[rank, 0, 0]` and rows × 1 × 1).
+    fn place(&self) -> ([usize; 3], Dims);
+
+    /// `--exchange blocking`'s pairing of sends and receives by grid axis: the link across
+    /// `face`, for an iterate on the grid. `None` elsewhere (the configuration refuses the
+    /// blocking exchange for a matrix).
+    fn face_link(&self, _face: Face) -> Option<Self::Link> {
+        None
     }
 
     /// Σ r² over the owned points, with the halo as last exchanged.
@@ -93,11 +109,21 @@ pub(crate) trait Iterate: Halo {
 }
 
 impl Iterate for Field {
-    fn geometry(&self) -> &Geometry {
-        Field::geometry(self)
+    fn link_peer(&self, face: Face) -> usize {
+        self.geometry().neighbours[face.index()].expect("links are faces with a neighbour")
     }
-    fn face_len(&self, face: Face) -> usize {
+    fn link_tag(&self, face: Face) -> u32 {
+        face.axis.index() as u32
+    }
+    fn message_len(&self, face: Face) -> usize {
         Field::face_len(self, face)
+    }
+    fn place(&self) -> ([usize; 3], Dims) {
+        let g = self.geometry();
+        (g.coords, g.local)
+    }
+    fn face_link(&self, face: Face) -> Option<Face> {
+        Some(face)
     }
     fn unpack_atomic(&mut self, face: Face, view: &AtomicF64Slice) {
         Field::unpack_atomic(self, face, view);

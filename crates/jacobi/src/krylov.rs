@@ -298,7 +298,7 @@ impl Krylov<'_> {
     }
 
     /// Swap the halo of `h`, timed as communication.
-    fn swap<B: Backend, H: Halo + ?Sized>(
+    fn swap<B: Backend, H: Halo<Link = Face> + ?Sized>(
         &mut self,
         chans: &mut [Channel<B, Sync>],
         h: &mut H,

@@ -82,7 +82,7 @@ pub use config::{
     ReductionKind, SizeSpec, SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL,
     MAX_HALO_DEPTH, MAX_SLOWDOWN, MIN_TOL,
 };
-pub use dispatch::{solve, solve_with};
+pub use dispatch::{solve, solve_system, solve_with, SystemBlock};
 pub use error::Error;
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use memory::{human_bytes, MemoryNeed};
@@ -90,9 +90,9 @@ pub use method::{BlockIteration, Jacobi, Krylov, KrylovSolver, Method, MethodFla
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{
-    gather_records, Breakdown, Certification, DepthProbe, HaloAuto, KrylovRecord, MessageTotals,
-    MultisplitRecord, RankRecord, Report, ReportResiduals, Residuals, RunConfig, Spread,
-    StopReason, REPORT_SCHEMA, REPORT_SCHEMA_V1, REPORT_SCHEMA_V2,
+    gather_records, Breakdown, Certification, DepthProbe, HaloAuto, KrylovRecord, MatrixInfo,
+    MessageTotals, MultisplitRecord, RankRecord, Report, ReportResiduals, Residuals, RunConfig,
+    Spread, StopReason, REPORT_SCHEMA, REPORT_SCHEMA_V1, REPORT_SCHEMA_V2,
 };
 pub use shared::{solve_shared, solve_shared_with};
 

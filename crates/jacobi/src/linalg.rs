@@ -60,6 +60,7 @@ impl Vector {
 }
 
 impl Halo for Vector {
+    type Link = Face;
     fn pack(&self, face: Face, buf: &mut [f64]) {
         pack_layer(&self.shape, face, &self.v, buf);
     }

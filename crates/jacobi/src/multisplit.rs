@@ -42,6 +42,7 @@
 
 use crate::config::{Inner, InnerSpec};
 use crate::field::Field;
+use crate::iterate::Iterate;
 use crate::linalg::{self, CgVectors, Vector, SEVEN_POINT};
 use crate::single::{self, Vector32};
 use crate::slow::Slowdown;
@@ -96,6 +97,26 @@ impl InnerSolve {
         }
     }
 
+    /// The counts alone, for an iterate that holds its inner solver's work vectors itself
+    /// (a matrix's row block, `sparse/iterate.rs`).
+    pub(crate) fn counts_only(spec: InnerSpec) -> Self {
+        InnerSolve {
+            spec,
+            cg: None,
+            cg32: None,
+            total: 0,
+            fewest: u64::MAX,
+            most: 0,
+            cut_short: 0,
+            sent_mid_solve: 0,
+        }
+    }
+
+    /// The inner solver, its tolerance and iteration limit.
+    pub(crate) fn spec(&self) -> InnerSpec {
+        self.spec
+    }
+
     /// Solve the block's problem, the halo fixed, starting from the current iterate; the
     /// result becomes the current iterate. Each unit of work is slowed by `slow`; between
     /// inner iterations `fresher` says whether to stop early (module docs). Returns Σ r² of
@@ -107,42 +128,114 @@ impl InnerSolve {
         fresher: &mut Fresher<'_>,
     ) -> Result<f64, Error> {
         let mut work = Work { slow, fresher };
-        let (r0, k, cut) = match (&mut self.cg, &mut self.cg32) {
-            (Some(v), _) => cg(self.spec, v, field, &mut work)?,
+        let out = match (&mut self.cg, &mut self.cg32) {
+            (Some(v), _) => cg(self.spec, &mut GridCg { field, v }, &mut work)?,
             (_, Some(v)) => cg32(self.spec, v, field, &mut work)?,
             (None, None) => jacobi(self.spec, field, &mut work)?,
         };
+        Ok(self.count(out))
+    }
+
+    /// Count a solve that returned `(Σ r₀², iterations, cut short)`; returns Σ r₀².
+    pub(crate) fn count(&mut self, (r0, k, cut): (f64, u64, bool)) -> f64 {
         self.total += k;
         self.fewest = self.fewest.min(k);
         self.most = self.most.max(k);
         self.cut_short += u64::from(cut);
-        Ok(r0)
+        r0
     }
 }
 
 /// What an inner solve does between its units of work: the slow rank's extra passes, and the
 /// question whether fresher halos have come.
-struct Work<'f, 'a> {
-    slow: &'f mut Slowdown,
-    fresher: &'f mut Fresher<'a>,
+pub(crate) struct Work<'f, 'a, F: Iterate = Field> {
+    pub(crate) slow: &'f mut Slowdown,
+    pub(crate) fresher: &'f mut Fresher<'a, F>,
 }
 
-impl Work<'_, '_> {
+impl<F: Iterate> Work<'_, '_, F> {
     /// A unit of work on `field` is done: the slow rank's extra passes over it.
-    fn done(&mut self, field: &Field) {
+    fn done(&mut self, field: &F) {
         self.slow.after(1, || field.residual_sq());
     }
 
     /// After an inner iteration that did not end the solve, `field` holding its iterate: stop
     /// for fresher halos?
-    fn stop(&mut self, field: &Field) -> Result<bool, Error> {
+    fn stop(&mut self, field: &F) -> Result<bool, Error> {
         (self.fresher)(field)
     }
 }
 
-/// Inner Jacobi: returns `(Σ r₀², sweeps, cut short)`.
-fn jacobi(spec: InnerSpec, field: &mut Field, work: &mut Work) -> Result<(f64, u64, bool), Error> {
-    let r0 = field.sweep();
+/// What inner CG needs of a block: its iterate, and three fused kernels over work vectors
+/// r, p and q = A p allocated once. Inner CG ([`cg`]) is written once over it, for the grid
+/// (the 7-point operator) and for a matrix's row block.
+pub(crate) trait CgBlock {
+    /// The block's iterate.
+    type It: Iterate;
+    /// The iterate (what the slow rank's passes and the fresher-halo question read).
+    fn iterate(&self) -> &Self::It;
+    /// `r = b − A x` over the owned points, the halo as it is: Σ r².
+    fn residual(&mut self) -> f64;
+    /// `p = r + β p` over the owned points (p's halo stays zero: the product is `A_loc p`),
+    /// then `q = A p`: Σ p·q.
+    fn direction_apply(&mut self, beta: f64) -> f64;
+    /// `x += α p`, `r −= α q`: Σ r².
+    fn update(&mut self, alpha: f64) -> f64;
+}
+
+/// The grid block's inner CG: the field and its vectors in [`InnerSolve`].
+struct GridCg<'a> {
+    field: &'a mut Field,
+    v: &'a mut [Vector; 3],
+}
+
+impl CgBlock for GridCg<'_> {
+    type It = Field;
+    fn iterate(&self) -> &Field {
+        self.field
+    }
+    fn residual(&mut self) -> f64 {
+        let sh = *self.field.shape();
+        let [r, _, _] = self.v;
+        linalg::residual(
+            &sh,
+            SEVEN_POINT,
+            self.field.iterate(),
+            self.field.rhs(),
+            &mut r.v,
+            None,
+        )[0]
+    }
+    fn direction_apply(&mut self, beta: f64) -> f64 {
+        let sh = *self.field.shape();
+        let [r, p, q] = self.v;
+        linalg::direction_apply(&sh, SEVEN_POINT, &r.v, beta, &mut p.v, &mut q.v)
+    }
+    fn update(&mut self, alpha: f64) -> f64 {
+        let sh = *self.field.shape();
+        let [r, p, q] = self.v;
+        linalg::cg_update(
+            &sh,
+            alpha,
+            CgVectors {
+                x: self.field.iterate_mut(),
+                r: &mut r.v,
+                p: &p.v,
+                q: &q.v,
+                pc: None,
+            },
+        )[1]
+    }
+}
+
+/// Inner Jacobi, over any iterate (a sweep of the async loop: Σ r² of the iterate it
+/// started from): returns `(Σ r₀², sweeps, cut short)`.
+pub(crate) fn jacobi<F: Iterate>(
+    spec: InnerSpec,
+    field: &mut F,
+    work: &mut Work<'_, '_, F>,
+) -> Result<(f64, u64, bool), Error> {
+    let r0 = field.sweep_async();
     work.done(field);
     let stop = spec.tol * spec.tol * r0;
     let mut k = 1;
@@ -152,7 +245,7 @@ fn jacobi(spec: InnerSpec, field: &mut Field, work: &mut Work) -> Result<(f64, u
         }
         // The sweep returns the residual of the iterate it started from: one sweep past the
         // one that met the test, as the outer Jacobi loop does.
-        let r = field.sweep();
+        let r = field.sweep_async();
         work.done(field);
         k += 1;
         if r <= stop {
@@ -212,65 +305,45 @@ fn cg32(
     Ok((r0, k, cut))
 }
 
-/// Inner CG (no preconditioner: the 7-point operator's diagonal is constant): returns
-/// `(Σ r₀², iterations, cut short)`.
-fn cg(
+/// Inner CG, over any block ([`CgBlock`]; no preconditioner: the 7-point operator's
+/// diagonal is constant, and a matrix's block is solved as it is): returns `(Σ r₀²,
+/// iterations, cut short)`.
+pub(crate) fn cg<B: CgBlock>(
     spec: InnerSpec,
-    v: &mut [Vector; 3],
-    field: &mut Field,
-    work: &mut Work,
+    blk: &mut B,
+    work: &mut Work<'_, '_, B::It>,
 ) -> Result<(f64, u64, bool), Error> {
-    let sh = *field.shape();
-    let [r, p, q] = v;
-    let [r0, _] = linalg::residual(
-        &sh,
-        SEVEN_POINT,
-        field.iterate(),
-        field.rhs(),
-        &mut r.v,
-        None,
-    );
+    let r0 = blk.residual();
     let stop = spec.tol * spec.tol * r0;
+    work.done(blk.iterate());
     if r0 == 0.0 {
-        work.done(field);
         return Ok((r0, 0, false));
     }
-    work.done(field);
     let mut rr = r0;
     // p = r + β p with β = 0 first (p = r), on the owned points: its halo stays zero (A_loc).
     let mut beta = 0.0;
     let mut k = 0;
     while k < spec.max {
-        if k > 0 && work.stop(field)? {
+        if k > 0 && work.stop(blk.iterate())? {
             return Ok((r0, k, true));
         }
         // The direction update fused with the operator (one pass over p, not two).
-        let pap = linalg::direction_apply(&sh, SEVEN_POINT, &r.v, beta, &mut p.v, &mut q.v);
+        let pap = blk.direction_apply(beta);
         // A_loc is symmetric positive definite: p·Ap > 0 unless p = 0 (or rounding has
         // lost it); stop rather than divide by it.
         if pap.is_nan() || pap <= 0.0 {
-            work.done(field);
+            work.done(blk.iterate());
             break;
         }
         let alpha = rr / pap;
-        let [_, rr_new] = linalg::cg_update(
-            &sh,
-            alpha,
-            CgVectors {
-                x: field.iterate_mut(),
-                r: &mut r.v,
-                p: &p.v,
-                q: &q.v,
-                pc: None,
-            },
-        );
+        let rr_new = blk.update(alpha);
         k += 1;
         if rr_new <= stop || !rr_new.is_finite() {
-            work.done(field);
+            work.done(blk.iterate());
             break;
         }
         beta = rr_new / rr;
-        work.done(field);
+        work.done(blk.iterate());
         rr = rr_new;
     }
     Ok((r0, k, false))

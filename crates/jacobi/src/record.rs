@@ -20,15 +20,20 @@ pub enum StopReason {
     /// A Krylov solver broke down (a curvature `p·Ap ≤ 0`, `r·z ≤ 0`, or NaN): the problem
     /// is not symmetric positive definite. [`KrylovRecord::breakdown`] says what failed.
     Breakdown,
+    /// The residual became infinite or NaN: Jacobi or multisplitting diverges on this system
+    /// (a matrix they do not converge for). Every rank stops at the check or reduction round
+    /// that saw it, not at `max_iters`.
+    Diverged,
 }
 
 impl StopReason {
-    /// `criterion`, `max_iters` or `breakdown`, as in JSON.
+    /// `criterion`, `max_iters`, `breakdown` or `diverged`, as in JSON.
     pub fn name(self) -> &'static str {
         match self {
             StopReason::Criterion => "criterion",
             StopReason::MaxIters => "max_iters",
             StopReason::Breakdown => "breakdown",
+            StopReason::Diverged => "diverged",
         }
     }
 }
@@ -425,6 +430,35 @@ pub struct RunConfig {
     /// The configuration as given.
     #[serde(flatten)]
     pub config: Config,
+    /// A `--matrix` run's system (absent for the grid's problems; then `global`, `local`
+    /// and `process_grid` are the grid's, else n × 1 × 1, the most rows of a rank, ranks
+    /// × 1 × 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<MatrixInfo>,
+}
+
+/// The sparse system of a `--matrix` run, as the report records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatrixInfo {
+    /// The Matrix Market file.
+    pub file: String,
+    /// The right-hand side's file; `None`: b = A·1, whose solution is 1 (the record's
+    /// `error_max` measures against it).
+    pub rhs: Option<String>,
+    /// The order n.
+    pub n: usize,
+    /// Nonzeros stored (a symmetric file's triangle expanded, duplicates summed).
+    pub nnz: u64,
+    /// The file's symmetry: `general`, `symmetric` or `skew-symmetric`.
+    pub kind: String,
+    /// A = Aᵀ, as checked.
+    pub symmetric: bool,
+    /// Every row weakly diagonally dominant (|a_ii| ≥ Σ_{j≠i} |a_ij|) and one strictly
+    /// ([`crate::sparse::Csr::diagonally_dominant`]): with an irreducible pattern, Jacobi
+    /// converges in every variant. Without it, convergence is not guaranteed.
+    pub diagonally_dominant: bool,
+    /// Each rank's first row, then n: the contiguous row blocks, balanced by nonzeros.
+    pub row_bounds: Vec<usize>,
 }
 
 impl RunConfig {
@@ -445,6 +479,34 @@ impl RunConfig {
             process_grid: plan.procs.0,
             reduction,
             config: cfg.clone(),
+            matrix: None,
+        }
+    }
+
+    /// The configuration of a run of `cfg` over the sparse system `matrix` (its row blocks
+    /// one per rank).
+    pub fn of_matrix(
+        backend: &str,
+        cfg: &Config,
+        reduction: ReductionKind,
+        matrix: MatrixInfo,
+    ) -> Self {
+        let ranks = matrix.row_bounds.len() - 1;
+        let most = matrix
+            .row_bounds
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0);
+        RunConfig {
+            backend: backend.to_string(),
+            ranks,
+            global: Dims::new(matrix.n, 1, 1),
+            local: Dims::new(most, 1, 1),
+            process_grid: Dims::new(ranks, 1, 1),
+            reduction,
+            config: cfg.clone(),
+            matrix: Some(matrix),
         }
     }
 }
@@ -554,6 +616,8 @@ impl Report {
         let breakdowns: Option<Vec<Breakdown>> = ranks.iter().map(|r| r.breakdown).collect();
         let stop = if ranks.iter().any(|r| r.stop == StopReason::Breakdown) {
             StopReason::Breakdown
+        } else if ranks.iter().any(|r| r.stop == StopReason::Diverged) {
+            StopReason::Diverged
         } else if ranks.iter().all(|r| r.stop == StopReason::Criterion) {
             StopReason::Criterion
         } else {
@@ -614,13 +678,15 @@ impl Report {
 
     /// `converged`; `max_iters` (stopped at `--max-iters`); `not_converged` (a convergence
     /// claim the true residual did not confirm, possible with `--no-confirm`); or
-    /// `breakdown` (a Krylov solver broke down).
+    /// `breakdown` (a Krylov solver broke down); `diverged` (the residual became infinite or
+    /// NaN).
     pub fn status(&self) -> &'static str {
         match (self.converged, self.stop) {
             (true, _) => "converged",
             (false, StopReason::MaxIters) => "max_iters",
             (false, StopReason::Criterion) => "not_converged",
             (false, StopReason::Breakdown) => "breakdown",
+            (false, StopReason::Diverged) => "diverged",
         }
     }
 
@@ -668,17 +734,39 @@ impl Report {
                 }
             ),
         };
+        let (problem, layout) = match &c.matrix {
+            None => (
+                c.config.problem.name().to_string(),
+                format!(
+                    "grid {}, {} points ({} per rank)",
+                    c.process_grid, c.global, c.local
+                ),
+            ),
+            Some(m) => (
+                m.file.clone(),
+                format!(
+                    "n {} ({} nonzeros, {}{}), rows of a rank at most {}",
+                    m.n,
+                    m.nnz,
+                    m.kind,
+                    if m.diagonally_dominant {
+                        ", diagonally dominant"
+                    } else {
+                        ""
+                    },
+                    c.local.x
+                ),
+            ),
+        };
         s.push_str(&format!(
-            "aiac run: {} {} on {} rank(s), grid {}, {} points ({} per rank), {} {:.1e}\n",
-            c.config.problem.name(),
+            "aiac run: {} {} on {} rank(s), {}, {} {:.1e}\n",
+            problem,
             method,
             c.ranks,
-            c.process_grid,
-            c.global,
-            c.local,
+            layout,
             match c.config.criterion {
                 crate::problem::StopCriterion::RelativeResidual { .. }
-                    if c.config.solver().is_krylov() =>
+                    if c.config.solver().is_krylov() || c.matrix.is_some() =>
                 {
                     "‖b − A x‖/‖b‖ <"
                 }
@@ -797,6 +885,14 @@ impl Report {
                         .as_ref()
                         .and_then(|k| k.breakdown.as_deref())
                         .unwrap_or("see the ranks' records")
+                ),
+                (false, StopReason::Diverged) => format!(
+                    "NOT converged: diverged (the residual became {} at iteration {})",
+                    self.ranks[0]
+                        .residual
+                        .reported
+                        .map_or("NaN".to_string(), |v| v.to_string()),
+                    self.iterations.max
                 ),
             }
         ));

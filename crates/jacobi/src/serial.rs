@@ -86,7 +86,10 @@ pub fn solve(
 /// The whole grid's start: its shape, spacing, the starting iterate (Dirichlet values on the
 /// edge) and `h² f` where the problem has a source.
 #[allow(clippy::type_complexity)]
-fn start(problem: &Problem, global: Dims) -> (Shape, [f64; 3], Vec<f64>, Option<Vec<f64>>) {
+pub(crate) fn start(
+    problem: &Problem,
+    global: Dims,
+) -> (Shape, [f64; 3], Vec<f64>, Option<Vec<f64>>) {
     let sh = Shape::new(global);
     let h = [
         1.0 / (global.x + 1) as f64,

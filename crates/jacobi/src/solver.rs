@@ -71,7 +71,7 @@ impl Block {
 
 /// The state of one rank's run, over its iterate `F`: the one-plane [`Field`], or the deep
 /// halo's (`deep.rs`).
-pub(crate) struct Run<'a, F> {
+pub(crate) struct Run<'a, F: Iterate> {
     pub(crate) cfg: &'a Config,
     /// How the block iteration runs over channels (the method's).
     pub(crate) scheme: BlockIteration,
@@ -86,8 +86,9 @@ pub(crate) struct Run<'a, F> {
     trace: Vec<ExchangeStep>,
     /// The slow rank's extra passes (`slow.rs`).
     slow: Slowdown,
-    /// Faces with a neighbour, in [`Face::ALL`] order; channel k serves `faces[k]`.
-    pub(crate) faces: Vec<Face>,
+    /// The links to neighbours (a grid block's faces with a neighbour, in [`Face::ALL`]
+    /// order); channel k serves `faces[k]`.
+    pub(crate) faces: Vec<F::Link>,
     pub(crate) field: F,
     /// ‖b − A u_0‖².
     pub(crate) res0_sq: f64,
@@ -164,8 +165,8 @@ struct Outbox {
 
 /// Pack `face` of the current iterate into `buf`, followed by `echo` when the channel carries
 /// a word more than the face (multisplitting).
-fn pack_echo<F: Iterate>(field: &F, face: Face, echo: u64, buf: &mut [f64]) {
-    let (data, extra) = buf.split_at_mut(field.face_len(face));
+fn pack_echo<F: Iterate>(field: &F, face: F::Link, echo: u64, buf: &mut [f64]) {
+    let (data, extra) = buf.split_at_mut(field.message_len(face));
     field.pack(face, data);
     if let Some(e) = extra.first_mut() {
         *e = echo as f64;
@@ -177,7 +178,7 @@ fn pack_echo<F: Iterate>(field: &F, face: Face, echo: u64, buf: &mut [f64]) {
 fn offer_face<B: Backend, M: chan_core::Mode, F: Iterate>(
     ch: &mut Channel<B, M>,
     field: &F,
-    face: Face,
+    face: F::Link,
     echo: u64,
     it: u64,
     parts: &mut Parts,
@@ -202,7 +203,7 @@ pub(crate) trait HaloSource {
     fn take<F: Iterate>(
         &mut self,
         field: &mut F,
-        face: Face,
+        face: F::Link,
         inbox: &mut Inbox,
         read: RacyRead,
         parts: &mut Parts,
@@ -219,7 +220,7 @@ impl<B: Backend> HaloSource for Channel<B, Async> {
     fn take<F: Iterate>(
         &mut self,
         field: &mut F,
-        face: Face,
+        face: F::Link,
         inbox: &mut Inbox,
         _: RacyRead,
         parts: &mut Parts,
@@ -229,7 +230,7 @@ impl<B: Backend> HaloSource for Channel<B, Async> {
         parts.wait += t.elapsed();
         if let Some(m) = m {
             if m.stamp() >= inbox.floor {
-                let (data, extra) = m.data().split_at(field.face_len(face));
+                let (data, extra) = m.data().split_at(field.message_len(face));
                 parts.unpack(|| field.unpack(face, data));
                 inbox.applied(m.stamp(), extra.first().copied());
                 return Ok(true);
@@ -247,7 +248,7 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
     fn take<F: Iterate>(
         &mut self,
         field: &mut F,
-        face: Face,
+        face: F::Link,
         inbox: &mut Inbox,
         read: RacyRead,
         parts: &mut Parts,
@@ -265,7 +266,7 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
         }
         parts.wait += t.elapsed();
         if read_now {
-            let (data, extra) = self.view().split_at(field.face_len(face));
+            let (data, extra) = self.view().split_at(field.message_len(face));
             parts.unpack(|| field.unpack_atomic(face, data));
             // The echo word is some send's whole word, like every element of the view.
             inbox.applied(
@@ -374,7 +375,7 @@ impl<'a, F: Iterate> Run<'a, F> {
         scheme: BlockIteration,
         rank: usize,
         field: F,
-        faces: Vec<Face>,
+        faces: Vec<F::Link>,
         (interior, shell): (Region, Vec<Region>),
         progress: Option<&'a dyn Progress>,
     ) -> Self {
@@ -538,6 +539,10 @@ impl<'a, F: Iterate> Run<'a, F> {
         let value = self.measure(g[0]);
         self.reported = Some(value);
         self.observe(self.it, value);
+        if !value.is_finite() {
+            // Every rank sees the same round.
+            return Ok(RoundStep::Stop(StopReason::Diverged));
+        }
         let mut step = RoundStep::Went;
         if self.criterion().met(value) {
             if !self.cfg.confirm {
@@ -567,7 +572,6 @@ impl<'a, F: Iterate> Run<'a, F> {
     pub(crate) fn record(
         &mut self,
         backend: &str,
-        geom: &Geometry,
         (stop, true_value, time): (StopReason, f64, Duration),
         channels: &[ChannelStats],
         error_max: Option<f64>,
@@ -577,11 +581,12 @@ impl<'a, F: Iterate> Run<'a, F> {
             messages.add(s);
         }
         self.history.finish();
+        let (coords, local) = self.field.place();
         RankRecord {
             rank: self.rank,
             backend: backend.to_string(),
-            coords: geom.coords,
-            local: geom.local,
+            coords,
+            local,
             iterations: self.it,
             time_s: time.as_secs_f64(),
             compute_s: self.parts.sweep.as_secs_f64(),
@@ -721,12 +726,17 @@ impl<F: Iterate> Run<'_, F> {
         &mut self,
         chans: &mut [Channel<B, Sync>],
     ) -> Result<(), Error> {
-        let coords = self.field.geometry().coords;
-        let channel_of = |faces: &[Face], f: Face| faces.iter().position(|&g| g == f);
+        let coords = self.field.place().0;
+        let link = |f: &F, face: Face| {
+            f.face_link(face)
+                .expect("--exchange blocking runs on the grid only (Config::validate)")
+        };
+        let channel_of = |faces: &[F::Link], l: F::Link| faces.iter().position(|&g| g == l);
         for axis in [Axis::X, Axis::Y, Axis::Z] {
             let even = coords[axis.index()] % 2 == 0;
             for high in [true, false] {
-                let out = Face::new(axis, high);
+                let out = link(&self.field, Face::new(axis, high));
+                let back = link(&self.field, Face::new(axis, high).opposite());
                 for sending_phase in [true, false] {
                     // Even ranks send in the first phase, odd ranks in the second.
                     if even == sending_phase {
@@ -748,12 +758,12 @@ impl<F: Iterate> Run<'_, F> {
                             }
                             self.parts.wait += t.elapsed();
                         }
-                    } else if let Some(k) = channel_of(&self.faces, out.opposite()) {
+                    } else if let Some(k) = channel_of(&self.faces, back) {
                         let t = Instant::now();
                         let m = chans[k].recv()?;
                         self.parts.wait += t.elapsed();
                         let field = &mut self.field;
-                        self.parts.unpack(|| field.unpack(out.opposite(), m.data()));
+                        self.parts.unpack(|| field.unpack(back, m.data()));
                     }
                 }
             }
@@ -818,6 +828,9 @@ impl<F: Iterate> Run<'_, F> {
                     let value = self.measure(g);
                     self.reported = Some(value);
                     self.observe(self.it - 1, value);
+                    if !value.is_finite() {
+                        break StopReason::Diverged; // every rank saw the same sum
+                    }
                     if self.criterion().met(value) {
                         if !self.cfg.confirm {
                             break StopReason::Criterion;

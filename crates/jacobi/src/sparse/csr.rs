@@ -77,22 +77,28 @@ impl Csr {
         (0..self.n).find(|&i| self.get(i, i) == 0.0)
     }
 
-    /// Whether every row is strictly diagonally dominant, `|a_ii| > Σ_{j≠i} |a_ij|`: then
-    /// Jacobi converges, synchronous or asynchronous (Chazan and Miranker 1969; for weak
-    /// dominance irreducibility is needed as well).
-    pub fn strictly_diagonally_dominant(&self) -> bool {
-        (0..self.n).all(|i| {
+    /// Whether the matrix is diagonally dominant as Jacobi's convergence theorems ask: every
+    /// row weakly (`|a_ii| ≥ Σ_{j≠i} |a_ij|`) and one at least strictly. Strict dominance in
+    /// every row makes Jacobi converge in any order of updates, synchronous or asynchronous
+    /// (Chazan and Miranker 1969); weak dominance with one strict row needs the matrix to be
+    /// irreducible as well (a connected pattern: every grid operator here), which is not
+    /// checked. The 7-point operator is weakly dominant, strictly on the boundary's rows.
+    pub fn diagonally_dominant(&self) -> bool {
+        let mut strict = false;
+        let weak = (0..self.n).all(|i| {
             let (cols, vals) = self.row(i);
             let (mut diag, mut off) = (0.0f64, 0.0f64);
             for (&c, &v) in cols.iter().zip(vals) {
                 if c as usize == i {
-                    diag = v.abs();
+                    diag += v.abs();
                 } else {
                     off += v.abs();
                 }
             }
-            diag > off
-        })
+            strict |= diag > off;
+            diag >= off
+        });
+        weak && strict
     }
 
     /// Whether the matrix equals its transpose exactly (pattern and values).
@@ -187,13 +193,22 @@ mod tests {
         let a = tridiag(5);
         assert!(a.is_symmetric());
         assert_eq!(a.zero_diagonal(), None);
-        // Weakly, not strictly, dominant in its inner rows.
-        assert!(!a.strictly_diagonally_dominant());
+        // Weakly dominant in its inner rows, strictly in the first and last.
+        assert!(a.diagonally_dominant());
         let mut y = vec![0.0; 5];
         a.mul(&[1.0; 5], &mut y);
         assert_eq!(y, [1.0, 0.0, 0.0, 0.0, 1.0]);
         let b = Csr::from_triplets(2, vec![(0, 0, 3.0), (0, 1, 1.0), (1, 1, 2.0)]);
-        assert!(b.strictly_diagonally_dominant());
+        assert!(b.diagonally_dominant());
+        // A row whose diagonal is below the rest of the row's is not dominant.
+        let c = Csr::from_triplets(2, vec![(0, 0, 3.0), (0, 1, 1.0), (1, 0, 2.5), (1, 1, 2.0)]);
+        assert!(!c.diagonally_dominant());
+        // Weak in every row and strict in none (a singular Laplacian) is not.
+        let d = Csr::from_triplets(
+            2,
+            vec![(0, 0, 1.0), (0, 1, -1.0), (1, 0, -1.0), (1, 1, 1.0)],
+        );
+        assert!(!d.diagonally_dominant());
     }
 
     #[test]

@@ -195,6 +195,11 @@ impl RowBlock {
         }
     }
 
+    /// The block's rows in CSR: row pointers, extended-vector columns, values.
+    pub(crate) fn csr(&self) -> (&[usize], &[u32], &[f64]) {
+        (&self.ptr, &self.cols, &self.vals)
+    }
+
     /// Row `i` of the block: its extended-vector columns and values.
     fn row(&self, i: usize) -> (&[u32], &[f64]) {
         let (a, b) = (self.ptr[i], self.ptr[i + 1]);

@@ -23,6 +23,7 @@
 mod csr;
 mod dist;
 pub mod generate;
+pub(crate) mod iterate;
 mod mtx;
 pub mod solve;
 

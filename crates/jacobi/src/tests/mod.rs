@@ -4,6 +4,7 @@
 mod breakdown;
 pub(crate) mod common;
 mod krylov;
+mod matrix;
 mod multisplit;
 mod poisson;
 mod shared_sync;

@@ -1,0 +1,296 @@
+//! A matrix's row block as an iterate of the Jacobi loops (`solver.rs`): the same sync,
+//! async and racy loops, the same certification and records as the stencil's grid, and
+//! multisplitting's inner solves (`multisplit.rs`) over the block's rows.
+//!
+//! **Links.** The loops run one channel per neighbour, each serving both directions with one
+//! length. A row block's neighbour `q` is any rank it receives ghosts from or sends values
+//! to; the channel's messages carry the longer of the two directions (`max(send, recv)`
+//! values), each side packing its own values first and reading its own ghosts from the front.
+//! For a matrix whose pattern is symmetric the two are usually equal (a banded or grid
+//! matrix: the rows across the cut either way); a neighbour only one way (a pattern that is
+//! not symmetric) gets messages of the other's length that it does not read.
+//!
+//! **The sweep** is fused: one pass over each row computes `s = Σ_j a_ij x_j`, the residual
+//! `r_i = b_i − s` (summed into Σ r² of the iterate the sweep starts from), and the update
+//! `y_i = x_i + r_i / a_ii`. The ghosts are carried to the next iterate after the sweep (a
+//! copy of the ghost part only), so a halo received before any sweep is read by the next.
+
+use super::dist::RowBlock;
+use crate::config::Inner;
+use crate::error::Error;
+use crate::geometry::Dims;
+use crate::halo::Halo;
+use crate::iterate::Iterate;
+use crate::multisplit::{self, CgBlock, Fresher, InnerSolve, Work};
+use crate::problem::Problem;
+use crate::slow::Slowdown;
+use chan_core::AtomicF64Slice;
+
+/// One neighbour's exchange.
+#[derive(Debug, Clone)]
+pub(crate) struct Neighbour {
+    /// The other rank.
+    pub(crate) peer: usize,
+    /// Own rows whose values go to it, in the message's order.
+    send: Vec<u32>,
+    /// Ghost slots of the extended vector its message fills, in order.
+    recv: Vec<u32>,
+    /// Values per message, both ways: the longer of the two.
+    len: usize,
+}
+
+/// One rank's row block, its right-hand side and its iterate.
+#[derive(Debug)]
+pub(crate) struct SparseIterate {
+    rank: usize,
+    rows: usize,
+    ptr: Vec<usize>,
+    cols: Vec<u32>,
+    vals: Vec<f64>,
+    inv_diag: Vec<f64>,
+    neighbours: Vec<Neighbour>,
+    b: Vec<f64>,
+    /// The current iterate, extended (own values, then the ghosts).
+    x: Vec<f64>,
+    /// The next iterate (its ghost part refreshed from `x` after each sweep).
+    y: Vec<f64>,
+    /// The exact solution's value at every row, when it is one value (b = A·1: 1).
+    exact: Option<f64>,
+    /// Inner CG's vectors (multisplitting): r, p (extended, its ghosts zero), q.
+    cg: Option<[Vec<f64>; 3]>,
+}
+
+impl SparseIterate {
+    /// Rank `rank`'s block `blk`, its part `b` of the right-hand side, starting from x = 0;
+    /// `exact` the solution's value at every row when known; the vectors of `inner` CG when
+    /// multisplitting asks for it. The block's diagonal must have no zero (checked when the
+    /// system was set up: a zero entry here would divide by zero).
+    pub(crate) fn new(
+        rank: usize,
+        blk: &RowBlock,
+        b: Vec<f64>,
+        exact: Option<f64>,
+        inner: Option<Inner>,
+    ) -> Self {
+        let rows = blk.rows();
+        assert_eq!(b.len(), rows, "b is the block's part");
+        let (ptr, cols, vals) = blk.csr();
+        let inv_diag = (0..rows)
+            .map(|i| {
+                let d: f64 = (ptr[i]..ptr[i + 1])
+                    .filter(|&k| cols[k] as usize == i)
+                    .map(|k| vals[k])
+                    .sum();
+                1.0 / d
+            })
+            .collect();
+        let mut neighbours: Vec<Neighbour> = Vec::new();
+        for l in blk.send_links() {
+            neighbours.push(Neighbour {
+                peer: l.peer,
+                send: l.indices.clone(),
+                recv: Vec::new(),
+                len: 0,
+            });
+        }
+        for l in blk.recv_links() {
+            match neighbours.iter_mut().find(|n| n.peer == l.peer) {
+                Some(n) => n.recv = l.indices.clone(),
+                None => neighbours.push(Neighbour {
+                    peer: l.peer,
+                    send: Vec::new(),
+                    recv: l.indices.clone(),
+                    len: 0,
+                }),
+            }
+        }
+        neighbours.sort_by_key(|n| n.peer);
+        for n in &mut neighbours {
+            n.len = n.send.len().max(n.recv.len());
+        }
+        let ext = blk.extended_len();
+        SparseIterate {
+            rank,
+            rows,
+            ptr: ptr.to_vec(),
+            cols: cols.to_vec(),
+            vals: vals.to_vec(),
+            inv_diag,
+            neighbours,
+            b,
+            x: vec![0.0; ext],
+            y: vec![0.0; ext],
+            exact,
+            cg: (inner == Some(Inner::Cg))
+                .then(|| [vec![0.0; rows], vec![0.0; ext], vec![0.0; rows]]),
+        }
+    }
+
+    /// The links of the loops: one per neighbour, in rank order.
+    pub(crate) fn links(&self) -> Vec<usize> {
+        (0..self.neighbours.len()).collect()
+    }
+
+    /// The owned values of the current iterate.
+    pub(crate) fn own(&self) -> &[f64] {
+        &self.x[..self.rows]
+    }
+
+    /// `Σ_j a_ij x_j` of row `i` over the extended `x`.
+    #[inline(always)]
+    fn row_dot(&self, i: usize, x: &[f64]) -> f64 {
+        row_dot(&self.ptr, &self.cols, &self.vals, i, x)
+    }
+
+    /// One fused Jacobi sweep (module docs): Σ r² of the iterate it started from.
+    fn sweep(&mut self) -> f64 {
+        let mut acc = 0.0;
+        for i in 0..self.rows {
+            let r = self.b[i] - self.row_dot(i, &self.x);
+            acc += r * r;
+            self.y[i] = self.x[i] + r * self.inv_diag[i];
+        }
+        let rows = self.rows;
+        let (x, y) = (&self.x, &mut self.y);
+        y[rows..].copy_from_slice(&x[rows..]);
+        std::mem::swap(&mut self.x, &mut self.y);
+        acc
+    }
+}
+
+impl Halo for SparseIterate {
+    type Link = usize;
+    fn pack(&self, link: usize, buf: &mut [f64]) {
+        let n = &self.neighbours[link];
+        let (data, pad) = buf.split_at_mut(n.send.len());
+        for (b, &i) in data.iter_mut().zip(&n.send) {
+            *b = self.x[i as usize];
+        }
+        pad.fill(0.0);
+    }
+    fn unpack(&mut self, link: usize, data: &[f64]) {
+        let n = &self.neighbours[link];
+        for (&i, &v) in n.recv.iter().zip(data) {
+            self.x[i as usize] = v;
+        }
+    }
+}
+
+impl Iterate for SparseIterate {
+    fn link_peer(&self, link: usize) -> usize {
+        self.neighbours[link].peer
+    }
+    fn link_tag(&self, _: usize) -> u32 {
+        0 // one channel per neighbour
+    }
+    fn message_len(&self, link: usize) -> usize {
+        self.neighbours[link].len
+    }
+    fn unpack_atomic(&mut self, link: usize, view: &AtomicF64Slice) {
+        let n = &self.neighbours[link];
+        for (k, &i) in n.recv.iter().enumerate() {
+            self.x[i as usize] = view.load(k);
+        }
+    }
+    fn place(&self) -> ([usize; 3], Dims) {
+        ([self.rank, 0, 0], Dims::new(self.rows, 1, 1))
+    }
+    fn residual_sq(&self) -> f64 {
+        (0..self.rows)
+            .map(|i| {
+                let r = self.b[i] - self.row_dot(i, &self.x);
+                r * r
+            })
+            .sum()
+    }
+    fn sweep_block(&mut self, m: u64, resid: bool) -> f64 {
+        debug_assert_eq!(m, 1);
+        let r = self.sweep();
+        if resid {
+            r
+        } else {
+            0.0
+        }
+    }
+    fn sweep_async(&mut self) -> f64 {
+        self.sweep()
+    }
+    fn error_max(&self, _: &Problem) -> Option<f64> {
+        self.exact.map(|e| {
+            self.x[..self.rows]
+                .iter()
+                .fold(0.0f64, |m, v| m.max((v - e).abs()))
+        })
+    }
+    fn solve_inner(
+        &mut self,
+        inner: &mut InnerSolve,
+        slow: &mut Slowdown,
+        fresher: &mut Fresher<'_, Self>,
+    ) -> Result<f64, Error> {
+        let spec = inner.spec();
+        let mut work = Work { slow, fresher };
+        let out = match spec.solver {
+            Inner::Jacobi => multisplit::jacobi(spec, self, &mut work)?,
+            Inner::Cg => multisplit::cg(spec, &mut RowCg(self), &mut work)?,
+            Inner::Cg32 => unreachable!("--inner cg32 is refused with --matrix (Config::validate)"),
+        };
+        Ok(inner.count(out))
+    }
+}
+
+/// Inner CG over a row block: `A_loc` is the block's rows with the ghost columns dropped
+/// (p's ghost part stays zero).
+struct RowCg<'a>(&'a mut SparseIterate);
+
+impl CgBlock for RowCg<'_> {
+    type It = SparseIterate;
+    fn iterate(&self) -> &SparseIterate {
+        self.0
+    }
+    fn residual(&mut self) -> f64 {
+        let s = &mut *self.0;
+        let [r, _, _] = s.cg.as_mut().expect("inner CG's vectors");
+        let mut acc = 0.0;
+        for (i, ri) in r.iter_mut().enumerate() {
+            let v = s.b[i] - row_dot(&s.ptr, &s.cols, &s.vals, i, &s.x);
+            *ri = v;
+            acc += v * v;
+        }
+        acc
+    }
+    fn direction_apply(&mut self, beta: f64) -> f64 {
+        let s = &mut *self.0;
+        let [r, p, q] = s.cg.as_mut().expect("inner CG's vectors");
+        for (pi, ri) in p.iter_mut().zip(r.iter()) {
+            *pi = ri + beta * *pi;
+        }
+        let mut pq = 0.0;
+        for (i, qi) in q.iter_mut().enumerate() {
+            *qi = row_dot(&s.ptr, &s.cols, &s.vals, i, p);
+            pq += p[i] * *qi;
+        }
+        pq
+    }
+    fn update(&mut self, alpha: f64) -> f64 {
+        let s = &mut *self.0;
+        let [r, p, q] = s.cg.as_mut().expect("inner CG's vectors");
+        let mut rr = 0.0;
+        for i in 0..s.rows {
+            s.x[i] += alpha * p[i];
+            r[i] -= alpha * q[i];
+            rr += r[i] * r[i];
+        }
+        rr
+    }
+}
+
+/// `Σ_j a_ij x_j` of row `i` of a CSR block over `x`.
+#[inline(always)]
+fn row_dot(ptr: &[usize], cols: &[u32], vals: &[f64], i: usize, x: &[f64]) -> f64 {
+    let mut s = 0.0;
+    for k in ptr[i]..ptr[i + 1] {
+        s += vals[k] * x[cols[k] as usize];
+    }
+    s
+}
