@@ -886,7 +886,8 @@ impl Config {
     /// [`Config::validate`], and the settings a sparse matrix's run can take
     /// ([`crate::solve_system`]): the relative-residual criterion; Jacobi with one-plane
     /// ghosts exchanged all at once (`--exchange waitall`, `--halo-depth 1`); multisplitting
-    /// with inner CG or Jacobi. (The grid's size and problem are not read.)
+    /// with inner CG or Jacobi; every Krylov solver. (The grid's size and problem are not
+    /// read.)
     pub fn validate_matrix(&self) -> Result<(), ConfigError> {
         self.validate()?;
         let no = |what, why| Err(ConfigError::NotForMatrix { what, why });
@@ -919,12 +920,7 @@ impl Config {
                     );
                 }
             }
-            Method::Krylov(_) => {
-                return no(
-                    "--solver cg|cg-overlap|pipecg",
-                    "the Krylov solvers run on the grid only so far; use --solver jacobi or multisplit",
-                );
-            }
+            Method::Krylov(_) => {}
         }
         Ok(())
     }

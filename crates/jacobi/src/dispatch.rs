@@ -16,6 +16,7 @@ use crate::progress::Progress;
 use crate::record::RankRecord;
 use crate::solver::{Block, Ending, Run};
 use crate::sparse::iterate::SparseIterate;
+use crate::sparse::operator::RowOp;
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{Async, Racy};
@@ -165,8 +166,10 @@ pub struct SystemBlock {
 /// Solve a sparse system from x = 0 with the configured method, this rank holding `sys`
 /// (collective: every rank calls it with the same configuration and its own block). The
 /// loops, certification and record are those of the grid's solvers ([`solve_with`]):
-/// Jacobi's sync, async and racy loops over the row block's ghost channels, and
-/// multisplitting with inner CG or Jacobi on the block. [`Config::validate_matrix`] says
+/// Jacobi's sync, async and racy loops over the row block's ghost channels,
+/// multisplitting with inner CG or Jacobi on the block, and the Krylov solvers (cg,
+/// cg-overlap, pipecg, with or without the Jacobi preconditioner) over the block as their
+/// operator. [`Config::validate_matrix`] says
 /// which settings apply to a matrix.
 pub fn solve_system<C: Context>(
     ctx: &mut C,
@@ -188,8 +191,10 @@ pub(crate) fn solve_system_rank<C: Context>(
     let (scheme, inner) = match cfg.method {
         Method::Jacobi(j) => (j.iteration, None),
         Method::Multisplit(m) => (m.iteration, Some(m.inner)),
-        Method::Krylov(_) => {
-            unreachable!("refused by validate_matrix until Krylov runs on a matrix")
+        Method::Krylov(k) => {
+            let op = RowOp::new(ctx.rank(), &sys.block, sys.b.clone(), sys.exact);
+            let (record, x, op) = crate::krylov::solve_op(ctx, cfg, &k, op, progress)?;
+            return Ok((record, op.own(&x).to_vec()));
         }
     };
     let it = SparseIterate::new(

@@ -43,9 +43,9 @@
 use crate::clock::Instant;
 use crate::config::{Config, Pc};
 use crate::field::Field;
-use crate::geometry::{Face, Plan};
+use crate::geometry::{Dims, Face, Plan};
 use crate::halo::{self, Halo};
-use crate::kernel::Region;
+use crate::kernel::{Region, Shape};
 use crate::linalg::{self, CgVectors, PipeVectors, Vector};
 use crate::method::{Krylov as Settings, KrylovSolver};
 use crate::parts::Parts;
@@ -57,8 +57,89 @@ use crate::slow::Slowdown;
 use crate::solver::Block;
 use crate::Error;
 use chan_core::traits::*;
-use chan_core::{close_all, Channel, ReduceOp, Sync};
+use chan_core::{close_all, Channel, ChannelSpec, ReduceOp, Sync};
 use std::time::Duration;
+
+/// What the Krylov solvers need of the operator A on one rank's block: the vectors (owned
+/// values and the halo or ghosts the product reads), the halo's links, and the kernels over
+/// the owned points, each fused as the solvers use it. The solvers are written once over
+/// it ([`Krylov`]); the grid's 7-point operator ([`GridOp`]) and a matrix's row block
+/// (`sparse/operator.rs`) implement it.
+pub(crate) trait Operator {
+    /// What names one neighbour's exchange.
+    type Link: Copy + PartialEq + std::fmt::Debug;
+    /// One vector of the block.
+    type Vector: Halo<Link = Self::Link>;
+    /// The links of a vector's halo exchange; channel k serves `links()[k]`.
+    fn links(&self) -> &[Self::Link];
+    /// The Sync channels of that exchange.
+    fn specs(&self) -> Result<Vec<ChannelSpec>, Error>;
+    /// A vector of zeros.
+    fn zeros(&self) -> Self::Vector;
+    /// `1 / a_ii` at the owned points: the Jacobi preconditioner M = D⁻¹.
+    fn inv_diag(&self) -> Self::Vector;
+    /// The starting iterate, its halo holding what the product reads beyond the system
+    /// (the grid's Dirichlet values).
+    fn x0(&self) -> Self::Vector;
+    /// Σ b² over the owned points.
+    fn b_sq(&self) -> f64;
+    /// Pieces of the block's interior (the owned points whose product reads no halo),
+    /// computed one by one by the overlapped product, which polls between them.
+    fn interior_parts(&self) -> usize;
+    /// `dst = A src` over `part` of the owned points (`src`'s halo as it is): Σ src·dst
+    /// over them.
+    fn apply(&self, src: &Self::Vector, dst: &mut Self::Vector, part: Part) -> f64;
+    /// `r = b − A x` (x's halo as it is), compared with `rec` when given: `[Σ r², Σ (r −
+    /// rec)²]`.
+    fn residual(
+        &self,
+        x: &Self::Vector,
+        r: &mut Self::Vector,
+        rec: Option<&Self::Vector>,
+    ) -> [f64; 2];
+    /// Σ a·b.
+    fn dot(&self, a: &Self::Vector, b: &Self::Vector) -> f64;
+    /// Σ a·d·b.
+    fn dot3(&self, a: &Self::Vector, d: &Self::Vector, b: &Self::Vector) -> f64;
+    /// `dst = d ∘ src`: Σ src·dst.
+    fn scale(&self, d: &Self::Vector, src: &Self::Vector, dst: &mut Self::Vector) -> f64;
+    /// `p = z + β p`.
+    fn direction(&self, z: &Self::Vector, beta: f64, p: &mut Self::Vector);
+    /// CG's update `x += α p`, `r −= α q` (and `z = d ∘ r` with the preconditioner `pc =
+    /// (d, z)`): `[Σ r·z, Σ r²]` (`Σ r²` twice without one).
+    fn cg_update(
+        &self,
+        alpha: f64,
+        x: &mut Self::Vector,
+        r: &mut Self::Vector,
+        pq: (&Self::Vector, &Self::Vector),
+        pc: Option<(&Self::Vector, &mut Self::Vector)>,
+    ) -> [f64; 2];
+    /// Pipelined CG's fused update ([`linalg::pipe_update`]): the next reduction's three
+    /// values.
+    fn pipe_update(
+        &self,
+        alpha: f64,
+        beta: f64,
+        x: &mut Self::Vector,
+        v: &mut Pipe<Self::Vector>,
+    ) -> [f64; 3];
+    /// The block's place in the record (grid coordinates and extent).
+    fn place(&self) -> ([usize; 3], Dims);
+    /// The largest error of `x` against the exact solution, where one is known.
+    fn error_max(&mut self, x: &Self::Vector, cfg: &Config) -> Option<f64>;
+}
+
+/// Which owned points a product covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// Every one.
+    All,
+    /// Interior piece k of [`Operator::interior_parts`].
+    Interior(usize),
+    /// Those whose product reads the halo.
+    Shell,
+}
 
 /// Run the configured Krylov solver on this rank (collective): its record and final iterate,
 /// on the operator with diagonal `diag` (6 for the Laplacian; the crate's tests shift it to make the problem
@@ -72,14 +153,33 @@ pub(crate) fn solve_rank<C: Context>(
     diag: f64,
 ) -> Result<(RankRecord, Field), Error> {
     let block = Block::of_rank(ctx, cfg, plan)?;
-    let mut k = Krylov {
-        cfg,
-        pc: settings.pc,
+    let op = GridOp {
+        shape: *block.field.shape(),
         diag,
         interior: block.interior,
         shell: block.shell,
         faces: block.faces,
         field: block.field,
+    };
+    // The record's error_max left the final iterate in the field.
+    let (record, _, op) = solve_op(ctx, cfg, settings, op, progress)?;
+    Ok((record, op.field))
+}
+
+/// Run the configured Krylov solver over the operator `op` on this rank (collective): its
+/// record, its final iterate, and the operator back.
+pub(crate) fn solve_op<C: Context, O: Operator>(
+    ctx: &mut C,
+    cfg: &Config,
+    settings: &Settings,
+    op: O,
+    progress: Option<&dyn Progress>,
+) -> Result<(RankRecord, O::Vector, O), Error> {
+    let mut k = Krylov {
+        cfg,
+        pc: settings.pc,
+        x: op.x0(),
+        op,
         bnorm_sq: 0.0,
         it: 0,
         parts: Parts::default(),
@@ -96,7 +196,7 @@ pub(crate) fn solve_rank<C: Context>(
         start: Instant::now(),
         progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
     };
-    let specs = halo::specs(&k.field, &k.faces, 0, 1, 0)?;
+    let specs = k.op.specs()?;
     let mut chans = ctx.open::<Sync>(&specs)?;
     let (stop, true_value) = match settings.solver {
         KrylovSolver::PipeCg => {
@@ -118,11 +218,12 @@ pub(crate) fn solve_rank<C: Context>(
         messages.add(s);
     }
     k.history.finish();
+    let (coords, local) = k.op.place();
     let record = RankRecord {
         rank: ctx.rank(),
         backend: C::Backend::NAME.to_string(),
-        coords: block.geom.coords,
-        local: block.geom.local,
+        coords,
+        local,
         iterations: k.it,
         time_s: time.as_secs_f64(),
         compute_s: k.parts.sweep.as_secs_f64(),
@@ -138,7 +239,7 @@ pub(crate) fn solve_rank<C: Context>(
         reductions: k.reductions,
         certifications: std::mem::take(&mut k.certifications),
         history: std::mem::take(&mut k.history),
-        error_max: k.field.error_max(&cfg.problem),
+        error_max: k.op.error_max(&k.x, cfg),
         exchange_trace: Vec::new(),
         messages,
         channels,
@@ -152,7 +253,148 @@ pub(crate) fn solve_rank<C: Context>(
             breakdown: k.breakdown.take(),
         }),
     };
-    Ok((record, k.field))
+    Ok((record, k.x, k.op))
+}
+
+/// The grid's operator `A = diag·I − adjacency` (the 7-point stencil) on a block: its
+/// vectors are arrays of the block's shape with a one-cell halo, `b` is the problem's `h² f`
+/// plus the Dirichlet values the starting iterate's halo holds.
+pub(crate) struct GridOp {
+    shape: Shape,
+    diag: f64,
+    /// The points of the block whose product reads no neighbour's halo, and the rest.
+    interior: Region,
+    shell: Vec<Region>,
+    /// Faces with a neighbour; channel k serves `faces[k]`.
+    faces: Vec<Face>,
+    /// The starting iterate (its halo holds the Dirichlet values) and the problem's `h² f`.
+    field: Field,
+}
+
+impl Operator for GridOp {
+    type Link = Face;
+    type Vector = Vector;
+    fn links(&self) -> &[Face] {
+        &self.faces
+    }
+    fn specs(&self) -> Result<Vec<ChannelSpec>, Error> {
+        halo::specs(&self.field, &self.faces, 0, 1, 0)
+    }
+    fn zeros(&self) -> Vector {
+        Vector::zeros(&self.shape)
+    }
+    fn inv_diag(&self) -> Vector {
+        Vector::filled(&self.shape, 1.0 / self.diag)
+    }
+    fn x0(&self) -> Vector {
+        let mut x = Vector::zeros(&self.shape);
+        x.v.copy_from_slice(self.field.iterate());
+        x
+    }
+    /// b: the residual of x = 0 with the Dirichlet values in the halo (and nothing from the
+    /// neighbours: their faces are interior points, zero too).
+    fn b_sq(&self) -> f64 {
+        let shape = self.shape;
+        let mut zero = self.x0();
+        for (z, y) in (1..=shape.n.z).flat_map(|z| (1..=shape.n.y).map(move |y| (z, y))) {
+            let b = shape.index(1, y, z);
+            zero.v[b..b + shape.n.x].fill(0.0);
+        }
+        for &f in &self.faces {
+            let nothing = vec![0.0; self.field.face_len(f)];
+            zero.unpack(f, &nothing);
+        }
+        let mut r = Vector::zeros(&shape);
+        linalg::residual(&shape, self.diag, &zero.v, self.field.rhs(), &mut r.v, None)[0]
+    }
+    /// The interior's planes.
+    fn interior_parts(&self) -> usize {
+        self.interior.z.len()
+    }
+    fn apply(&self, src: &Vector, dst: &mut Vector, part: Part) -> f64 {
+        let (shape, diag) = (&self.shape, self.diag);
+        match part {
+            Part::All => linalg::apply(shape, diag, &src.v, &mut dst.v, &Region::all(shape.n)),
+            Part::Interior(k) => {
+                let z = self.interior.z.start + k;
+                let plane = Region {
+                    z: z..z + 1,
+                    ..self.interior.clone()
+                };
+                linalg::apply(shape, diag, &src.v, &mut dst.v, &plane)
+            }
+            Part::Shell => self
+                .shell
+                .iter()
+                .map(|reg| linalg::apply(shape, diag, &src.v, &mut dst.v, reg))
+                .sum(),
+        }
+    }
+    fn residual(&self, x: &Vector, r: &mut Vector, rec: Option<&Vector>) -> [f64; 2] {
+        let rec = rec.map(|v| &v.v[..]);
+        linalg::residual(
+            &self.shape,
+            self.diag,
+            &x.v,
+            self.field.rhs(),
+            &mut r.v,
+            rec,
+        )
+    }
+    fn dot(&self, a: &Vector, b: &Vector) -> f64 {
+        linalg::dot(&self.shape, &a.v, &b.v)
+    }
+    fn dot3(&self, a: &Vector, d: &Vector, b: &Vector) -> f64 {
+        linalg::dot3(&self.shape, &a.v, &d.v, &b.v)
+    }
+    fn scale(&self, d: &Vector, src: &Vector, dst: &mut Vector) -> f64 {
+        linalg::scale(&self.shape, &d.v, &src.v, &mut dst.v)
+    }
+    fn direction(&self, z: &Vector, beta: f64, p: &mut Vector) {
+        linalg::direction(&self.shape, &z.v, beta, &mut p.v);
+    }
+    fn cg_update(
+        &self,
+        alpha: f64,
+        x: &mut Vector,
+        r: &mut Vector,
+        (p, q): (&Vector, &Vector),
+        pc: Option<(&Vector, &mut Vector)>,
+    ) -> [f64; 2] {
+        linalg::cg_update(
+            &self.shape,
+            alpha,
+            CgVectors {
+                x: &mut x.v,
+                r: &mut r.v,
+                p: &p.v,
+                q: &q.v,
+                pc: pc.map(|(d, z)| (&d.v[..], &mut z.v[..])),
+            },
+        )
+    }
+    fn pipe_update(&self, alpha: f64, beta: f64, x: &mut Vector, v: &mut Pipe<Vector>) -> [f64; 3] {
+        let vectors = PipeVectors {
+            x: &mut x.v,
+            r: &mut v.r.v,
+            w: &mut v.w.v,
+            n: &v.n.v,
+            z: &mut v.z.v,
+            s: &mut v.s.v,
+            p: &mut v.p.v,
+            pc: v.pc.as_mut().map(|pm| (&pm.d.v[..], &mut pm.m.v[..])),
+        };
+        linalg::pipe_update(&self.shape, alpha, beta, vectors)
+    }
+    fn place(&self) -> ([usize; 3], Dims) {
+        let g = self.field.geometry();
+        (g.coords, g.local)
+    }
+    /// (Leaves `x` in the field: the final iterate.)
+    fn error_max(&mut self, x: &Vector, cfg: &Config) -> Option<f64> {
+        self.field.iterate_mut().copy_from_slice(&x.v);
+        self.field.error_max(&cfg.problem)
+    }
 }
 
 /// A reduction in flight, and what it cost: time from its start to the moment its result was
@@ -181,20 +423,15 @@ impl<R: Reduction> Pending<'_, R> {
     }
 }
 
-/// One rank's Krylov solve.
-struct Krylov<'a> {
+/// One rank's Krylov solve over the operator `O`.
+struct Krylov<'a, O: Operator> {
     cfg: &'a Config,
     /// The preconditioner.
     pc: Pc,
-    /// The operator's diagonal.
-    diag: f64,
-    /// The points of the block whose product reads no neighbour's halo, and the rest.
-    interior: Region,
-    shell: Vec<Region>,
-    /// Faces with a neighbour; channel k serves `faces[k]`.
-    faces: Vec<Face>,
-    /// The iterate x (its halo holds the Dirichlet values) and the problem's `h² f`.
-    field: Field,
+    /// The operator on this block.
+    op: O,
+    /// The iterate (its halo holds what the product reads beyond the system).
+    x: O::Vector,
     /// ‖b‖², the criterion's denominator.
     bnorm_sq: f64,
     /// Iterations (updates of x) done.
@@ -224,7 +461,7 @@ fn breaks(v: f64) -> bool {
     v.is_nan() || v <= 0.0
 }
 
-impl Krylov<'_> {
+impl<O: Operator> Krylov<'_, O> {
     fn measure(&self, rr: f64) -> f64 {
         self.cfg.criterion.measure(rr, self.bnorm_sq)
     }
@@ -233,22 +470,12 @@ impl Krylov<'_> {
         self.cfg.criterion.met(value)
     }
 
-    /// Time `f` as computation (with the slow rank's extra passes).
-    #[inline]
-    fn compute<T>(&mut self, f: impl FnOnce() -> T) -> T {
-        let t = Instant::now();
-        let v = f();
-        self.computed(t);
-        v
-    }
-
     /// Computation since `t` (with the slow rank's extra passes): for kernels that need the
     /// field.
     #[inline]
     fn computed(&mut self, t: Instant) {
-        let x = &self.field;
-        self.slow
-            .after(1, || linalg::dot(x.shape(), x.iterate(), x.iterate()));
+        let (op, x) = (&self.op, &self.x);
+        self.slow.after(1, || op.dot(x, x));
         self.parts.sweep += t.computed();
     }
 
@@ -298,51 +525,47 @@ impl Krylov<'_> {
     }
 
     /// Swap the halo of `h`, timed as communication.
-    fn swap<B: Backend, H: Halo<Link = Face> + ?Sized>(
+    fn swap<B: Backend>(
         &mut self,
         chans: &mut [Channel<B, Sync>],
-        h: &mut H,
+        h: &mut O::Vector,
     ) -> Result<(), Error> {
-        halo::swap(chans, &self.faces, self.it, h, &mut self.parts)
+        halo::swap(chans, self.op.links(), self.it, h, &mut self.parts)
     }
 
     /// `dst = A src`, the halo of `src` exchanged first; returns Σ src·dst over the block.
-    /// `overlap`: the interior is computed while the halo messages travel, plane by plane,
-    /// calling `poll` between planes (pipecg progresses its reduction there), then the shell.
+    /// `overlap`: the interior is computed while the halo messages travel, piece by piece
+    /// (the grid's planes), calling `poll` between pieces (pipecg progresses its reduction
+    /// there), then the shell.
     fn spmv<B: Backend>(
         &mut self,
         chans: &mut [Channel<B, Sync>],
-        src: &mut Vector,
-        dst: &mut Vector,
+        src: &mut O::Vector,
+        dst: &mut O::Vector,
         overlap: bool,
         poll: &mut dyn FnMut() -> Result<(), Error>,
     ) -> Result<f64, Error> {
-        let shape = *self.field.shape();
-        let diag = self.diag;
         if !overlap {
             self.swap(chans, src)?;
-            let all = Region::all(shape.n);
-            return Ok(self.compute(|| linalg::apply(&shape, diag, &src.v, &mut dst.v, &all)));
+            let t = Instant::now();
+            let sum = self.op.apply(src, dst, Part::All);
+            self.computed(t);
+            return Ok(sum);
         }
-        halo::post(chans, &self.faces, self.it, src, &mut self.parts)?;
+        halo::post(chans, self.op.links(), self.it, src, &mut self.parts)?;
         let mut sum = 0.0;
-        let inner = self.interior.clone();
-        for z in inner.z.clone() {
-            let plane = Region {
-                z: z..z + 1,
-                ..inner.clone()
-            };
-            sum += self.compute(|| linalg::apply(&shape, diag, &src.v, &mut dst.v, &plane));
+        for k in 0..self.op.interior_parts() {
+            let t = Instant::now();
+            sum += self.op.apply(src, dst, Part::Interior(k));
+            self.computed(t);
             let t = Instant::now();
             poll()?;
             self.parts.reduced(t);
         }
-        halo::complete(chans, &self.faces, src, &mut self.parts)?;
-        let shell = std::mem::take(&mut self.shell);
-        for reg in &shell {
-            sum += self.compute(|| linalg::apply(&shape, diag, &src.v, &mut dst.v, reg));
-        }
-        self.shell = shell;
+        halo::complete(chans, self.op.links(), src, &mut self.parts)?;
+        let t = Instant::now();
+        sum += self.op.apply(src, dst, Part::Shell);
+        self.computed(t);
         Ok(sum)
     }
 
@@ -352,24 +575,10 @@ impl Krylov<'_> {
         &mut self,
         ctx: &mut C,
         chans: &mut [Channel<C::Backend, Sync>],
-        r: &mut Vector,
+        r: &mut O::Vector,
     ) -> Result<f64, Error> {
-        let shape = *self.field.shape();
-        // b: the residual of x = 0 with the Dirichlet values in the halo (and nothing from the
-        // neighbours: their faces are interior points, zero too).
-        let mut zero = Vector::zeros(&shape);
-        zero.v.copy_from_slice(self.field.iterate());
-        for (z, y) in (1..=shape.n.z).flat_map(|z| (1..=shape.n.y).map(move |y| (z, y))) {
-            let b = shape.index(1, y, z);
-            zero.v[b..b + shape.n.x].fill(0.0);
-        }
-        for &f in &self.faces {
-            let nothing = vec![0.0; self.field.face_len(f)];
-            zero.unpack(f, &nothing);
-        }
         let t = Instant::now();
-        let [b_local, _] =
-            linalg::residual(&shape, self.diag, &zero.v, self.field.rhs(), &mut r.v, None);
+        let b_local = self.op.b_sq();
         self.computed(t);
         let x0 = self.true_residual(ctx, chans, r, None)?;
         let [bb] = self.reduce_aside(ctx, [b_local])?;
@@ -383,20 +592,18 @@ impl Krylov<'_> {
         &mut self,
         ctx: &mut C,
         chans: &mut [Channel<C::Backend, Sync>],
-        r: &mut Vector,
-        rec: Option<&Vector>,
+        r: &mut O::Vector,
+        rec: Option<&O::Vector>,
     ) -> Result<[f64; 2], Error> {
         halo::swap(
             chans,
-            &self.faces,
+            self.op.links(),
             self.it,
-            &mut self.field,
+            &mut self.x,
             &mut self.parts,
         )?;
         let t = Instant::now();
-        let f = &self.field;
-        let rec = rec.map(|v| &v.v[..]);
-        let local = linalg::residual(f.shape(), self.diag, f.iterate(), f.rhs(), &mut r.v, rec);
+        let local = self.op.residual(&self.x, r, rec);
         self.computed(t);
         self.reduce_aside(ctx, local)
     }
@@ -408,8 +615,8 @@ impl Krylov<'_> {
         &mut self,
         ctx: &mut C,
         chans: &mut [Channel<C::Backend, Sync>],
-        scratch: &mut Vector,
-        rec: &Vector,
+        scratch: &mut O::Vector,
+        rec: &O::Vector,
     ) -> Result<(f64, bool), Error> {
         self.checks += 1;
         let [t, gap] = self.true_residual(ctx, chans, scratch, Some(rec))?;
@@ -423,8 +630,8 @@ impl Krylov<'_> {
         &mut self,
         ctx: &mut C,
         chans: &mut [Channel<C::Backend, Sync>],
-        scratch: &mut Vector,
-        rec: &Vector,
+        scratch: &mut O::Vector,
+        rec: &O::Vector,
     ) -> Result<(f64, bool), Error> {
         let (t, _) = self.check(ctx, chans, scratch, rec)?;
         let accepted = self.met(t);
@@ -442,7 +649,7 @@ impl Krylov<'_> {
         &mut self,
         ctx: &mut C,
         chans: &mut [Channel<C::Backend, Sync>],
-        scratch: &mut Vector,
+        scratch: &mut O::Vector,
         known: Option<(u64, f64)>,
     ) -> Result<f64, Error> {
         match known {
@@ -462,32 +669,30 @@ impl Krylov<'_> {
         chans: &mut [Channel<C::Backend, Sync>],
         overlap: bool,
     ) -> Result<(StopReason, f64), Error> {
-        let shape = *self.field.shape();
         let pc = self.pc == Pc::Jacobi;
-        let mut r = Vector::zeros(&shape);
-        let mut p = Vector::zeros(&shape);
-        let mut q = Vector::zeros(&shape);
-        let mut scratch = Vector::zeros(&shape);
-        // M = D⁻¹: the inverse diagonal, stored (constant 1/6 here), and z = M r.
+        let mut r = self.op.zeros();
+        let mut p = self.op.zeros();
+        let mut q = self.op.zeros();
+        let mut scratch = self.op.zeros();
+        // M = D⁻¹: the inverse diagonal, stored, and z = M r.
         let (d, mut z) = if pc {
-            (
-                Vector::filled(&shape, 1.0 / self.diag),
-                Vector::zeros(&shape),
-            )
+            (self.op.inv_diag(), self.op.zeros())
         } else {
-            (Vector::zeros(&shape), Vector::zeros(&shape))
+            (self.op.zeros(), self.op.zeros())
         };
         let rr = self.initial(ctx, chans, &mut r)?;
-        let precondition = |r: &Vector, z: &mut Vector| -> f64 {
+        let precondition = |op: &O, r: &O::Vector, z: &mut O::Vector| -> f64 {
             if pc {
-                linalg::scale(&shape, &d.v, &r.v, &mut z.v)
+                op.scale(&d, r, z)
             } else {
-                linalg::dot(&shape, &r.v, &r.v)
+                op.dot(r, r)
             }
         };
         let mut rz = rr;
         if pc {
-            let rz_local = self.compute(|| precondition(&r, &mut z));
+            let t = Instant::now();
+            let rz_local = precondition(&self.op, &r, &mut z);
+            self.computed(t);
             [rz] = self.reduce_aside(ctx, [rz_local])?;
         }
         let mut known = None; // (iteration, relative true residual) of the last check
@@ -502,7 +707,7 @@ impl Krylov<'_> {
             }
             {
                 let zs = if pc { &z } else { &r };
-                linalg::direction(&shape, &zs.v, 0.0, &mut p.v);
+                self.op.direction(zs, 0.0, &mut p);
             }
             loop {
                 let pq_local = self.spmv(chans, &mut p, &mut q, overlap, &mut || Ok(()))?;
@@ -514,16 +719,12 @@ impl Krylov<'_> {
                 }
                 let alpha = rz / pq;
                 let t = Instant::now();
-                let local = linalg::cg_update(
-                    &shape,
+                let local = self.op.cg_update(
                     alpha,
-                    CgVectors {
-                        x: self.field.iterate_mut(),
-                        r: &mut r.v,
-                        p: &p.v,
-                        q: &q.v,
-                        pc: pc.then_some((&d.v[..], &mut z.v[..])),
-                    },
+                    &mut self.x,
+                    &mut r,
+                    (&p, &q),
+                    pc.then_some((&d, &mut z)),
                 );
                 self.computed(t);
                 self.it += 1;
@@ -551,8 +752,12 @@ impl Krylov<'_> {
                         // r ← b − A x (in scratch); z ← M r.
                         std::mem::swap(&mut r, &mut scratch);
                         self.replacements += 1;
-                        let rz_local = self.compute(|| precondition(&r, &mut z));
-                        let rr_local = self.compute(|| linalg::dot(&shape, &r.v, &r.v));
+                        let t = Instant::now();
+                        let rz_local = precondition(&self.op, &r, &mut z);
+                        self.computed(t);
+                        let t = Instant::now();
+                        let rr_local = self.op.dot(&r, &r);
+                        self.computed(t);
                         let [a, b] = self.reduce_aside(ctx, [rz_local, rr_local])?;
                         rz_new = if pc { a } else { b };
                         self.reported = Some(self.measure(b));
@@ -569,7 +774,9 @@ impl Krylov<'_> {
                 let beta = rz_new / rz;
                 rz = rz_new;
                 let zs = if pc { &z } else { &r };
-                self.compute(|| linalg::direction(&shape, &zs.v, beta, &mut p.v));
+                let t = Instant::now();
+                self.op.direction(zs, beta, &mut p);
+                self.computed(t);
             }
         };
         let t = self.final_residual(ctx, chans, &mut scratch, known)?;
@@ -584,21 +791,21 @@ impl Krylov<'_> {
         chans: &mut [Channel<C::Backend, Sync>],
         red: &mut C::Reduction,
     ) -> Result<(StopReason, f64), Error> {
-        let shape = *self.field.shape();
         let pc = self.pc == Pc::Jacobi;
+        let op = &self.op;
         let mut v = Pipe {
-            r: Vector::zeros(&shape),
-            w: Vector::zeros(&shape),
-            n: Vector::zeros(&shape),
-            z: Vector::zeros(&shape),
-            s: Vector::zeros(&shape),
-            p: Vector::zeros(&shape),
+            r: op.zeros(),
+            w: op.zeros(),
+            n: op.zeros(),
+            z: op.zeros(),
+            s: op.zeros(),
+            p: op.zeros(),
             pc: pc.then(|| PipeM {
-                d: Vector::filled(&shape, 1.0 / self.diag),
-                m: Vector::zeros(&shape),
+                d: op.inv_diag(),
+                m: op.zeros(),
             }),
         };
-        let mut scratch = Vector::zeros(&shape);
+        let mut scratch = op.zeros();
         self.initial(ctx, chans, &mut v.r)?;
         // u = M r, w = A u, m = M w; the first reduction's values.
         let mut local = self.refresh(chans, &mut v, false)?;
@@ -685,7 +892,7 @@ impl Krylov<'_> {
             }
             first = false;
             let t = Instant::now();
-            local = linalg::pipe_update(&shape, alpha, beta, v.vectors(&mut self.field));
+            local = self.op.pipe_update(alpha, beta, &mut self.x, &mut v);
             self.computed(t);
             self.it += 1;
             (gamma_old, alpha_old) = (gamma, alpha);
@@ -707,8 +914,8 @@ impl Krylov<'_> {
     fn replace<B: Backend>(
         &mut self,
         chans: &mut [Channel<B, Sync>],
-        v: &mut Pipe,
-        scratch: &mut Vector,
+        v: &mut Pipe<O::Vector>,
+        scratch: &mut O::Vector,
     ) -> Result<[f64; 3], Error> {
         std::mem::swap(&mut v.r, scratch);
         self.replacements += 1;
@@ -721,10 +928,9 @@ impl Krylov<'_> {
     fn refresh<B: Backend>(
         &mut self,
         chans: &mut [Channel<B, Sync>],
-        v: &mut Pipe,
+        v: &mut Pipe<O::Vector>,
         directions: bool,
     ) -> Result<[f64; 3], Error> {
-        let shape = *self.field.shape();
         let Pipe {
             r, w, z, s, p, pc, ..
         } = v;
@@ -732,22 +938,28 @@ impl Krylov<'_> {
         match pc {
             Some(pm) => {
                 // m holds u = M r, then q = M s, each for one product; last m = M w.
-                self.compute(|| linalg::scale(&shape, &pm.d.v, &r.v, &mut pm.m.v));
+                let t = Instant::now();
+                self.op.scale(&pm.d, r, &mut pm.m);
+                self.computed(t);
                 self.spmv(chans, &mut pm.m, w, false, &mut none)?;
                 if directions {
                     self.spmv(chans, p, s, false, &mut none)?;
-                    self.compute(|| linalg::scale(&shape, &pm.d.v, &s.v, &mut pm.m.v));
+                    let t = Instant::now();
+                    self.op.scale(&pm.d, s, &mut pm.m);
+                    self.computed(t);
                     self.spmv(chans, &mut pm.m, z, false, &mut none)?;
                 }
-                self.compute(|| linalg::scale(&shape, &pm.d.v, &w.v, &mut pm.m.v));
+                let t = Instant::now();
+                self.op.scale(&pm.d, w, &mut pm.m);
+                self.computed(t);
                 // (r, u) = Σ d r², (w, u) = Σ w d r.
-                let [g, dl] = self.compute(|| {
-                    [
-                        linalg::dot3(&shape, &r.v, &pm.d.v, &r.v),
-                        linalg::dot3(&shape, &w.v, &pm.d.v, &r.v),
-                    ]
-                });
-                Ok([g, dl, self.compute(|| linalg::dot(&shape, &r.v, &r.v))])
+                let t = Instant::now();
+                let g = [self.op.dot3(r, &pm.d, r), self.op.dot3(w, &pm.d, r)];
+                self.computed(t);
+                let t = Instant::now();
+                let rr = self.op.dot(r, r);
+                self.computed(t);
+                Ok([g[0], g[1], rr])
             }
             None => {
                 self.spmv(chans, r, w, false, &mut none)?;
@@ -755,10 +967,11 @@ impl Krylov<'_> {
                     self.spmv(chans, p, s, false, &mut none)?;
                     self.spmv(chans, s, z, false, &mut none)?;
                 }
-                Ok(self.compute(|| {
-                    let rr = linalg::dot(&shape, &r.v, &r.v);
-                    [rr, linalg::dot(&shape, &w.v, &r.v), rr]
-                }))
+                let t = Instant::now();
+                let rr = self.op.dot(r, r);
+                let wr = self.op.dot(w, r);
+                self.computed(t);
+                Ok([rr, wr, rr])
             }
         }
     }
@@ -767,34 +980,18 @@ impl Krylov<'_> {
 /// Pipelined CG's vectors. With the (diagonal) preconditioner, `u = M r` and `q = M s` are
 /// formed pointwise where they are needed and `m = M w` is stored for the product; without
 /// one, `u`, `q`, `m` are `r`, `s`, `w`.
-struct Pipe {
-    r: Vector,
-    w: Vector,
-    n: Vector,
-    z: Vector,
-    s: Vector,
-    p: Vector,
-    pc: Option<PipeM>,
+pub(crate) struct Pipe<V> {
+    pub(crate) r: V,
+    pub(crate) w: V,
+    pub(crate) n: V,
+    pub(crate) z: V,
+    pub(crate) s: V,
+    pub(crate) p: V,
+    pub(crate) pc: Option<PipeM<V>>,
 }
 
 /// The preconditioner's vectors of [`Pipe`]: the inverse diagonal and m = M w.
-struct PipeM {
-    d: Vector,
-    m: Vector,
-}
-
-impl Pipe {
-    /// The slices the fused update works on, `x` from the field.
-    fn vectors<'a>(&'a mut self, field: &'a mut Field) -> PipeVectors<'a> {
-        PipeVectors {
-            x: field.iterate_mut(),
-            r: &mut self.r.v,
-            w: &mut self.w.v,
-            n: &self.n.v,
-            z: &mut self.z.v,
-            s: &mut self.s.v,
-            p: &mut self.p.v,
-            pc: self.pc.as_mut().map(|pm| (&pm.d.v[..], &mut pm.m.v[..])),
-        }
-    }
+pub(crate) struct PipeM<V> {
+    pub(crate) d: V,
+    pub(crate) m: V,
 }

@@ -39,6 +39,60 @@ pub(crate) struct Neighbour {
     len: usize,
 }
 
+impl Neighbour {
+    /// Values per message, both ways.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The message to this neighbour from the extended vector `x`: the values it reads,
+    /// then zeros to the channel's length.
+    pub(crate) fn pack(&self, x: &[f64], buf: &mut [f64]) {
+        let (data, pad) = buf.split_at_mut(self.send.len());
+        for (b, &i) in data.iter_mut().zip(&self.send) {
+            *b = x[i as usize];
+        }
+        pad.fill(0.0);
+    }
+
+    /// This neighbour's message into the ghosts of the extended vector `x`.
+    pub(crate) fn unpack(&self, data: &[f64], x: &mut [f64]) {
+        for (&i, &v) in self.recv.iter().zip(data) {
+            x[i as usize] = v;
+        }
+    }
+}
+
+/// The neighbours of a row block, in rank order: every rank it sends values to or receives
+/// ghosts from.
+pub(crate) fn neighbours(blk: &RowBlock) -> Vec<Neighbour> {
+    let mut out: Vec<Neighbour> = Vec::new();
+    for l in blk.send_links() {
+        out.push(Neighbour {
+            peer: l.peer,
+            send: l.indices.clone(),
+            recv: Vec::new(),
+            len: 0,
+        });
+    }
+    for l in blk.recv_links() {
+        match out.iter_mut().find(|n| n.peer == l.peer) {
+            Some(n) => n.recv = l.indices.clone(),
+            None => out.push(Neighbour {
+                peer: l.peer,
+                send: Vec::new(),
+                recv: l.indices.clone(),
+                len: 0,
+            }),
+        }
+    }
+    out.sort_by_key(|n| n.peer);
+    for n in &mut out {
+        n.len = n.send.len().max(n.recv.len());
+    }
+    out
+}
+
 /// One rank's row block, its right-hand side and its iterate.
 #[derive(Debug)]
 pub(crate) struct SparseIterate {
@@ -84,30 +138,7 @@ impl SparseIterate {
                 1.0 / d
             })
             .collect();
-        let mut neighbours: Vec<Neighbour> = Vec::new();
-        for l in blk.send_links() {
-            neighbours.push(Neighbour {
-                peer: l.peer,
-                send: l.indices.clone(),
-                recv: Vec::new(),
-                len: 0,
-            });
-        }
-        for l in blk.recv_links() {
-            match neighbours.iter_mut().find(|n| n.peer == l.peer) {
-                Some(n) => n.recv = l.indices.clone(),
-                None => neighbours.push(Neighbour {
-                    peer: l.peer,
-                    send: Vec::new(),
-                    recv: l.indices.clone(),
-                    len: 0,
-                }),
-            }
-        }
-        neighbours.sort_by_key(|n| n.peer);
-        for n in &mut neighbours {
-            n.len = n.send.len().max(n.recv.len());
-        }
+        let neighbours = neighbours(blk);
         let ext = blk.extended_len();
         SparseIterate {
             rank,
@@ -161,18 +192,10 @@ impl SparseIterate {
 impl Halo for SparseIterate {
     type Link = usize;
     fn pack(&self, link: usize, buf: &mut [f64]) {
-        let n = &self.neighbours[link];
-        let (data, pad) = buf.split_at_mut(n.send.len());
-        for (b, &i) in data.iter_mut().zip(&n.send) {
-            *b = self.x[i as usize];
-        }
-        pad.fill(0.0);
+        self.neighbours[link].pack(&self.x, buf);
     }
     fn unpack(&mut self, link: usize, data: &[f64]) {
-        let n = &self.neighbours[link];
-        for (&i, &v) in n.recv.iter().zip(data) {
-            self.x[i as usize] = v;
-        }
+        self.neighbours[link].unpack(data, &mut self.x);
     }
 }
 
@@ -184,7 +207,7 @@ impl Iterate for SparseIterate {
         0 // one channel per neighbour
     }
     fn message_len(&self, link: usize) -> usize {
-        self.neighbours[link].len
+        self.neighbours[link].len()
     }
     fn unpack_atomic(&mut self, link: usize, view: &AtomicF64Slice) {
         let n = &self.neighbours[link];

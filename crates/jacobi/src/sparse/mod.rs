@@ -25,6 +25,7 @@ mod dist;
 pub mod generate;
 pub(crate) mod iterate;
 mod mtx;
+pub(crate) mod operator;
 pub mod solve;
 
 pub use csr::{row_blocks, Csr};

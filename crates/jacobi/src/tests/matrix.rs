@@ -208,10 +208,6 @@ fn grid_only_settings_are_refused_for_a_matrix() {
             Multisplit::new(Variant::Sync, Inner::Cg32).into(),
             "--inner cg32",
         ),
-        (
-            crate::Krylov::new(crate::KrylovSolver::Cg).into(),
-            "--solver cg",
-        ),
     ] {
         let cfg = config(method, 1e-6, 2, 100);
         let err = World::new(1).unwrap().run(|ctx| {
@@ -230,5 +226,124 @@ fn grid_only_settings_are_refused_for_a_matrix() {
             "{want}: {}",
             err[0]
         );
+    }
+}
+
+/// Serial CG on the whole matrix, written out here (optionally with the Jacobi
+/// preconditioner): the iterations to ‖r‖/‖b‖ ≤ tol on the recurrence residual, and x.
+fn serial_cg(a: &Csr, b: &[f64], tol: f64, pc: bool) -> (u64, Vec<f64>) {
+    let n = a.n();
+    let dot = |u: &[f64], v: &[f64]| u.iter().zip(v).map(|(a, b)| a * b).sum::<f64>();
+    let d: Vec<f64> = a
+        .diagonal()
+        .iter()
+        .map(|v| if pc { 1.0 / v } else { 1.0 })
+        .collect();
+    let bnorm = dot(b, b).sqrt();
+    let (mut x, mut r, mut q) = (vec![0.0; n], b.to_vec(), vec![0.0; n]);
+    let mut z: Vec<f64> = r.iter().zip(&d).map(|(r, d)| r * d).collect();
+    let mut p = z.clone();
+    let mut rz = dot(&r, &z);
+    for it in 1..=10 * n as u64 {
+        a.mul(&p, &mut q);
+        let alpha = rz / dot(&p, &q);
+        for i in 0..n {
+            x[i] += alpha * p[i];
+            r[i] -= alpha * q[i];
+        }
+        if dot(&r, &r).sqrt() / bnorm <= tol {
+            return (it, x);
+        }
+        z = r.iter().zip(&d).map(|(r, d)| r * d).collect();
+        let rz_new = dot(&r, &z);
+        for i in 0..n {
+            p[i] = z[i] + rz_new / rz * p[i];
+        }
+        rz = rz_new;
+    }
+    panic!("serial CG did not converge");
+}
+
+/// cg, cg-overlap and pipecg, without and with the Jacobi preconditioner, over 1 to 4 row
+/// blocks of the SPD systems: the serial CG's iterations (±2: the distributed dot products
+/// sum in another order, and pipelined CG's recurrences round differently) and its solution
+/// to 1e-8 of the solution's scale.
+#[test]
+fn krylov_over_row_blocks_is_serial_cg() {
+    use crate::{Krylov, KrylovSolver, Pc};
+    let tol = 1e-10;
+    for (name, a, spd) in systems() {
+        if !spd {
+            continue;
+        }
+        let b = ones_rhs(&a);
+        for pc in [Pc::None, Pc::Jacobi] {
+            let (want_it, want) = serial_cg(&a, &b, tol, pc == Pc::Jacobi);
+            let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            for solver in [
+                KrylovSolver::Cg,
+                KrylovSolver::CgOverlap,
+                KrylovSolver::PipeCg,
+            ] {
+                let mut k = Krylov::new(solver);
+                k.pc = pc;
+                for p in 1..=4 {
+                    let cfg = config(k.into(), tol, 1000, 100_000);
+                    let (recs, x) = run(&cfg, &a, &b, p);
+                    let what = format!("{name} {solver:?} {pc:?} p={p}");
+                    assert!(recs.iter().all(|r| r.converged), "{what}: {:?}", recs[0]);
+                    assert!(
+                        recs[0].iterations.abs_diff(want_it) <= 2,
+                        "{what}: {} vs {want_it}",
+                        recs[0].iterations
+                    );
+                    assert!(rel_residual(&a, &b, &x) <= tol, "{what}");
+                    for i in 0..a.n() {
+                        assert!((x[i] - want[i]).abs() <= 1e-8 * scale, "{what}: x[{i}]");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// CG on the stencil written as a matrix takes the grid's CG iterations exactly.
+#[test]
+fn cg_on_the_stencil_as_a_matrix_takes_the_grids_iterations() {
+    use crate::{Krylov, KrylovSolver};
+    let g = Dims::new(12, 6, 6);
+    let problem = Problem::Laplace { offset: 0.0 };
+    let (sh, _, u, _) = crate::serial::start(&problem, g);
+    let mut b = Vec::new();
+    for z in 1..=g.z {
+        for y in 1..=g.y {
+            for x in 1..=g.x {
+                b.push(
+                    u[sh.index(x - 1, y, z)]
+                        + u[sh.index(x + 1, y, z)]
+                        + u[sh.index(x, y - 1, z)]
+                        + u[sh.index(x, y + 1, z)]
+                        + u[sh.index(x, y, z - 1)]
+                        + u[sh.index(x, y, z + 1)],
+                );
+            }
+        }
+    }
+    let a = generate::laplace_3d(g.x, g.y, g.z);
+    for solver in [KrylovSolver::Cg, KrylovSolver::PipeCg] {
+        for p in [1, 2, 3] {
+            let mut grid = config(Krylov::new(solver).into(), 1e-8, 100, 10_000);
+            grid.size = SizeSpec::Global(g);
+            let (stencil, _, _) = super::common::run_threads(&grid, p);
+            let (matrix, _) = run(&grid, &a, &b, p);
+            assert!(
+                stencil[0].converged && matrix[0].converged,
+                "{solver:?} p={p}"
+            );
+            assert_eq!(
+                stencil[0].iterations, matrix[0].iterations,
+                "{solver:?} p={p}"
+            );
+        }
     }
 }

@@ -1,0 +1,312 @@
+//! A matrix's row block as the Krylov solvers' operator (`krylov.rs`, [`Operator`]): CG,
+//! CG with the ghost exchange overlapped, and pipelined CG run over it exactly as over the
+//! grid's 7-point operator.
+//!
+//! A vector is the block's own values followed by its ghosts (`RowBlock`'s extended
+//! layout); its halo exchange is one channel per neighbouring block (`iterate.rs`). The
+//! overlapped product first computes the rows that read no ghost (the interior, in
+//! [`INTERIOR_PARTS`] pieces, polling a pipelined reduction between them), then the rows
+//! that do (the shell), once the ghosts have arrived.
+
+use super::dist::RowBlock;
+use super::iterate::{neighbours, Neighbour};
+use crate::config::Config;
+use crate::error::Error;
+use crate::geometry::Dims;
+use crate::halo::Halo;
+use crate::krylov::{Operator, Part, Pipe};
+use chan_core::{ChannelConfig, ChannelSpec, CreateError};
+use std::sync::Arc;
+
+/// Pieces of the interior the overlapped product computes between polls.
+pub(crate) const INTERIOR_PARTS: usize = 8;
+
+/// A vector of a row block: own values, then ghosts.
+#[derive(Debug, Clone)]
+pub(crate) struct RowVec {
+    v: Vec<f64>,
+    links: Arc<[Neighbour]>,
+}
+
+impl Halo for RowVec {
+    type Link = usize;
+    fn pack(&self, link: usize, buf: &mut [f64]) {
+        self.links[link].pack(&self.v, buf);
+    }
+    fn unpack(&mut self, link: usize, data: &[f64]) {
+        self.links[link].unpack(data, &mut self.v);
+    }
+}
+
+/// A matrix's row block with its part of `b`.
+#[derive(Debug)]
+pub(crate) struct RowOp {
+    rank: usize,
+    rows: usize,
+    ext: usize,
+    ptr: Vec<usize>,
+    cols: Vec<u32>,
+    vals: Vec<f64>,
+    inv_diag: Vec<f64>,
+    b: Vec<f64>,
+    exact: Option<f64>,
+    links: Arc<[Neighbour]>,
+    ids: Vec<usize>,
+    /// Rows that read a ghost (the shell), and the interior pieces' row ranges.
+    shell: Vec<u32>,
+    pieces: Vec<Vec<u32>>,
+}
+
+impl RowOp {
+    /// Rank `rank`'s block, `b` its part of the right-hand side, `exact` the solution's
+    /// value at every row when known.
+    pub(crate) fn new(rank: usize, blk: &RowBlock, b: Vec<f64>, exact: Option<f64>) -> Self {
+        let rows = blk.rows();
+        let (ptr, cols, vals) = blk.csr();
+        let inv_diag = (0..rows)
+            .map(|i| {
+                let d: f64 = (ptr[i]..ptr[i + 1])
+                    .filter(|&k| cols[k] as usize == i)
+                    .map(|k| vals[k])
+                    .sum();
+                1.0 / d
+            })
+            .collect();
+        let reads_ghost = |i: usize| (ptr[i]..ptr[i + 1]).any(|k| cols[k] as usize >= rows);
+        let shell: Vec<u32> = (0..rows)
+            .filter(|&i| reads_ghost(i))
+            .map(|i| i as u32)
+            .collect();
+        let pieces = (0..INTERIOR_PARTS)
+            .map(|k| {
+                (k * rows / INTERIOR_PARTS..(k + 1) * rows / INTERIOR_PARTS)
+                    .filter(|&i| !reads_ghost(i))
+                    .map(|i| i as u32)
+                    .collect()
+            })
+            .collect();
+        let links: Arc<[Neighbour]> = neighbours(blk).into();
+        RowOp {
+            rank,
+            rows,
+            ext: blk.extended_len(),
+            ptr: ptr.to_vec(),
+            cols: cols.to_vec(),
+            vals: vals.to_vec(),
+            inv_diag,
+            b,
+            exact,
+            ids: (0..links.len()).collect(),
+            links,
+            shell,
+            pieces,
+        }
+    }
+
+    /// The block's own values of `x`.
+    pub(crate) fn own<'a>(&self, x: &'a RowVec) -> &'a [f64] {
+        &x.v[..self.rows]
+    }
+
+    fn vector(&self, fill: impl Fn(usize) -> f64) -> RowVec {
+        let mut v = vec![0.0; self.ext];
+        for (i, x) in v.iter_mut().enumerate().take(self.rows) {
+            *x = fill(i);
+        }
+        RowVec {
+            v,
+            links: self.links.clone(),
+        }
+    }
+
+    /// `Σ_j a_ij x_j`.
+    #[inline(always)]
+    fn row(&self, i: usize, x: &[f64]) -> f64 {
+        let mut s = 0.0;
+        for k in self.ptr[i]..self.ptr[i + 1] {
+            s += self.vals[k] * x[self.cols[k] as usize];
+        }
+        s
+    }
+
+    /// `dst_i = (A src)_i` for the rows `rows`: Σ src_i dst_i.
+    fn apply_rows(&self, rows: impl Iterator<Item = usize>, src: &[f64], dst: &mut [f64]) -> f64 {
+        let mut acc = 0.0;
+        for i in rows {
+            let v = self.row(i, src);
+            dst[i] = v;
+            acc += src[i] * v;
+        }
+        acc
+    }
+}
+
+/// Σ over `0..n` of `f(i)` in four lanes (as the grid's kernels sum, so that long sums keep
+/// their accuracy and vectorise).
+#[inline(always)]
+fn lanes(n: usize, mut f: impl FnMut(usize) -> f64) -> f64 {
+    let mut acc = [0.0f64; 4];
+    let mut i = 0;
+    while i + 4 <= n {
+        for (l, a) in acc.iter_mut().enumerate() {
+            *a += f(i + l);
+        }
+        i += 4;
+    }
+    for (l, k) in (i..n).enumerate() {
+        acc[l] += f(k);
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+impl Operator for RowOp {
+    type Link = usize;
+    type Vector = RowVec;
+    fn links(&self) -> &[usize] {
+        &self.ids
+    }
+    fn specs(&self) -> Result<Vec<ChannelSpec>, Error> {
+        self.links
+            .iter()
+            .map(|n| {
+                let cfg = ChannelConfig::new(n.len(), 1).map_err(CreateError::from)?;
+                ChannelSpec::new(n.peer, 0, cfg).map_err(|e| Error::Create(e.into()))
+            })
+            .collect()
+    }
+    fn zeros(&self) -> RowVec {
+        self.vector(|_| 0.0)
+    }
+    fn inv_diag(&self) -> RowVec {
+        self.vector(|i| self.inv_diag[i])
+    }
+    fn x0(&self) -> RowVec {
+        self.zeros()
+    }
+    fn b_sq(&self) -> f64 {
+        lanes(self.rows, |i| self.b[i] * self.b[i])
+    }
+    fn interior_parts(&self) -> usize {
+        INTERIOR_PARTS
+    }
+    fn apply(&self, src: &RowVec, dst: &mut RowVec, part: Part) -> f64 {
+        match part {
+            Part::All => self.apply_rows(0..self.rows, &src.v, &mut dst.v),
+            Part::Interior(k) => {
+                let rows = self.pieces[k].iter().map(|&i| i as usize);
+                self.apply_rows(rows, &src.v, &mut dst.v)
+            }
+            Part::Shell => {
+                let rows = self.shell.iter().map(|&i| i as usize);
+                self.apply_rows(rows, &src.v, &mut dst.v)
+            }
+        }
+    }
+    fn residual(&self, x: &RowVec, r: &mut RowVec, rec: Option<&RowVec>) -> [f64; 2] {
+        let (mut rr, mut gap) = (0.0, 0.0);
+        for i in 0..self.rows {
+            let v = self.b[i] - self.row(i, &x.v);
+            r.v[i] = v;
+            rr += v * v;
+            if let Some(o) = rec {
+                let d = v - o.v[i];
+                gap += d * d;
+            }
+        }
+        [rr, gap]
+    }
+    fn dot(&self, a: &RowVec, b: &RowVec) -> f64 {
+        lanes(self.rows, |i| a.v[i] * b.v[i])
+    }
+    fn dot3(&self, a: &RowVec, d: &RowVec, b: &RowVec) -> f64 {
+        lanes(self.rows, |i| a.v[i] * (d.v[i] * b.v[i]))
+    }
+    fn scale(&self, d: &RowVec, src: &RowVec, dst: &mut RowVec) -> f64 {
+        let mut acc = 0.0;
+        for i in 0..self.rows {
+            dst.v[i] = d.v[i] * src.v[i];
+            acc += src.v[i] * dst.v[i];
+        }
+        acc
+    }
+    fn direction(&self, z: &RowVec, beta: f64, p: &mut RowVec) {
+        for (p, z) in p.v[..self.rows].iter_mut().zip(&z.v[..self.rows]) {
+            *p = z + beta * *p;
+        }
+    }
+    fn cg_update(
+        &self,
+        alpha: f64,
+        x: &mut RowVec,
+        r: &mut RowVec,
+        (p, q): (&RowVec, &RowVec),
+        pc: Option<(&RowVec, &mut RowVec)>,
+    ) -> [f64; 2] {
+        let n = self.rows;
+        let (x, r, p, q) = (&mut x.v[..n], &mut r.v[..n], &p.v[..n], &q.v[..n]);
+        let (mut rz, mut rr) = (0.0, 0.0);
+        match pc {
+            None => {
+                for i in 0..n {
+                    x[i] += alpha * p[i];
+                    r[i] -= alpha * q[i];
+                    rr += r[i] * r[i];
+                }
+                [rr, rr]
+            }
+            Some((d, z)) => {
+                for i in 0..n {
+                    x[i] += alpha * p[i];
+                    r[i] -= alpha * q[i];
+                    z.v[i] = d.v[i] * r[i];
+                    rz += r[i] * z.v[i];
+                    rr += r[i] * r[i];
+                }
+                [rz, rr]
+            }
+        }
+    }
+    fn pipe_update(&self, alpha: f64, beta: f64, x: &mut RowVec, v: &mut Pipe<RowVec>) -> [f64; 3] {
+        let (mut g, mut d, mut rr) = (0.0, 0.0, 0.0);
+        let Pipe {
+            r,
+            w,
+            n,
+            z,
+            s,
+            p,
+            pc,
+            ..
+        } = v;
+        for i in 0..self.rows {
+            z.v[i] = n.v[i] + beta * z.v[i];
+            s.v[i] = w.v[i] + beta * s.v[i];
+            let u = pc.as_ref().map_or(r.v[i], |pm| pm.d.v[i] * r.v[i]);
+            p.v[i] = u + beta * p.v[i];
+            x.v[i] += alpha * p.v[i];
+            r.v[i] -= alpha * s.v[i];
+            w.v[i] -= alpha * z.v[i];
+            let u = match pc.as_mut() {
+                Some(pm) => {
+                    pm.m.v[i] = pm.d.v[i] * w.v[i];
+                    pm.d.v[i] * r.v[i]
+                }
+                None => r.v[i],
+            };
+            g += r.v[i] * u;
+            d += w.v[i] * u;
+            rr += r.v[i] * r.v[i];
+        }
+        [if pc.is_some() { g } else { rr }, d, rr]
+    }
+    fn place(&self) -> ([usize; 3], Dims) {
+        ([self.rank, 0, 0], Dims::new(self.rows, 1, 1))
+    }
+    fn error_max(&mut self, x: &RowVec, _: &Config) -> Option<f64> {
+        self.exact.map(|e| {
+            x.v[..self.rows]
+                .iter()
+                .fold(0.0f64, |m, v| m.max((v - e).abs()))
+        })
+    }
+}
