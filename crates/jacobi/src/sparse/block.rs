@@ -396,7 +396,27 @@ mod tests {
                          5 5 10\n\
                          1 1 2\n2 1 -1\n2 1 -0.5\n2 2 2\n3 3 2\n3 3 0.1\n\
                          5 1 0.7\n4 4 2\n5 5 -3\n5 5 3\n";
-        for (name, text) in [("general.mtx", general), ("symmetric.mtx", symmetric)] {
+        // Many rows, each diagonal listed five times in scattered places with values whose
+        // sum depends on their order ((1e16 + 1) − 1e16 is 0, 1 + (1e16 − 1e16) is 1).
+        let n = 300;
+        let mut big = format!(
+            "%%MatrixMarket matrix coordinate real general\n{n} {n} {}\n",
+            n * 6
+        );
+        for round in 0..5 {
+            for i in 1..=n {
+                let v = [1e16, 1.0, -1e16, 3.0, 0.5][(round + i) % 5];
+                big.push_str(&format!("{i} {i} {v:e}\n"));
+                if round == 0 {
+                    big.push_str(&format!("{i} {} -1\n", i % n + 1));
+                }
+            }
+        }
+        for (name, text) in [
+            ("general.mtx", general),
+            ("symmetric.mtx", symmetric),
+            ("big.mtx", &big),
+        ] {
             let path = dir.file(name, text);
             let ptr = listed_ptr(text);
             let (whole, _) = read_matrix(&path, GIB).unwrap();
@@ -488,7 +508,11 @@ mod tests {
     #[test]
     fn too_many_ranks_or_too_little_memory_are_refused_alike() {
         let dir = Scratch::new();
-        let a = generate::convection_diffusion_2d(6, 1.0);
+        // A dense first column: the first block's columns hold far more than its rows.
+        let mut t: Vec<(u32, u32, f64)> = (0..30).map(|i| (i, i, 4.0)).collect();
+        t.extend((1..30).map(|i| (i, 0, -1.0)));
+        t.extend((1..30).map(|i| (i - 1, i, -1.0)));
+        let a = Csr::from_triplets(30, t);
         let path = dir.0.join("a.mtx");
         write_matrix(&path, &a, false).unwrap();
         let small = dir.file(
