@@ -1,8 +1,8 @@
 //! Reading a Matrix Market file: the whole matrix (`read_matrix`, one pass) against one rank's
 //! row block of four (`read_block`, two passes over the whole file). Writes a ~50 MB
-//! `general` file of the 3-D coefficient-jump operator (its values divided by 3, so that
-//! each is written with every digit, as a file from another tool has them), reads it three times each and prints the best rate in
-//! MB of file per second; the file is removed at the end.
+//! `general` file of the 3-D coefficient-jump operator (its values divided by 3, so that each
+//! is written with every digit, as a file from another tool has them), reads it three times
+//! each way and prints the best rate in MB of file per second; the file is removed at the end.
 //!
 //! `cargo bench -p jacobi --bench mtx_read`
 
