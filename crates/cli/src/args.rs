@@ -190,6 +190,18 @@ pub(crate) struct RunArgs {
     /// The problem.
     #[arg(long, value_parser = problem_parser(), default_value = "laplace")]
     problem: Problem,
+    /// Solve the sparse system in this Matrix Market file instead of the grid's problem
+    /// (`coordinate real|integer general|symmetric|skew-symmetric`), from x = 0, until
+    /// ‖b − A x‖₂/‖b‖₂ < TOL. Every rank reads it and keeps a contiguous block of rows,
+    /// balanced by nonzeros. --solver jacobi (any variant) and multisplit (--inner cg or
+    /// jacobi); CG and multisplitting's inner CG need a symmetric matrix, Jacobi a nonzero
+    /// diagonal.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["local", "global", "grid", "offset", "problem"])]
+    pub(crate) matrix: Option<PathBuf>,
+    /// With --matrix: the right-hand side b, a Matrix Market `array real` vector or n × 1
+    /// `coordinate` matrix (default: b = A·1, whose solution is 1).
+    #[arg(long, value_name = "FILE", requires = "matrix")]
+    pub(crate) rhs: Option<PathBuf>,
     /// Interior points per rank: N or NX,NY,NZ (default 50, weak scaling).
     #[arg(long, value_parser = parse_dims, conflicts_with = "global")]
     local: Option<Dims>,
@@ -435,6 +447,9 @@ impl RunArgs {
                 }
                 .into());
             }
+        }
+        if self.matrix.is_some() {
+            return Ok(()); // the grid is not made; the matrix's reader checks its memory
         }
         let need = match self.backend.info().shared_memory {
             false => cfg.memory_need(plan),

@@ -20,6 +20,7 @@ mod args;
 mod dht;
 mod error;
 mod launch;
+mod matrix;
 mod output;
 mod plots;
 #[cfg(feature = "mpi")]

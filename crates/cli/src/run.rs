@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::launch::{on_launched_rank, Placement, RankWork};
 #[cfg(any(feature = "mpi", feature = "shmem"))]
 use crate::launch::{Launched, Rank};
+use crate::matrix::{self, Loaded};
 use crate::output::{write_atomically, Csv};
 use crate::progress::RunProgress;
 use crate::saved::{self, ConfigExt};
@@ -33,22 +34,37 @@ fn exit_code(converged: bool) -> ExitCode {
 /// Run on one rank of any backend (collective) over the decomposition `plan` (computed once,
 /// before the run) and report from rank 0. Rank 0 shows the progress line (unless
 /// `--quiet`); the library itself prints nothing.
+///
+/// With `--matrix`, `matrix` holds this rank's block of the system (the plan is not read).
 fn run_on<C: Context>(
     ctx: &mut C,
     cfg: &Config,
     plan: &Plan,
     args: &RunArgs,
+    matrix: Option<&Loaded>,
 ) -> Result<ExitCode, Error> {
+    // The matrix's flags over every block, and the report's config (collective).
+    let matrix = match matrix {
+        Some(l) => Some((l.block(ctx.rank()), l.settle(ctx, args, cfg)?)),
+        None => None,
+    };
     let progress = (ctx.rank() == 0 && !args.quiet).then(|| RunProgress::start(cfg));
-    let rec = jacobi::solve_with(ctx, cfg, plan, progress.as_ref().map(RunProgress::hook));
+    let hook = progress.as_ref().map(RunProgress::hook);
+    let rec = match &matrix {
+        None => jacobi::solve_with(ctx, cfg, plan, hook),
+        Some((sys, _)) => jacobi::solve_system(ctx, cfg, sys, hook),
+    };
     drop(progress); // the line is cleared before anything else is printed
     let rec = rec?;
     let converged = rec.converged;
     match jacobi::gather_records(ctx, &rec)? {
-        Some(records) => finish(
-            Report::new(args.run_config(cfg, ctx.size(), plan), records),
-            args,
-        ),
+        Some(records) => {
+            let config = match matrix {
+                Some((_, rc)) => rc,
+                None => args.run_config(cfg, ctx.size(), plan),
+            };
+            finish(Report::new(config, records), args)
+        }
         None => Ok(exit_code(converged)),
     }
 }
@@ -59,6 +75,13 @@ pub(crate) fn run(args: &RunArgs) -> Result<ExitCode, Error> {
     let info = args.backend.info();
     let here = Placement::here();
     one_process_job(&here, "run", args.backend).map_err(|e| here.before_start(e))?;
+    if let (Some(_), true) = (&args.matrix, info.shared_memory) {
+        return Err(Error::Invalid(format!(
+            "--matrix runs over channels: {} runs the grid's problem only (use --backend \
+             threads, mpi or shmem)",
+            info.flag
+        )));
+    }
     match (info.launcher, info.shared_memory) {
         (Some(launcher), _) => on_launched_rank(launcher, Launch(args)),
         (None, true) => run_shared(args),
@@ -91,11 +114,15 @@ pub(crate) fn one_process_job(
 fn run_threads(args: &RunArgs) -> Result<ExitCode, Error> {
     // Validate once before starting threads, so bad input gives one message.
     let (cfg, plan) = args.check()?;
+    let n = args.threads.unwrap_or(1);
+    // A matrix is read once here (one process: one copy), each rank's block cut from it.
+    let system = match args.matrix {
+        Some(_) => Some(matrix::load_all(args, &cfg, n)?),
+        None => None,
+    };
     // One rank per CPU when they fit (unpinned busy-polling ranks can share a core).
-    let world = World::new(args.threads.unwrap_or(1))
-        .map_err(|_| ConfigError::NoRanks)?
-        .pinned();
-    let outcomes = world.run(|ctx| run_on(ctx, &cfg, &plan, args));
+    let world = World::new(n).map_err(|_| ConfigError::NoRanks)?.pinned();
+    let outcomes = world.run(|ctx| run_on(ctx, &cfg, &plan, args, system.as_ref()));
     // Every rank's result; the first error, else rank 0's exit code.
     let codes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
     codes.into_iter().next().ok_or(ConfigError::NoRanks.into())
@@ -132,7 +159,7 @@ impl RankWork for Launch<'_> {
         if let Ok(kind) = args.reduction() {
             rank.ctx().use_reduction(kind);
         }
-        let size = rank.size();
+        let (size, me) = (rank.size(), rank.rank());
         let here = Placement::here().local_size.unwrap_or(1);
         let checked = job_matches::<C>(args, size)
             .and_then(|()| args.reduction().map_err(Error::from))
@@ -142,9 +169,17 @@ impl RankWork for Launch<'_> {
             .and_then(|checked| match rank.rank() {
                 0 => check_output(args).map(|()| checked),
                 _ => Ok(checked),
+            })
+            // Every rank reads the matrix and checks it alike: a bad file is refused on
+            // every rank, with the same message, before the run.
+            .and_then(|(cfg, plan)| match args.matrix {
+                Some(_) => {
+                    matrix::load_rank(args, &cfg, size, me, here).map(|l| (cfg, plan, Some(l)))
+                }
+                None => Ok((cfg, plan, None)),
             });
-        let (mut rank, (cfg, plan)) = rank.agree(checked)?;
-        let code = run_on(rank.ctx(), &cfg, &plan, args);
+        let (mut rank, (cfg, plan, loaded)) = rank.agree(checked)?;
+        let code = run_on(rank.ctx(), &cfg, &plan, args, loaded.as_ref());
         let code = rank.or_abort(code);
         rank.stop()?;
         Ok(code)

@@ -13,27 +13,10 @@ pub struct Csr {
 
 impl Csr {
     /// Build from `(row, col, value)` triplets (0-based, every index below `n`, which the
-    /// caller has checked): sorted by row then column, duplicates summed. Entries that sum to
-    /// zero stay (they are part of the pattern).
-    pub fn from_triplets(n: usize, mut t: Vec<(u32, u32, f64)>) -> Csr {
-        t.sort_unstable_by_key(|&(r, c, _)| (r, c));
-        let mut ptr = vec![0usize; n + 1];
-        let mut cols = Vec::with_capacity(t.len());
-        let mut vals: Vec<f64> = Vec::with_capacity(t.len());
-        let mut last: Option<(u32, u32)> = None;
-        for (r, c, v) in t {
-            if last == Some((r, c)) {
-                *vals.last_mut().expect("an entry before its duplicate") += v;
-                continue;
-            }
-            last = Some((r, c));
-            ptr[r as usize + 1] += 1;
-            cols.push(c);
-            vals.push(v);
-        }
-        for i in 0..n {
-            ptr[i + 1] += ptr[i];
-        }
+    /// caller has checked): sorted by row then column, duplicates summed in the order given.
+    /// Entries that sum to zero stay (they are part of the pattern).
+    pub fn from_triplets(n: usize, t: Vec<(u32, u32, f64)>) -> Csr {
+        let (ptr, cols, vals) = compress(n, t);
         Csr { n, ptr, cols, vals }
     }
 
@@ -123,6 +106,36 @@ impl Csr {
                 .sum();
         }
     }
+}
+
+/// Rows `0..rows` in compressed form from `(row, col, value)` triplets (every row below
+/// `rows`): the row pointers, then the columns and values of each row sorted by column,
+/// duplicates summed in the order they come (the sort is stable: a subset of the triplets in
+/// the same order sums to the same bits), entries that sum to zero kept (they are part of the
+/// pattern).
+pub(super) fn compress(
+    rows: usize,
+    mut t: Vec<(u32, u32, f64)>,
+) -> (Vec<usize>, Vec<u32>, Vec<f64>) {
+    t.sort_by_key(|&(r, c, _)| (r, c));
+    let mut ptr = vec![0usize; rows + 1];
+    let mut cols = Vec::with_capacity(t.len());
+    let mut vals: Vec<f64> = Vec::with_capacity(t.len());
+    let mut last: Option<(u32, u32)> = None;
+    for (r, c, v) in t {
+        if last == Some((r, c)) {
+            *vals.last_mut().expect("an entry before its duplicate") += v;
+            continue;
+        }
+        last = Some((r, c));
+        ptr[r as usize + 1] += 1;
+        cols.push(c);
+        vals.push(v);
+    }
+    for i in 0..rows {
+        ptr[i + 1] += ptr[i];
+    }
+    (ptr, cols, vals)
 }
 
 /// Split `ptr` (a CSR matrix's row pointers) into `p` contiguous row blocks of about equal

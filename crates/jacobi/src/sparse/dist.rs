@@ -30,7 +30,7 @@ pub struct Link {
 }
 
 /// One rank's rows of a distributed sparse matrix.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RowBlock {
     /// The first global row.
     first: usize,
@@ -59,32 +59,62 @@ impl RowBlock {
     /// matrix (generated, or read by each).
     pub fn from_global(a: &Csr, bounds: &[usize], rank: usize) -> RowBlock {
         let (first, end) = (bounds[rank], bounds[rank + 1]);
+        let own = |c: usize| (first..end).contains(&c);
+        let base = a.row_ptr()[first];
+        let ptr = a.row_ptr()[first..=end].iter().map(|&k| k - base).collect();
+        let (mut cols, mut vals) = (Vec::new(), Vec::new());
+        for i in first..end {
+            let (c, v) = a.row(i);
+            cols.extend_from_slice(c);
+            vals.extend_from_slice(v);
+        }
+        // Every other rank's entries in this block's columns.
+        let needed = (0..a.n()).filter(|&i| !own(i)).flat_map(|i| {
+            a.row(i)
+                .0
+                .iter()
+                .map(|&c| c as usize)
+                .filter(|&c| own(c))
+                .map(move |c| (i, c))
+        });
+        RowBlock::from_rows(bounds, rank, ptr, cols, vals, needed)
+    }
+
+    /// Rank `rank`'s block from its own rows alone: `ptr`, `cols` and `vals` hold rows
+    /// `bounds[rank]..bounds[rank + 1]` in compressed form with **global** columns, each row
+    /// sorted by column without duplicates; `needed` yields `(row, col)` for every entry of
+    /// another rank's rows in this block's columns (in any order, repeats allowed): what the
+    /// block sends. [`RowBlock::from_global`] is this with both taken from the whole matrix.
+    pub(super) fn from_rows(
+        bounds: &[usize],
+        rank: usize,
+        ptr: Vec<usize>,
+        mut cols: Vec<u32>,
+        vals: Vec<f64>,
+        needed: impl IntoIterator<Item = (usize, usize)>,
+    ) -> RowBlock {
+        let (first, end) = (bounds[rank], bounds[rank + 1]);
         let rows = end - first;
+        debug_assert_eq!(ptr.len(), rows + 1);
+        debug_assert_eq!(ptr[rows], cols.len());
         let own = |c: usize| (first..end).contains(&c);
         // The ghosts: every column outside the block that its rows reference, by owner then
         // column (owners are contiguous ranges of columns, so sorting by column does both).
-        let mut ghosts: Vec<usize> = (first..end)
-            .flat_map(|i| a.row(i).0.iter().map(|&c| c as usize))
+        let mut ghosts: Vec<usize> = cols
+            .iter()
+            .map(|&c| c as usize)
             .filter(|&c| !own(c))
             .collect();
         ghosts.sort_unstable();
         ghosts.dedup();
-        let slot = |c: usize| -> u32 {
-            if own(c) {
-                (c - first) as u32
+        for c in cols.iter_mut() {
+            let g = *c as usize;
+            *c = if own(g) {
+                (g - first) as u32
             } else {
-                let g = ghosts.binary_search(&c).expect("every ghost was collected");
-                (rows + g) as u32
-            }
-        };
-        let mut ptr = Vec::with_capacity(rows + 1);
-        ptr.push(0);
-        let (mut cols, mut vals) = (Vec::new(), Vec::new());
-        for i in first..end {
-            let (c, v) = a.row(i);
-            cols.extend(c.iter().map(|&c| slot(c as usize)));
-            vals.extend_from_slice(v);
-            ptr.push(cols.len());
+                let k = ghosts.binary_search(&g).expect("every ghost was collected");
+                (rows + k) as u32
+            };
         }
         let mut recv: Vec<Link> = Vec::new();
         for (g, &c) in ghosts.iter().enumerate() {
@@ -101,20 +131,17 @@ impl RowBlock {
                 .push((rows + g) as u32);
         }
         // What each other rank's rows reference of this block, in increasing column order.
+        let mut want: Vec<Vec<u32>> = vec![Vec::new(); bounds.len() - 1];
+        for (i, c) in needed {
+            debug_assert!(!own(i) && own(c), "({i}, {c}) is not another rank's need");
+            want[owner(bounds, i)].push((c - first) as u32);
+        }
         let mut send = Vec::new();
-        for peer in (0..bounds.len() - 1).filter(|&q| q != rank) {
-            let mut want: Vec<u32> = (bounds[peer]..bounds[peer + 1])
-                .flat_map(|i| a.row(i).0.iter().map(|&c| c as usize))
-                .filter(|&c| own(c))
-                .map(|c| (c - first) as u32)
-                .collect();
-            want.sort_unstable();
-            want.dedup();
-            if !want.is_empty() {
-                send.push(Link {
-                    peer,
-                    indices: want,
-                });
+        for (peer, mut indices) in want.into_iter().enumerate() {
+            indices.sort_unstable();
+            indices.dedup();
+            if !indices.is_empty() {
+                send.push(Link { peer, indices });
             }
         }
         RowBlock {
@@ -127,6 +154,43 @@ impl RowBlock {
             recv,
             send,
         }
+    }
+
+    /// The first global row of the block whose diagonal entry is zero or missing, if any
+    /// (Jacobi divides by it).
+    pub fn zero_diagonal(&self) -> Option<usize> {
+        (0..self.rows)
+            .find(|&i| self.diagonal(i) == 0.0)
+            .map(|i| self.first + i)
+    }
+
+    /// The block's part of [`Csr::diagonally_dominant`]: whether every row is weakly
+    /// dominant (`|a_ii| ≥ Σ_{j≠i} |a_ij|`), and whether one is strictly. The matrix is
+    /// dominant when every block's rows are weakly and one block has a strict row.
+    pub fn dominance(&self) -> (bool, bool) {
+        let (mut weak, mut strict) = (true, false);
+        for i in 0..self.rows {
+            let (cols, vals) = self.row(i);
+            let (mut diag, mut off) = (0.0f64, 0.0f64);
+            for (&c, &v) in cols.iter().zip(vals) {
+                if c as usize == i {
+                    diag += v.abs();
+                } else {
+                    off += v.abs();
+                }
+            }
+            strict |= diag > off;
+            weak &= diag >= off;
+        }
+        (weak, strict)
+    }
+
+    /// Row `i`'s diagonal entry (0 when not stored).
+    fn diagonal(&self, i: usize) -> f64 {
+        let (cols, vals) = self.row(i);
+        cols.iter()
+            .position(|&c| c as usize == i)
+            .map_or(0.0, |k| vals[k])
     }
 
     /// The first global row owned.

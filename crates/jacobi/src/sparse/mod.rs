@@ -9,6 +9,11 @@
 //!   not parse, a non-square matrix, an index out of range, a NaN or infinite value, fewer or
 //!   more entries than the size line says, a file whose matrix would not fit in the memory
 //!   given. Nothing is allocated from the size line before it is checked against that memory.
+//! * [`read_block`] reads the same files by row blocks: each rank passes over the file twice
+//!   and keeps its own rows (and the other ranks' entries in its columns, for its send lists
+//!   and its symmetry check), never the whole matrix, and refuses a bad file alike on every
+//!   rank without communicating; [`read_vector_block`] keeps one block of a vector.
+//!   [`write_matrix`] writes a `Csr` back out (tests and benchmarks).
 //! * [`Csr`] holds the rows sorted by column, duplicates summed (a file may list an entry more
 //!   than once; PETSc's and SciPy's readers add them too).
 //! * [`row_blocks`] splits the rows into `p` contiguous blocks of about equal nonzeros.
@@ -20,6 +25,7 @@
 //! * [`generate`] makes test and benchmark systems: the stencil's 7-point operator, an
 //!   anisotropic 2-D Laplacian, a 3-D coefficient jump, a non-symmetric convection–diffusion.
 
+mod block;
 mod csr;
 mod dist;
 pub mod generate;
@@ -28,6 +34,7 @@ mod mtx;
 pub(crate) mod operator;
 pub mod solve;
 
+pub use block::{read_block, BlockRead};
 pub use csr::{row_blocks, Csr};
 pub use dist::{Link, RowBlock};
-pub use mtx::{read_matrix, read_vector, MatrixError, MatrixKind};
+pub use mtx::{read_matrix, read_vector, read_vector_block, write_matrix, MatrixError, MatrixKind};

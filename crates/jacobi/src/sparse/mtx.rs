@@ -1,9 +1,12 @@
 //! Matrix Market files (NIST's exchange format, Boisvert, Pozo and Remington 1996): the
 //! header line, `%` comments, a size line, then one entry per line with 1-based indices.
+//!
+//! A file is read line by line into one reused buffer, each line split in place: nothing is
+//! allocated per line.
 
 use super::csr::Csr;
 use crate::memory::human_bytes;
-use std::io::BufRead;
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 /// What a matrix file stores of its matrix.
@@ -31,10 +34,12 @@ pub struct MatrixError {
 }
 
 /// Bytes held per stored entry while reading: the triplet (two u32 indices and the value),
-/// then its place in the CSR arrays (a u32 column and the value).
-const BYTES_PER_ENTRY: u64 = 16 + 12;
+/// then its place in the CSR arrays (a u32 column and the value). Sorting the triplets takes
+/// half a triplet more per entry, before the CSR arrays exist.
+pub(super) const BYTES_PER_ENTRY: u64 = 16 + 12;
 
-/// The lines of a file, numbered, comments and blank lines skipped.
+/// The lines of a file, numbered, comments and blank lines skipped, each read into the same
+/// buffer.
 struct Lines<R> {
     reader: R,
     path: PathBuf,
@@ -44,22 +49,26 @@ struct Lines<R> {
 
 impl<R: BufRead> Lines<R> {
     fn fail(&self, why: impl Into<String>) -> MatrixError {
+        self.fail_at(self.number, why)
+    }
+
+    fn fail_at(&self, line: usize, why: impl Into<String>) -> MatrixError {
         MatrixError {
             path: self.path.clone(),
-            line: Some(self.number),
+            line: Some(line),
             why: why.into(),
         }
     }
 
-    /// The next line (header and comments included), without its end; `None` at the end of
-    /// the file.
-    fn raw(&mut self) -> Result<Option<&str>, MatrixError> {
+    /// Read the next line (header and comments included) into the buffer; `false` at the end
+    /// of the file.
+    fn raw(&mut self) -> Result<bool, MatrixError> {
         self.buf.clear();
         match self.reader.read_line(&mut self.buf) {
-            Ok(0) => Ok(None),
+            Ok(0) => Ok(false),
             Ok(_) => {
                 self.number += 1;
-                Ok(Some(self.buf.trim_end_matches(['\n', '\r'])))
+                Ok(true)
             }
             Err(e) => {
                 self.number += 1;
@@ -71,16 +80,32 @@ impl<R: BufRead> Lines<R> {
         }
     }
 
-    /// The next line that is neither a comment nor blank.
-    fn data(&mut self) -> Result<Option<String>, MatrixError> {
-        loop {
-            match self.raw()? {
-                None => return Ok(None),
-                Some(l) if l.trim().is_empty() || l.trim_start().starts_with('%') => continue,
-                Some(l) => return Ok(Some(l.to_string())),
+    /// The line last read, without its end.
+    fn line(&self) -> &str {
+        self.buf.trim_end_matches(['\n', '\r'])
+    }
+
+    /// Read the next line that is neither a comment nor blank; `false` at the end of the file.
+    fn data(&mut self) -> Result<bool, MatrixError> {
+        while self.raw()? {
+            let l = self.line().trim_start();
+            if !l.is_empty() && !l.starts_with('%') {
+                return Ok(true);
             }
         }
+        Ok(false)
     }
+}
+
+/// The `K` words of `line` separated by ASCII whitespace (the format's: splitting on every
+/// Unicode space took 30 % of reading a file), or `None` when it has more or fewer.
+fn words<const K: usize>(line: &str) -> Option<[&str; K]> {
+    let mut it = line.split_ascii_whitespace();
+    let mut w = [""; K];
+    for x in &mut w {
+        *x = it.next()?;
+    }
+    it.next().is_none().then_some(w)
 }
 
 /// The header's words: object, format, field, symmetry (lower case).
@@ -104,7 +129,7 @@ fn open(path: &Path) -> Result<Lines<std::io::BufReader<std::fs::File>>, MatrixE
         });
     }
     Ok(Lines {
-        reader: std::io::BufReader::new(file),
+        reader: std::io::BufReader::with_capacity(1 << 16, file),
         path: path.to_path_buf(),
         number: 0,
         buf: String::new(),
@@ -112,9 +137,10 @@ fn open(path: &Path) -> Result<Lines<std::io::BufReader<std::fs::File>>, MatrixE
 }
 
 fn header<R: BufRead>(lines: &mut Lines<R>) -> Result<Header, MatrixError> {
-    let Some(first) = lines.raw()?.map(str::to_string) else {
+    if !lines.raw()? {
         return Err(lines.fail("empty file: no %%MatrixMarket header"));
-    };
+    }
+    let first = lines.line();
     let words: Vec<String> = first.split_whitespace().map(str::to_lowercase).collect();
     if words.first().map(String::as_str) != Some("%%matrixmarket") {
         return Err(
@@ -148,144 +174,258 @@ fn value<R: BufRead>(lines: &Lines<R>, word: &str) -> Result<f64, MatrixError> {
     }
 }
 
-/// Refuse `need` bytes past `memory`.
-fn fits<R: BufRead>(lines: &Lines<R>, need: u64, memory: u64) -> Result<(), MatrixError> {
-    if need > memory {
-        return Err(lines.fail(format!(
-            "holding it needs about {}, more than the {} available",
-            human_bytes(need),
-            human_bytes(memory)
-        )));
+/// A matrix file read up to its entries: the header and the size line checked, the entries
+/// still to come. [`read_matrix`] reads them once into a [`Csr`]; [`super::read_block`]
+/// reads them twice, counting then keeping one rank's share. Both check the same things, so
+/// they refuse the same files with the same error.
+pub(super) struct Entries {
+    lines: Lines<std::io::BufReader<std::fs::File>>,
+    /// What the file stores.
+    pub kind: MatrixKind,
+    /// The symmetry word as the header gives it (for messages).
+    symmetry: String,
+    /// The order (rows = columns), from 1 to `u32::MAX`.
+    pub n: u64,
+    /// The entries the size line announces (stored, before expanding a symmetric kind).
+    pub nnz: u64,
+    /// The size line's number.
+    pub size_line: usize,
+}
+
+impl Entries {
+    /// Open a `coordinate real|integer general|symmetric|skew-symmetric` square matrix file
+    /// and read it up to its first entry.
+    pub fn open(path: &Path) -> Result<Entries, MatrixError> {
+        let mut lines = open(path)?;
+        let h = header(&mut lines)?;
+        match h.format.as_str() {
+            "coordinate" => {}
+            "array" => {
+                return Err(
+                    lines.fail("an `array` (dense) matrix: give the matrix in `coordinate` format")
+                )
+            }
+            f => return Err(lines.fail(format!("unknown format `{f}` (coordinate or array)"))),
+        }
+        match h.field.as_str() {
+            "real" | "integer" | "double" => {}
+            "pattern" => {
+                return Err(lines
+                    .fail("a `pattern` matrix has no values: a real or integer matrix is needed"))
+            }
+            "complex" => return Err(lines.fail("a `complex` matrix: aiac solves real systems")),
+            f => return Err(lines.fail(format!("unknown field `{f}` (real or integer)"))),
+        }
+        let kind = match h.symmetry.as_str() {
+            "general" => MatrixKind::General,
+            "symmetric" => MatrixKind::Symmetric,
+            "skew-symmetric" => MatrixKind::SkewSymmetric,
+            "hermitian" => return Err(lines.fail("a `hermitian` matrix: aiac solves real systems")),
+            s => {
+                return Err(lines.fail(format!(
+                    "unknown symmetry `{s}` (general, symmetric or skew-symmetric)"
+                )))
+            }
+        };
+        if !lines.data()? {
+            return Err(lines.fail("truncated: no size line after the header"));
+        }
+        let size = lines.line();
+        let Some([m, n, nnz]) = words::<3>(size) else {
+            return Err(lines.fail(format!(
+                "the size line must be `ROWS COLUMNS ENTRIES`, got `{size}`"
+            )));
+        };
+        let (m, n, nnz) = (
+            count(&lines, m, "the row count")?,
+            count(&lines, n, "the column count")?,
+            count(&lines, nnz, "the entry count")?,
+        );
+        if m != n {
+            return Err(lines.fail(format!("the matrix is {m} × {n}: not square")));
+        }
+        if n == 0 || n > u64::from(u32::MAX) {
+            return Err(lines.fail(format!(
+                "the order {n} is outside 1 to {} (columns are 32-bit)",
+                u32::MAX
+            )));
+        }
+        Ok(Entries {
+            size_line: lines.number,
+            lines,
+            kind,
+            symmetry: h.symmetry,
+            n,
+            nnz,
+        })
     }
-    Ok(())
+
+    /// The most entries the whole matrix can have once expanded: a symmetric file stores one
+    /// triangle, up to twice its entries.
+    pub fn expanded_bound(&self) -> u64 {
+        match self.kind {
+            MatrixKind::General => self.nnz,
+            _ => self.nnz.saturating_mul(2),
+        }
+    }
+
+    /// An error on the size line.
+    pub fn fail_at_size(&self, why: impl Into<String>) -> MatrixError {
+        self.lines.fail_at(self.size_line, why)
+    }
+
+    /// Refuse `need` bytes past `memory`, naming the size line and the figures (`what` says
+    /// what needs them).
+    pub fn fits(&self, what: &str, need: u64, memory: u64) -> Result<(), MatrixError> {
+        if need > memory {
+            return Err(self.fail_at_size(format!(
+                "{what} needs about {}, more than the {} available",
+                human_bytes(need),
+                human_bytes(memory)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Read every entry, checking each, and give each entry of the expanded matrix to `f` as
+    /// `(row, column, value)`, 0-based, in the file's order (a symmetric kind's mirror image
+    /// right after its entry); then check that nothing follows the last entry.
+    pub fn for_each(mut self, mut f: impl FnMut(u32, u32, f64)) -> Result<(), MatrixError> {
+        let (n, nnz, size_line, kind) = (self.n, self.nnz, self.size_line, self.kind);
+        let skew = kind == MatrixKind::SkewSymmetric;
+        for k in 0..nnz {
+            if !self.lines.data()? {
+                return Err(self.lines.fail(format!(
+                    "truncated: line {size_line} announces {nnz} entries, the file ends after {k}"
+                )));
+            }
+            let lines = &self.lines;
+            let entry = lines.line();
+            let Some([wi, wj, wv]) = words::<3>(entry) else {
+                return Err(lines.fail(format!(
+                    "an entry must be `ROW COLUMN VALUE`, got `{entry}`"
+                )));
+            };
+            let (i, j) = (
+                count(lines, wi, "the row")?,
+                count(lines, wj, "the column")?,
+            );
+            for (what, x) in [("row", i), ("column", j)] {
+                if x == 0 || x > n {
+                    return Err(lines.fail(format!("the {what} {x} is outside 1 to {n}")));
+                }
+            }
+            let v = value(lines, wv)?;
+            let (r, c) = ((i - 1) as u32, (j - 1) as u32);
+            match kind {
+                MatrixKind::General => f(r, c, v),
+                MatrixKind::Symmetric | MatrixKind::SkewSymmetric => {
+                    if i < j || (skew && i == j) {
+                        return Err(lines.fail(format!(
+                            "entry ({i}, {j}) is not in the {}lower triangle a {} file stores",
+                            if skew { "strict " } else { "" },
+                            self.symmetry
+                        )));
+                    }
+                    f(r, c, v);
+                    if r != c {
+                        f(c, r, if skew { -v } else { v });
+                    }
+                }
+            }
+        }
+        if self.lines.data()? {
+            return Err(self.lines.fail(format!(
+                "more entries than the {nnz} line {size_line} announces"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Read a square sparse matrix from a Matrix Market `coordinate` file of `real` or `integer`
 /// values, `general`, `symmetric` or `skew-symmetric` (expanded to the whole matrix), within
 /// `memory` bytes.
 pub fn read_matrix(path: &Path, memory: u64) -> Result<(Csr, MatrixKind), MatrixError> {
-    let mut lines = open(path)?;
-    let h = header(&mut lines)?;
-    match h.format.as_str() {
-        "coordinate" => {}
-        "array" => {
-            return Err(
-                lines.fail("an `array` (dense) matrix: give the matrix in `coordinate` format")
-            )
-        }
-        f => return Err(lines.fail(format!("unknown format `{f}` (coordinate or array)"))),
-    }
-    match h.field.as_str() {
-        "real" | "integer" | "double" => {}
-        "pattern" => {
-            return Err(
-                lines.fail("a `pattern` matrix has no values: a real or integer matrix is needed")
-            )
-        }
-        "complex" => return Err(lines.fail("a `complex` matrix: aiac solves real systems")),
-        f => return Err(lines.fail(format!("unknown field `{f}` (real or integer)"))),
-    }
-    let kind = match h.symmetry.as_str() {
-        "general" => MatrixKind::General,
-        "symmetric" => MatrixKind::Symmetric,
-        "skew-symmetric" => MatrixKind::SkewSymmetric,
-        "hermitian" => return Err(lines.fail("a `hermitian` matrix: aiac solves real systems")),
-        s => {
-            return Err(lines.fail(format!(
-                "unknown symmetry `{s}` (general, symmetric or skew-symmetric)"
-            )))
-        }
-    };
-    let Some(size) = lines.data()? else {
-        return Err(lines.fail("truncated: no size line after the header"));
-    };
-    let w: Vec<&str> = size.split_whitespace().collect();
-    if w.len() != 3 {
-        return Err(lines.fail(format!(
-            "the size line must be `ROWS COLUMNS ENTRIES`, got `{size}`"
-        )));
-    }
-    let (m, n, nnz) = (
-        count(&lines, w[0], "the row count")?,
-        count(&lines, w[1], "the column count")?,
-        count(&lines, w[2], "the entry count")?,
-    );
-    if m != n {
-        return Err(lines.fail(format!("the matrix is {m} × {n}: not square")));
-    }
-    if n == 0 || n > u64::from(u32::MAX) {
-        return Err(lines.fail(format!(
-            "the order {n} is outside 1 to {} (columns are 32-bit)",
-            u32::MAX
-        )));
-    }
-    let size_line = lines.number;
-    // A symmetric file stores one triangle: up to twice its entries once expanded.
-    let stored = match kind {
-        MatrixKind::General => nnz,
-        _ => nnz.saturating_mul(2),
-    };
-    fits(
-        &lines,
+    let file = Entries::open(path)?;
+    let (n, kind, stored) = (file.n, file.kind, file.expanded_bound());
+    file.fits(
+        "holding it",
         stored
             .saturating_mul(BYTES_PER_ENTRY)
             .saturating_add((n + 1) * 8),
         memory,
     )?;
     let mut t: Vec<(u32, u32, f64)> = Vec::with_capacity(stored as usize);
-    for k in 0..nnz {
-        let Some(entry) = lines.data()? else {
-            return Err(lines.fail(format!(
-                "truncated: line {size_line} announces {nnz} entries, the file ends after {k}"
-            )));
-        };
-        let w: Vec<&str> = entry.split_whitespace().collect();
-        if w.len() != 3 {
-            return Err(lines.fail(format!(
-                "an entry must be `ROW COLUMN VALUE`, got `{entry}`"
-            )));
-        }
-        let (i, j) = (
-            count(&lines, w[0], "the row")?,
-            count(&lines, w[1], "the column")?,
-        );
-        for (what, x) in [("row", i), ("column", j)] {
-            if x == 0 || x > n {
-                return Err(lines.fail(format!("the {what} {x} is outside 1 to {n}")));
-            }
-        }
-        let v = value(&lines, w[2])?;
-        let (r, c) = ((i - 1) as u32, (j - 1) as u32);
-        match kind {
-            MatrixKind::General => t.push((r, c, v)),
-            MatrixKind::Symmetric | MatrixKind::SkewSymmetric => {
-                let skew = kind == MatrixKind::SkewSymmetric;
-                if i < j || (skew && i == j) {
-                    return Err(lines.fail(format!(
-                        "entry ({i}, {j}) is not in the {}lower triangle a {} file stores",
-                        if skew { "strict " } else { "" },
-                        h.symmetry
-                    )));
-                }
-                t.push((r, c, v));
-                if r != c {
-                    t.push((c, r, if skew { -v } else { v }));
-                }
-            }
-        }
-    }
-    if lines.data()?.is_some() {
-        return Err(lines.fail(format!(
-            "more entries than the {nnz} line {size_line} announces"
-        )));
-    }
+    file.for_each(|r, c, v| t.push((r, c, v)))?;
     Ok((Csr::from_triplets(n as usize, t), kind))
+}
+
+/// Write `a` as a Matrix Market `coordinate real` file: `general` (every entry), or
+/// `symmetric` (the lower triangle; `a` must be symmetric). Values are written in the
+/// shortest form that reads back to the same bits.
+pub fn write_matrix(path: &Path, a: &Csr, symmetric: bool) -> std::io::Result<()> {
+    if symmetric && !a.is_symmetric() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a symmetric file of a matrix that is not symmetric",
+        ));
+    }
+    let lower = |i: usize, c: u32| !symmetric || c as usize <= i;
+    let entries: usize = (0..a.n())
+        .map(|i| a.row(i).0.iter().filter(|&&c| lower(i, c)).count())
+        .sum();
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(
+        w,
+        "%%MatrixMarket matrix coordinate real {}",
+        if symmetric { "symmetric" } else { "general" }
+    )?;
+    writeln!(w, "{} {} {entries}", a.n(), a.n())?;
+    for i in 0..a.n() {
+        let (cols, vals) = a.row(i);
+        for (&c, &v) in cols.iter().zip(vals).filter(|(&c, _)| lower(i, c)) {
+            writeln!(w, "{} {} {v:e}", i + 1, c + 1)?;
+        }
+    }
+    w.flush()
 }
 
 /// Read a vector of `n` values (a right-hand side) from a Matrix Market file: `array` (one
 /// value per line, `n` rows and 1 column) or `coordinate` (an n × 1 `general` matrix, entries
 /// not listed are 0), real or integer.
 pub fn read_vector(path: &Path, n: usize) -> Result<Vec<f64>, MatrixError> {
+    let mut b = vec![0.0; n];
+    vector_entries(path, n, |i, v| b[i] += v)?;
+    Ok(b)
+}
+
+/// Entries `first..first + rows` of the vector [`read_vector`] reads: the whole file is
+/// checked (every rank refuses a bad file alike), only those entries are kept.
+pub fn read_vector_block(
+    path: &Path,
+    n: usize,
+    first: usize,
+    rows: usize,
+) -> Result<Vec<f64>, MatrixError> {
+    assert!(first + rows <= n, "rows {first}..{} of {n}", first + rows);
+    let mut b = vec![0.0; rows];
+    vector_entries(path, n, |i, v| {
+        if let Some(x) = i.checked_sub(first).and_then(|k| b.get_mut(k)) {
+            *x += v;
+        }
+    })?;
+    Ok(b)
+}
+
+/// Read a vector file of `n` values, checking every line, and give each entry to `add` as
+/// `(index, value)`, 0-based (an `array` file's entries once each, a `coordinate` file's as
+/// listed: repeats are summed by the caller).
+fn vector_entries(
+    path: &Path,
+    n: usize,
+    mut add: impl FnMut(usize, f64),
+) -> Result<(), MatrixError> {
     let mut lines = open(path)?;
     let h = header(&mut lines)?;
     if !matches!(h.field.as_str(), "real" | "integer" | "double") {
@@ -297,9 +437,10 @@ pub fn read_vector(path: &Path, n: usize) -> Result<Vec<f64>, MatrixError> {
     if h.symmetry != "general" {
         return Err(lines.fail(format!("a vector is `general`, not `{}`", h.symmetry)));
     }
-    let Some(size) = lines.data()? else {
+    if !lines.data()? {
         return Err(lines.fail("truncated: no size line after the header"));
-    };
+    }
+    let size = lines.line();
     let w: Vec<&str> = size.split_whitespace().collect();
     let coordinate = match h.format.as_str() {
         "array" if w.len() == 2 => false,
@@ -323,48 +464,47 @@ pub fn read_vector(path: &Path, n: usize) -> Result<Vec<f64>, MatrixError> {
     if m != n as u64 {
         return Err(lines.fail(format!("the vector has {m} rows, the matrix {n}")));
     }
-    let size_line = lines.number;
-    let mut b = vec![0.0; n];
     let entries = match coordinate {
         true => count(&lines, w[2], "the entry count")?,
         false => m,
     };
+    let size_line = lines.number;
     for k in 0..entries {
-        let Some(entry) = lines.data()? else {
+        if !lines.data()? {
             return Err(lines.fail(format!(
                 "truncated: line {size_line} announces {entries} entries, the file ends after {k}"
             )));
-        };
-        let w: Vec<&str> = entry.split_whitespace().collect();
+        }
+        let entry = lines.line();
         if coordinate {
-            if w.len() != 3 {
+            let Some([wi, wj, wv]) = words::<3>(entry) else {
                 return Err(lines.fail(format!("an entry must be `ROW 1 VALUE`, got `{entry}`")));
-            }
+            };
             let (i, j) = (
-                count(&lines, w[0], "the row")?,
-                count(&lines, w[1], "the column")?,
+                count(&lines, wi, "the row")?,
+                count(&lines, wj, "the column")?,
             );
             if i == 0 || i > m || j != 1 {
                 return Err(lines.fail(format!("entry ({i}, {j}) is outside {m} × 1")));
             }
-            b[(i - 1) as usize] += value(&lines, w[2])?;
+            add((i - 1) as usize, value(&lines, wv)?);
         } else {
-            if w.len() != 1 {
+            let Some([wv]) = words::<1>(entry) else {
                 return Err(lines.fail(format!("an `array` line holds one value, got `{entry}`")));
-            }
-            b[k as usize] = value(&lines, w[0])?;
+            };
+            add(k as usize, value(&lines, wv)?);
         }
     }
-    if lines.data()?.is_some() {
+    if lines.data()? {
         return Err(lines.fail(format!(
             "more entries than the {entries} line {size_line} announces"
         )));
     }
-    Ok(b)
+    Ok(())
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// A file holding `text`, removed when dropped.
@@ -434,71 +574,74 @@ mod tests {
         assert_eq!((s.get(1, 0), s.get(0, 1)), (3.5, -3.5));
     }
 
-    /// Every malformed file: an error naming the file, the line, and what is wrong.
-    #[test]
-    fn bad_files_name_the_line_and_the_fault() {
+    /// Every kind of malformed matrix file: its text, the line of the fault, and a phrase of
+    /// the error.
+    pub(in super::super) fn bad_matrix_files() -> Vec<(String, Option<usize>, &'static str)> {
         let h = "%%MatrixMarket matrix coordinate real general\n";
-        for (text, line, says) in [
-            ("", Some(0), "empty file"),
-            ("hello\n", Some(1), "not a Matrix Market file"),
+        vec![
+            ("".to_string(), Some(0), "empty file"),
+            ("hello\n".to_string(), Some(1), "not a Matrix Market file"),
             (
-                "%%MatrixMarket matrix coordinate\n",
+                "%%MatrixMarket matrix coordinate\n".to_string(),
                 Some(1),
                 "the header must be",
             ),
             (
-                "%%MatrixMarket matrix coordinate pattern general\n",
+                "%%MatrixMarket matrix coordinate pattern general\n".to_string(),
                 Some(1),
                 "pattern",
             ),
             (
-                "%%MatrixMarket matrix coordinate complex general\n",
+                "%%MatrixMarket matrix coordinate complex general\n".to_string(),
                 Some(1),
                 "complex",
             ),
             (
-                "%%MatrixMarket matrix coordinate real hermitian\n",
+                "%%MatrixMarket matrix coordinate real hermitian\n".to_string(),
                 Some(1),
                 "hermitian",
             ),
             (
-                "%%MatrixMarket matrix array real general\n",
+                "%%MatrixMarket matrix array real general\n".to_string(),
                 Some(1),
                 "dense",
             ),
-            (h, Some(1), "no size line"),
-            (&format!("{h}2 3 1\n1 1 1\n"), Some(2), "not square"),
-            (&format!("{h}2 x 1\n"), Some(2), "not a whole number"),
-            (&format!("{h}2 2\n"), Some(2), "ROWS COLUMNS ENTRIES"),
-            (&format!("{h}2 2 3\n1 1 1\n2 2 1\n"), Some(4), "truncated"),
+            (h.to_string(), Some(1), "no size line"),
+            (format!("{h}2 3 1\n1 1 1\n"), Some(2), "not square"),
+            (format!("{h}2 x 1\n"), Some(2), "not a whole number"),
+            (format!("{h}2 2\n"), Some(2), "ROWS COLUMNS ENTRIES"),
+            (format!("{h}2 2 3\n1 1 1\n2 2 1\n"), Some(4), "truncated"),
+            (format!("{h}2 2 1\n1 1 1\n2 2 1\n"), Some(4), "more entries"),
             (
-                &format!("{h}2 2 1\n1 1 1\n2 2 1\n"),
-                Some(4),
-                "more entries",
-            ),
-            (
-                &format!("{h}2 2 1\n3 1 1\n"),
+                format!("{h}2 2 1\n3 1 1\n"),
                 Some(3),
                 "the row 3 is outside 1 to 2",
             ),
-            (&format!("{h}2 2 1\n1 0 1\n"), Some(3), "the column 0"),
-            (&format!("{h}2 2 1\n1 1 nan\n"), Some(3), "not finite"),
-            (&format!("{h}2 2 1\n1 1 inf\n"), Some(3), "not finite"),
-            (&format!("{h}2 2 1\n1 1 1e999\n"), Some(3), "not finite"),
-            (&format!("{h}2 2 1\n1 1 one\n"), Some(3), "not a number"),
-            (&format!("{h}2 2 1\n1 1\n"), Some(3), "ROW COLUMN VALUE"),
+            (format!("{h}2 2 1\n1 0 1\n"), Some(3), "the column 0"),
+            (format!("{h}2 2 1\n1 1 nan\n"), Some(3), "not finite"),
+            (format!("{h}2 2 1\n1 1 inf\n"), Some(3), "not finite"),
+            (format!("{h}2 2 1\n1 1 1e999\n"), Some(3), "not finite"),
+            (format!("{h}2 2 1\n1 1 one\n"), Some(3), "not a number"),
+            (format!("{h}2 2 1\n1 1\n"), Some(3), "ROW COLUMN VALUE"),
             (
-                "%%MatrixMarket matrix coordinate real symmetric\n2 2 1\n1 2 1\n",
+                "%%MatrixMarket matrix coordinate real symmetric\n2 2 1\n1 2 1\n".to_string(),
                 Some(3),
                 "lower triangle",
             ),
             (
-                "%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n1 1 1\n",
+                "%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n1 1 1\n".to_string(),
                 Some(3),
                 "strict lower triangle",
             ),
-            (&format!("{h}0 0 0\n"), Some(2), "outside 1 to"),
-        ] {
+            (format!("{h}0 0 0\n"), Some(2), "outside 1 to"),
+        ]
+    }
+
+    /// Every malformed file: an error naming the file, the line, and what is wrong.
+    #[test]
+    fn bad_files_name_the_line_and_the_fault() {
+        for (text, line, says) in bad_matrix_files() {
+            let text = text.as_str();
             let e = matrix(text).expect_err(text);
             assert_eq!(e.line, line, "{text:?}: {e}");
             assert!(e.why.contains(says), "{text:?}: {e}");

@@ -1,0 +1,228 @@
+//! `aiac run --matrix FILE [--rhs FILE]`: the user's own sparse system, in contiguous row
+//! blocks balanced by nonzeros, one per rank, solved over the ghost channels
+//! ([`jacobi::solve_system`]).
+//!
+//! A launched rank (mpirun, oshrun) reads its own rows only ([`read_block`]: two passes over
+//! the file, the memory of its block); the threads backend reads the file once and cuts
+//! every rank's block from it. Either way every rank checks the file the same way, so a bad
+//! file is one error, naming the file and the line, before anything runs. What needs every
+//! block (is the matrix symmetric, diagonally dominant?) is settled by one all-reduce at
+//! the start of the run ([`Loaded::settle`]).
+
+use crate::args::{mem_available, RunArgs};
+use crate::error::Error;
+use chan_core::traits::*;
+use chan_core::ReduceOp;
+use jacobi::sparse::{
+    read_block, read_matrix, read_vector, read_vector_block, row_blocks, MatrixKind, RowBlock,
+};
+use jacobi::{Config, Inner, MatrixInfo, Method, RunConfig, SystemBlock};
+use std::path::Path;
+
+/// What this process read of the system: one block per rank it runs, and the system's
+/// description, its flags those of the rows read here until [`Loaded::settle`].
+pub(crate) struct Loaded {
+    /// The blocks of the ranks this process runs: every rank (threads), or its own.
+    blocks: Vec<SystemBlock>,
+    /// The first rank of `blocks`.
+    first_rank: usize,
+    info: MatrixInfo,
+    /// Over the rows read here: every row weakly diagonally dominant, one strictly.
+    dominance: (bool, bool),
+}
+
+impl Loaded {
+    /// Rank `rank`'s block.
+    pub(crate) fn block(&self, rank: usize) -> &SystemBlock {
+        &self.blocks[rank - self.first_rank]
+    }
+
+    /// Settle the flags over every rank (collective: one all-reduce), warn from rank 0 when
+    /// the matrix is not diagonally dominant (unless `quiet`), and return the report's
+    /// `config`.
+    pub(crate) fn settle<C: Context>(
+        &self,
+        ctx: &mut C,
+        args: &RunArgs,
+        cfg: &Config,
+    ) -> Result<RunConfig, Error> {
+        let (weak, strict) = self.dominance;
+        let mut v = [
+            f64::from(u8::from(!self.info.symmetric)),
+            f64::from(u8::from(!weak)),
+            f64::from(u8::from(strict)),
+        ];
+        ctx.all_reduce(&mut v, ReduceOp::Sum)
+            .map_err(jacobi::Error::from)?;
+        let mut info = self.info.clone();
+        info.symmetric = v[0] == 0.0;
+        info.diagonally_dominant = v[1] == 0.0 && v[2] > 0.0;
+        let blockwise = matches!(cfg.method, Method::Jacobi(_) | Method::Multisplit(_));
+        if ctx.rank() == 0 && !args.quiet && blockwise && !info.diagonally_dominant {
+            crate::error::say(&format!(
+                "aiac: warning: {} is not diagonally dominant (every row |a_ii| ≥ Σ|a_ij|, \
+                 one strictly): Jacobi and multisplitting may not converge, sync or async \
+                 (a run stops at --max-iters, or when its residual is no longer finite)",
+                info.file
+            ));
+        }
+        let reduction = args.reduction().unwrap_or_default();
+        Ok(RunConfig::of_matrix(
+            args.backend_name(),
+            cfg,
+            reduction,
+            info,
+        ))
+    }
+}
+
+/// A file's error, as the run's.
+fn bad(e: jacobi::sparse::MatrixError) -> Error {
+    Error::Invalid(e.to_string())
+}
+
+/// What the method asks of the matrix, checked on the rows `first..` of `blk` (global row
+/// numbers in the messages): a nonzero diagonal for Jacobi and multisplitting, symmetry
+/// for CG and multisplitting's inner CG.
+fn check(cfg: &Config, file: &str, blk: &RowBlock, symmetric: bool) -> Result<(), Error> {
+    let needs_diagonal = matches!(cfg.method, Method::Jacobi(_) | Method::Multisplit(_));
+    if let (true, Some(row)) = (needs_diagonal, blk.zero_diagonal()) {
+        return Err(Error::Invalid(format!(
+            "{file}: row {} has a zero diagonal entry: Jacobi divides by it (and \
+             multisplitting's block solve needs it); use --solver cg for a symmetric \
+             positive definite matrix, or reorder the system",
+            row + 1
+        )));
+    }
+    let needs_spd = match cfg.method {
+        Method::Krylov(_) => true,
+        Method::Multisplit(m) => m.inner.solver == Inner::Cg,
+        Method::Jacobi(_) => false,
+    };
+    if needs_spd && !symmetric {
+        return Err(Error::Invalid(format!(
+            "{file} is not symmetric (rows {} to {} differ from their columns), and {} needs \
+             a symmetric positive definite matrix: use --solver jacobi, or multisplit with \
+             --inner jacobi",
+            blk.first_row() + 1,
+            blk.first_row() + blk.rows(),
+            match cfg.method {
+                Method::Multisplit(_) => "multisplitting's inner CG",
+                _ => "CG",
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// `b = A·1` over the block's rows.
+fn ones_rhs(blk: &RowBlock) -> Vec<f64> {
+    let mut b = vec![0.0; blk.rows()];
+    blk.mul(&vec![1.0; blk.extended_len()], &mut b);
+    b
+}
+
+fn kind_name(kind: MatrixKind) -> &'static str {
+    match kind {
+        MatrixKind::General => "general",
+        MatrixKind::Symmetric => "symmetric",
+        MatrixKind::SkewSymmetric => "skew-symmetric",
+    }
+}
+
+fn paths(args: &RunArgs) -> (&Path, String) {
+    let path = args.matrix.as_deref().expect("a --matrix run");
+    (path, path.display().to_string())
+}
+
+/// The threads backend: read the whole system once and cut the `ranks` blocks from it.
+pub(crate) fn load_all(args: &RunArgs, cfg: &Config, ranks: usize) -> Result<Loaded, Error> {
+    cfg.validate_matrix()?;
+    let (path, file) = paths(args);
+    let (a, kind) = read_matrix(path, mem_available().unwrap_or(u64::MAX)).map_err(bad)?;
+    let n = a.n();
+    if ranks > n {
+        return Err(Error::Invalid(format!(
+            "{file}: the order {n} is less than the {ranks} ranks: every rank needs a row"
+        )));
+    }
+    let bounds = row_blocks(a.row_ptr(), ranks);
+    let symmetric = kind == MatrixKind::Symmetric || a.is_symmetric();
+    let (b, exact) = match &args.rhs {
+        Some(p) => (read_vector(p, n).map_err(bad)?, None),
+        None => {
+            let mut b = vec![0.0; n];
+            a.mul(&vec![1.0; n], &mut b);
+            (b, Some(1.0))
+        }
+    };
+    let mut blocks = Vec::with_capacity(ranks);
+    for r in 0..ranks {
+        let block = RowBlock::from_global(&a, &bounds, r);
+        check(cfg, &file, &block, symmetric)?;
+        blocks.push(SystemBlock {
+            b: b[bounds[r]..bounds[r + 1]].to_vec(),
+            block,
+            exact,
+        });
+    }
+    let dominant = a.diagonally_dominant();
+    Ok(Loaded {
+        blocks,
+        first_rank: 0,
+        info: MatrixInfo {
+            file,
+            rhs: args.rhs.as_ref().map(|p| p.display().to_string()),
+            n,
+            nnz: a.nnz() as u64,
+            kind: kind_name(kind).to_string(),
+            symmetric,
+            diagonally_dominant: dominant,
+            row_bounds: bounds,
+        },
+        dominance: (dominant, dominant),
+    })
+}
+
+/// A launched rank: read rank `rank`'s rows of `ranks`, within this machine's available
+/// memory over the `ranks_here` ranks that read on it.
+pub(crate) fn load_rank(
+    args: &RunArgs,
+    cfg: &Config,
+    ranks: usize,
+    rank: usize,
+    ranks_here: usize,
+) -> Result<Loaded, Error> {
+    cfg.validate_matrix()?;
+    let (path, file) = paths(args);
+    let memory = mem_available().unwrap_or(u64::MAX) / ranks_here.max(1) as u64;
+    let read = read_block(path, memory, ranks, rank).map_err(bad)?;
+    check(cfg, &file, &read.block, read.symmetric)?;
+    let (first, rows) = (read.block.first_row(), read.block.rows());
+    let (b, exact) = match &args.rhs {
+        Some(p) => (
+            read_vector_block(p, read.n, first, rows).map_err(bad)?,
+            None,
+        ),
+        None => (ones_rhs(&read.block), Some(1.0)),
+    };
+    Ok(Loaded {
+        info: MatrixInfo {
+            file,
+            rhs: args.rhs.as_ref().map(|p| p.display().to_string()),
+            n: read.n,
+            nnz: read.nnz,
+            kind: kind_name(read.kind).to_string(),
+            symmetric: read.symmetric,
+            diagonally_dominant: false, // settled over every rank
+            row_bounds: read.bounds,
+        },
+        dominance: read.dominance,
+        blocks: vec![SystemBlock {
+            block: read.block,
+            b,
+            exact,
+        }],
+        first_rank: rank,
+    })
+}
