@@ -268,6 +268,15 @@ pub(crate) struct RunArgs {
     /// How many times slower: from 1 to 1000 (default 2).
     #[arg(long, requires = "slow_rank", allow_hyphen_values = true, value_parser = parse_slowdown)]
     slowdown: Option<f64>,
+    /// With --matrix: write the solution x to FILE as a Matrix Market `array real general`
+    /// vector (17 significant digits: the values read back to the same bits).
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Output",
+        requires = "matrix"
+    )]
+    pub(crate) solution: Option<PathBuf>,
     /// Write the whole report as JSON to FILE (schema aiac.run/3, docs/json-schema.md).
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(crate) json: Option<PathBuf>,
@@ -480,6 +489,7 @@ fn outputs(args: &RunArgs) -> Vec<(&'static str, &Path)> {
         ("--json", &args.json),
         ("--csv", &args.csv),
         ("--history", &args.history),
+        ("--solution", &args.solution),
     ]
     .into_iter()
     .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))

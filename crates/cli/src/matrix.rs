@@ -62,7 +62,7 @@ impl Loaded {
             crate::error::say(&format!(
                 "aiac: warning: {} is not diagonally dominant (every row |a_ii| ≥ Σ|a_ij|, \
                  one strictly): Jacobi and multisplitting may not converge, sync or async \
-                 (a run stops at --max-iters, or when its residual is no longer finite)",
+                 (a run stops at --max-iters, or once its residual grows past 1e20 of its start)",
                 info.file
             ));
         }
@@ -225,4 +225,18 @@ pub(crate) fn load_rank(
         }],
         first_rank: rank,
     })
+}
+
+/// `--solution`: x as a Matrix Market `array real general` vector, 17 significant digits
+/// (every f64 reads back to its bits).
+pub(crate) fn solution_text(x: &[f64]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(32 + 25 * x.len());
+    s.push_str("%%MatrixMarket matrix array real general\n");
+    s.push_str("% the solution x of aiac run --matrix\n");
+    let _ = writeln!(s, "{} 1", x.len());
+    for v in x {
+        let _ = writeln!(s, "{v:.16e}");
+    }
+    s
 }

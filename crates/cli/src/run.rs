@@ -51,19 +51,34 @@ fn run_on<C: Context>(
     let progress = (ctx.rank() == 0 && !args.quiet).then(|| RunProgress::start(cfg));
     let hook = progress.as_ref().map(RunProgress::hook);
     let rec = match &matrix {
-        None => jacobi::solve_with(ctx, cfg, plan, hook),
+        None => jacobi::solve_with(ctx, cfg, plan, hook).map(|r| (r, Vec::new())),
         Some((sys, _)) => jacobi::solve_system(ctx, cfg, sys, hook),
     };
     drop(progress); // the line is cleared before anything else is printed
-    let rec = rec?;
+    let (rec, x) = rec?;
     let converged = rec.converged;
+    // --solution: every rank's rows to rank 0, in rank order (the row blocks' order).
+    let solution = match args.solution {
+        Some(_) => {
+            let bits: Vec<u64> = x.iter().map(|v| v.to_bits()).collect();
+            ctx.gather_v(&bits, 0)
+                .map_err(jacobi::Error::from)?
+                .map(|all| {
+                    all.flat()
+                        .iter()
+                        .map(|&b| f64::from_bits(b))
+                        .collect::<Vec<f64>>()
+                })
+        }
+        None => None,
+    };
     match jacobi::gather_records(ctx, &rec)? {
         Some(records) => {
             let config = match matrix {
                 Some((_, rc)) => rc,
                 None => args.run_config(cfg, ctx.size(), plan),
             };
-            finish(Report::new(config, records), args)
+            finish(Report::new(config, records), args, solution.as_deref())
         }
         None => Ok(exit_code(converged)),
     }
@@ -138,6 +153,7 @@ fn run_shared(args: &RunArgs) -> Result<ExitCode, Error> {
     finish(
         Report::new(args.run_config(&cfg, threads, &plan), records?),
         args,
+        None,
     )
 }
 
@@ -209,7 +225,7 @@ fn job_matches<C: Launched>(args: &RunArgs, size: usize) -> Result<(), Error> {
 
 /// Rank 0: the files, the table, the exit code. Every file is made from the one typed report
 /// (the value `aiac report` reads back), each written atomically; the table is printed last.
-fn finish(report: Report, args: &RunArgs) -> Result<ExitCode, Error> {
+fn finish(report: Report, args: &RunArgs, solution: Option<&[f64]>) -> Result<ExitCode, Error> {
     let out_err = |flag: &'static str, path: &Path, e: &dyn std::fmt::Display| Error::Output {
         flag,
         path: path.to_path_buf(),
@@ -230,6 +246,10 @@ fn finish(report: Report, args: &RunArgs) -> Result<ExitCode, Error> {
             write_atomically(path, history_csv(&report).as_bytes())
                 .map_err(|e| out_err("--history", path, &e))?;
         }
+    }
+    if let (Some(path), Some(x)) = (&args.solution, solution) {
+        write_atomically(path, matrix::solution_text(x).as_bytes())
+            .map_err(|e| out_err("--solution", path, &e))?;
     }
     if !args.quiet {
         print!("{}", report.table());

@@ -171,16 +171,18 @@ pub struct SystemBlock {
 /// cg-overlap, pipecg, with or without the Jacobi preconditioner) over the block as their
 /// operator. [`Config::validate_matrix`] says
 /// which settings apply to a matrix.
+///
+/// Returns this rank's record and its part of the final iterate x (its rows).
 pub fn solve_system<C: Context>(
     ctx: &mut C,
     cfg: &Config,
     sys: &SystemBlock,
     progress: Option<&dyn Progress>,
-) -> Result<RankRecord, Error> {
-    solve_system_rank(ctx, cfg, sys, progress).map(|(r, _)| r)
+) -> Result<(RankRecord, Vec<f64>), Error> {
+    solve_system_rank(ctx, cfg, sys, progress)
 }
 
-/// As [`solve_system`], also returning this rank's part of the final iterate.
+/// [`solve_system`].
 pub(crate) fn solve_system_rank<C: Context>(
     ctx: &mut C,
     cfg: &Config,

@@ -20,9 +20,9 @@ pub enum StopReason {
     /// A Krylov solver broke down (a curvature `p·Ap ≤ 0`, `r·z ≤ 0`, or NaN): the problem
     /// is not symmetric positive definite. [`KrylovRecord::breakdown`] says what failed.
     Breakdown,
-    /// The residual became infinite or NaN: Jacobi or multisplitting diverges on this system
-    /// (a matrix they do not converge for). Every rank stops at the check or reduction round
-    /// that saw it, not at `max_iters`.
+    /// The residual grew past 1e20 times its start, or became infinite or NaN: Jacobi or
+    /// multisplitting diverges on this system (a matrix they do not converge for). Every
+    /// rank stops at the check or reduction round that saw it, not at `max_iters`.
     Diverged,
 }
 
@@ -678,8 +678,8 @@ impl Report {
 
     /// `converged`; `max_iters` (stopped at `--max-iters`); `not_converged` (a convergence
     /// claim the true residual did not confirm, possible with `--no-confirm`); or
-    /// `breakdown` (a Krylov solver broke down); `diverged` (the residual became infinite or
-    /// NaN).
+    /// `breakdown` (a Krylov solver broke down); `diverged` (the residual grew past 1e20 of
+    /// its start).
     pub fn status(&self) -> &'static str {
         match (self.converged, self.stop) {
             (true, _) => "converged",
@@ -887,11 +887,8 @@ impl Report {
                         .unwrap_or("see the ranks' records")
                 ),
                 (false, StopReason::Diverged) => format!(
-                    "NOT converged: diverged (the residual became {} at iteration {})",
-                    self.ranks[0]
-                        .residual
-                        .reported
-                        .map_or("NaN".to_string(), |v| v.to_string()),
+                    "NOT converged: diverged (the residual passed 1e20 of its start, or was \
+                     not finite, by iteration {})",
                     self.iterations.max
                 ),
             }

@@ -1,0 +1,427 @@
+//! `aiac run --matrix`: the user's own system under threads, `mpirun` and `oshrun`, against
+//! serial Jacobi and CG written out here on the same matrix, and every bad file refused with
+//! one error naming the file and the line, on every backend, before anything is written.
+
+// Tests write their fixtures directly, not through aiac's output module.
+#![allow(clippy::disallowed_methods)]
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Command, Output};
+
+mod common;
+
+use common::{scratch, text, AIAC};
+
+/// A test matrix as (n, triplets), 0-based.
+struct Matrix {
+    n: usize,
+    t: Vec<(usize, usize, f64)>,
+}
+
+impl Matrix {
+    /// The 5-point Laplacian of an m × m grid plus a coefficient that varies by row (SPD).
+    fn spd(m: usize) -> Matrix {
+        let mut t = Vec::new();
+        for y in 0..m {
+            for x in 0..m {
+                let i = y * m + x;
+                t.push((i, i, 4.0 + (i % 5) as f64 * 0.25));
+                for (ok, j) in [
+                    (x > 0, i.wrapping_sub(1)),
+                    (x + 1 < m, i + 1),
+                    (y > 0, i.wrapping_sub(m)),
+                    (y + 1 < m, i + m),
+                ] {
+                    if ok {
+                        t.push((i, j, -1.0));
+                    }
+                }
+            }
+        }
+        Matrix { n: m * m, t }
+    }
+
+    /// An upwinded convection–diffusion operator (not symmetric, diagonally dominant).
+    fn convection(m: usize) -> Matrix {
+        let mut t = Vec::new();
+        for y in 0..m {
+            for x in 0..m {
+                let i = y * m + x;
+                t.push((i, i, 4.5));
+                for (ok, j, v) in [
+                    (x > 0, i.wrapping_sub(1), -1.5),
+                    (x + 1 < m, i + 1, -0.5),
+                    (y > 0, i.wrapping_sub(m), -1.0),
+                    (y + 1 < m, i + m, -1.0),
+                ] {
+                    if ok {
+                        t.push((i, j, v));
+                    }
+                }
+            }
+        }
+        Matrix { n: m * m, t }
+    }
+
+    fn mul(&self, x: &[f64]) -> Vec<f64> {
+        let mut y = vec![0.0; self.n];
+        for &(i, j, v) in &self.t {
+            y[i] += v * x[j];
+        }
+        y
+    }
+
+    fn diagonal(&self) -> Vec<f64> {
+        let mut d = vec![0.0; self.n];
+        for &(i, j, v) in &self.t {
+            if i == j {
+                d[i] += v;
+            }
+        }
+        d
+    }
+
+    /// As a `general` file, or (`symmetric`) its lower triangle as a `symmetric` one.
+    fn write(&self, path: &Path, symmetric: bool) {
+        let kept: Vec<_> = self.t.iter().filter(|e| !symmetric || e.1 <= e.0).collect();
+        let mut s = format!(
+            "%%MatrixMarket matrix coordinate real {}\n% a test system\n{} {} {}\n",
+            if symmetric { "symmetric" } else { "general" },
+            self.n,
+            self.n,
+            kept.len()
+        );
+        for (i, j, v) in kept {
+            writeln!(s, "{} {} {v:e}", i + 1, j + 1).unwrap();
+        }
+        std::fs::write(path, s).unwrap();
+    }
+}
+
+/// b = A·1.
+fn ones_rhs(a: &Matrix) -> Vec<f64> {
+    a.mul(&vec![1.0; a.n])
+}
+
+/// `k` serial Jacobi sweeps from 0: `x ← x + D⁻¹(b − A x)`.
+fn serial_jacobi(a: &Matrix, b: &[f64], k: usize) -> Vec<f64> {
+    let d = a.diagonal();
+    let mut x = vec![0.0; a.n];
+    for _ in 0..k {
+        let ax = a.mul(&x);
+        for i in 0..a.n {
+            x[i] += (b[i] - ax[i]) / d[i];
+        }
+    }
+    x
+}
+
+/// Serial CG from 0 to ‖r‖/‖b‖ ≤ tol: iterations and x.
+fn serial_cg(a: &Matrix, b: &[f64], tol: f64) -> (u64, Vec<f64>) {
+    let dot = |u: &[f64], v: &[f64]| u.iter().zip(v).map(|(a, b)| a * b).sum::<f64>();
+    let bn = dot(b, b).sqrt();
+    let (mut x, mut r, mut p) = (vec![0.0; a.n], b.to_vec(), b.to_vec());
+    let mut rr = dot(&r, &r);
+    for it in 1..=(10 * a.n) as u64 {
+        let q = a.mul(&p);
+        let alpha = rr / dot(&p, &q);
+        for i in 0..a.n {
+            x[i] += alpha * p[i];
+            r[i] -= alpha * q[i];
+        }
+        let rr_new = dot(&r, &r);
+        if rr_new.sqrt() / bn <= tol {
+            return (it, x);
+        }
+        for i in 0..a.n {
+            p[i] = r[i] + rr_new / rr * p[i];
+        }
+        rr = rr_new;
+    }
+    panic!("serial CG did not converge")
+}
+
+/// `aiac run` of `args` on `np` ranks of `backend` (threads, mpi, shmem), killed after two
+/// minutes.
+fn aiac_run(backend: &str, np: usize, args: &[&str]) -> Output {
+    let np = np.to_string();
+    let mut c = Command::new("timeout");
+    c.args(["-k", "5", "120"]);
+    match backend {
+        "threads" => c.args([AIAC, "run", "-t", &np]),
+        "mpi" => c.args(["mpirun", "-np", &np, AIAC, "run", "--backend", "mpi"]),
+        _ => c.args(["oshrun", "-np", &np, AIAC, "run", "--backend", "shmem"]),
+    };
+    c.args(args)
+        .output()
+        .expect("timeout and the launcher start")
+}
+
+/// A `--solution` file's values.
+fn read_solution(path: &Path, n: usize) -> Vec<f64> {
+    let s = std::fs::read_to_string(path).expect("solution written");
+    let mut lines = s.lines().filter(|l| !l.starts_with('%'));
+    assert_eq!(lines.next(), Some(format!("{n} 1").as_str()));
+    let x: Vec<f64> = lines.map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(x.len(), n);
+    x
+}
+
+const BACKENDS: [&str; 3] = ["threads", "mpi", "shmem"];
+
+/// On 1 to 4 ranks of every backend, 40 sync Jacobi sweeps give the serial 40th iterate to
+/// 1e-12 of its scale (the same formula row by row: in practice the same bits), on a
+/// symmetric file and a general non-symmetric one; CG on the symmetric one takes the
+/// serial CG's iterations (±2: the sums split across ranks round differently) to the
+/// serial solution within 1e-8 of its scale.
+#[test]
+fn every_backend_solves_as_the_serial_solver_does() {
+    let dir = scratch("matrix-solve");
+    let spd = Matrix::spd(9);
+    let conv = Matrix::convection(9);
+    let (fs, fc) = (dir.join("spd.mtx"), dir.join("conv.mtx"));
+    spd.write(&fs, true);
+    conv.write(&fc, false);
+    let x_out = dir.join("x.mtx");
+    let xs = x_out.to_str().unwrap();
+    let (cg_its, cg_x) = serial_cg(&spd, &ones_rhs(&spd), 1e-10);
+    for backend in BACKENDS {
+        for np in 1..=4 {
+            for (a, f) in [(&spd, &fs), (&conv, &fc)] {
+                let want = serial_jacobi(a, &ones_rhs(a), 40);
+                let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                let out = aiac_run(
+                    backend,
+                    np,
+                    &[
+                        "--matrix",
+                        f.to_str().unwrap(),
+                        "--max-iters",
+                        "40",
+                        "--check-every",
+                        "40",
+                        "--tol",
+                        "1e-15",
+                        "--quiet",
+                        "--solution",
+                        xs,
+                    ],
+                );
+                let what = format!("{backend} -np {np} {}", f.display());
+                assert_eq!(out.status.code(), Some(2), "{what}: {}", text(&out.stderr));
+                let x = read_solution(&x_out, a.n);
+                for i in 0..a.n {
+                    assert!((x[i] - want[i]).abs() <= 1e-12 * scale, "{what}: x[{i}]");
+                }
+            }
+            let json = dir.join("cg.json");
+            let out = aiac_run(
+                backend,
+                np,
+                &[
+                    "--matrix",
+                    fs.to_str().unwrap(),
+                    "--solver",
+                    "cg",
+                    "--tol",
+                    "1e-10",
+                    "--quiet",
+                    "--solution",
+                    xs,
+                    "--json",
+                    json.to_str().unwrap(),
+                ],
+            );
+            let what = format!("{backend} -np {np} cg");
+            assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out.stderr));
+            let report: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+            let its = report["iterations"]["max"].as_f64().unwrap() as u64;
+            assert!(its.abs_diff(cg_its) <= 2, "{what}: {its} vs {cg_its}");
+            assert_eq!(report["config"]["matrix"]["n"], spd.n, "{what}");
+            assert_eq!(report["config"]["matrix"]["symmetric"], true, "{what}");
+            let x = read_solution(&x_out, spd.n);
+            for i in 0..spd.n {
+                assert!((x[i] - cg_x[i]).abs() <= 1e-8, "{what}: x[{i}]");
+            }
+        }
+    }
+}
+
+/// Each bad input is refused on every backend with one error that names the file (and the
+/// line, where the fault is on one), exit 1, and no report written.
+#[test]
+fn bad_files_are_one_error_naming_the_file_and_line() {
+    let dir = scratch("matrix-bad");
+    let good = dir.join("good.mtx");
+    Matrix::spd(4).write(&good, true);
+    let write = |name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    };
+    let head = "%%MatrixMarket matrix coordinate real general\n";
+    let cases = [
+        (
+            write(
+                "header.mtx",
+                "%%MatrixMarket matrix foo real general\n2 2 1\n1 1 1\n",
+            ),
+            ":1:",
+        ),
+        (
+            write("truncated.mtx", &format!("{head}3 3 3\n1 1 1\n2 2 1\n")),
+            ":",
+        ),
+        (write("square.mtx", &format!("{head}3 4 1\n1 1 1\n")), ":2:"),
+        (
+            write(
+                "pattern.mtx",
+                "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 1\n",
+            ),
+            ":1:",
+        ),
+        (
+            write(
+                "complex.mtx",
+                "%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 1 1 0\n",
+            ),
+            ":1:",
+        ),
+        (
+            write("nan.mtx", &format!("{head}2 2 2\n1 1 1\n2 2 nan\n")),
+            ":4:",
+        ),
+        (
+            write("inf.mtx", &format!("{head}2 2 2\n1 1 inf\n2 2 1\n")),
+            ":3:",
+        ),
+        (
+            write("range.mtx", &format!("{head}2 2 2\n1 1 1\n3 2 1\n")),
+            ":4:",
+        ),
+        (
+            write(
+                "huge.mtx",
+                &format!("{head}2000000000 2000000000 9000000000000\n1 1 1\n"),
+            ),
+            ":2:",
+        ),
+    ];
+    let json = dir.join("r.json");
+    for backend in BACKENDS {
+        for (file, at) in &cases {
+            let out = aiac_run(
+                backend,
+                2,
+                &[
+                    "--matrix",
+                    file.to_str().unwrap(),
+                    "--json",
+                    json.to_str().unwrap(),
+                ],
+            );
+            let err = text(&out.stderr);
+            let what = format!("{backend} {}", file.display());
+            assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+            let name = file.to_str().unwrap();
+            let lines: Vec<_> = err.lines().filter(|l| l.contains("aiac: error")).collect();
+            assert_eq!(lines.len(), 1, "{what}: once\n{err}");
+            assert!(
+                lines[0].contains(&format!("{name}{at}"))
+                    || (*at == ":" && lines[0].contains(name)),
+                "{what}: {}",
+                lines[0]
+            );
+            assert!(!json.exists(), "{what}: nothing written");
+        }
+        // A right-hand side of the wrong length names the vector's file.
+        let rhs = write(
+            "rhs.mtx",
+            "%%MatrixMarket matrix array real general\n5 1\n1\n2\n3\n4\n5\n",
+        );
+        let out = aiac_run(
+            backend,
+            2,
+            &[
+                "--matrix",
+                good.to_str().unwrap(),
+                "--rhs",
+                rhs.to_str().unwrap(),
+            ],
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{backend} rhs: {err}");
+        assert!(
+            err.contains(rhs.to_str().unwrap()) && err.contains("16"),
+            "{backend}: {err}"
+        );
+    }
+}
+
+/// What the method needs of the matrix is refused by name: a zero diagonal for Jacobi, a
+/// non-symmetric matrix for CG and for multisplitting's default inner CG; a run that
+/// diverges stops as soon as its residual is not finite, not at --max-iters.
+#[test]
+fn what_a_method_needs_of_the_matrix_is_checked() {
+    let dir = scratch("matrix-needs");
+    let conv = dir.join("conv.mtx");
+    Matrix::convection(5).write(&conv, false);
+    let zero = dir.join("zero.mtx");
+    std::fs::write(
+        &zero,
+        "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 2\n1 2 1\n2 1 1\n",
+    )
+    .unwrap();
+    // Not dominant: Jacobi's iteration matrix has spectral radius 3.
+    let wild = dir.join("wild.mtx");
+    std::fs::write(
+        &wild,
+        "%%MatrixMarket matrix coordinate real symmetric\n2 2 3\n1 1 1\n2 1 3\n2 2 1\n",
+    )
+    .unwrap();
+    for backend in BACKENDS {
+        let out = aiac_run(backend, 2, &["--matrix", zero.to_str().unwrap()]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{backend}: {err}");
+        assert!(
+            err.contains("row 2 has a zero diagonal"),
+            "{backend}: {err}"
+        );
+        for solver in ["cg", "multisplit"] {
+            let out = aiac_run(
+                backend,
+                2,
+                &["--matrix", conv.to_str().unwrap(), "--solver", solver],
+            );
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{backend} {solver}: {err}");
+            assert!(
+                err.contains("is not symmetric"),
+                "{backend} {solver}: {err}"
+            );
+        }
+        let json = dir.join("wild.json");
+        let out = aiac_run(
+            backend,
+            2,
+            &[
+                "--matrix",
+                wild.to_str().unwrap(),
+                "--check-every",
+                "1",
+                "--json",
+                json.to_str().unwrap(),
+            ],
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{backend}: {err}");
+        assert!(err.contains("not diagonally dominant"), "{backend}: {err}");
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(report["stop"], "diverged", "{backend}");
+        let its = report["iterations"]["max"].as_f64().unwrap();
+        assert!(its < 2000.0, "{backend}: stopped after {its} iterations");
+    }
+}
