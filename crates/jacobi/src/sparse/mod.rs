@@ -28,4 +28,4 @@ pub mod solve;
 
 pub use csr::{row_blocks, Csr};
 pub use dist::{Link, RowBlock};
-pub use mtx::{read_matrix, read_vector, MatrixError, MatrixKind};
+pub use mtx::{read_matrix, read_vector, write_matrix, MatrixError, MatrixKind};
