@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Jacobi tests its residual every CHECK_EVERY iterations (default 1, so its count is exact).
-//! Prints `mtx_solve solver=.. ranks=.. its=.. time_s=.. s_per_iter=.. true_rel_res=..`
+//! Prints `mtx_solve solver=.. ranks=.. its=.. time_s=.. s_per_iter=.. true_rel_res=..
+//! bounds=0,..,n` (the row blocks)
 //! and exits 0 when the solve converged, 2 when not, 1 on bad input.
 
 use chan_core::traits::*;
@@ -81,13 +82,14 @@ fn run() -> Result<bool, String> {
         None => return Err("no rank ran".into()),
     };
     println!(
-        "mtx_solve solver={} ranks={ranks} n={} nnz={} its={} time_s={time_s:.6e} s_per_iter={:.6e} true_rel_res={:.3e}",
+        "mtx_solve solver={} ranks={ranks} n={} nnz={} its={} time_s={time_s:.6e} s_per_iter={:.6e} true_rel_res={:.3e} bounds={}",
         args[1],
         a.n(),
         a.nnz(),
         o.iterations,
         time_s / o.iterations.max(1) as f64,
-        o.residual
+        o.residual,
+        bounds.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(",")
     );
     Ok(o.converged)
 }
