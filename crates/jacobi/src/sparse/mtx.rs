@@ -6,7 +6,7 @@
 
 use super::csr::Csr;
 use crate::memory::human_bytes;
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 /// What a matrix file stores of its matrix.
@@ -361,36 +361,6 @@ pub fn read_matrix(path: &Path, memory: u64) -> Result<(Csr, MatrixKind), Matrix
     Ok((Csr::from_triplets(n as usize, t), kind))
 }
 
-/// Write `a` as a Matrix Market `coordinate real` file: `general` (every entry), or
-/// `symmetric` (the lower triangle; `a` must be symmetric). Values are written in the
-/// shortest form that reads back to the same bits.
-pub fn write_matrix(path: &Path, a: &Csr, symmetric: bool) -> std::io::Result<()> {
-    if symmetric && !a.is_symmetric() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "a symmetric file of a matrix that is not symmetric",
-        ));
-    }
-    let lower = |i: usize, c: u32| !symmetric || c as usize <= i;
-    let entries: usize = (0..a.n())
-        .map(|i| a.row(i).0.iter().filter(|&&c| lower(i, c)).count())
-        .sum();
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(
-        w,
-        "%%MatrixMarket matrix coordinate real {}",
-        if symmetric { "symmetric" } else { "general" }
-    )?;
-    writeln!(w, "{} {} {entries}", a.n(), a.n())?;
-    for i in 0..a.n() {
-        let (cols, vals) = a.row(i);
-        for (&c, &v) in cols.iter().zip(vals).filter(|(&c, _)| lower(i, c)) {
-            writeln!(w, "{} {} {v:e}", i + 1, c + 1)?;
-        }
-    }
-    w.flush()
-}
-
 /// Read a vector of `n` values (a right-hand side) from a Matrix Market file: `array` (one
 /// value per line, `n` rows and 1 column) or `coordinate` (an n × 1 `general` matrix, entries
 /// not listed are 0), real or integer.
@@ -501,6 +471,42 @@ fn vector_entries(
         )));
     }
     Ok(())
+}
+
+/// Write `a` to `path` as a Matrix Market `coordinate real` file: `general` (every entry), or
+/// `symmetric` (the lower triangle and diagonal; `a` must equal its transpose, or nothing is
+/// written). Values carry 17 significant digits, so [`read_matrix`] gives `a` back exactly.
+pub fn write_matrix(path: &Path, a: &Csr, symmetric: bool) -> Result<(), MatrixError> {
+    use std::io::Write;
+    let fail = |why: String| MatrixError {
+        path: path.to_path_buf(),
+        line: None,
+        why,
+    };
+    if symmetric && !a.is_symmetric() {
+        return Err(fail(
+            "the matrix is not symmetric: write it `general`".into(),
+        ));
+    }
+    let keep = |i: usize, c: u32| !symmetric || c as usize <= i;
+    let entries: usize = (0..a.n())
+        .map(|i| a.row(i).0.iter().filter(|&&c| keep(i, c)).count())
+        .sum();
+    let file = std::fs::File::create(path).map_err(|e| fail(e.to_string()))?;
+    let mut w = std::io::BufWriter::new(file);
+    let kind = if symmetric { "symmetric" } else { "general" };
+    (|| {
+        writeln!(w, "%%MatrixMarket matrix coordinate real {kind}")?;
+        writeln!(w, "{} {} {entries}", a.n(), a.n())?;
+        for i in 0..a.n() {
+            let (cols, vals) = a.row(i);
+            for (&c, &v) in cols.iter().zip(vals).filter(|(&c, _)| keep(i, c)) {
+                writeln!(w, "{} {} {v:.16e}", i + 1, c + 1)?;
+            }
+        }
+        w.flush()
+    })()
+    .map_err(|e| fail(e.to_string()))
 }
 
 #[cfg(test)]
@@ -698,5 +704,44 @@ pub(super) mod tests {
             "%%MatrixMarket matrix array real general\n2 2\n1\n2\n",
         );
         assert!(read_vector(&f.0, 2).unwrap_err().why.contains("one column"));
+    }
+
+    /// Every generated operator, written and read back, is the same matrix, bit for bit;
+    /// symmetric ones also through a `symmetric` file, which holds one triangle.
+    #[test]
+    fn written_matrices_read_back_exactly() {
+        use super::super::generate::*;
+        for (name, a) in [
+            ("laplace", laplace_3d(4, 3, 5)),
+            ("aniso", anisotropic_2d(7, 0.01)),
+            ("jump", jump_3d(6, 1000.0)),
+            ("convdiff", convection_diffusion_2d(7, 2.3)),
+        ] {
+            let f = File::new(&format!("{name}.mtx"), "");
+            write_matrix(&f.0, &a, false).unwrap();
+            assert_eq!(
+                read_matrix(&f.0, GIB).unwrap(),
+                (a.clone(), MatrixKind::General),
+                "{name}"
+            );
+            if a.is_symmetric() {
+                write_matrix(&f.0, &a, true).unwrap();
+                let text = std::fs::read_to_string(&f.0).unwrap();
+                let stored = text.lines().nth(1).unwrap().split(' ').nth(2).unwrap();
+                assert_eq!(
+                    stored.parse::<usize>().unwrap(),
+                    (a.nnz() + a.n()) / 2,
+                    "{name}"
+                );
+                assert_eq!(
+                    read_matrix(&f.0, GIB).unwrap(),
+                    (a, MatrixKind::Symmetric),
+                    "{name}"
+                );
+            } else {
+                let e = write_matrix(&f.0, &a, true).unwrap_err();
+                assert!(e.why.contains("not symmetric"), "{e}");
+            }
+        }
     }
 }
