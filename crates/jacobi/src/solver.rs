@@ -290,7 +290,7 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
 /// before). So the run stops while its iterate, residual and report are still finite
 /// numbers.
 fn diverged(value: f64) -> bool {
-    !(value <= DIVERGED)
+    value.is_nan() || value > DIVERGED
 }
 
 /// See [`diverged`].
