@@ -16,6 +16,7 @@
 //! copy of the ghost part only), so a halo received before any sweep is read by the next.
 
 use super::dist::RowBlock;
+use super::kernel::Rows;
 use crate::config::Inner;
 use crate::error::Error;
 use crate::geometry::Dims;
@@ -98,9 +99,8 @@ pub(crate) fn neighbours(blk: &RowBlock) -> Vec<Neighbour> {
 pub(crate) struct SparseIterate {
     rank: usize,
     rows: usize,
-    ptr: Vec<usize>,
-    cols: Vec<u32>,
-    vals: Vec<f64>,
+    /// The block's rows.
+    a: Rows,
     inv_diag: Vec<f64>,
     neighbours: Vec<Neighbour>,
     b: Vec<f64>,
@@ -128,24 +128,14 @@ impl SparseIterate {
     ) -> Self {
         let rows = blk.rows();
         assert_eq!(b.len(), rows, "b is the block's part");
-        let (ptr, cols, vals) = blk.csr();
-        let inv_diag = (0..rows)
-            .map(|i| {
-                let d: f64 = (ptr[i]..ptr[i + 1])
-                    .filter(|&k| cols[k] as usize == i)
-                    .map(|k| vals[k])
-                    .sum();
-                1.0 / d
-            })
-            .collect();
+        let a = Rows::new(blk);
+        let inv_diag = a.diagonal().iter().map(|d| 1.0 / d).collect();
         let neighbours = neighbours(blk);
         let ext = blk.extended_len();
         SparseIterate {
             rank,
             rows,
-            ptr: ptr.to_vec(),
-            cols: cols.to_vec(),
-            vals: vals.to_vec(),
+            a,
             inv_diag,
             neighbours,
             b,
@@ -167,20 +157,9 @@ impl SparseIterate {
         &self.x[..self.rows]
     }
 
-    /// `Σ_j a_ij x_j` of row `i` over the extended `x`.
-    #[inline(always)]
-    fn row_dot(&self, i: usize, x: &[f64]) -> f64 {
-        row_dot(&self.ptr, &self.cols, &self.vals, i, x)
-    }
-
     /// One fused Jacobi sweep (module docs): Σ r² of the iterate it started from.
     fn sweep(&mut self) -> f64 {
-        let mut acc = 0.0;
-        for i in 0..self.rows {
-            let r = self.b[i] - self.row_dot(i, &self.x);
-            acc += r * r;
-            self.y[i] = self.x[i] + r * self.inv_diag[i];
-        }
+        let acc = self.a.sweep(&self.b, &self.inv_diag, &self.x, &mut self.y);
         let rows = self.rows;
         let (x, y) = (&self.x, &mut self.y);
         y[rows..].copy_from_slice(&x[rows..]);
@@ -221,7 +200,7 @@ impl Iterate for SparseIterate {
     fn residual_sq(&self) -> f64 {
         (0..self.rows)
             .map(|i| {
-                let r = self.b[i] - self.row_dot(i, &self.x);
+                let r = self.b[i] - self.a.row(i, &self.x);
                 r * r
             })
             .sum()
@@ -274,13 +253,7 @@ impl CgBlock for RowCg<'_> {
     fn residual(&mut self) -> f64 {
         let s = &mut *self.0;
         let [r, _, _] = s.cg.as_mut().expect("inner CG's vectors");
-        let mut acc = 0.0;
-        for (i, ri) in r.iter_mut().enumerate() {
-            let v = s.b[i] - row_dot(&s.ptr, &s.cols, &s.vals, i, &s.x);
-            *ri = v;
-            acc += v * v;
-        }
-        acc
+        s.a.residual(&s.b, &s.x, r, None)[0]
     }
     fn direction_apply(&mut self, beta: f64) -> f64 {
         let s = &mut *self.0;
@@ -288,12 +261,7 @@ impl CgBlock for RowCg<'_> {
         for (pi, ri) in p.iter_mut().zip(r.iter()) {
             *pi = ri + beta * *pi;
         }
-        let mut pq = 0.0;
-        for (i, qi) in q.iter_mut().enumerate() {
-            *qi = row_dot(&s.ptr, &s.cols, &s.vals, i, p);
-            pq += p[i] * *qi;
-        }
-        pq
+        s.a.apply(None, p, q)
     }
     fn update(&mut self, alpha: f64) -> f64 {
         let s = &mut *self.0;
@@ -306,14 +274,4 @@ impl CgBlock for RowCg<'_> {
         }
         rr
     }
-}
-
-/// `Σ_j a_ij x_j` of row `i` of a CSR block over `x`.
-#[inline(always)]
-fn row_dot(ptr: &[usize], cols: &[u32], vals: &[f64], i: usize, x: &[f64]) -> f64 {
-    let mut s = 0.0;
-    for k in ptr[i]..ptr[i + 1] {
-        s += vals[k] * x[cols[k] as usize];
-    }
-    s
 }

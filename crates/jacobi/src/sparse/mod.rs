@@ -18,10 +18,11 @@
 //!   than once; PETSc's and SciPy's readers add them too).
 //! * [`row_blocks`] splits the rows into `p` contiguous blocks of about equal nonzeros.
 //! * [`RowBlock`] is one rank's rows, its ghost columns found from the pattern, and the
-//!   channels (one per direction with something to carry, of exactly that length) and
-//!   pack/unpack lists of their exchange.
-//! * [`solve`] has synchronous Jacobi and CG over a row block, written once against
-//!   chan-core's `Context` (every backend), with a certified stop.
+//!   lists of what each neighbour sends it and it sends each neighbour.
+//! * The solvers run on a row block through [`crate::solve_system`]: `iterate.rs` makes it
+//!   an iterate of Jacobi's sync, async and racy loops and multisplitting (one channel per
+//!   neighbouring block), `operator.rs` the Krylov solvers' operator, `kernel.rs` holds the
+//!   fused product, sweep and residual.
 //! * [`generate`] makes test and benchmark systems: the stencil's 7-point operator, an
 //!   anisotropic 2-D Laplacian, a 3-D coefficient jump, a non-symmetric convection–diffusion.
 
@@ -30,9 +31,9 @@ mod csr;
 mod dist;
 pub mod generate;
 pub(crate) mod iterate;
+mod kernel;
 mod mtx;
 pub(crate) mod operator;
-pub mod solve;
 
 pub use block::{read_block, BlockRead};
 pub use csr::{row_blocks, Csr};

@@ -10,6 +10,7 @@
 
 use super::dist::RowBlock;
 use super::iterate::{neighbours, Neighbour};
+use super::kernel::Rows;
 use crate::config::Config;
 use crate::error::Error;
 use crate::geometry::Dims;
@@ -43,10 +44,8 @@ impl Halo for RowVec {
 pub(crate) struct RowOp {
     rank: usize,
     rows: usize,
-    ext: usize,
-    ptr: Vec<usize>,
-    cols: Vec<u32>,
-    vals: Vec<f64>,
+    /// The block's rows.
+    a: Rows,
     inv_diag: Vec<f64>,
     b: Vec<f64>,
     exact: Option<f64>,
@@ -62,17 +61,9 @@ impl RowOp {
     /// value at every row when known.
     pub(crate) fn new(rank: usize, blk: &RowBlock, b: Vec<f64>, exact: Option<f64>) -> Self {
         let rows = blk.rows();
-        let (ptr, cols, vals) = blk.csr();
-        let inv_diag = (0..rows)
-            .map(|i| {
-                let d: f64 = (ptr[i]..ptr[i + 1])
-                    .filter(|&k| cols[k] as usize == i)
-                    .map(|k| vals[k])
-                    .sum();
-                1.0 / d
-            })
-            .collect();
-        let reads_ghost = |i: usize| (ptr[i]..ptr[i + 1]).any(|k| cols[k] as usize >= rows);
+        let a = Rows::new(blk);
+        let inv_diag = a.diagonal().iter().map(|d| 1.0 / d).collect();
+        let reads_ghost = |i: usize| a.reads_ghost(i);
         let shell: Vec<u32> = (0..rows)
             .filter(|&i| reads_ghost(i))
             .map(|i| i as u32)
@@ -89,10 +80,7 @@ impl RowOp {
         RowOp {
             rank,
             rows,
-            ext: blk.extended_len(),
-            ptr: ptr.to_vec(),
-            cols: cols.to_vec(),
-            vals: vals.to_vec(),
+            a,
             inv_diag,
             b,
             exact,
@@ -109,7 +97,7 @@ impl RowOp {
     }
 
     fn vector(&self, fill: impl Fn(usize) -> f64) -> RowVec {
-        let mut v = vec![0.0; self.ext];
+        let mut v = vec![0.0; self.a.ext()];
         for (i, x) in v.iter_mut().enumerate().take(self.rows) {
             *x = fill(i);
         }
@@ -117,27 +105,6 @@ impl RowOp {
             v,
             links: self.links.clone(),
         }
-    }
-
-    /// `Σ_j a_ij x_j`.
-    #[inline(always)]
-    fn row(&self, i: usize, x: &[f64]) -> f64 {
-        let mut s = 0.0;
-        for k in self.ptr[i]..self.ptr[i + 1] {
-            s += self.vals[k] * x[self.cols[k] as usize];
-        }
-        s
-    }
-
-    /// `dst_i = (A src)_i` for the rows `rows`: Σ src_i dst_i.
-    fn apply_rows(&self, rows: impl Iterator<Item = usize>, src: &[f64], dst: &mut [f64]) -> f64 {
-        let mut acc = 0.0;
-        for i in rows {
-            let v = self.row(i, src);
-            dst[i] = v;
-            acc += src[i] * v;
-        }
-        acc
     }
 }
 
@@ -190,30 +157,16 @@ impl Operator for RowOp {
         INTERIOR_PARTS
     }
     fn apply(&self, src: &RowVec, dst: &mut RowVec, part: Part) -> f64 {
-        match part {
-            Part::All => self.apply_rows(0..self.rows, &src.v, &mut dst.v),
-            Part::Interior(k) => {
-                let rows = self.pieces[k].iter().map(|&i| i as usize);
-                self.apply_rows(rows, &src.v, &mut dst.v)
-            }
-            Part::Shell => {
-                let rows = self.shell.iter().map(|&i| i as usize);
-                self.apply_rows(rows, &src.v, &mut dst.v)
-            }
-        }
+        let rows = match part {
+            Part::All => None,
+            Part::Interior(k) => Some(&self.pieces[k][..]),
+            Part::Shell => Some(&self.shell[..]),
+        };
+        self.a.apply(rows, &src.v, &mut dst.v)
     }
     fn residual(&self, x: &RowVec, r: &mut RowVec, rec: Option<&RowVec>) -> [f64; 2] {
-        let (mut rr, mut gap) = (0.0, 0.0);
-        for i in 0..self.rows {
-            let v = self.b[i] - self.row(i, &x.v);
-            r.v[i] = v;
-            rr += v * v;
-            if let Some(o) = rec {
-                let d = v - o.v[i];
-                gap += d * d;
-            }
-        }
-        [rr, gap]
+        self.a
+            .residual(&self.b, &x.v, &mut r.v, rec.map(|o| &o.v[..]))
     }
     fn dot(&self, a: &RowVec, b: &RowVec) -> f64 {
         lanes(self.rows, |i| a.v[i] * b.v[i])
