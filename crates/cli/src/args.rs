@@ -196,7 +196,7 @@ pub(crate) struct RunArgs {
     /// balanced by nonzeros. --solver jacobi (any variant) and multisplit (--inner cg or
     /// jacobi); CG and multisplitting's inner CG need a symmetric matrix, Jacobi a nonzero
     /// diagonal.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["local", "global", "grid", "offset", "problem"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["local", "global", "grid", "decomp", "offset", "problem"])]
     pub(crate) matrix: Option<PathBuf>,
     /// With --matrix: the right-hand side b, a Matrix Market `array real` vector or n × 1
     /// `coordinate` matrix (default: b = A·1, whose solution is 1).

@@ -425,3 +425,39 @@ fn what_a_method_needs_of_the_matrix_is_checked() {
         assert!(its < 2000.0, "{backend}: stopped after {its} iterations");
     }
 }
+
+/// The grid's flags are refused with `--matrix`, by name, exit 1, and so is the
+/// shared-memory backend (it has no channels to carry ghosts).
+#[test]
+fn the_grids_flags_are_refused_with_a_matrix() {
+    let dir = scratch("matrix-flags");
+    let f = dir.join("a.mtx");
+    Matrix::spd(4).write(&f, true);
+    let f = f.to_str().unwrap();
+    for (extra, names) in [
+        (&["--problem", "poisson"][..], "--problem"),
+        (&["--decomp", "z"][..], "--decomp"),
+        (&["--global", "10"][..], "--global"),
+        (&["--local", "10"][..], "--local"),
+        (&["--offset", "1"][..], "--offset"),
+        (&["--exchange", "overlap"][..], "--exchange"),
+        (
+            &["--halo-depth", "2", "--check-every", "2"][..],
+            "--halo-depth",
+        ),
+        (
+            &["--solver", "multisplit", "--inner", "cg32"][..],
+            "--inner cg32",
+        ),
+        (&["--backend", "shared"][..], "--backend shared"),
+    ] {
+        let out = Command::new(AIAC)
+            .args(["run", "--matrix", f])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {err}");
+        assert!(err.contains(names), "{extra:?}: {err}");
+    }
+}
