@@ -117,13 +117,13 @@ fn serial_jacobi(a: &Matrix, b: &[f64], k: usize) -> Vec<f64> {
     x
 }
 
-/// Serial CG from 0 to ‖r‖/‖b‖ ≤ tol: iterations and x.
-fn serial_cg(a: &Matrix, b: &[f64], tol: f64) -> (u64, Vec<f64>) {
+/// Serial CG from 0 to ‖r‖/‖b‖ ≤ tol, or `max` iterations: iterations and x.
+fn serial_cg(a: &Matrix, b: &[f64], tol: f64, max: u64) -> (u64, Vec<f64>) {
     let dot = |u: &[f64], v: &[f64]| u.iter().zip(v).map(|(a, b)| a * b).sum::<f64>();
     let bn = dot(b, b).sqrt();
     let (mut x, mut r, mut p) = (vec![0.0; a.n], b.to_vec(), b.to_vec());
     let mut rr = dot(&r, &r);
-    for it in 1..=(10 * a.n) as u64 {
+    for it in 1..=max {
         let q = a.mul(&p);
         let alpha = rr / dot(&p, &q);
         for i in 0..a.n {
@@ -131,7 +131,7 @@ fn serial_cg(a: &Matrix, b: &[f64], tol: f64) -> (u64, Vec<f64>) {
             r[i] -= alpha * q[i];
         }
         let rr_new = dot(&r, &r);
-        if rr_new.sqrt() / bn <= tol {
+        if rr_new.sqrt() / bn <= tol || it == max {
             return (it, x);
         }
         for i in 0..a.n {
@@ -171,10 +171,10 @@ fn read_solution(path: &Path, n: usize) -> Vec<f64> {
 const BACKENDS: [&str; 3] = ["threads", "mpi", "shmem"];
 
 /// On 1 to 4 ranks of every backend, 40 sync Jacobi sweeps give the serial 40th iterate to
-/// 1e-12 of its scale (the same formula row by row: in practice the same bits), on a
-/// symmetric file and a general non-symmetric one; CG on the symmetric one takes the
-/// serial CG's iterations (±2: the sums split across ranks round differently) to the
-/// serial solution within 1e-8 of its scale.
+/// 1e-12 of its scale (the same formula row by row), on a symmetric file and a general
+/// non-symmetric one; CG on the symmetric one gives the serial CG's 12th iterate to 1e-12 of
+/// its scale (dot products split across ranks round differently, by ulps), and converges
+/// in the serial CG's iterations (±2) to the serial solution within 1e-8.
 #[test]
 fn every_backend_solves_as_the_serial_solver_does() {
     let dir = scratch("matrix-solve");
@@ -185,7 +185,10 @@ fn every_backend_solves_as_the_serial_solver_does() {
     conv.write(&fc, false);
     let x_out = dir.join("x.mtx");
     let xs = x_out.to_str().unwrap();
-    let (cg_its, cg_x) = serial_cg(&spd, &ones_rhs(&spd), 1e-10);
+    let (cg_its, cg_x) = serial_cg(&spd, &ones_rhs(&spd), 1e-10, 10_000);
+    // 12 CG iterations, well before convergence: the iterate to 1e-12.
+    let (_, cg12) = serial_cg(&spd, &ones_rhs(&spd), 1e-300, 12);
+    let scale12 = cg12.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     for backend in BACKENDS {
         for np in 1..=4 {
             for (a, f) in [(&spd, &fs), (&conv, &fc)] {
@@ -244,6 +247,38 @@ fn every_backend_solves_as_the_serial_solver_does() {
             let x = read_solution(&x_out, spd.n);
             for i in 0..spd.n {
                 assert!((x[i] - cg_x[i]).abs() <= 1e-8, "{what}: x[{i}]");
+            }
+            let out = aiac_run(
+                backend,
+                np,
+                &[
+                    "--matrix",
+                    fs.to_str().unwrap(),
+                    "--solver",
+                    "cg",
+                    "--tol",
+                    "1e-15",
+                    "--max-iters",
+                    "12",
+                    "--quiet",
+                    "--solution",
+                    xs,
+                ],
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{what} 12: {}",
+                text(&out.stderr)
+            );
+            let x = read_solution(&x_out, spd.n);
+            for i in 0..spd.n {
+                assert!(
+                    (x[i] - cg12[i]).abs() <= 1e-12 * scale12,
+                    "{what}: 12th iterate, x[{i}] = {} vs {}",
+                    x[i],
+                    cg12[i]
+                );
             }
         }
     }

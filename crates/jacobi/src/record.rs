@@ -430,10 +430,10 @@ pub struct RunConfig {
     /// The configuration as given.
     #[serde(flatten)]
     pub config: Config,
-    /// A `--matrix` run's system (absent for the grid's problems; then `global`, `local`
-    /// and `process_grid` are the grid's, else n × 1 × 1, the most rows of a rank, ranks
-    /// × 1 × 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A `--matrix` run's system (`None` for the grid's problems, and in reports written
+    /// before it existed; then `global`, `local` and `process_grid` are the grid's, else n
+    /// × 1 × 1, the most rows of a rank, ranks × 1 × 1).
+    #[serde(default)]
     pub matrix: Option<MatrixInfo>,
 }
 
