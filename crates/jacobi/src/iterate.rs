@@ -17,10 +17,11 @@ use chan_core::{AtomicF64Slice, Channel, Sync};
 /// A block's iterate with a halo that travels between neighbours ([`Halo`]), swept by the
 /// Jacobi loops.
 ///
-/// The last three methods are the one-plane iterate's alone: multisplitting's inner solve and
-/// the overlapped exchange's sweep by regions. [`Config::validate`](crate::Config::validate)
-/// refuses them with a deep halo (`--solver multisplit`, `--exchange overlap`), so no run
-/// calls them on one; their default panics saying so.
+/// The last three methods are the one-plane iterate's alone (and the row block's, for
+/// multisplitting's inner solve): multisplitting's inner solve and the overlapped exchange's
+/// sweep by regions. [`Config::validate`](crate::Config::validate) refuses them with a deep
+/// halo (`--solver multisplit`, `--exchange overlap`) and `validate_matrix` the overlapped
+/// exchange with a matrix, so no run calls them on one; their default panics saying so.
 pub(crate) trait Iterate: Halo {
     /// The rank across `link`.
     fn link_peer(&self, link: Self::Link) -> usize;
@@ -93,7 +94,7 @@ pub(crate) trait Iterate: Halo {
         _slow: &mut Slowdown,
         _fresher: &mut Fresher<'_, Self>,
     ) -> Result<f64, Error> {
-        unreachable!("multisplitting has no deep halo: Method::Multisplit holds no depth, so dispatch.rs runs it over Field only")
+        unreachable!("multisplitting has no deep halo: Method::Multisplit holds no depth, so dispatch.rs runs it over Field and SparseIterate only")
     }
 
     /// Sweep `region` into the next iterate without swapping (the overlapped exchange): Σ r²

@@ -67,20 +67,7 @@ impl Csr {
     /// irreducible as well (a connected pattern: every grid operator here), which is not
     /// checked. The 7-point operator is weakly dominant, strictly on the boundary's rows.
     pub fn diagonally_dominant(&self) -> bool {
-        let mut strict = false;
-        let weak = (0..self.n).all(|i| {
-            let (cols, vals) = self.row(i);
-            let (mut diag, mut off) = (0.0f64, 0.0f64);
-            for (&c, &v) in cols.iter().zip(vals) {
-                if c as usize == i {
-                    diag += v.abs();
-                } else {
-                    off += v.abs();
-                }
-            }
-            strict |= diag > off;
-            diag >= off
-        });
+        let (weak, strict) = dominance((0..self.n).map(|i| (i, self.row(i))));
         weak && strict
     }
 
@@ -136,6 +123,27 @@ pub(super) fn compress(
         ptr[i + 1] += ptr[i];
     }
     (ptr, cols, vals)
+}
+
+/// Over rows `(i, (columns, values))` with the diagonal at column `i`: whether every row is
+/// weakly diagonally dominant (`|a_ii| ≥ Σ_{j≠i} |a_ij|`), and whether one is strictly.
+pub(crate) fn dominance<'a>(
+    rows: impl Iterator<Item = (usize, (&'a [u32], &'a [f64]))>,
+) -> (bool, bool) {
+    let (mut weak, mut strict) = (true, false);
+    for (i, (cols, vals)) in rows {
+        let (mut diag, mut off) = (0.0f64, 0.0f64);
+        for (&c, &v) in cols.iter().zip(vals) {
+            if c as usize == i {
+                diag += v.abs();
+            } else {
+                off += v.abs();
+            }
+        }
+        strict |= diag > off;
+        weak &= diag >= off;
+    }
+    (weak, strict)
 }
 
 /// Split `ptr` (a CSR matrix's row pointers) into `p` contiguous row blocks of about equal

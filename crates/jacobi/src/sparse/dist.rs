@@ -167,21 +167,7 @@ impl RowBlock {
     /// dominant (`|a_ii| ≥ Σ_{j≠i} |a_ij|`), and whether one is strictly. The matrix is
     /// dominant when every block's rows are weakly and one block has a strict row.
     pub fn dominance(&self) -> (bool, bool) {
-        let (mut weak, mut strict) = (true, false);
-        for i in 0..self.rows {
-            let (cols, vals) = self.row(i);
-            let (mut diag, mut off) = (0.0f64, 0.0f64);
-            for (&c, &v) in cols.iter().zip(vals) {
-                if c as usize == i {
-                    diag += v.abs();
-                } else {
-                    off += v.abs();
-                }
-            }
-            strict |= diag > off;
-            weak &= diag >= off;
-        }
-        (weak, strict)
+        super::csr::dominance((0..self.rows).map(|i| (i, self.row(i))))
     }
 
     /// Row `i`'s diagonal entry (0 when not stored).

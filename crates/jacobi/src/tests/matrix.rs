@@ -106,17 +106,10 @@ fn sync_jacobi_over_row_blocks_is_serial_jacobi() {
     }
 }
 
-/// The stencil's Laplace problem written as a matrix (the 7-point operator, b the boundary
-/// values of each point's boundary neighbours) takes exactly the stencil path's sync
-/// iterations, with the same relative residual at every check to 1e-14 absolute: the two
-/// sum a row's terms in another order, and b − A u cancels, so they differ by the rounding
-/// of the terms, a few ulps of ‖b‖ (1e-16 to 2e-16 measured), whatever the residual.
-#[test]
-fn the_stencil_as_a_matrix_takes_the_stencils_iterations() {
-    let g = Dims::new(12, 6, 6);
-    let problem = Problem::Laplace { offset: 0.0 };
-    // b_i: the sum of point i's six neighbours with the interior at 0 (the boundary's).
-    let (sh, _, u, _) = crate::serial::start(&problem, g);
+/// The grid's Laplace problem on `g` as a matrix: the 7-point operator, and b_i the sum of
+/// point i's six neighbours with the interior at 0 (the boundary's values).
+fn stencil_system(g: Dims) -> (Csr, Vec<f64>) {
+    let (sh, _, u, _) = crate::serial::start(&Problem::Laplace { offset: 0.0 }, g);
     let mut b = Vec::with_capacity(g.x * g.y * g.z);
     for z in 1..=g.z {
         for y in 1..=g.y {
@@ -132,7 +125,18 @@ fn the_stencil_as_a_matrix_takes_the_stencils_iterations() {
             }
         }
     }
-    let a = generate::laplace_3d(g.x, g.y, g.z);
+    (generate::laplace_3d(g.x, g.y, g.z), b)
+}
+
+/// The stencil's Laplace problem written as a matrix (the 7-point operator, b the boundary
+/// values of each point's boundary neighbours) takes exactly the stencil path's sync
+/// iterations, with the same relative residual at every check to 1e-14 absolute: the two
+/// sum a row's terms in another order, and b − A u cancels, so they differ by the rounding
+/// of the terms, a few ulps of ‖b‖ (1e-16 to 2e-16 measured), whatever the residual.
+#[test]
+fn the_stencil_as_a_matrix_takes_the_stencils_iterations() {
+    let g = Dims::new(12, 6, 6);
+    let (a, b) = stencil_system(g);
     for p in [1, 2, 3] {
         let mut grid = config(Jacobi::new(Variant::Sync).into(), 1e-6, 10, 100_000);
         grid.size = SizeSpec::Global(g);
@@ -312,24 +316,7 @@ fn krylov_over_row_blocks_is_serial_cg() {
 fn cg_on_the_stencil_as_a_matrix_takes_the_grids_iterations() {
     use crate::{Krylov, KrylovSolver};
     let g = Dims::new(12, 6, 6);
-    let problem = Problem::Laplace { offset: 0.0 };
-    let (sh, _, u, _) = crate::serial::start(&problem, g);
-    let mut b = Vec::new();
-    for z in 1..=g.z {
-        for y in 1..=g.y {
-            for x in 1..=g.x {
-                b.push(
-                    u[sh.index(x - 1, y, z)]
-                        + u[sh.index(x + 1, y, z)]
-                        + u[sh.index(x, y - 1, z)]
-                        + u[sh.index(x, y + 1, z)]
-                        + u[sh.index(x, y, z - 1)]
-                        + u[sh.index(x, y, z + 1)],
-                );
-            }
-        }
-    }
-    let a = generate::laplace_3d(g.x, g.y, g.z);
+    let (a, b) = stencil_system(g);
     for solver in [KrylovSolver::Cg, KrylovSolver::PipeCg] {
         for p in [1, 2, 3] {
             let mut grid = config(Krylov::new(solver).into(), 1e-8, 100, 10_000);
