@@ -166,7 +166,7 @@ pub(crate) fn load_all(args: &RunArgs, cfg: &Config, ranks: usize) -> Result<Loa
             exact,
         });
     }
-    let dominant = a.diagonally_dominant();
+    let dominance = a.dominance();
     Ok(Loaded {
         blocks,
         first_rank: 0,
@@ -177,10 +177,10 @@ pub(crate) fn load_all(args: &RunArgs, cfg: &Config, ranks: usize) -> Result<Loa
             nnz: a.nnz() as u64,
             kind: kind_name(kind).to_string(),
             symmetric,
-            diagonally_dominant: dominant,
+            diagonally_dominant: dominance.0 && dominance.1,
             row_bounds: bounds,
         },
-        dominance: (dominant, dominant),
+        dominance,
     })
 }
 

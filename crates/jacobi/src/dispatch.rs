@@ -15,7 +15,7 @@ use crate::multisplit::InnerSolve;
 use crate::progress::Progress;
 use crate::record::RankRecord;
 use crate::solver::{Block, Ending, Run};
-use crate::sparse::iterate::SparseIterate;
+use crate::sparse::iterate::{BlockSystem, SparseIterate};
 use crate::sparse::operator::RowOp;
 use crate::Error;
 use chan_core::traits::*;
@@ -194,18 +194,18 @@ pub(crate) fn solve_system_rank<C: Context>(
         Method::Jacobi(j) => (j.iteration, None),
         Method::Multisplit(m) => (m.iteration, Some(m.inner)),
         Method::Krylov(k) => {
-            let op = RowOp::new(ctx.rank(), &sys.block, sys.b.clone(), sys.exact);
+            let op = RowOp::new(BlockSystem::new(
+                ctx.rank(),
+                &sys.block,
+                sys.b.clone(),
+                sys.exact,
+            ));
             let (record, x, op) = crate::krylov::solve_op(ctx, cfg, &k, op, progress)?;
             return Ok((record, op.own(&x).to_vec()));
         }
     };
-    let it = SparseIterate::new(
-        ctx.rank(),
-        &sys.block,
-        sys.b.clone(),
-        sys.exact,
-        inner.map(|s| s.solver),
-    );
+    let block = BlockSystem::new(ctx.rank(), &sys.block, sys.b.clone(), sys.exact);
+    let it = SparseIterate::new(block, inner.map(|s| s.solver));
     let links = it.links();
     let none = crate::kernel::Region {
         x: 0..0,

@@ -67,8 +67,15 @@ impl Csr {
     /// irreducible as well (a connected pattern: every grid operator here), which is not
     /// checked. The 7-point operator is weakly dominant, strictly on the boundary's rows.
     pub fn diagonally_dominant(&self) -> bool {
-        let (weak, strict) = dominance((0..self.n).map(|i| (i, self.row(i))));
+        let (weak, strict) = self.dominance();
         weak && strict
+    }
+
+    /// Whether every row is weakly diagonally dominant, and whether one is strictly (the two
+    /// halves of [`Csr::diagonally_dominant`], as [`super::RowBlock::dominance`] gives them
+    /// for a block).
+    pub fn dominance(&self) -> (bool, bool) {
+        dominance((0..self.n).map(|i| (i, self.row(i))))
     }
 
     /// Whether the matrix equals its transpose exactly (pattern and values).

@@ -26,6 +26,7 @@ use crate::multisplit::{self, CgBlock, Fresher, InnerSolve, Work};
 use crate::problem::Problem;
 use crate::slow::Slowdown;
 use chan_core::AtomicF64Slice;
+use std::sync::Arc;
 
 /// One neighbour's exchange.
 #[derive(Debug, Clone)]
@@ -94,54 +95,76 @@ pub(crate) fn neighbours(blk: &RowBlock) -> Vec<Neighbour> {
     out
 }
 
+/// A rank's part of the system, as both solver families see it: its rows, the inverse of
+/// their diagonal, its part of `b`, the exact solution's value where known, and its
+/// neighbours. The Jacobi iterate ([`SparseIterate`]) and the Krylov operator
+/// (`operator.rs`) each hold one.
+#[derive(Debug)]
+pub(crate) struct BlockSystem {
+    pub(crate) rank: usize,
+    /// The block's rows.
+    pub(crate) a: Rows,
+    pub(crate) inv_diag: Vec<f64>,
+    pub(crate) b: Vec<f64>,
+    /// The exact solution's value at every row, when it is one value (b = A·1: 1).
+    pub(crate) exact: Option<f64>,
+    pub(crate) neighbours: Arc<[Neighbour]>,
+}
+
+impl BlockSystem {
+    /// Rank `rank`'s block `blk` and its part `b` of the right-hand side. The block's
+    /// diagonal must have no zero for Jacobi (checked when the system was set up).
+    pub(crate) fn new(rank: usize, blk: &RowBlock, b: Vec<f64>, exact: Option<f64>) -> Self {
+        assert_eq!(b.len(), blk.rows(), "b is the block's part");
+        let a = Rows::new(blk);
+        BlockSystem {
+            rank,
+            inv_diag: a.diagonal().iter().map(|d| 1.0 / d).collect(),
+            a,
+            b,
+            exact,
+            neighbours: neighbours(blk).into(),
+        }
+    }
+
+    /// Rows owned.
+    pub(crate) fn rows(&self) -> usize {
+        self.a.len()
+    }
+
+    /// The block's place in a record: `[rank, 0, 0]`, rows × 1 × 1.
+    pub(crate) fn place(&self) -> ([usize; 3], Dims) {
+        ([self.rank, 0, 0], Dims::new(self.rows(), 1, 1))
+    }
+
+    /// The largest |x_i − exact| over the owned values `own`, when the solution is known.
+    pub(crate) fn error_max(&self, own: &[f64]) -> Option<f64> {
+        self.exact
+            .map(|e| own.iter().fold(0.0f64, |m, v| m.max((v - e).abs())))
+    }
+}
+
 /// One rank's row block, its right-hand side and its iterate.
 #[derive(Debug)]
 pub(crate) struct SparseIterate {
-    rank: usize,
-    rows: usize,
-    /// The block's rows.
-    a: Rows,
-    inv_diag: Vec<f64>,
-    neighbours: Vec<Neighbour>,
-    b: Vec<f64>,
+    sys: BlockSystem,
     /// The current iterate, extended (own values, then the ghosts).
     x: Vec<f64>,
     /// The next iterate (its ghost part refreshed from `x` after each sweep).
     y: Vec<f64>,
-    /// The exact solution's value at every row, when it is one value (b = A·1: 1).
-    exact: Option<f64>,
     /// Inner CG's vectors (multisplitting): r, p (extended, its ghosts zero), q.
     cg: Option<[Vec<f64>; 3]>,
 }
 
 impl SparseIterate {
-    /// Rank `rank`'s block `blk`, its part `b` of the right-hand side, starting from x = 0;
-    /// `exact` the solution's value at every row when known; the vectors of `inner` CG when
-    /// multisplitting asks for it. The block's diagonal must have no zero (checked when the
-    /// system was set up: a zero entry here would divide by zero).
-    pub(crate) fn new(
-        rank: usize,
-        blk: &RowBlock,
-        b: Vec<f64>,
-        exact: Option<f64>,
-        inner: Option<Inner>,
-    ) -> Self {
-        let rows = blk.rows();
-        assert_eq!(b.len(), rows, "b is the block's part");
-        let a = Rows::new(blk);
-        let inv_diag = a.diagonal().iter().map(|d| 1.0 / d).collect();
-        let neighbours = neighbours(blk);
-        let ext = blk.extended_len();
+    /// The block `sys`, starting from x = 0, with the vectors of `inner` CG when
+    /// multisplitting asks for it.
+    pub(crate) fn new(sys: BlockSystem, inner: Option<Inner>) -> Self {
+        let (rows, ext) = (sys.rows(), sys.a.ext());
         SparseIterate {
-            rank,
-            rows,
-            a,
-            inv_diag,
-            neighbours,
-            b,
+            sys,
             x: vec![0.0; ext],
             y: vec![0.0; ext],
-            exact,
             cg: (inner == Some(Inner::Cg))
                 .then(|| [vec![0.0; rows], vec![0.0; ext], vec![0.0; rows]]),
         }
@@ -149,18 +172,19 @@ impl SparseIterate {
 
     /// The links of the loops: one per neighbour, in rank order.
     pub(crate) fn links(&self) -> Vec<usize> {
-        (0..self.neighbours.len()).collect()
+        (0..self.sys.neighbours.len()).collect()
     }
 
     /// The owned values of the current iterate.
     pub(crate) fn own(&self) -> &[f64] {
-        &self.x[..self.rows]
+        &self.x[..self.sys.rows()]
     }
 
     /// One fused Jacobi sweep (module docs): Σ r² of the iterate it started from.
     fn sweep(&mut self) -> f64 {
-        let acc = self.a.sweep(&self.b, &self.inv_diag, &self.x, &mut self.y);
-        let rows = self.rows;
+        let s = &self.sys;
+        let acc = s.a.sweep(&s.b, &s.inv_diag, &self.x, &mut self.y);
+        let rows = s.rows();
         let (x, y) = (&self.x, &mut self.y);
         y[rows..].copy_from_slice(&x[rows..]);
         std::mem::swap(&mut self.x, &mut self.y);
@@ -171,36 +195,37 @@ impl SparseIterate {
 impl Halo for SparseIterate {
     type Link = usize;
     fn pack(&self, link: usize, buf: &mut [f64]) {
-        self.neighbours[link].pack(&self.x, buf);
+        self.sys.neighbours[link].pack(&self.x, buf);
     }
     fn unpack(&mut self, link: usize, data: &[f64]) {
-        self.neighbours[link].unpack(data, &mut self.x);
+        self.sys.neighbours[link].unpack(data, &mut self.x);
     }
 }
 
 impl Iterate for SparseIterate {
     fn link_peer(&self, link: usize) -> usize {
-        self.neighbours[link].peer
+        self.sys.neighbours[link].peer
     }
     fn link_tag(&self, _: usize) -> u32 {
         0 // one channel per neighbour
     }
     fn message_len(&self, link: usize) -> usize {
-        self.neighbours[link].len()
+        self.sys.neighbours[link].len()
     }
     fn unpack_atomic(&mut self, link: usize, view: &AtomicF64Slice) {
-        let n = &self.neighbours[link];
+        let n = &self.sys.neighbours[link];
         for (k, &i) in n.recv.iter().enumerate() {
             self.x[i as usize] = view.load(k);
         }
     }
     fn place(&self) -> ([usize; 3], Dims) {
-        ([self.rank, 0, 0], Dims::new(self.rows, 1, 1))
+        self.sys.place()
     }
     fn residual_sq(&self) -> f64 {
-        (0..self.rows)
+        let s = &self.sys;
+        (0..s.rows())
             .map(|i| {
-                let r = self.b[i] - self.a.row(i, &self.x);
+                let r = s.b[i] - s.a.row(i, &self.x);
                 r * r
             })
             .sum()
@@ -218,11 +243,7 @@ impl Iterate for SparseIterate {
         self.sweep()
     }
     fn error_max(&self, _: &Problem) -> Option<f64> {
-        self.exact.map(|e| {
-            self.x[..self.rows]
-                .iter()
-                .fold(0.0f64, |m, v| m.max((v - e).abs()))
-        })
+        self.sys.error_max(self.own())
     }
     fn solve_inner(
         &mut self,
@@ -253,7 +274,7 @@ impl CgBlock for RowCg<'_> {
     fn residual(&mut self) -> f64 {
         let s = &mut *self.0;
         let [r, _, _] = s.cg.as_mut().expect("inner CG's vectors");
-        s.a.residual(&s.b, &s.x, r, None)[0]
+        s.sys.a.residual(&s.sys.b, &s.x, r, None)[0]
     }
     fn direction_apply(&mut self, beta: f64) -> f64 {
         let s = &mut *self.0;
@@ -261,13 +282,13 @@ impl CgBlock for RowCg<'_> {
         for (pi, ri) in p.iter_mut().zip(r.iter()) {
             *pi = ri + beta * *pi;
         }
-        s.a.apply(None, p, q)
+        s.sys.a.apply(None, p, q)
     }
     fn update(&mut self, alpha: f64) -> f64 {
         let s = &mut *self.0;
         let [r, p, q] = s.cg.as_mut().expect("inner CG's vectors");
         let mut rr = 0.0;
-        for i in 0..s.rows {
+        for i in 0..s.sys.rows() {
             s.x[i] += alpha * p[i];
             r[i] -= alpha * q[i];
             rr += r[i] * r[i];

@@ -8,9 +8,7 @@
 //! [`INTERIOR_PARTS`] pieces, polling a pipelined reduction between them), then the rows
 //! that do (the shell), once the ghosts have arrived.
 
-use super::dist::RowBlock;
-use super::iterate::{neighbours, Neighbour};
-use super::kernel::Rows;
+use super::iterate::{BlockSystem, Neighbour};
 use crate::config::Config;
 use crate::error::Error;
 use crate::geometry::Dims;
@@ -42,28 +40,18 @@ impl Halo for RowVec {
 /// A matrix's row block with its part of `b`.
 #[derive(Debug)]
 pub(crate) struct RowOp {
-    rank: usize,
-    rows: usize,
-    /// The block's rows.
-    a: Rows,
-    inv_diag: Vec<f64>,
-    b: Vec<f64>,
-    exact: Option<f64>,
-    links: Arc<[Neighbour]>,
+    sys: BlockSystem,
     ids: Vec<usize>,
-    /// Rows that read a ghost (the shell), and the interior pieces' row ranges.
+    /// Rows that read a ghost (the shell), and the interior pieces' rows.
     shell: Vec<u32>,
     pieces: Vec<Vec<u32>>,
 }
 
 impl RowOp {
-    /// Rank `rank`'s block, `b` its part of the right-hand side, `exact` the solution's
-    /// value at every row when known.
-    pub(crate) fn new(rank: usize, blk: &RowBlock, b: Vec<f64>, exact: Option<f64>) -> Self {
-        let rows = blk.rows();
-        let a = Rows::new(blk);
-        let inv_diag = a.diagonal().iter().map(|d| 1.0 / d).collect();
-        let reads_ghost = |i: usize| a.reads_ghost(i);
+    /// The block `sys` as the Krylov solvers' operator.
+    pub(crate) fn new(sys: BlockSystem) -> Self {
+        let rows = sys.rows();
+        let reads_ghost = |i: usize| sys.a.reads_ghost(i);
         let shell: Vec<u32> = (0..rows)
             .filter(|&i| reads_ghost(i))
             .map(|i| i as u32)
@@ -76,16 +64,9 @@ impl RowOp {
                     .collect()
             })
             .collect();
-        let links: Arc<[Neighbour]> = neighbours(blk).into();
         RowOp {
-            rank,
-            rows,
-            a,
-            inv_diag,
-            b,
-            exact,
-            ids: (0..links.len()).collect(),
-            links,
+            ids: (0..sys.neighbours.len()).collect(),
+            sys,
             shell,
             pieces,
         }
@@ -93,17 +74,17 @@ impl RowOp {
 
     /// The block's own values of `x`.
     pub(crate) fn own<'a>(&self, x: &'a RowVec) -> &'a [f64] {
-        &x.v[..self.rows]
+        &x.v[..self.sys.rows()]
     }
 
     fn vector(&self, fill: impl Fn(usize) -> f64) -> RowVec {
-        let mut v = vec![0.0; self.a.ext()];
-        for (i, x) in v.iter_mut().enumerate().take(self.rows) {
+        let mut v = vec![0.0; self.sys.a.ext()];
+        for (i, x) in v.iter_mut().enumerate().take(self.sys.rows()) {
             *x = fill(i);
         }
         RowVec {
             v,
-            links: self.links.clone(),
+            links: self.sys.neighbours.clone(),
         }
     }
 }
@@ -133,7 +114,8 @@ impl Operator for RowOp {
         &self.ids
     }
     fn specs(&self) -> Result<Vec<ChannelSpec>, Error> {
-        self.links
+        self.sys
+            .neighbours
             .iter()
             .map(|n| {
                 let cfg = ChannelConfig::new(n.len(), 1).map_err(CreateError::from)?;
@@ -145,13 +127,14 @@ impl Operator for RowOp {
         self.vector(|_| 0.0)
     }
     fn inv_diag(&self) -> RowVec {
-        self.vector(|i| self.inv_diag[i])
+        self.vector(|i| self.sys.inv_diag[i])
     }
     fn x0(&self) -> RowVec {
         self.zeros()
     }
     fn b_sq(&self) -> f64 {
-        lanes(self.rows, |i| self.b[i] * self.b[i])
+        let b = &self.sys.b;
+        lanes(b.len(), |i| b[i] * b[i])
     }
     fn interior_parts(&self) -> usize {
         INTERIOR_PARTS
@@ -162,28 +145,31 @@ impl Operator for RowOp {
             Part::Interior(k) => Some(&self.pieces[k][..]),
             Part::Shell => Some(&self.shell[..]),
         };
-        self.a.apply(rows, &src.v, &mut dst.v)
+        self.sys.a.apply(rows, &src.v, &mut dst.v)
     }
     fn residual(&self, x: &RowVec, r: &mut RowVec, rec: Option<&RowVec>) -> [f64; 2] {
-        self.a
-            .residual(&self.b, &x.v, &mut r.v, rec.map(|o| &o.v[..]))
+        let s = &self.sys;
+        s.a.residual(&s.b, &x.v, &mut r.v, rec.map(|o| &o.v[..]))
     }
     fn dot(&self, a: &RowVec, b: &RowVec) -> f64 {
-        lanes(self.rows, |i| a.v[i] * b.v[i])
+        lanes(self.sys.rows(), |i| a.v[i] * b.v[i])
     }
     fn dot3(&self, a: &RowVec, d: &RowVec, b: &RowVec) -> f64 {
-        lanes(self.rows, |i| a.v[i] * (d.v[i] * b.v[i]))
+        lanes(self.sys.rows(), |i| a.v[i] * (d.v[i] * b.v[i]))
     }
     fn scale(&self, d: &RowVec, src: &RowVec, dst: &mut RowVec) -> f64 {
         let mut acc = 0.0;
-        for i in 0..self.rows {
+        for i in 0..self.sys.rows() {
             dst.v[i] = d.v[i] * src.v[i];
             acc += src.v[i] * dst.v[i];
         }
         acc
     }
     fn direction(&self, z: &RowVec, beta: f64, p: &mut RowVec) {
-        for (p, z) in p.v[..self.rows].iter_mut().zip(&z.v[..self.rows]) {
+        for (p, z) in p.v[..self.sys.rows()]
+            .iter_mut()
+            .zip(&z.v[..self.sys.rows()])
+        {
             *p = z + beta * *p;
         }
     }
@@ -195,7 +181,7 @@ impl Operator for RowOp {
         (p, q): (&RowVec, &RowVec),
         pc: Option<(&RowVec, &mut RowVec)>,
     ) -> [f64; 2] {
-        let n = self.rows;
+        let n = self.sys.rows();
         let (x, r, p, q) = (&mut x.v[..n], &mut r.v[..n], &p.v[..n], &q.v[..n]);
         let (mut rz, mut rr) = (0.0, 0.0);
         match pc {
@@ -231,7 +217,7 @@ impl Operator for RowOp {
             pc,
             ..
         } = v;
-        for i in 0..self.rows {
+        for i in 0..self.sys.rows() {
             z.v[i] = n.v[i] + beta * z.v[i];
             s.v[i] = w.v[i] + beta * s.v[i];
             let u = pc.as_ref().map_or(r.v[i], |pm| pm.d.v[i] * r.v[i]);
@@ -253,13 +239,9 @@ impl Operator for RowOp {
         [if pc.is_some() { g } else { rr }, d, rr]
     }
     fn place(&self) -> ([usize; 3], Dims) {
-        ([self.rank, 0, 0], Dims::new(self.rows, 1, 1))
+        self.sys.place()
     }
     fn error_max(&mut self, x: &RowVec, _: &Config) -> Option<f64> {
-        self.exact.map(|e| {
-            x.v[..self.rows]
-                .iter()
-                .fold(0.0f64, |m, v| m.max((v - e).abs()))
-        })
+        self.sys.error_max(self.own(x))
     }
 }
