@@ -82,7 +82,9 @@ pub(crate) trait Operator {
     /// (the grid's Dirichlet values).
     fn x0(&self) -> Self::Vector;
     /// Σ b² over the owned points.
-    fn b_sq(&self) -> f64;
+    /// Σ b² over the owned points, with two vectors of the solver's as scratch (written;
+    /// at set-up, before they hold anything).
+    fn b_sq(&self, scratch: (&mut Self::Vector, &mut Self::Vector)) -> f64;
     /// Pieces of the block's interior (the owned points whose product reads no halo),
     /// computed one by one by the overlapped product, which polls between them.
     fn interior_parts(&self) -> usize;
@@ -293,9 +295,9 @@ impl Operator for GridOp {
     }
     /// b: the residual of x = 0 with the Dirichlet values in the halo (and nothing from the
     /// neighbours: their faces are interior points, zero too).
-    fn b_sq(&self) -> f64 {
+    fn b_sq(&self, (zero, r): (&mut Vector, &mut Vector)) -> f64 {
         let shape = self.shape;
-        let mut zero = self.x0();
+        zero.v.copy_from_slice(self.field.iterate());
         for (z, y) in (1..=shape.n.z).flat_map(|z| (1..=shape.n.y).map(move |y| (z, y))) {
             let b = shape.index(1, y, z);
             zero.v[b..b + shape.n.x].fill(0.0);
@@ -304,7 +306,6 @@ impl Operator for GridOp {
             let nothing = vec![0.0; self.field.face_len(f)];
             zero.unpack(f, &nothing);
         }
-        let mut r = Vector::zeros(&shape);
         linalg::residual(&shape, self.diag, &zero.v, self.field.rhs(), &mut r.v, None)[0]
     }
     /// The interior's planes.
@@ -570,15 +571,16 @@ impl<O: Operator> Krylov<'_, O> {
     }
 
     /// Setup: ‖b‖² (global) into `bnorm_sq`, and `r = b − A x₀` (x's halo swapped); returns
-    /// the global `‖r₀‖²`.
+    /// the global `‖r₀‖²`. `scratch` is written.
     fn initial<C: Context>(
         &mut self,
         ctx: &mut C,
         chans: &mut [Channel<C::Backend, Sync>],
         r: &mut O::Vector,
+        scratch: &mut O::Vector,
     ) -> Result<f64, Error> {
         let t = Instant::now();
-        let b_local = self.op.b_sq();
+        let b_local = self.op.b_sq((scratch, r));
         self.computed(t);
         let x0 = self.true_residual(ctx, chans, r, None)?;
         let [bb] = self.reduce_aside(ctx, [b_local])?;
@@ -680,7 +682,7 @@ impl<O: Operator> Krylov<'_, O> {
         } else {
             (self.op.zeros(), self.op.zeros())
         };
-        let rr = self.initial(ctx, chans, &mut r)?;
+        let rr = self.initial(ctx, chans, &mut r, &mut scratch)?;
         let precondition = |op: &O, r: &O::Vector, z: &mut O::Vector| -> f64 {
             if pc {
                 op.scale(&d, r, z)
@@ -806,7 +808,7 @@ impl<O: Operator> Krylov<'_, O> {
             }),
         };
         let mut scratch = op.zeros();
-        self.initial(ctx, chans, &mut v.r)?;
+        self.initial(ctx, chans, &mut v.r, &mut scratch)?;
         // u = M r, w = A u, m = M w; the first reduction's values.
         let mut local = self.refresh(chans, &mut v, false)?;
         let mut known = None;

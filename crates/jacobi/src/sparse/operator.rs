@@ -132,7 +132,7 @@ impl Operator for RowOp {
     fn x0(&self) -> RowVec {
         self.zeros()
     }
-    fn b_sq(&self) -> f64 {
+    fn b_sq(&self, _: (&mut RowVec, &mut RowVec)) -> f64 {
         let b = &self.sys.b;
         lanes(b.len(), |i| b[i] * b[i])
     }
