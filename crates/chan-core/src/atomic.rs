@@ -30,6 +30,12 @@ impl AtomicF64 {
         f64::from_bits(self.0.load(Relaxed))
     }
 
+    /// Relaxed load of the bits, for a view of another element type packed in the word.
+    #[inline(always)]
+    pub(crate) fn load_bits(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+
     /// Relaxed store.
     #[inline(always)]
     pub fn store(&self, v: f64) {
@@ -82,6 +88,12 @@ impl AtomicF64Slice {
     #[inline(always)]
     pub fn load(&self, i: usize) -> f64 {
         self.0[i].load()
+    }
+
+    /// Relaxed load of element `i`'s bits. Panics when `i` is out of bounds.
+    #[inline(always)]
+    pub(crate) fn load_bits(&self, i: usize) -> u64 {
+        self.0[i].load_bits()
     }
 
     /// Relaxed store into element `i`. Panics when `i` is out of bounds.

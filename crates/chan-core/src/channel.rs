@@ -1,8 +1,8 @@
-//! `Channel<B, M>`: the one public channel type. The logic of each mode is here, once, over a
-//! backend's transport.
+//! `Channel<B, M, T>`: the one public channel type. The logic of each mode is here, once, over
+//! a backend's transport, which moves 8-byte words whatever the element type (crate::element).
 
-use crate::atomic::AtomicF64Slice;
 use crate::config::ChannelSpec;
+use crate::element::{self, Element, RacyElement};
 use crate::error::{CommError, RecvError, SendError, TrySendError};
 use crate::mode::{Async, Mode, Racy, Sync};
 use crate::stats::ChannelStats;
@@ -21,14 +21,14 @@ use std::marker::PhantomData;
 /// }
 /// ```
 #[derive(Debug, Clone, Copy)]
-pub struct Message<'a> {
-    data: &'a [f64],
+pub struct Message<'a, T = f64> {
+    data: &'a [T],
     header: Header,
 }
 
-impl<'a> Message<'a> {
+impl<'a, T> Message<'a, T> {
     /// The message's elements.
-    pub fn data(&self) -> &'a [f64] {
+    pub fn data(&self) -> &'a [T] {
         self.data
     }
     /// The sender's iteration stamp.
@@ -41,22 +41,24 @@ impl<'a> Message<'a> {
     }
 }
 
-impl std::ops::Deref for Message<'_> {
-    type Target = [f64];
-    fn deref(&self) -> &[f64] {
+impl<T> std::ops::Deref for Message<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
         self.data
     }
 }
 
-/// One end of a channel of mode `M` over backend `B`. Created collectively with
-/// [`crate::Context::open`]; closed with [`Channel::close`], which returns its statistics.
+/// One end of a channel of mode `M` over backend `B`, carrying messages of elements `T`
+/// (`f64` unless named; any [`Element`], and for [`Racy`] a [`RacyElement`]). Created
+/// collectively with [`crate::Context::open`] (`f64`) or [`crate::Context::open_typed`];
+/// closed with [`Channel::close`], which returns its statistics.
 ///
 /// Sending is the same in every mode ([`Channel::try_send`], [`Channel::send`],
 /// [`Channel::try_send_with`], [`Channel::send_with`], and the two-step [`Channel::stage`] then
 /// [`Channel::send_staged`]); receiving depends on the mode.
 /// Every call progresses the transport's outstanding operations, except a Sync receive whose
 /// message an earlier call already took in (it returns at once).
-pub struct Channel<B: Backend, M: Mode> {
+pub struct Channel<B: Backend, M: Mode, T: Element = f64> {
     t: M::Transport<B>,
     stats: ChannelStats,
     /// The caller's current iteration: stamp of outgoing messages, reference for staleness.
@@ -75,14 +77,15 @@ pub struct Channel<B: Backend, M: Mode> {
     /// Racy: sends that landed since the last receive, and the newest stamp.
     racy_new: u64,
     racy_stamp: u64,
-    _mode: PhantomData<M>,
+    _mode: PhantomData<(M, T)>,
 }
 
-impl<B: Backend, M: Mode> std::fmt::Debug for Channel<B, M> {
+impl<B: Backend, M: Mode, T: Element> std::fmt::Debug for Channel<B, M, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Channel")
             .field("backend", &B::NAME)
             .field("mode", &M::KIND)
+            .field("element", &std::any::type_name::<T>())
             .field("peer", &self.stats.peer)
             .field("tag", &self.stats.tag)
             .field("len", &self.stats.len)
@@ -91,8 +94,9 @@ impl<B: Backend, M: Mode> std::fmt::Debug for Channel<B, M> {
     }
 }
 
-impl<B: Backend, M: Mode> Channel<B, M> {
-    /// Wrap a transport the backend wired for `spec` after the handshake agreed on it.
+impl<B: Backend, M: Mode, T: Element> Channel<B, M, T> {
+    /// Wrap a transport the backend wired after the handshake agreed on `spec` (its length in
+    /// elements of `T`; the transport's in words).
     pub(crate) fn from_transport(t: M::Transport<B>, spec: &ChannelSpec) -> Self {
         let r = spec.config.max_in_flight();
         Channel {
@@ -118,7 +122,7 @@ impl<B: Backend, M: Mode> Channel<B, M> {
     pub fn tag(&self) -> u32 {
         self.stats.tag
     }
-    /// Message length in f64.
+    /// Message length in elements.
     pub fn len(&self) -> usize {
         self.stats.len
     }
@@ -208,31 +212,48 @@ impl<B: Backend, M: Mode> Channel<B, M> {
         }
     }
 
+    /// Start `data` with the next header: from the caller's memory where its bytes are whole
+    /// words (always for `f64`), else packed into the send slot.
+    fn start(&mut self, data: &[T]) -> Result<(), CommError> {
+        let h = self.header();
+        match element::as_words(data) {
+            Some(words) => self.t.send_from(h, words)?,
+            None => self.t.send_with(h, |buf| {
+                element::elements_mut(buf, data.len()).copy_from_slice(data)
+            })?,
+        }
+        self.count_sent();
+        Ok(())
+    }
+
+    /// Start the message `fill` writes in place, with the next header.
+    fn start_with<F: FnOnce(&mut [T])>(&mut self, fill: F) -> Result<(), CommError> {
+        let (h, len) = (self.header(), self.stats.len);
+        self.t
+            .send_with(h, |buf| fill(element::elements_mut(buf, len)))?;
+        self.count_sent();
+        Ok(())
+    }
+
     /// Send `data` if a slot is free; otherwise count a skipped send and return
     /// [`TrySendError::Full`]. Never waits for the peer.
-    pub fn try_send(&mut self, data: &[f64]) -> Result<(), TrySendError> {
+    pub fn try_send(&mut self, data: &[T]) -> Result<(), TrySendError> {
         self.check_len(data.len())?;
         if !self.room()? {
             self.stats.skipped += 1;
             return Err(TrySendError::Full(self.stats.max_in_flight));
         }
-        let h = self.header();
-        self.t.send_from(h, data)?;
-        self.count_sent();
-        Ok(())
+        Ok(self.start(data)?)
     }
 
     /// Zero-copy send: if a slot is free, `fill` writes the message straight into it.
     /// Otherwise a skipped send, [`TrySendError::Full`], and `fill` is not called.
-    pub fn try_send_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), TrySendError> {
+    pub fn try_send_with<F: FnOnce(&mut [T])>(&mut self, fill: F) -> Result<(), TrySendError> {
         if !self.room()? {
             self.stats.skipped += 1;
             return Err(TrySendError::Full(self.stats.max_in_flight));
         }
-        let h = self.header();
-        self.t.send_with(h, fill)?;
-        self.count_sent();
-        Ok(())
+        Ok(self.start_with(fill)?)
     }
 
     fn wait_for_slot(&mut self) -> Result<(), CommError> {
@@ -265,22 +286,16 @@ impl<B: Backend, M: Mode> Channel<B, M> {
     /// Send `data`, waiting (and progressing) until a slot is free. Fails with
     /// [`CommError::Disconnected`] when every slot is busy and the peer has begun closing (no
     /// slot will free), and with [`SendError::SlotStaged`] when R = 1 and a message is staged.
-    pub fn send(&mut self, data: &[f64]) -> Result<(), SendError> {
+    pub fn send(&mut self, data: &[T]) -> Result<(), SendError> {
         self.check_len(data.len())?;
         self.wait_to_send()?;
-        let h = self.header();
-        self.t.send_from(h, data)?;
-        self.count_sent();
-        Ok(())
+        Ok(self.start(data)?)
     }
 
     /// Zero-copy send, waiting until a slot is free.
-    pub fn send_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), SendError> {
+    pub fn send_with<F: FnOnce(&mut [T])>(&mut self, fill: F) -> Result<(), SendError> {
         self.wait_to_send()?;
-        let h = self.header();
-        self.t.send_with(h, fill)?;
-        self.count_sent();
-        Ok(())
+        Ok(self.start_with(fill)?)
     }
 
     /// First step of a two-step send: copy `data` into the next message now, and start it
@@ -296,17 +311,19 @@ impl<B: Backend, M: Mode> Channel<B, M> {
     /// blocking send fails with [`SendError::SlotStaged`], and `try_send` reports `Full`).
     /// It is not sent, and not counted, until [`Channel::send_staged`]; a close discards it.
     /// The stamp is the iteration set when it starts.
-    pub fn stage(&mut self, data: &[f64]) -> Result<(), SendError> {
+    pub fn stage(&mut self, data: &[T]) -> Result<(), SendError> {
         self.check_len(data.len())?;
         self.stage_with(|buf| buf.copy_from_slice(data))
     }
 
     /// As [`Channel::stage`], with `fill` writing the message in place (zero copy).
-    pub fn stage_with<F: FnOnce(&mut [f64])>(&mut self, fill: F) -> Result<(), SendError> {
+    pub fn stage_with<F: FnOnce(&mut [T])>(&mut self, fill: F) -> Result<(), SendError> {
         if !self.staged {
             self.wait_for_slot()?;
         }
-        self.t.stage_with(fill)?;
+        let len = self.stats.len;
+        self.t
+            .stage_with(|buf| fill(element::elements_mut(buf, len)))?;
         self.staged = true;
         Ok(())
     }
@@ -364,11 +381,11 @@ impl<B: Backend, M: Mode> Channel<B, M> {
 /// Close a set of channels: announce the close on every one of them first, then wait for
 /// each peer (see [`Channel::close`]). Ranks may list their channels in any order. Every
 /// channel is closed even when one fails; the first error is returned.
-pub fn close_all<B: Backend, M: Mode>(
-    channels: impl IntoIterator<Item = Channel<B, M>>,
+pub fn close_all<B: Backend, M: Mode, T: Element>(
+    channels: impl IntoIterator<Item = Channel<B, M, T>>,
 ) -> Result<Vec<ChannelStats>, CommError> {
     let mut first_err = None;
-    let begun: Vec<Channel<B, M>> = channels
+    let begun: Vec<Channel<B, M, T>> = channels
         .into_iter()
         .filter_map(|mut c| match c.t.begin_close(c.stats.sent) {
             Ok(()) => Some(c),
@@ -395,7 +412,7 @@ pub fn close_all<B: Backend, M: Mode>(
 }
 
 /// Receiving on a mailbox (Sync and Async).
-impl<B: Backend, M: Mode<Transport<B> = B::Mailbox>> Channel<B, M> {
+impl<B: Backend, M: Mode<Transport<B> = B::Mailbox>, T: Element> Channel<B, M, T> {
     fn poll_mailbox(&mut self) -> Result<usize, CommError> {
         let before = self.pending.len();
         self.t.poll(&mut self.pending)?;
@@ -411,20 +428,20 @@ impl<B: Backend, M: Mode<Transport<B> = B::Mailbox>> Channel<B, M> {
         Ok(())
     }
 
-    fn lend(&self, a: Arrival) -> Message<'_> {
+    fn lend(&self, a: Arrival) -> Message<'_, T> {
         Message {
-            data: self.t.data(a.slot),
+            data: element::elements(self.t.data(a.slot), self.stats.len),
             header: a.header,
         }
     }
 
     /// The message the last receive delivered, still lent to the caller, if any.
-    pub fn latest(&self) -> Option<Message<'_>> {
+    pub fn latest(&self) -> Option<Message<'_, T>> {
         self.held.map(|a| self.lend(a))
     }
 }
 
-impl<B: Backend> Channel<B, Async> {
+impl<B: Backend, T: Element> Channel<B, Async, T> {
     /// Discard the arrivals no newer than the last delivered message: a transport may report
     /// messages out of order (MPI completes receives in any order once they matched: MPICH
     /// over UCX was seen to complete message 7 after message 8), and a newer message must
@@ -456,7 +473,7 @@ impl<B: Backend> Channel<B, Async> {
     /// previous message stays available through [`Channel::latest`]. Never waits. It polls
     /// even after a [`Channel::can_recv`] that found messages, so that it yields the newest
     /// message published before it began.
-    pub fn recv(&mut self) -> Result<Option<Message<'_>>, RecvError> {
+    pub fn recv(&mut self) -> Result<Option<Message<'_, T>>, RecvError> {
         self.poll_mailbox()?;
         self.drop_stale()?;
         let batch = self.pending.len();
@@ -487,7 +504,7 @@ impl<B: Backend> Channel<B, Async> {
 /// poll took in needs no poll of its own.
 const SMALL_MESSAGE: usize = 128;
 
-impl<B: Backend> Channel<B, Sync> {
+impl<B: Backend, T: Element> Channel<B, Sync, T> {
     /// Progress; true when the next message in order has arrived.
     pub fn can_recv(&mut self) -> Result<bool, CommError> {
         self.poll_in_order()?;
@@ -511,7 +528,7 @@ impl<B: Backend> Channel<B, Sync> {
             .rposition(|a| a.header.seq == self.next_expected)
     }
 
-    fn deliver(&mut self, i: usize) -> Message<'_> {
+    fn deliver(&mut self, i: usize) -> Message<'_, T> {
         let a = self.pending.swap_remove(i);
         self.next_expected += 1;
         self.held = Some(a);
@@ -521,7 +538,7 @@ impl<B: Backend> Channel<B, Sync> {
     }
 
     /// The next message in order if it has arrived, without waiting.
-    pub fn try_recv(&mut self) -> Result<Option<Message<'_>>, RecvError> {
+    pub fn try_recv(&mut self) -> Result<Option<Message<'_, T>>, RecvError> {
         self.release_held()?;
         if let Some(i) = self.position_of_next() {
             return Ok(Some(self.deliver(i)));
@@ -535,7 +552,7 @@ impl<B: Backend> Channel<B, Sync> {
 
     /// The next message in order, waiting (and progressing) until it arrives. Fails with
     /// [`RecvError::Closed`] when the peer closed without sending it.
-    pub fn recv(&mut self) -> Result<Message<'_>, RecvError> {
+    pub fn recv(&mut self) -> Result<Message<'_, T>, RecvError> {
         self.release_held()?;
         // A poll took in every message that had arrived: while the next one is among them it
         // is delivered without another (an MPI poll with nothing new costs a progress call,
@@ -574,7 +591,7 @@ impl<B: Backend> Channel<B, Sync> {
     }
 
     /// Receive the next message in order into `out`, waiting for it.
-    pub fn recv_into(&mut self, out: &mut [f64]) -> Result<u64, RecvError> {
+    pub fn recv_into(&mut self, out: &mut [T]) -> Result<u64, RecvError> {
         self.check_len(out.len())?;
         let m = self.recv()?;
         out.copy_from_slice(m.data());
@@ -582,7 +599,7 @@ impl<B: Backend> Channel<B, Sync> {
     }
 }
 
-impl<B: Backend> Channel<B, Racy> {
+impl<B: Backend, T: RacyElement> Channel<B, Racy, T> {
     fn poll_racy(&mut self) -> Result<(), CommError> {
         let p = self.t.poll()?;
         if p.arrived > 0 {
@@ -601,19 +618,20 @@ impl<B: Backend> Channel<B, Racy> {
 
     /// Progress and return the receive buffer at once, whatever has landed. Elements may come
     /// from different sends and may change while read; each element is some send's value.
-    pub fn recv(&mut self) -> Result<&AtomicF64Slice, RecvError> {
+    /// An `&AtomicF64Slice` for `f64`, a [`crate::RacyView`] for the other scalars.
+    pub fn recv(&mut self) -> Result<T::View<'_>, RecvError> {
         self.poll_racy()?;
         if self.racy_new > 0 {
             self.stats.batches.record(self.racy_new as i64);
             self.record_staleness(self.racy_stamp);
             self.racy_new = 0;
         }
-        Ok(self.t.view())
+        Ok(self.view())
     }
 
     /// The receive buffer, without progressing.
-    pub fn view(&self) -> &AtomicF64Slice {
-        self.t.view()
+    pub fn view(&self) -> T::View<'_> {
+        T::view(self.t.view(), self.stats.len)
     }
 
     /// Stamp of the newest send that landed so far (0 before any).
@@ -629,7 +647,7 @@ mod tests {
     //! and no backend here reorders on demand (the threads mailbox never does; MPICH over UCX
     //! was seen to).
     use super::*;
-    use crate::atomic::AtomicF64Buf;
+    use crate::atomic::{AtomicF64Buf, AtomicF64Slice};
     use crate::config::ChannelConfig;
     use std::collections::VecDeque;
 

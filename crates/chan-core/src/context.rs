@@ -3,9 +3,10 @@
 use crate::backend::{ChannelHooks, Collective};
 use crate::channel::Channel;
 use crate::config::ChannelSpec;
+use crate::element::{Element, ElementType};
 use crate::error::{CommError, CreateError};
 use crate::handshake;
-use crate::mode::Mode;
+use crate::mode::{Carries, Mode};
 use crate::reduce::{ReduceOp, Reduction};
 use crate::transport::Backend;
 
@@ -35,7 +36,31 @@ pub trait Context: Collective + sealed::Sealed {
     fn open<M: Mode>(
         &mut self,
         specs: &[ChannelSpec],
-    ) -> Result<Vec<Channel<Self::Backend, M>>, CreateError>;
+    ) -> Result<Vec<Channel<Self::Backend, M>>, CreateError> {
+        self.open_typed::<M, f64>(specs)
+    }
+
+    /// As [`Context::open`], for channels of elements `T`: each spec's length counts
+    /// elements of `T`. Both ends must name the same element type: two that differ get
+    /// [`CreateError::Mismatch`] on [`crate::SpecField::Element`], naming both types. A racy
+    /// channel carries only a [`crate::RacyElement`]:
+    ///
+    /// ```compile_fail
+    /// # use chan_core::{Context, ChannelSpec, Racy};
+    /// fn racy_pairs<C: Context>(ctx: &mut C, specs: &[ChannelSpec]) {
+    ///     let _ = ctx.open_typed::<Racy, [u32; 2]>(specs); // an array is no RacyElement
+    /// }
+    /// ```
+    /// ```compile_fail
+    /// # use chan_core::{Context, ChannelSpec, Racy};
+    /// fn racy_u16<C: Context>(ctx: &mut C, specs: &[ChannelSpec]) {
+    ///     let _ = ctx.open_typed::<Racy, u16>(specs); // no 2-byte racy view
+    /// }
+    /// ```
+    fn open_typed<M: Mode + Carries<T>, T: Element>(
+        &mut self,
+        specs: &[ChannelSpec],
+    ) -> Result<Vec<Channel<Self::Backend, M, T>>, CreateError>;
 
     /// Collectively create a non-blocking reduction of `len` values with `op`.
     fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<Self::Reduction, CreateError>;
@@ -48,11 +73,12 @@ impl<W: ChannelHooks> Context for W {
     type Backend = W::Backend;
     type Reduction = W::Reduction;
 
-    fn open<M: Mode>(
+    fn open_typed<M: Mode + Carries<T>, T: Element>(
         &mut self,
         specs: &[ChannelSpec],
-    ) -> Result<Vec<Channel<W::Backend, M>>, CreateError> {
-        let agreed = handshake::agree::<W, M::Delivery>(self, M::KIND, specs)?;
+    ) -> Result<Vec<Channel<W::Backend, M, T>>, CreateError> {
+        let element = ElementType::of::<T>();
+        let agreed = handshake::agree::<W, M::Delivery>(self, M::KIND, element, specs)?;
         let transports = M::wire(self, agreed)?;
         Ok(transports
             .into_iter()

@@ -75,6 +75,8 @@ pub enum SpecField {
     MaxInFlight,
     /// Sync / Async / Racy.
     Mode,
+    /// The element type.
+    Element,
 }
 
 impl std::fmt::Display for SpecField {
@@ -83,6 +85,7 @@ impl std::fmt::Display for SpecField {
             SpecField::Length => "message length",
             SpecField::MaxInFlight => "max in flight (R)",
             SpecField::Mode => "mode",
+            SpecField::Element => "element type",
         })
     }
 }

@@ -9,10 +9,10 @@
 //!    the others).
 //! 2. One all-to-all of variable-length lists ([`crate::backend::Collective::all_to_all_v`]):
 //!    rank a tells rank b, for each channel a opens to b in tag order, `[tag, mode, len, R,
-//!    word]`.
+//!    word, element size, element id, element name (4 words)]`, the length in elements.
 //! 3. Each rank compares each of its ends with what its peer declared: no such tag is
-//!    [`CreateError::Unmatched`], a different mode, length or R is [`CreateError::Mismatch`]
-//!    naming both values. An end's *ordinal* is its place among the channels between the pair
+//!    [`CreateError::Unmatched`], a different mode, element type, length or R is
+//!    [`CreateError::Mismatch`] naming both values. An end's *ordinal* is its place among the channels between the pair
 //!    in tag order, the same at both ends (MPI derives its tags from it).
 //! 4. A vote (all-reduce of the lowest failing rank): creation fails everywhere if it failed
 //!    anywhere, with the rank's own error where it failed and
@@ -24,19 +24,21 @@
 //! racy agreement.
 
 use crate::backend::{vote, ChannelHooks, Lists};
-use crate::config::ChannelSpec;
+use crate::config::{ChannelConfig, ChannelSpec};
+use crate::element::{ElementType, NAME_WORDS};
 use crate::error::{CommError, CreateError};
 use crate::mode::{Delivery, ModeKind};
 use crate::transport::Backend;
 use std::marker::PhantomData;
 
-/// Words one end declares to its peer: tag, mode code, length, R, the backend's word.
-const DECL: usize = 5;
+/// Words one end declares to its peer: tag, mode code, length, R, the backend's word, and the
+/// element type ([`ElementType::wire`]).
+const DECL: usize = 5 + 2 + NAME_WORDS;
 
 /// One end of an agreed set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AgreedEnd {
-    /// The spec this rank gave.
+    /// The spec this rank gave, its length in 8-byte words: what the backend wires.
     pub spec: ChannelSpec,
     /// Place of this channel among the channels between this rank and its peer in this set,
     /// in tag order: the same at both ends.
@@ -67,15 +69,41 @@ impl<D: Delivery> Agreed<D> {
     }
 }
 
-/// Run the handshake for `specs` in `mode` (collective over every rank of `w`).
+/// Run the handshake for `specs` (lengths in elements of `element`) in `mode` (collective
+/// over every rank of `w`).
 pub(crate) fn agree<W: ChannelHooks + ?Sized, D: Delivery>(
     w: &mut W,
     mode: ModeKind,
+    element: ElementType,
     specs: &[ChannelSpec],
 ) -> Result<Agreed<D>, CreateError> {
     let (rank, size) = (w.rank(), w.size());
-    let (valid, mut local_err) = ChannelSpec::check_set(rank, size, specs);
-    let words = match w.declare::<D>(specs) {
+    let (mut valid, mut local_err) = ChannelSpec::check_set(rank, size, specs);
+    // What the backend wires: each length in words. A length whose words do not fit is this
+    // rank's error, and the end is left out as an invalid one is.
+    let wired: Vec<ChannelSpec> = specs
+        .iter()
+        .zip(&mut valid)
+        .map(|(s, ok)| {
+            let r = s.config.max_in_flight();
+            let words = element
+                .words(s.config.len())
+                .ok_or(crate::ConfigError::TooLarge {
+                    len: s.config.len(),
+                    max_in_flight: r,
+                })
+                .and_then(|n| ChannelConfig::new(n, r));
+            match words {
+                Ok(config) => ChannelSpec { config, ..*s },
+                Err(e) => {
+                    *ok = false;
+                    local_err.get_or_insert(e.into());
+                    *s
+                }
+            }
+        })
+        .collect();
+    let words = match w.declare::<D>(&wired) {
         Ok(words) if words.len() == specs.len() => words,
         Ok(words) => {
             local_err.get_or_insert(CreateError::Comm(backend_error::<W>(format!(
@@ -106,6 +134,7 @@ pub(crate) fn agree<W: ChannelHooks + ?Sized, D: Delivery>(
                 s.config.max_in_flight() as u64,
                 words[i],
             ]);
+            send.extend(element.wire());
             next.next();
         }
         send.end_list();
@@ -129,14 +158,25 @@ pub(crate) fn agree<W: ChannelHooks + ?Sized, D: Delivery>(
                     "rank {} declared an unknown mode code {}",
                     s.peer, e[1]
                 )))),
-                Some(m) => CreateError::check_match(
-                    rank,
-                    s.peer,
-                    s.tag,
-                    (mode, s.config.len(), s.config.max_in_flight()),
-                    (m, e[2] as usize, e[3] as usize),
-                )
-                .map(|()| e[4]),
+                Some(m) => {
+                    // The mode first, then the element type (lengths count its elements),
+                    // then length and R.
+                    let same_type = match m == mode {
+                        true => element.check_match(rank, s.peer, s.tag, &e[5..]),
+                        false => Ok(()),
+                    };
+                    same_type
+                        .and_then(|()| {
+                            CreateError::check_match(
+                                rank,
+                                s.peer,
+                                s.tag,
+                                (mode, s.config.len(), s.config.max_in_flight()),
+                                (m, e[2] as usize, e[3] as usize),
+                            )
+                        })
+                        .map(|()| e[4])
+                }
             },
         };
         let ordinal = ordinals[s.peer];
@@ -150,7 +190,7 @@ pub(crate) fn agree<W: ChannelHooks + ?Sized, D: Delivery>(
         match outcome {
             Ok(peer_word) => {
                 ends[i] = Some(AgreedEnd {
-                    spec: s,
+                    spec: wired[i],
                     ordinal,
                     word: words[i],
                     peer_word,

@@ -105,6 +105,7 @@ pub mod backend;
 mod channel;
 mod config;
 mod context;
+mod element;
 mod error;
 mod handshake;
 mod mode;
@@ -115,13 +116,17 @@ mod transport;
 mod window;
 
 pub use atomic::{AtomicF64, AtomicF64Slice};
+/// The crate behind [`Element`]: derive `bytemuck::Pod` and `Zeroable` on a `#[repr(C)]`
+/// struct to send it (re-exported so a user can name the version aiac builds with).
+pub use bytemuck;
 pub use channel::{close_all, Channel, Message};
 pub use config::{ChannelConfig, ChannelSpec, RESERVED_TAG_BIT};
 pub use context::Context;
+pub use element::{Element, ElementType, RacyElement, RacyView};
 pub use error::{
     CommError, ConfigError, CreateError, RecvError, ReduceError, SendError, SpecField, TrySendError,
 };
-pub use mode::{Async, Mode, ModeKind, Racy, Sync};
+pub use mode::{Async, Carries, Mode, ModeKind, Racy, Sync};
 pub use reduce::{ReduceOp, Reduction, TreeReduction};
 pub use stats::{ChannelStats, Histogram};
 pub use transport::Backend;

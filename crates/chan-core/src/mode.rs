@@ -1,6 +1,7 @@
 //! Channel modes as sealed marker types.
 
 use crate::backend::{Agreed, ChannelHooks};
+use crate::element::{Element, RacyElement};
 use crate::error::CreateError;
 use crate::transport::Backend;
 use serde::{Deserialize, Serialize};
@@ -9,8 +10,9 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A channel mode: [`Sync`], [`Async`] or [`Racy`]. Sealed: no other modes exist.
-pub trait Mode: sealed::Sealed + Send + 'static {
+/// A channel mode: [`Sync`], [`Async`] or [`Racy`]. Sealed: no other modes exist. Every mode
+/// carries `f64` ([`Carries`]).
+pub trait Mode: sealed::Sealed + Carries<f64> + Send + 'static {
     /// The value form of the mode, for handshakes, errors and reports.
     const KIND: ModeKind;
     /// How the mode's messages are delivered: into slots ([`Slots`]: Sync and Async) or into
@@ -46,6 +48,13 @@ pub struct Racy;
 impl sealed::Sealed for Sync {}
 impl sealed::Sealed for Async {}
 impl sealed::Sealed for Racy {}
+
+/// The element types a mode's channels carry: Sync and Async any [`Element`], Racy a
+/// [`RacyElement`] (a scalar whose racy receive is an atomic view). Sealed.
+pub trait Carries<T>: sealed::Sealed {}
+impl<T: Element> Carries<T> for Sync {}
+impl<T: Element> Carries<T> for Async {}
+impl<T: RacyElement> Carries<T> for Racy {}
 
 impl Mode for Sync {
     const KIND: ModeKind = ModeKind::Sync;

@@ -24,6 +24,8 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("racy_semantics", &[2, 3, 4], 120),
     ("staged_sends", &[2, 3, 4], 120),
     ("mismatched_ends", &[2, 3], 60),
+    ("element_types", &[2, 3, 4], 120),
+    ("mismatched_element_types", &[2, 3], 60),
     ("send_before_recv_8B_20KB_4MB", &[2, 3], 60),
     ("reductions_iallreduce", &[1, 2, 3, 4], 60),
     ("reductions_tree", &[1, 2, 3, 4], 60),
@@ -50,6 +52,7 @@ const NO_WINDOW_CASES: &[(&str, usize)] = &[
     ("sync_semantics", 3),
     ("racy_semantics", 2),
     ("staged_sends", 2),
+    ("element_types", 2),
     ("close_with_traffic", 3),
 ];
 
@@ -65,6 +68,8 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
     }
     match case {
         "mismatched_ends" => testkit::mismatched_ends(ctx),
+        "element_types" => testkit::elements::element_types(ctx, 20),
+        "mismatched_element_types" => testkit::elements::mismatched_element_types(ctx),
         "send_before_recv_8B_20KB_4MB" => testkit::send_before_recv(ctx, &[1, 2500, 524_288]),
         "reductions_iallreduce" => {
             ctx.set_reduction_kind(ReductionKind::Iallreduce);

@@ -31,6 +31,8 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("racy_semantics", &[2, 3, 4], 60),
     ("staged_sends", &[2, 3, 4], 60),
     ("mismatched_ends", &[2, 3, 4], 30),
+    ("element_types", &[2, 3, 4], 120),
+    ("mismatched_element_types", &[2, 3], 60),
     ("send_before_recv_8B_20KB_4MB", &[2, 3, 4], 30),
     ("reductions_match_serial", &[1, 2, 3, 4], 30),
     ("close_with_traffic", &[2, 3, 4], 60),
@@ -60,6 +62,8 @@ fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
     }
     match case {
         "mismatched_ends" => testkit::mismatched_ends(ctx),
+        "element_types" => testkit::elements::element_types(ctx, 20),
+        "mismatched_element_types" => testkit::elements::mismatched_element_types(ctx),
         "send_before_recv_8B_20KB_4MB" => testkit::send_before_recv(ctx, &[1, 2500, 524_288]),
         "reductions_match_serial" => {
             testkit::reductions_match_serial(ctx, 30, 5)?;

@@ -26,6 +26,7 @@ macro_rules! ensure {
     };
 }
 
+pub mod elements;
 pub mod window;
 
 /// The value element `j` of message `seq` carries: exact in f64 for seq, j < 10⁶.
@@ -808,7 +809,7 @@ pub fn mismatched_ends<C: Context>(ctx: &mut C) -> Check {
     Ok(())
 }
 
-fn expect_mismatch(
+pub(crate) fn expect_mismatch(
     rank: usize,
     e: Option<CreateError>,
     field: SpecField,

@@ -63,6 +63,20 @@ fn staged_sends_start_whole_and_close_discards_them() {
 }
 
 #[test]
+fn every_element_type_round_trips_bit_for_bit() {
+    for n in 2..=4 {
+        on_world(n, |ctx| testkit::elements::element_types(ctx, 50));
+    }
+}
+
+#[test]
+fn mismatched_element_types_fail_on_both_sides() {
+    for n in 2..=3 {
+        on_world(n, testkit::elements::mismatched_element_types);
+    }
+}
+
+#[test]
 fn mismatched_ends_fail_on_both_sides_quickly() {
     for n in 2..=4 {
         let t = Instant::now();
