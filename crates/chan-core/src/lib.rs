@@ -109,6 +109,7 @@ mod error;
 mod handshake;
 mod mode;
 mod onesided;
+mod pair;
 mod reduce;
 mod stats;
 mod transport;

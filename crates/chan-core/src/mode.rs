@@ -1,6 +1,6 @@
 //! Channel modes as sealed marker types.
 
-use crate::backend::{Agreed, ChannelHooks};
+use crate::backend::{Agreed, ChannelHooks, PairAgreed};
 use crate::error::CreateError;
 use crate::transport::Backend;
 use serde::{Deserialize, Serialize};
@@ -26,6 +26,13 @@ pub trait Mode: sealed::Sealed + Send + 'static {
         w: &mut W,
         agreed: Agreed<Self::Delivery>,
     ) -> Result<Vec<Self::Transport<W::Backend>>, CreateError>;
+
+    /// Wire the one end of a pairwise creation (dispatch for [`crate::Context::open_pair`]).
+    #[doc(hidden)]
+    fn wire_pair<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: PairAgreed<Self::Delivery>,
+    ) -> Result<Self::Transport<W::Backend>, CreateError>;
 }
 
 /// Every send matched by exactly one receive, pairwise, in order (the paper's synchronous
@@ -57,6 +64,12 @@ impl Mode for Sync {
     ) -> Result<Vec<<W::Backend as Backend>::Mailbox>, CreateError> {
         w.wire_slots(agreed)
     }
+    fn wire_pair<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: PairAgreed<Slots>,
+    ) -> Result<<W::Backend as Backend>::Mailbox, CreateError> {
+        w.pair_wire_slots(agreed)
+    }
 }
 impl Mode for Async {
     const KIND: ModeKind = ModeKind::Async;
@@ -68,6 +81,12 @@ impl Mode for Async {
     ) -> Result<Vec<<W::Backend as Backend>::Mailbox>, CreateError> {
         w.wire_slots(agreed)
     }
+    fn wire_pair<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: PairAgreed<Slots>,
+    ) -> Result<<W::Backend as Backend>::Mailbox, CreateError> {
+        w.pair_wire_slots(agreed)
+    }
 }
 impl Mode for Racy {
     const KIND: ModeKind = ModeKind::Racy;
@@ -78,6 +97,12 @@ impl Mode for Racy {
         agreed: Agreed<Shared>,
     ) -> Result<Vec<<W::Backend as Backend>::Racy>, CreateError> {
         w.wire_shared(agreed)
+    }
+    fn wire_pair<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: PairAgreed<Shared>,
+    ) -> Result<<W::Backend as Backend>::Racy, CreateError> {
+        w.pair_wire_shared(agreed)
     }
 }
 

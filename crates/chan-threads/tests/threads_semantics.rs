@@ -104,3 +104,24 @@ fn fast_sender_slow_receiver_loses_nothing() {
         });
     }
 }
+
+#[test]
+fn pairwise_channels_between_two_ranks_while_others_do_their_own() {
+    on_world(4, |ctx| testkit::pairwise::pairwise_two_pairs(ctx, 50));
+}
+
+#[test]
+fn pairwise_mismatch_fails_on_both_ends() {
+    for n in [2, 3] {
+        on_world(n, testkit::pairwise::pairwise_mismatch);
+    }
+}
+
+#[test]
+fn pairwise_peer_that_never_comes_times_out_and_a_late_one_too() {
+    for n in [2, 3] {
+        on_world(n, |ctx| {
+            testkit::pairwise::pairwise_timeout(ctx, Duration::from_millis(200))
+        });
+    }
+}
