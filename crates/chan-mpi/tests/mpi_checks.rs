@@ -40,6 +40,11 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("window_put_get_8B_64KB", &[1, 2, 4], 120),
     ("window_mismatched_sizes", &[2, 3], 60),
     ("window_out_of_range", &[1, 2, 3], 60),
+    // Pairwise creation: ranks 0 and 2 alone, while 1 and 3 compute and then pair.
+    ("pairwise_two_pairs", &[4], 60),
+    ("pairwise_mismatch", &[2, 3], 60),
+    // 200 ms timeouts: a peer that never comes, then one that comes too late.
+    ("pairwise_timeout", &[2, 3], 60),
 ];
 
 /// Cases run again where Open MPI can make no shared-memory window (its `sm` one-sided
@@ -100,8 +105,25 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
         "window_put_get_8B_64KB" => wk::window_put_get(ctx, &[1, 3, 8192]),
         "window_mismatched_sizes" => wk::window_mismatched_sizes(ctx),
         "window_out_of_range" => wk::window_out_of_range(ctx),
+        "pairwise_two_pairs" => testkit::pairwise::pairwise_two_pairs(ctx, 50),
+        "pairwise_mismatch" => testkit::pairwise::pairwise_mismatch(ctx),
+        "pairwise_timeout" => pairwise_timeout_leaves_nothing(ctx),
         other => Err(format!("unknown case {other}")),
     }
+}
+
+/// `pairwise_timeout`, and no request of the timed-out rendezvous is left: the count of
+/// outstanding requests is back to what it was before.
+fn pairwise_timeout_leaves_nothing(ctx: &mut MpiCtx) -> Check {
+    let before = ctx.outstanding_requests();
+    testkit::pairwise::pairwise_timeout(ctx, std::time::Duration::from_millis(200))?;
+    let after = ctx.outstanding_requests();
+    if after != before {
+        return Err(format!(
+            "{after} requests outstanding after the pairwise timeouts, {before} before"
+        ));
+    }
+    Ok(())
 }
 
 /// `reclaim_after_close` where the ranks do not all share one node's windows: a ring opens
