@@ -20,7 +20,7 @@
 pub use crate::atomic::AtomicF64Buf;
 pub use crate::handshake::{Agreed, AgreedEnd};
 pub use crate::mode::{Delivery, Shared, Slots};
-pub use crate::onesided::{OneSidedEnd, PeerMem, Shape, CTRL_WORDS};
+pub use crate::onesided::{OneSidedEnd, PeerMem, Shape, CLOSE_WORD, CTRL_WORDS};
 pub use crate::pair::{PairAgreed, PairOffer, OFFER_WORDS};
 pub use crate::transport::{
     Arrival, Backend, CloseReport, EnvVarError, Header, IdleStreak, MailboxTransport, RacyPoll,

@@ -49,6 +49,12 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("window_put_get_8B_64KB", &[1, 2, 4], 120),
     ("window_mismatched_sizes", &[2, 3], 60),
     ("window_out_of_range", &[1, 2, 3], 60),
+    // Pairwise creation: PEs 0 and 2 alone, while 1 and 3 compute and then pair.
+    ("pairwise_two_pairs", &[4], 60),
+    ("pairwise_mismatch", &[2, 3], 60),
+    // 200 ms timeouts: a peer that never comes, then one that comes too late.
+    ("pairwise_timeout", &[2, 3], 60),
+    ("pairwise_pool", &[2, 3], 60),
 ];
 
 /// Messages in flight both ways, `close`, then `shmem_finalize`: this many separate jobs.
@@ -82,6 +88,12 @@ fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
         "window_put_get_8B_64KB" => wk::window_put_get(ctx, &[1, 3, 8192]),
         "window_mismatched_sizes" => wk::window_mismatched_sizes(ctx),
         "window_out_of_range" => wk::window_out_of_range(ctx),
+        "pairwise_two_pairs" => testkit::pairwise::pairwise_two_pairs(ctx, 50),
+        "pairwise_mismatch" => testkit::pairwise::pairwise_mismatch(ctx),
+        "pairwise_timeout" => {
+            testkit::pairwise::pairwise_timeout(ctx, std::time::Duration::from_millis(200))
+        }
+        "pairwise_pool" => pairwise_pool(ctx),
         other => Err(format!("unknown case {other}")),
     }
 }
@@ -380,4 +392,40 @@ fn main() -> ExitCode {
         &args,
         all,
     )
+}
+
+/// The pool of pairwise regions (4 MiB per PE by default): an end that does not fit is
+/// refused with `PairPoolExhausted` at its PE and `FailedElsewhere` at its peer, and closed
+/// ends give their regions back: 60 channels of 400 KB each, one after the other, fit in it.
+fn pairwise_pool(ctx: &mut ShmemCtx) -> Check {
+    let rank = ctx.rank();
+    if rank < 2 {
+        let peer = 1 - rank;
+        let t = std::time::Duration::from_secs(30);
+        let len = if rank == 0 { 1 << 20 } else { 10 };
+        let spec = ChannelSpec::new(peer, 3, ChannelConfig::new(len, 1).unwrap()).unwrap();
+        match (rank, ctx.open_pair::<Sync>(spec, t)) {
+            (0, Err(CreateError::PairPoolExhausted { needed, pool, .. })) => {
+                ensure!(
+                    needed > pool,
+                    "refused {needed} bytes from a pool of {pool}"
+                );
+            }
+            (1, Err(CreateError::FailedElsewhere { failed_rank: 0 })) => {}
+            (_, other) => return Err(format!("rank {rank}: oversized pairwise end: {other:?}")),
+        }
+        for k in 0..60u64 {
+            let spec = ChannelSpec::new(peer, 4, ChannelConfig::new(25_000, 1).unwrap()).unwrap();
+            let mut ch = ctx
+                .open_pair::<Sync>(spec, t)
+                .map_err(|e| format!("pairwise channel {k}: {e}"))?;
+            let mut out = vec![0.0; 25_000];
+            testkit::fill(&mut out, k + 1);
+            ch.send(&out).map_err(|e| e.to_string())?;
+            let m = ch.recv().map_err(|e| e.to_string())?;
+            testkit::check_whole(m.data(), k + 1, "pairwise pool round")?;
+            ch.close().map_err(|e| e.to_string())?;
+        }
+    }
+    ctx.barrier().map_err(|e| e.to_string())
 }
