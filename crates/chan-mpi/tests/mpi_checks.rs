@@ -45,6 +45,7 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("pairwise_mismatch", &[2, 3], 60),
     // 200 ms timeouts: a peer that never comes, then one that comes too late.
     ("pairwise_timeout", &[2, 3], 60),
+    ("pairwise_opposite_orders", &[3], 60),
 ];
 
 /// Cases run again where Open MPI can make no shared-memory window (its `sm` one-sided
@@ -108,6 +109,9 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
         "pairwise_two_pairs" => testkit::pairwise::pairwise_two_pairs(ctx, 50),
         "pairwise_mismatch" => testkit::pairwise::pairwise_mismatch(ctx),
         "pairwise_timeout" => pairwise_timeout_leaves_nothing(ctx),
+        "pairwise_opposite_orders" => {
+            testkit::pairwise::pairwise_opposite_orders(ctx, std::time::Duration::from_millis(200))
+        }
         other => Err(format!("unknown case {other}")),
     }
 }

@@ -54,6 +54,7 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("pairwise_mismatch", &[2, 3], 60),
     // 200 ms timeouts: a peer that never comes, then one that comes too late.
     ("pairwise_timeout", &[2, 3], 60),
+    ("pairwise_opposite_orders", &[3], 60),
     ("pairwise_pool", &[2, 3], 60),
 ];
 
@@ -94,6 +95,9 @@ fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
             testkit::pairwise::pairwise_timeout(ctx, std::time::Duration::from_millis(200))
         }
         "pairwise_pool" => pairwise_pool(ctx),
+        "pairwise_opposite_orders" => {
+            testkit::pairwise::pairwise_opposite_orders(ctx, std::time::Duration::from_millis(200))
+        }
         other => Err(format!("unknown case {other}")),
     }
 }
@@ -396,7 +400,9 @@ fn main() -> ExitCode {
 
 /// The pool of pairwise regions (4 MiB per PE by default): an end that does not fit is
 /// refused with `PairPoolExhausted` at its PE and `FailedElsewhere` at its peer, and closed
-/// ends give their regions back: 60 channels of 400 KB each, one after the other, fit in it.
+/// ends give their regions back: 60 channels of 400 KB each, one after the other, fit in it;
+/// so do the ends of opens that timed out: 3.2 MB carved three times for a peer that never
+/// came, then for one that does.
 fn pairwise_pool(ctx: &mut ShmemCtx) -> Check {
     let rank = ctx.rank();
     if rank < 2 {
@@ -426,6 +432,28 @@ fn pairwise_pool(ctx: &mut ShmemCtx) -> Check {
             testkit::check_whole(m.data(), k + 1, "pairwise pool round")?;
             ch.close().map_err(|e| e.to_string())?;
         }
+        let big = ChannelSpec::new(peer, 5, ChannelConfig::new(200_000, 1).unwrap()).unwrap();
+        if rank == 0 {
+            for k in 0..3 {
+                let short = std::time::Duration::from_millis(50);
+                match ctx.open_pair::<Sync>(big, short) {
+                    Err(CreateError::PairTimeout { .. }) => {}
+                    other => return Err(format!("lonely 3.2 MB open {k}: {other:?}")),
+                }
+            }
+        }
+        ctx.barrier().map_err(|e| e.to_string())?;
+        let mut ch = ctx
+            .open_pair::<Sync>(big, t)
+            .map_err(|e| format!("3.2 MB pairwise channel after timeouts: {e}"))?;
+        let mut out = vec![0.0; 200_000];
+        testkit::fill(&mut out, 7);
+        ch.send(&out).map_err(|e| e.to_string())?;
+        let m = ch.recv().map_err(|e| e.to_string())?;
+        testkit::check_whole(m.data(), 7, "3.2 MB pairwise channel")?;
+        ch.close().map_err(|e| e.to_string())?;
+    } else {
+        ctx.barrier().map_err(|e| e.to_string())?;
     }
     ctx.barrier().map_err(|e| e.to_string())
 }

@@ -305,3 +305,86 @@ fn expect_timeout<C: Context>(
     }
     Ok(())
 }
+
+/// Needs 2 ranks (more stay out), `timeout` small (200 ms): ranks 0 and 1 open two pairwise
+/// channels to each other in opposite orders (rank 0 tag 50 then 51, rank 1 tag 51 then 50).
+/// Neither hangs: each open returns within `timeout` + 5 s, either a channel or
+/// [`CreateError::PairTimeout`]; which ones meet depends on timing, but at least one open times
+/// out and a tag met at one end met at the other (the documented rule: open them in the same
+/// order at both ends). Then, in the same order, both open and the world is usable.
+pub fn pairwise_opposite_orders<C: Context>(ctx: &mut C, timeout: Duration) -> Check {
+    let rank = ctx.rank();
+    let mut met = [0.0f64; 2];
+    if rank < 2 {
+        let peer = 1 - rank;
+        let order: [u32; 2] = if rank == 0 { [50, 51] } else { [51, 50] };
+        let mut chans = Vec::new();
+        for tag in order {
+            let t0 = Instant::now();
+            let outcome = ctx.open_pair::<Sync>(spec(peer, tag, 1, 1)?, timeout);
+            let took = t0.elapsed();
+            if took > timeout + Duration::from_secs(5) {
+                return Err(format!(
+                    "rank {rank}: opposite orders, tag {tag}: took {took:?}"
+                ));
+            }
+            let want = CreateError::PairTimeout {
+                rank,
+                peer,
+                tag,
+                timeout,
+            };
+            match outcome {
+                Ok(ch) => {
+                    met[(tag - 50) as usize] = 1.0;
+                    chans.push(ch);
+                }
+                Err(e) if e == want => {}
+                Err(e) => {
+                    return Err(format!(
+                        "rank {rank}: opposite orders, tag {tag}: want a channel or {want:?}, got {e:?}"
+                    ))
+                }
+            }
+        }
+        for ch in &mut chans {
+            ch.send(&[f64::from(ch.tag())]).map_err(|e| e.to_string())?;
+        }
+        for ch in &mut chans {
+            let tag = ch.tag();
+            let m = ch.recv().map_err(|e| e.to_string())?;
+            if m.data() != [f64::from(tag)] {
+                return Err(format!("tag {tag}: got {:?}", m.data()));
+            }
+        }
+        chan_core::close_all(chans).map_err(|e| e.to_string())?;
+    }
+    // Per tag, how many of the two ends met: 0 or 2; not both tags.
+    ctx.all_reduce(&mut met, chan_core::ReduceOp::Sum)
+        .map_err(|e| e.to_string())?;
+    if met.contains(&1.0) || met == [2.0, 2.0] {
+        return Err(format!("opposite orders: ends that met per tag {met:?}"));
+    }
+    if rank < 2 {
+        let peer = 1 - rank;
+        let mut chans = Vec::new();
+        for tag in [50, 51] {
+            chans.push(
+                ctx.open_pair::<Sync>(spec(peer, tag, 1, 1)?, MEET)
+                    .map_err(|e| format!("rank {rank}: same order, tag {tag}: {e}"))?,
+            );
+        }
+        for ch in &mut chans {
+            ch.send(&[f64::from(ch.tag())]).map_err(|e| e.to_string())?;
+        }
+        for ch in &mut chans {
+            let tag = ch.tag();
+            let m = ch.recv().map_err(|e| e.to_string())?;
+            if m.data() != [f64::from(tag)] {
+                return Err(format!("tag {tag}: got {:?}", m.data()));
+            }
+        }
+        chan_core::close_all(chans).map_err(|e| e.to_string())?;
+    }
+    collective_still_works(ctx)
+}

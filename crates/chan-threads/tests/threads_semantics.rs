@@ -125,3 +125,10 @@ fn pairwise_peer_that_never_comes_times_out_and_a_late_one_too() {
         });
     }
 }
+
+#[test]
+fn pairwise_opens_in_opposite_orders_time_out_instead_of_hanging() {
+    on_world(3, |ctx| {
+        testkit::pairwise::pairwise_opposite_orders(ctx, Duration::from_millis(200))
+    });
+}
