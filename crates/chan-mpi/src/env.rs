@@ -2,6 +2,7 @@
 //! channel hooks: wiring an agreed set), and a finalize that leaves no request behind.
 
 use crate::node::{layout, remote_from_env, MpiPeer, Node, NodeEnd, TWO_SIDED};
+use crate::pair::LivePairs;
 use crate::raw::{self, check, Requests};
 use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
 use crate::transport::MpiEnd;
@@ -103,6 +104,8 @@ pub(crate) struct World {
     /// rank's pairwise offers; freed at shutdown, after the cores that hold it.
     pair_comm: RefCell<Option<Rc<SetComm>>>,
     pair_nonce: Cell<u64>,
+    /// The (peer, tag) of this rank's pairwise channels whose core still exists.
+    pair_live: LivePairs,
 }
 
 impl World {
@@ -119,6 +122,11 @@ impl World {
                 .as_ref()
                 .expect("the pairwise communicator lives until shutdown"),
         )
+    }
+
+    /// The (peer, tag) of this rank's pairwise channels whose core still exists.
+    pub(crate) fn pair_live(&self) -> LivePairs {
+        Rc::clone(&self.pair_live)
     }
 
     /// A number no earlier pairwise offer of this rank had.
@@ -435,6 +443,7 @@ impl MpiCtx {
                 node_live: Cell::new(0),
                 pair_comm: RefCell::new(Some(pair_comm)),
                 pair_nonce: Cell::new(0),
+                pair_live: LivePairs::default(),
             }),
             reserved_tags: ReservedTags::new(),
             reduction_kind: ReductionKind::default(),
@@ -844,6 +853,11 @@ impl ChannelHooks for MpiCtx {
 
     fn wire_shared(&mut self, agreed: Agreed<Shared>) -> Result<Vec<MpiEnd<Shared>>, CreateError> {
         self.wire(agreed)
+    }
+
+    /// A (peer, tag) whose previous pairwise channel still exists is refused (`pair.rs`).
+    fn pair_declare<D: Delivery>(&mut self, spec: &ChannelSpec) -> Result<u64, CreateError> {
+        self.check_pair_free(spec)
     }
 
     /// Pairwise channels take the two-sided path (`pair.rs`): a node's shared window is

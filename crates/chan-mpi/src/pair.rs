@@ -32,9 +32,15 @@ use crate::transport::MpiEnd;
 use crate::twosided::{Core, MpiDelivery, RecvKind, Wire, HDR};
 use chan_core::backend::{PairAgreed, PairOffer, OFFER_WORDS};
 use chan_core::{ChannelSpec, CommError, CreateError};
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::os::raw::c_int;
 use std::rc::Rc;
 use std::time::Instant;
+
+/// How long a pairwise open waits for the close of the previous channel with its (peer, tag)
+/// to complete before refusing.
+const CLOSING_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 const OFFER: u64 = 1;
 const VERDICT: u64 = 2;
@@ -61,7 +67,51 @@ pub(crate) fn tags(tag: u32, tag_ub: c_int) -> Result<(c_int, c_int, c_int), Com
     Ok((base, base + 1, base + 2))
 }
 
+/// The (peer, tag) of this rank's pairwise channels whose core still exists (open, or closing
+/// with receives posted on the channel's MPI tags).
+pub(crate) type LivePairs = Rc<RefCell<HashSet<(usize, u32)>>>;
+
+/// A live (peer, tag), held by its core: removed from the set when the core goes.
+pub(crate) struct PairTag {
+    live: LivePairs,
+    key: (usize, u32),
+}
+
+impl Drop for PairTag {
+    fn drop(&mut self) {
+        self.live.borrow_mut().remove(&self.key);
+    }
+}
+
 impl MpiCtx {
+    /// chan-core's `pair_declare` over MPI: refuse a (peer, tag) whose previous pairwise
+    /// channel's core still exists after [`CLOSING_GRACE`] (its receives would take the new
+    /// channel's messages); the peer learns of it at the rendezvous.
+    pub(crate) fn check_pair_free(&mut self, spec: &ChannelSpec) -> Result<u64, CreateError> {
+        let world = Rc::clone(self.world());
+        tags(spec.tag, world.tag_ub())?;
+        // A dropped end's core goes as soon as its close completes, which the peer's close
+        // announcement ends: step the closes for a while before refusing.
+        let start = Instant::now();
+        let mut spins = 0u32;
+        let live = world.pair_live();
+        while live.borrow().contains(&(spec.peer, spec.tag)) && start.elapsed() < CLOSING_GRACE {
+            world.progress_closing();
+            world.relax(spins);
+            spins = spins.saturating_add(1);
+        }
+        if live.borrow().contains(&(spec.peer, spec.tag)) {
+            return Err(CreateError::Comm(raw::misuse(
+                "open_pair",
+                format!(
+                    "rank {} already has a pairwise channel to rank {} with tag {} open or closing; close it (close() at both ends) before opening the tag again",
+                    world.rank, spec.peer, spec.tag
+                ),
+            )));
+        }
+        Ok(0)
+    }
+
     /// One message of the rendezvous to `peer`.
     fn pair_send(
         &self,
@@ -217,7 +267,7 @@ impl MpiCtx {
         } else {
             RecvKind::Persistent
         };
-        let core = Core::new(
+        let mut core = Core::new(
             wire,
             comm,
             len,
@@ -226,6 +276,12 @@ impl MpiCtx {
             kind,
             &world.requests,
         )?;
+        let live = world.pair_live();
+        live.borrow_mut().insert((s.peer, s.tag));
+        core.hold(PairTag {
+            live,
+            key: (s.peer, s.tag),
+        });
         world.ends_opened.set(world.ends_opened.get() + 1);
         if world.node.rank_of(s.peer).is_some() {
             world.ends_to_node.set(world.ends_to_node.get() + 1);

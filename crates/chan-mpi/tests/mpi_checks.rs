@@ -46,6 +46,7 @@ const CASES: &[(&str, &[usize], u64)] = &[
     // 200 ms timeouts: a peer that never comes, then one that comes too late.
     ("pairwise_timeout", &[2, 3], 60),
     ("pairwise_opposite_orders", &[3], 60),
+    ("pairwise_tag_reuse", &[2, 3], 60),
 ];
 
 /// Cases run again where Open MPI can make no shared-memory window (its `sm` one-sided
@@ -109,6 +110,7 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
         "pairwise_two_pairs" => testkit::pairwise::pairwise_two_pairs(ctx, 50),
         "pairwise_mismatch" => testkit::pairwise::pairwise_mismatch(ctx),
         "pairwise_timeout" => pairwise_timeout_leaves_nothing(ctx),
+        "pairwise_tag_reuse" => pairwise_tag_reuse(ctx),
         "pairwise_opposite_orders" => {
             testkit::pairwise::pairwise_opposite_orders(ctx, std::time::Duration::from_millis(200))
         }
@@ -128,6 +130,44 @@ fn pairwise_timeout_leaves_nothing(ctx: &mut MpiCtx) -> Check {
         ));
     }
     Ok(())
+}
+
+/// A (peer, tag) has one pairwise channel at a time over MPI (its MPI tags are the tag's):
+/// opening it again while the first is open is refused at both ends, with an error that says
+/// so; after `close()`, and after both ends dropped theirs (the close completes in the
+/// background), it opens again and carries messages.
+fn pairwise_tag_reuse(ctx: &mut MpiCtx) -> Check {
+    use chan_core::{ChannelConfig, ChannelSpec, CommError, CreateError, Sync};
+    let rank = ctx.rank();
+    if rank < 2 {
+        let peer = 1 - rank;
+        let t = std::time::Duration::from_secs(30);
+        let spec = ChannelSpec::new(peer, 60, ChannelConfig::new(3, 2).unwrap()).unwrap();
+        let ping = |ch: &mut chan_core::Channel<chan_mpi::Mpi, Sync>, v: f64| -> Check {
+            ch.send(&[v, v, v]).map_err(|e| e.to_string())?;
+            let m = ch.recv().map_err(|e| e.to_string())?;
+            if m.data() != [v, v, v] {
+                return Err(format!("after reopening: got {:?}", m.data()));
+            }
+            Ok(())
+        };
+        let mut first = ctx.open_pair::<Sync>(spec, t).map_err(|e| e.to_string())?;
+        match ctx.open_pair::<Sync>(spec, t) {
+            Err(CreateError::Comm(CommError::Backend { message, .. }))
+                if message.contains("already has a pairwise channel") => {}
+            other => return Err(format!("rank {rank}: second open of a live tag: {other:?}")),
+        }
+        ping(&mut first, 1.0)?;
+        first.close().map_err(|e| e.to_string())?;
+        let mut second = ctx.open_pair::<Sync>(spec, t).map_err(|e| e.to_string())?;
+        ping(&mut second, 2.0)?;
+        ping(&mut second, 3.0)?;
+        drop(second);
+        let mut third = ctx.open_pair::<Sync>(spec, t).map_err(|e| e.to_string())?;
+        ping(&mut third, 4.0)?;
+        third.close().map_err(|e| e.to_string())?;
+    }
+    ctx.barrier().map_err(|e| e.to_string())
 }
 
 /// `reclaim_after_close` where the ranks do not all share one node's windows: a ring opens
