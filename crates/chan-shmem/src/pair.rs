@@ -87,7 +87,12 @@ impl Pool {
     pub(crate) fn new(size: usize, bytes: usize) -> Result<Self, CommError> {
         let first = (size * MEET_WORDS).div_ceil(8) * 8;
         let words = first + bytes / 8;
-        let mem = Sym::<u64>::alloc_zeroed(words)?;
+        let mem = Sym::<u64>::alloc_zeroed(words).map_err(|e| {
+            shmem_err(
+                "init",
+                format!("setting aside {bytes} bytes for pairwise channels ({POOL_ENV}, 0 for none): {e}"),
+            )
+        })?;
         let base = mem.ptr();
         Ok(Pool {
             mem: RefCell::new(Some(mem)),
