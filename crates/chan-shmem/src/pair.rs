@@ -231,6 +231,8 @@ fn set(p: *mut u64, value: u64, pe: c_int) {
 /// The offer in a slot's words (read through atomics: a peer's puts write them).
 fn read_offer(slot: *mut u64) -> (u64, u64, PairOffer) {
     // SAFETY: the slot's words lie in the live pool and are read only through atomics.
+    // Acquire: the caller read the word that follows them (state or vflag) first; the writer
+    // fenced these puts before it (`sym::fence`: Release, then `shmem_fence`).
     let word = |i: usize| unsafe { atomic_at(slot.add(i)) }.load(Ordering::Acquire);
     let mut w = [0; OFFER_WORDS];
     for (i, v) in w.iter_mut().enumerate() {
@@ -322,6 +324,7 @@ impl ShmemCtx {
             let vflag = unsafe { atomic_at(verdict.add(VFLAG)) };
             let mut withdrawn_failed = false;
             loop {
+                // Acquire: pairs with l's fence between its verdict's words and vflag.
                 if vflag.load(Ordering::Acquire) == n {
                     let (tag, nonce, offer) = read_offer(verdict);
                     if tag != u64::from(spec.tag) || nonce != n {
@@ -350,6 +353,7 @@ impl ShmemCtx {
         loop {
             let st = fetch(state, me_pe);
             if st & 3 == POSTED {
+                // Pairs with h's fence between its offer's words and the state it set.
                 std::sync::atomic::fence(Ordering::Acquire);
                 let n = st >> 2;
                 let (tag, nonce, theirs) = read_offer(slot);
