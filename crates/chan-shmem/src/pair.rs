@@ -31,7 +31,7 @@ use chan_core::{ChannelSpec, CommError, CreateError};
 use openshmem_sys as sys;
 use std::cell::{Cell, RefCell};
 use std::os::raw::c_int;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// The variable that sizes the pool of pairwise channels, in bytes per PE.
@@ -128,14 +128,17 @@ impl Pool {
 
     /// Word `w` of the pool (a symmetric address).
     pub(crate) fn at(&self, w: usize) -> *mut u64 {
-        debug_assert!(w < self.words);
-        // SAFETY: w lies inside the pool's allocation of `words` words.
+        assert!(w < self.words, "word {w} of a pool of {}", self.words);
+        // SAFETY: w lies inside the pool's allocation of `words` words (asserted).
         unsafe { self.base.add(w) }
     }
 
     /// The rendezvous slot of PE `pe` (on whichever PE the address is used).
-    fn slot(&self, pe: usize) -> *mut u64 {
-        self.at(pe * MEET_WORDS)
+    fn slot(&self, pe: usize) -> Slot<'_> {
+        Slot {
+            p: self.at(pe * MEET_WORDS),
+            _pool: std::marker::PhantomData,
+        }
     }
 
     /// A free piece of `words` words (a multiple of 8: regions stay cache-line aligned), or
@@ -210,54 +213,87 @@ impl Drop for PairPiece {
     }
 }
 
-/// An atomic fetch of a word of this PE's pool.
-fn fetch(p: *mut u64, pe: c_int) -> u64 {
-    // SAFETY: p lies in the live symmetric pool; SHMEM atomics on a ulong, which is u64 here
-    // (window.rs checks it).
-    unsafe { sys::shmem_ulong_atomic_fetch(p.cast(), pe) as u64 }
+/// A rendezvous slot of the pool: the same symmetric address on every PE, valid while the
+/// pool lives (the borrow). `pe` arguments are PEs of the job (chan-core checked the peer).
+#[derive(Clone, Copy)]
+struct Slot<'a> {
+    p: *mut u64,
+    _pool: std::marker::PhantomData<&'a Pool>,
 }
 
-/// `shmem_ulong_atomic_compare_swap` of word `p` on `pe`: the old value.
-fn cswap(p: *mut u64, cond: u64, value: u64, pe: c_int) -> u64 {
-    // SAFETY: as fetch.
-    unsafe { sys::shmem_ulong_atomic_compare_swap(p.cast(), cond as _, value as _, pe) as u64 }
-}
-
-fn set(p: *mut u64, value: u64, pe: c_int) {
-    // SAFETY: as fetch.
-    unsafe { sys::shmem_ulong_atomic_set(p.cast(), value as _, pe) }
-}
-
-/// The offer in a slot's words (read through atomics: a peer's puts write them).
-fn read_offer(slot: *mut u64) -> (u64, u64, PairOffer) {
-    // SAFETY: the slot's words lie in the live pool and are read only through atomics.
-    // Acquire: the caller read the word that follows them (state or vflag) first; the writer
-    // fenced these puts before it (`sym::fence`: Release, then `shmem_fence`).
-    let word = |i: usize| unsafe { atomic_at(slot.add(i)) }.load(Ordering::Acquire);
-    let mut w = [0; OFFER_WORDS];
-    for (i, v) in w.iter_mut().enumerate() {
-        *v = word(OFFER_AT + i);
+impl Slot<'_> {
+    /// Word `i` of the slot.
+    fn word(self, i: usize) -> *mut u64 {
+        debug_assert!(i < MEET_WORDS);
+        // SAFETY: the slot's MEET_WORDS words lie inside the pool (Pool::slot).
+        unsafe { self.p.add(i) }
     }
-    (word(TAG), word(NONCE), PairOffer::from_words(w))
-}
 
-/// Put `[tag, nonce, offer]` into the slot at symmetric `slot` on `pe`.
-fn put_offer(slot: *mut u64, tag: u32, nonce: u64, offer: PairOffer, pe: c_int) {
-    let mut msg = [0u64; VFLAG - TAG];
-    msg[0] = u64::from(tag);
-    msg[1] = nonce;
-    msg[2..].copy_from_slice(&offer.to_words());
-    // SAFETY: words TAG..VFLAG of a slot of the live pool on pe, which pe reads only
-    // through atomics once the state or vflag that follows (after a fence) says so; msg is
-    // a local array.
-    unsafe {
-        put(
-            slot.add(TAG).cast(),
-            msg.as_ptr().cast(),
-            std::mem::size_of_val(&msg),
-            pe,
-        )
-    };
+    /// An atomic fetch of the state word on `pe`.
+    fn fetch_state(self, pe: c_int) -> u64 {
+        // SAFETY: a word of the live symmetric pool, written only by SHMEM atomics; SHMEM's
+        // ulong is u64 here (window.rs checks it).
+        unsafe { sys::shmem_ulong_atomic_fetch(self.word(STATE).cast(), pe) as u64 }
+    }
+
+    /// `shmem_ulong_atomic_compare_swap` of the state word on `pe`: the old value.
+    fn cswap_state(self, cond: u64, value: u64, pe: c_int) -> u64 {
+        // SAFETY: as fetch_state.
+        unsafe {
+            sys::shmem_ulong_atomic_compare_swap(self.word(STATE).cast(), cond as _, value as _, pe)
+                as u64
+        }
+    }
+
+    /// An atomic set of the state word on `pe`.
+    fn set_state(self, value: u64, pe: c_int) {
+        // SAFETY: as fetch_state.
+        unsafe { sys::shmem_ulong_atomic_set(self.word(STATE).cast(), value as _, pe) }
+    }
+
+    /// The vflag word of this PE's copy, written by the peer's word puts.
+    fn vflag(&self) -> &AtomicU64 {
+        // SAFETY: an aligned word of the live pool, read here only through atomics.
+        unsafe { atomic_at(self.word(VFLAG)) }
+    }
+
+    /// Put vflag = `n` into the slot on `pe`.
+    fn put_vflag(self, n: u64, pe: c_int) {
+        // SAFETY: an aligned word of the live pool on pe, which pe reads only through atomics.
+        unsafe { put_word(self.word(VFLAG), n, pe) }
+    }
+
+    /// The offer in this PE's copy (read through atomics: a peer's puts write it).
+    fn read_offer(self) -> (u64, u64, PairOffer) {
+        // SAFETY: the slot's words lie in the live pool and are read only through atomics.
+        // Acquire: the caller read the word that follows them (state or vflag) first; the
+        // writer fenced these puts before it (`sym::fence`: Release, then `shmem_fence`).
+        let word = |i: usize| unsafe { atomic_at(self.word(i)) }.load(Ordering::Acquire);
+        let mut w = [0; OFFER_WORDS];
+        for (i, v) in w.iter_mut().enumerate() {
+            *v = word(OFFER_AT + i);
+        }
+        (word(TAG), word(NONCE), PairOffer::from_words(w))
+    }
+
+    /// Put `[tag, nonce, offer]` into the slot on `pe`.
+    fn put_offer(self, tag: u32, nonce: u64, offer: PairOffer, pe: c_int) {
+        let mut msg = [0u64; VFLAG - TAG];
+        msg[0] = u64::from(tag);
+        msg[1] = nonce;
+        msg[2..].copy_from_slice(&offer.to_words());
+        // SAFETY: words TAG..VFLAG of a slot of the live pool on pe, which pe reads only
+        // through atomics once the state or vflag that follows (after a fence) says so; msg
+        // is a local array.
+        unsafe {
+            put(
+                self.word(TAG).cast(),
+                msg.as_ptr().cast(),
+                std::mem::size_of_val(&msg),
+                pe,
+            )
+        };
+    }
 }
 
 impl ShmemCtx {
@@ -313,20 +349,16 @@ impl ShmemCtx {
             let n = pool.nonce.get() + 1;
             pool.nonce.set(n);
             let theirs = pool.slot(me);
-            // SAFETY: STATE lies in the slot.
-            let state = unsafe { theirs.add(STATE) };
-            put_offer(theirs, spec.tag, n, mine, pe);
+            theirs.put_offer(spec.tag, n, mine, pe);
             fence();
-            set(state, (n << 2) | POSTED, pe);
+            theirs.set_state((n << 2) | POSTED, pe);
             quiet();
             let verdict = pool.slot(peer);
-            // SAFETY: the vflag word of a slot of the live pool, read only through atomics.
-            let vflag = unsafe { atomic_at(verdict.add(VFLAG)) };
             let mut withdrawn_failed = false;
             loop {
                 // Acquire: pairs with l's fence between its verdict's words and vflag.
-                if vflag.load(Ordering::Acquire) == n {
-                    let (tag, nonce, offer) = read_offer(verdict);
+                if verdict.vflag().load(Ordering::Acquire) == n {
+                    let (tag, nonce, offer) = verdict.read_offer();
                     if tag != u64::from(spec.tag) || nonce != n {
                         return Err(CreateError::Comm(shmem_err(
                             "open_pair",
@@ -336,7 +368,7 @@ impl ShmemCtx {
                     return Ok(Some(offer));
                 }
                 if !withdrawn_failed && Instant::now() >= deadline {
-                    let old = cswap(state, (n << 2) | POSTED, (n << 2) | WITHDRAWN, pe);
+                    let old = theirs.cswap_state((n << 2) | POSTED, (n << 2) | WITHDRAWN, pe);
                     if old == (n << 2) | POSTED {
                         return Ok(None);
                     }
@@ -347,26 +379,22 @@ impl ShmemCtx {
             }
         }
         let slot = pool.slot(peer);
-        // SAFETY: STATE lies in the slot.
-        let state = unsafe { slot.add(STATE) };
         let me_pe = me as c_int;
         loop {
-            let st = fetch(state, me_pe);
+            let st = slot.fetch_state(me_pe);
             if st & 3 == POSTED {
                 // Pairs with h's fence between its offer's words and the state it set.
                 std::sync::atomic::fence(Ordering::Acquire);
                 let n = st >> 2;
-                let (tag, nonce, theirs) = read_offer(slot);
+                let (tag, nonce, theirs) = slot.read_offer();
                 if tag == u64::from(spec.tag)
                     && nonce == n
-                    && cswap(state, st, (n << 2) | TAKEN, me_pe) == st
+                    && slot.cswap_state(st, (n << 2) | TAKEN, me_pe) == st
                 {
                     let verdict = pool.slot(me);
-                    put_offer(verdict, spec.tag, n, mine, pe);
+                    verdict.put_offer(spec.tag, n, mine, pe);
                     fence();
-                    // SAFETY: the vflag word of this PE's slot on the peer, in the live pool,
-                    // which the peer reads only through atomics.
-                    unsafe { put_word(verdict.add(VFLAG), n, pe) };
+                    verdict.put_vflag(n, pe);
                     quiet();
                     return Ok(Some(theirs));
                 }
