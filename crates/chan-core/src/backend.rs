@@ -20,7 +20,8 @@
 pub use crate::atomic::AtomicF64Buf;
 pub use crate::handshake::{Agreed, AgreedEnd};
 pub use crate::mode::{Delivery, Shared, Slots};
-pub use crate::onesided::{OneSidedEnd, PeerMem, Shape, CTRL_WORDS};
+pub use crate::onesided::{OneSidedEnd, PeerMem, Shape, CLOSE_WORD, CTRL_WORDS};
+pub use crate::pair::{PairAgreed, PairOffer, OFFER_WORDS};
 pub use crate::transport::{
     Arrival, Backend, CloseReport, EnvVarError, Header, IdleStreak, MailboxTransport, RacyPoll,
     RacyTransport, Transport, WaitPolicy, SPIN_IDLE_YIELD,
@@ -30,6 +31,7 @@ pub use crate::window::{RawWindow, WindowHooks, WordOp};
 use crate::config::ChannelSpec;
 use crate::error::{CommError, CreateError};
 use crate::reduce::{ReduceOp, Reduction};
+use std::time::Instant;
 
 /// Variable-length lists of `u64`, one per rank, stored flat: what [`Collective::all_to_all_v`]
 /// and [`Collective::gather_v`] move.
@@ -165,6 +167,55 @@ pub trait ChannelHooks: Collective {
         agreed: Agreed<Shared>,
     ) -> Result<Vec<<Self::Backend as Backend>::Racy>, CreateError>;
 
+    /// Pairwise creation, step 1 (`crate::Context::open_pair`; only the two ends call it): one
+    /// word for the peer (SHMEM: the offset of this end's inbound region, carved from its
+    /// pairwise pool). An error fails this end, and the peer gets
+    /// [`CreateError::FailedElsewhere`] at the rendezvous.
+    fn pair_declare<D: Delivery>(&mut self, spec: &ChannelSpec) -> Result<u64, CreateError> {
+        let _ = spec;
+        Ok(0)
+    }
+
+    /// Pairwise creation failed after [`ChannelHooks::pair_declare`] gave `word` (a mismatch,
+    /// a refusal, a timeout): give back what it set aside.
+    fn pair_forget(&mut self, spec: &ChannelSpec, word: u64) {
+        let _ = (spec, word);
+    }
+
+    /// Pairwise creation, step 2: meet the peer of `spec` that makes the matching call (same
+    /// tag, naming this rank) and exchange offers: `Some(its offer)` once both ends hold each
+    /// other's, `None` when it did not come before `deadline`. Either way both ends must see
+    /// the same outcome (both got the offers, or neither goes on), and a `None` leaves
+    /// nothing behind that a later call of either end could take for a meeting.
+    fn pair_meet(
+        &mut self,
+        spec: &ChannelSpec,
+        mine: PairOffer,
+        deadline: Instant,
+    ) -> Result<Option<PairOffer>, CreateError> {
+        let _ = (spec, mine, deadline);
+        Err(pair_unsupported::<Self>())
+    }
+
+    /// Pairwise creation, step 4: allocate and connect the mailbox end both ranks agreed on.
+    /// Not collective: only the two ends call it.
+    fn pair_wire_slots(
+        &mut self,
+        agreed: PairAgreed<Slots>,
+    ) -> Result<<Self::Backend as Backend>::Mailbox, CreateError> {
+        let _ = agreed;
+        Err(pair_unsupported::<Self>())
+    }
+
+    /// Pairwise creation, step 4: allocate and connect the racy end both ranks agreed on.
+    fn pair_wire_shared(
+        &mut self,
+        agreed: PairAgreed<Shared>,
+    ) -> Result<<Self::Backend as Backend>::Racy, CreateError> {
+        let _ = agreed;
+        Err(pair_unsupported::<Self>())
+    }
+
     /// Collectively create a non-blocking reduction of `len` values with `op` (behind
     /// [`crate::Context::reduction`]).
     fn make_reduction(&mut self, len: usize, op: ReduceOp) -> Result<Self::Reduction, CreateError>;
@@ -173,6 +224,14 @@ pub trait ChannelHooks: Collective {
     /// one [`ReservedTags`] per world; only chan-core draws from it, so every rank gets the same
     /// sequence of tags from the same sequence of collective calls.
     fn reserved_tags(&mut self) -> &mut ReservedTags;
+}
+
+fn pair_unsupported<W: ChannelHooks + ?Sized>() -> CreateError {
+    CreateError::Comm(CommError::Backend {
+        backend: <W::Backend as Backend>::NAME,
+        call: "open_pair",
+        message: "this backend does not create pairwise channels".into(),
+    })
 }
 
 /// The sequence of tags of aiac's own channels on one rank. Only chan-core draws from it.

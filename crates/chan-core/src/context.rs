@@ -2,13 +2,15 @@
 
 use crate::backend::{ChannelHooks, Collective};
 use crate::channel::Channel;
-use crate::config::ChannelSpec;
+use crate::config::{ChannelConfig, ChannelSpec};
 use crate::element::{Element, ElementType};
 use crate::error::{CommError, CreateError};
 use crate::handshake;
 use crate::mode::{Carries, Mode};
+use crate::pair::{self, PairOffer};
 use crate::reduce::{ReduceOp, Reduction};
 use crate::transport::Backend;
+use std::time::{Duration, Instant};
 
 mod sealed {
     pub trait Sealed {}
@@ -20,7 +22,8 @@ mod sealed {
 /// barrier, all-reduce) come from its supertrait [`Collective`].
 ///
 /// Creation calls ([`Context::open`], [`Context::reduction`]) are **collective**: every rank
-/// calls them, in the same order, and each fails on every rank if it fails anywhere.
+/// calls them, in the same order, and each fails on every rank if it fails anywhere. The one
+/// exception is [`Context::open_pair`], which only a channel's two ends call.
 ///
 /// Sealed: every backend world ([`ChannelHooks`]) is a `Context`, and nothing else is.
 pub trait Context: Collective + sealed::Sealed {
@@ -62,6 +65,36 @@ pub trait Context: Collective + sealed::Sealed {
         specs: &[ChannelSpec],
     ) -> Result<Vec<Channel<Self::Backend, M, T>>, CreateError>;
 
+    /// Create one channel end of mode `M` with the peer of `spec` alone, as the paper's
+    /// `create_channel` does: only the two ranks named call it, and no other rank takes part
+    /// (they may compute, make collective calls among themselves or open their own pairwise
+    /// channels). It blocks until the peer makes the matching call (same tag, naming this
+    /// rank) and returns an end used exactly like one from [`Context::open`].
+    ///
+    /// Two ends that disagree on length, R or mode both get
+    /// [`CreateError::Mismatch`]; a peer
+    /// that does not come within `timeout` gives [`CreateError::PairTimeout`], leaves nothing
+    /// behind, and a peer that comes after this end gave up times out in turn. A (peer, tag)
+    /// has one pairwise channel at a time; pairwise tags never meet the tags of collective
+    /// sets. Several pairwise opens between the same two ranks must be made in the same order
+    /// at both ends (docs/architecture.md, "Pairwise creation").
+    fn open_pair<M: Mode>(
+        &mut self,
+        spec: ChannelSpec,
+        timeout: Duration,
+    ) -> Result<Channel<Self::Backend, M>, CreateError> {
+        self.open_pair_typed::<M, f64>(spec, timeout)
+    }
+
+    /// As [`Context::open_pair`], for a channel of elements `T`: `spec`'s length counts
+    /// elements of `T`, and both ends must name the same element type, as with
+    /// [`Context::open_typed`].
+    fn open_pair_typed<M: Mode + Carries<T>, T: Element>(
+        &mut self,
+        spec: ChannelSpec,
+        timeout: Duration,
+    ) -> Result<Channel<Self::Backend, M, T>, CreateError>;
+
     /// Collectively create a non-blocking reduction of `len` values with `op`.
     fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<Self::Reduction, CreateError>;
 
@@ -85,6 +118,63 @@ impl<W: ChannelHooks> Context for W {
             .zip(specs)
             .map(|(t, s)| Channel::from_transport(t, s))
             .collect())
+    }
+
+    fn open_pair_typed<M: Mode + Carries<T>, T: Element>(
+        &mut self,
+        spec: ChannelSpec,
+        timeout: Duration,
+    ) -> Result<Channel<W::Backend, M, T>, CreateError> {
+        let (rank, size) = (self.rank(), self.size());
+        if spec.peer >= size || spec.peer == rank {
+            return Err(CreateError::BadPeer {
+                rank,
+                peer: spec.peer,
+                size,
+            });
+        }
+        // A timeout too long to add is no deadline in practice: a year.
+        let start = Instant::now();
+        let deadline = start
+            .checked_add(timeout)
+            .unwrap_or_else(|| start + Duration::from_secs(365 * 24 * 3600));
+        // What the backend wires: the length in words.
+        let element = ElementType::of::<T>();
+        let r = spec.config.max_in_flight();
+        let wired = element
+            .words(spec.config.len())
+            .ok_or(crate::ConfigError::TooLarge {
+                len: spec.config.len(),
+                max_in_flight: r,
+            })
+            .and_then(|n| ChannelConfig::new(n, r))
+            .map(|config| ChannelSpec { config, ..spec });
+        let (declared, wired) = match wired {
+            Ok(w) => (self.pair_declare::<M::Delivery>(&w), w),
+            Err(e) => (Err(e.into()), spec),
+        };
+        let offer = match declared {
+            Ok(word) => PairOffer::new(M::KIND, element, &spec, word),
+            Err(_) => PairOffer::refusal(),
+        };
+        let met = self.pair_meet(&wired, offer, deadline);
+        let word = declared?;
+        let outcome = met.and_then(|theirs| {
+            let theirs = theirs.ok_or(CreateError::PairTimeout {
+                rank,
+                peer: spec.peer,
+                tag: spec.tag,
+                timeout,
+            })?;
+            pair::settle::<M::Delivery>(rank, (spec, wired), M::KIND, element, word, theirs)
+        });
+        match outcome {
+            Ok(agreed) => Ok(Channel::from_transport(M::wire_pair(self, agreed)?, &spec)),
+            Err(e) => {
+                self.pair_forget(&wired, word);
+                Err(e)
+            }
+        }
     }
 
     fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<W::Reduction, CreateError> {

@@ -139,6 +139,39 @@ pub enum CreateError {
         /// The tag.
         tag: u32,
     },
+    /// A pairwise creation ([`crate::Context::open_pair`]) whose peer did not make the
+    /// matching call (same tag, naming this rank) within the timeout. Nothing of it is left:
+    /// the same call may be made again.
+    #[error("rank {rank}: rank {peer} did not open the pairwise channel with tag {tag:#x} to it within {timeout:?}")]
+    PairTimeout {
+        /// This rank.
+        rank: usize,
+        /// The peer that did not come.
+        peer: usize,
+        /// The channel's tag.
+        tag: u32,
+        /// How long this rank waited.
+        timeout: std::time::Duration,
+    },
+    /// A pairwise channel's memory could not be set aside: the backend's pairwise pool
+    /// (SHMEM: symmetric memory reserved at init) has no free piece large enough.
+    #[error("rank {rank}: no room for the pairwise channel to rank {peer} (tag {tag:#x}): it needs {needed} bytes, the largest free piece of the {pool}-byte pairwise pool is {free} bytes{hint}")]
+    PairPoolExhausted {
+        /// This rank.
+        rank: usize,
+        /// The peer.
+        peer: usize,
+        /// The channel's tag.
+        tag: u32,
+        /// Bytes the end needs.
+        needed: usize,
+        /// The largest free piece.
+        free: usize,
+        /// The pool's size.
+        pool: usize,
+        /// How to make the pool larger.
+        hint: &'static str,
+    },
     /// Creation failed at another rank; collective creation fails everywhere.
     #[error("channel creation failed at rank {failed_rank}; see its message")]
     FailedElsewhere {

@@ -72,6 +72,14 @@
 //! chan-shmem. docs/architecture.md in the repository describes the layers, each backend's
 //! protocol and how to add one.
 //!
+//! ## Collective and pairwise creation
+//! [`Context::open`] is collective: every rank calls it, and a creation fails everywhere if it
+//! fails anywhere. [`Context::open_pair`] creates one channel with its two ends alone (the
+//! paper's `create_channel`): it blocks until the peer makes the matching call, the other ranks
+//! take no part, both ends check that they agree ([`CreateError::Mismatch`] at both), and a
+//! peer that does not come within the timeout gives [`CreateError::PairTimeout`] and leaves
+//! nothing behind. The end is the same [`Channel`]. docs/architecture.md, "Pairwise creation".
+//!
 //! ## Two faces
 //! A user of channels and windows needs this crate's root and [`traits`]: [`Context`],
 //! [`Channel`], the modes, [`Reduction`], [`Window`] and [`Windows`], the errors. A backend
@@ -110,6 +118,7 @@ mod error;
 mod handshake;
 mod mode;
 mod onesided;
+mod pair;
 mod reduce;
 mod stats;
 mod transport;

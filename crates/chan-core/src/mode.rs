@@ -1,6 +1,6 @@
 //! Channel modes as sealed marker types.
 
-use crate::backend::{Agreed, ChannelHooks};
+use crate::backend::{Agreed, ChannelHooks, PairAgreed};
 use crate::element::{Element, RacyElement};
 use crate::error::CreateError;
 use crate::transport::Backend;
@@ -28,6 +28,13 @@ pub trait Mode: sealed::Sealed + Carries<f64> + Send + 'static {
         w: &mut W,
         agreed: Agreed<Self::Delivery>,
     ) -> Result<Vec<Self::Transport<W::Backend>>, CreateError>;
+
+    /// Wire the one end of a pairwise creation (dispatch for [`crate::Context::open_pair`]).
+    #[doc(hidden)]
+    fn wire_pair<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: PairAgreed<Self::Delivery>,
+    ) -> Result<Self::Transport<W::Backend>, CreateError>;
 }
 
 /// Every send matched by exactly one receive, pairwise, in order (the paper's synchronous
@@ -66,6 +73,12 @@ impl Mode for Sync {
     ) -> Result<Vec<<W::Backend as Backend>::Mailbox>, CreateError> {
         w.wire_slots(agreed)
     }
+    fn wire_pair<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: PairAgreed<Slots>,
+    ) -> Result<<W::Backend as Backend>::Mailbox, CreateError> {
+        w.pair_wire_slots(agreed)
+    }
 }
 impl Mode for Async {
     const KIND: ModeKind = ModeKind::Async;
@@ -77,6 +90,12 @@ impl Mode for Async {
     ) -> Result<Vec<<W::Backend as Backend>::Mailbox>, CreateError> {
         w.wire_slots(agreed)
     }
+    fn wire_pair<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: PairAgreed<Slots>,
+    ) -> Result<<W::Backend as Backend>::Mailbox, CreateError> {
+        w.pair_wire_slots(agreed)
+    }
 }
 impl Mode for Racy {
     const KIND: ModeKind = ModeKind::Racy;
@@ -87,6 +106,12 @@ impl Mode for Racy {
         agreed: Agreed<Shared>,
     ) -> Result<Vec<<W::Backend as Backend>::Racy>, CreateError> {
         w.wire_shared(agreed)
+    }
+    fn wire_pair<W: ChannelHooks + ?Sized>(
+        w: &mut W,
+        agreed: PairAgreed<Shared>,
+    ) -> Result<<W::Backend as Backend>::Racy, CreateError> {
+        w.pair_wire_shared(agreed)
     }
 }
 

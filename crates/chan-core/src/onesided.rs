@@ -199,6 +199,10 @@ unsafe fn atomic_at<'a>(p: *mut u64) -> &'a AtomicU64 {
 
 /// Words of the control block.
 pub const CTRL_WORDS: usize = 8;
+/// The word of a region (in its control block) where the peer's close announcement lands:
+/// nonzero once the peer's end began its close, after which the peer writes the region no
+/// more.
+pub const CLOSE_WORD: usize = CLOSE;
 const CLOSE: usize = 0;
 const ACK: usize = 1;
 const COUNT: usize = 2;

@@ -2,6 +2,7 @@
 //! channel hooks: wiring an agreed set), and a finalize that leaves no request behind.
 
 use crate::node::{layout, remote_from_env, MpiPeer, Node, NodeEnd, TWO_SIDED};
+use crate::pair::LivePairs;
 use crate::raw::{self, check, Requests};
 use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
 use crate::transport::MpiEnd;
@@ -9,8 +10,8 @@ use crate::twosided::{Core, MpiDelivery, RecvKind, Wire, HDR};
 use crate::Mpi;
 use chan_core::backend::CloseReport;
 use chan_core::backend::{
-    vote, Agreed, ChannelHooks, Collective, Delivery, EnvVarError, Lists, ReservedTags, Shared,
-    Slots, WaitPolicy,
+    vote, Agreed, ChannelHooks, Collective, Delivery, EnvVarError, Lists, PairAgreed, PairOffer,
+    ReservedTags, Shared, Slots, WaitPolicy,
 };
 use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
 use mpi::ffi;
@@ -18,6 +19,7 @@ use mpi::traits::AsRaw;
 use std::cell::{Cell, RefCell};
 use std::os::raw::{c_int, c_void};
 use std::rc::Rc;
+use std::time::Instant;
 
 /// MPI could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -98,9 +100,42 @@ pub(crate) struct World {
     pub(crate) ends_to_node: Cell<u64>,
     pub(crate) node_ends: Cell<u64>,
     pub(crate) node_live: Cell<usize>,
+    /// The communicator of every pairwise channel (`pair.rs`), and the numbers of this
+    /// rank's pairwise offers; freed at shutdown, after the cores that hold it.
+    pair_comm: RefCell<Option<Rc<SetComm>>>,
+    pair_nonce: Cell<u64>,
+    /// The (peer, tag) of this rank's pairwise channels whose core still exists.
+    pair_live: LivePairs,
 }
 
 impl World {
+    /// `MPI_TAG_UB` of aiac's communicators.
+    pub(crate) fn tag_ub(&self) -> c_int {
+        self.tag_ub
+    }
+
+    /// The communicator of every pairwise channel.
+    pub(crate) fn pair_comm(&self) -> Rc<SetComm> {
+        Rc::clone(
+            self.pair_comm
+                .borrow()
+                .as_ref()
+                .expect("the pairwise communicator lives until shutdown"),
+        )
+    }
+
+    /// The (peer, tag) of this rank's pairwise channels whose core still exists.
+    pub(crate) fn pair_live(&self) -> LivePairs {
+        Rc::clone(&self.pair_live)
+    }
+
+    /// A number no earlier pairwise offer of this rank had.
+    pub(crate) fn next_pair_nonce(&self) -> u64 {
+        let n = self.pair_nonce.get() + 1;
+        self.pair_nonce.set(n);
+        n
+    }
+
     /// Take over a core whose `begin_close` ran: it is stepped by every wait of this rank from
     /// now on. `owned`: a channel will collect the outcome with [`World::take_closed`];
     /// otherwise (dropped) the entry goes once its close completes.
@@ -221,6 +256,8 @@ impl World {
                 first_err.get_or_insert(e.into());
             }
         }
+        // The closes are finished and their cores gone: nothing else holds it.
+        drop(self.pair_comm.borrow_mut().take());
         if let Err(e) = self.node.shutdown() {
             first_err.get_or_insert(e.into());
         }
@@ -275,6 +312,21 @@ impl Drop for SetComm {
             eprintln!("aiac (mpi): freeing a channel set's communicator: {e}");
         }
     }
+}
+
+/// Collective over `comm`: a duplicate of it whose errors come back as values.
+fn dup_comm(comm: ffi::MPI_Comm) -> Result<Rc<SetComm>, CommError> {
+    // SAFETY: null handle constant, overwritten by MPI_Comm_dup below.
+    let mut set = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: comm is aiac's valid communicator, and every rank of it makes this call (the
+    // callers are collective); `set` receives the new handle.
+    let rc = unsafe { ffi::MPI_Comm_dup(comm, &mut set) };
+    check(rc, "MPI_Comm_dup")?;
+    let set = Rc::new(SetComm(set));
+    // SAFETY: a valid communicator just made; the constant is an immutable handle.
+    let rc = unsafe { ffi::MPI_Comm_set_errhandler(set.raw(), ffi::RSMPI_ERRORS_RETURN) };
+    check(rc, "MPI_Comm_set_errhandler")?;
+    Ok(set)
 }
 
 /// One MPI rank: chan-core's [`Context`](chan_core::Context) over MPI. Created once per process with
@@ -368,6 +420,7 @@ impl MpiCtx {
             )
         };
         check(rc, "MPI_Allreduce")?;
+        let pair_comm = dup_comm(comm)?;
         Ok(MpiCtx {
             world: Rc::new(World {
                 comm,
@@ -388,6 +441,9 @@ impl MpiCtx {
                 ends_to_node: Cell::new(0),
                 node_ends: Cell::new(0),
                 node_live: Cell::new(0),
+                pair_comm: RefCell::new(Some(pair_comm)),
+                pair_nonce: Cell::new(0),
+                pair_live: LivePairs::default(),
             }),
             reserved_tags: ReservedTags::new(),
             reduction_kind: ReductionKind::default(),
@@ -611,17 +667,9 @@ impl MpiCtx {
     /// Collective: the communicator of a new channel set, a duplicate of the world's whose
     /// errors come back as values.
     fn dup_set(&self) -> Result<Rc<SetComm>, CommError> {
-        // SAFETY: null handle constant, overwritten by MPI_Comm_dup below.
-        let mut set = unsafe { ffi::RSMPI_COMM_NULL };
-        // SAFETY: every rank of comm makes this call (creation is collective and the
-        // handshake's vote passed everywhere); `set` receives the new handle.
-        let rc = unsafe { ffi::MPI_Comm_dup(self.world.comm, &mut set) };
-        check(rc, "MPI_Comm_dup")?;
-        let set = Rc::new(SetComm(set));
-        // SAFETY: a valid communicator just made; the constant is an immutable handle.
-        let rc = unsafe { ffi::MPI_Comm_set_errhandler(set.raw(), ffi::RSMPI_ERRORS_RETURN) };
-        check(rc, "MPI_Comm_set_errhandler")?;
-        Ok(set)
+        // Every rank of comm makes this call: creation is collective and the handshake's vote
+        // passed everywhere.
+        dup_comm(self.world.comm)
     }
 
     /// The counts of `lists` as MPI ints, and their displacements.
@@ -805,6 +853,33 @@ impl ChannelHooks for MpiCtx {
 
     fn wire_shared(&mut self, agreed: Agreed<Shared>) -> Result<Vec<MpiEnd<Shared>>, CreateError> {
         self.wire(agreed)
+    }
+
+    /// A (peer, tag) whose previous pairwise channel still exists is refused (`pair.rs`).
+    fn pair_declare<D: Delivery>(&mut self, spec: &ChannelSpec) -> Result<u64, CreateError> {
+        self.check_pair_free(spec)
+    }
+
+    /// Pairwise channels take the two-sided path (`pair.rs`): a node's shared window is
+    /// collective.
+    fn pair_meet(
+        &mut self,
+        spec: &ChannelSpec,
+        mine: PairOffer,
+        deadline: Instant,
+    ) -> Result<Option<PairOffer>, CreateError> {
+        self.meet(spec, mine, deadline)
+    }
+
+    fn pair_wire_slots(&mut self, agreed: PairAgreed<Slots>) -> Result<MpiEnd<Slots>, CreateError> {
+        self.wire_pair(agreed)
+    }
+
+    fn pair_wire_shared(
+        &mut self,
+        agreed: PairAgreed<Shared>,
+    ) -> Result<MpiEnd<Shared>, CreateError> {
+        self.wire_pair(agreed)
     }
 
     fn make_reduction(&mut self, len: usize, op: ReduceOp) -> Result<MpiReduction, CreateError> {

@@ -64,6 +64,7 @@
 
 mod env;
 mod node;
+mod pair;
 mod raw;
 mod reduce;
 mod transport;

@@ -61,6 +61,7 @@
 //! memory MPI may write.
 
 use crate::env::SetComm;
+use crate::pair::PairTag;
 use crate::raw::{self, Requests, Route};
 use chan_core::backend::{Arrival, CloseReport, Delivery, Header, RacyPoll, Shared, Slots};
 use chan_core::{AtomicF64, AtomicF64Slice, CommError};
@@ -233,6 +234,8 @@ pub(crate) struct Core {
     reported: u64,
     closing: bool,
     closed: bool,
+    /// A pairwise channel's (peer, tag), held live until the core goes (`pair.rs`).
+    _pair: Option<PairTag>,
 }
 
 /// How a core posts its data receives.
@@ -296,6 +299,7 @@ impl Core {
             reported: 0,
             closing: false,
             closed: false,
+            _pair: None,
         };
         core.post_ctrl(reqs)?;
         for slot in 0..n_recv {
@@ -309,6 +313,11 @@ impl Core {
 
     pub(crate) fn peer(&self) -> usize {
         self.wire.peer
+    }
+
+    /// Keep a pairwise channel's (peer, tag) live until this core goes.
+    pub(crate) fn hold(&mut self, tag: PairTag) {
+        self._pair = Some(tag);
     }
 
     /// Post the receive for the peer's next control message (credit or close).

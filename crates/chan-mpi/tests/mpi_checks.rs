@@ -42,6 +42,14 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("window_put_get_8B_64KB", &[1, 2, 4], 120),
     ("window_mismatched_sizes", &[2, 3], 60),
     ("window_out_of_range", &[1, 2, 3], 60),
+    // Pairwise creation: ranks 0 and 2 alone, while 1 and 3 compute and then pair.
+    ("pairwise_two_pairs", &[4], 60),
+    ("pairwise_element_types", &[2, 3, 4], 60),
+    ("pairwise_mismatch", &[2, 3], 60),
+    // 200 ms timeouts: a peer that never comes, then one that comes too late.
+    ("pairwise_timeout", &[2, 3], 60),
+    ("pairwise_opposite_orders", &[3], 60),
+    ("pairwise_tag_reuse", &[2, 3], 60),
 ];
 
 /// Cases run again where Open MPI can make no shared-memory window (its `sm` one-sided
@@ -68,6 +76,7 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
     }
     match case {
         "mismatched_ends" => testkit::mismatched_ends(ctx),
+        "pairwise_element_types" => testkit::elements::pairwise_element_types(ctx),
         "element_types" => testkit::elements::element_types(ctx, 20),
         "mismatched_element_types" => testkit::elements::mismatched_element_types(ctx),
         "send_before_recv_8B_20KB_4MB" => testkit::send_before_recv(ctx, &[1, 2500, 524_288]),
@@ -105,8 +114,67 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
         "window_put_get_8B_64KB" => wk::window_put_get(ctx, &[1, 3, 8192]),
         "window_mismatched_sizes" => wk::window_mismatched_sizes(ctx),
         "window_out_of_range" => wk::window_out_of_range(ctx),
+        "pairwise_two_pairs" => testkit::pairwise::pairwise_two_pairs(ctx, 50),
+        "pairwise_mismatch" => testkit::pairwise::pairwise_mismatch(ctx),
+        "pairwise_timeout" => pairwise_timeout_leaves_nothing(ctx),
+        "pairwise_tag_reuse" => pairwise_tag_reuse(ctx),
+        "pairwise_opposite_orders" => {
+            testkit::pairwise::pairwise_opposite_orders(ctx, std::time::Duration::from_millis(200))
+        }
         other => Err(format!("unknown case {other}")),
     }
+}
+
+/// `pairwise_timeout`, and no request of the timed-out rendezvous is left: the count of
+/// outstanding requests is back to what it was before.
+fn pairwise_timeout_leaves_nothing(ctx: &mut MpiCtx) -> Check {
+    let before = ctx.outstanding_requests();
+    testkit::pairwise::pairwise_timeout(ctx, std::time::Duration::from_millis(200))?;
+    let after = ctx.outstanding_requests();
+    if after != before {
+        return Err(format!(
+            "{after} requests outstanding after the pairwise timeouts, {before} before"
+        ));
+    }
+    Ok(())
+}
+
+/// A (peer, tag) has one pairwise channel at a time over MPI (its MPI tags are the tag's):
+/// opening it again while the first is open is refused at both ends, with an error that says
+/// so; after `close()`, and after both ends dropped theirs (the close completes in the
+/// background), it opens again and carries messages.
+fn pairwise_tag_reuse(ctx: &mut MpiCtx) -> Check {
+    use chan_core::{ChannelConfig, ChannelSpec, CommError, CreateError, Sync};
+    let rank = ctx.rank();
+    if rank < 2 {
+        let peer = 1 - rank;
+        let t = std::time::Duration::from_secs(30);
+        let spec = ChannelSpec::new(peer, 60, ChannelConfig::new(3, 2).unwrap()).unwrap();
+        let ping = |ch: &mut chan_core::Channel<chan_mpi::Mpi, Sync>, v: f64| -> Check {
+            ch.send(&[v, v, v]).map_err(|e| e.to_string())?;
+            let m = ch.recv().map_err(|e| e.to_string())?;
+            if m.data() != [v, v, v] {
+                return Err(format!("after reopening: got {:?}", m.data()));
+            }
+            Ok(())
+        };
+        let mut first = ctx.open_pair::<Sync>(spec, t).map_err(|e| e.to_string())?;
+        match ctx.open_pair::<Sync>(spec, t) {
+            Err(CreateError::Comm(CommError::Backend { message, .. }))
+                if message.contains("already has a pairwise channel") => {}
+            other => return Err(format!("rank {rank}: second open of a live tag: {other:?}")),
+        }
+        ping(&mut first, 1.0)?;
+        first.close().map_err(|e| e.to_string())?;
+        let mut second = ctx.open_pair::<Sync>(spec, t).map_err(|e| e.to_string())?;
+        ping(&mut second, 2.0)?;
+        ping(&mut second, 3.0)?;
+        drop(second);
+        let mut third = ctx.open_pair::<Sync>(spec, t).map_err(|e| e.to_string())?;
+        ping(&mut third, 4.0)?;
+        third.close().map_err(|e| e.to_string())?;
+    }
+    ctx.barrier().map_err(|e| e.to_string())
 }
 
 /// `reclaim_after_close` where the ranks do not all share one node's windows: a ring opens

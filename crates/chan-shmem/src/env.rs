@@ -1,12 +1,13 @@
 //! The SHMEM environment: initialisation, the PE's [`ShmemCtx`] (chan-core's `Context`), the
 //! collective creation of channel sets, their collective reclamation, and finalize.
 
+use crate::pair::{pool_bytes_from_env, PairPiece, Pool};
 use crate::sym::{barrier_all, quiet, shmem_err, Sym};
 use crate::transport::{ShmemEnd, ShmemPeer};
 use crate::Shmem;
 use chan_core::backend::{
-    vote, Agreed, AgreedEnd, ChannelHooks, Collective, Delivery, EnvVarError, Lists, ReservedTags,
-    Shared as SharedBuf, Slots, WaitPolicy,
+    vote, Agreed, AgreedEnd, ChannelHooks, Collective, Delivery, EnvVarError, Lists, PairAgreed,
+    PairOffer, ReservedTags, Shared as SharedBuf, Slots, WaitPolicy,
 };
 use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
 use openshmem_sys as ffi;
@@ -14,6 +15,7 @@ use std::cell::{Cell, RefCell};
 use std::os::raw::{c_int, c_long, c_void};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Instant;
 
 /// SIGTERM held back while `shmem_init` runs, and its action put back after: Open MPI's
 /// OSHMEM replaces it there with a handler that does nothing (to replace "other unpredictable
@@ -333,6 +335,8 @@ pub(crate) struct Shared {
     /// `shmem_ptr`.
     pub(crate) ends_opened: Cell<u64>,
     pub(crate) mapped_ends: Cell<u64>,
+    /// The pool of pairwise channels' regions and rendezvous slots (`pair.rs`).
+    pub(crate) pool: Rc<Pool>,
 }
 
 impl Shared {
@@ -354,6 +358,7 @@ impl Shared {
         for s in self.sets.borrow_mut().drain(..) {
             s.free();
         }
+        self.pool.free();
         if let Some(c) = self.coll.borrow_mut().take() {
             c.free();
         }
@@ -379,6 +384,8 @@ impl Drop for Shared {
 pub struct ShmemCtx {
     sh: Rc<Shared>,
     reserved_tags: ReservedTags,
+    /// The pool piece (offset, words) of the pairwise end being created.
+    pending_pair: Option<(usize, usize)>,
 }
 
 impl std::fmt::Debug for ShmemCtx {
@@ -411,6 +418,7 @@ impl ShmemCtx {
     pub fn init() -> Result<Self, InitError> {
         // Read before SHMEM starts: a bad value fails init without touching the library.
         let (wait, remote) = (WaitPolicy::from_open_mpi_env()?, remote_from_env()?);
+        let pool_bytes = pool_bytes_from_env()?;
         if STATE
             .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
@@ -439,7 +447,13 @@ impl ShmemCtx {
                 message: format!("PE {rank} of {size}"),
             });
         }
-        let coll = Coll::new(size as usize)?;
+        let mut coll = Coll::new(size as usize)?;
+        // The pool must be the same size on every PE (symmetric): the largest asked for.
+        let mut asked = [pool_bytes as f64];
+        coll.all_reduce(size as usize, &mut asked, ReduceOp::Max);
+        let pool = Pool::new(size as usize, asked[0] as usize)?;
+        // Every PE zeroed its pool before any PE puts into it.
+        barrier_all();
         Ok(ShmemCtx {
             sh: Rc::new(Shared {
                 rank: rank as usize,
@@ -451,8 +465,10 @@ impl ShmemCtx {
                 remote,
                 ends_opened: Cell::new(0),
                 mapped_ends: Cell::new(0),
+                pool: Rc::new(pool),
             }),
             reserved_tags: ReservedTags::new(),
+            pending_pair: None,
         })
     }
 
@@ -647,6 +663,45 @@ impl ShmemCtx {
             .collect())
     }
 
+    /// A pairwise end over its region (carved by `pair_declare`) and the peer's.
+    fn wire_pair<D: Delivery>(
+        &mut self,
+        agreed: PairAgreed<D>,
+    ) -> Result<ShmemEnd<D>, CreateError> {
+        let s = agreed.spec;
+        let (len, r) = (s.config.len(), s.config.max_in_flight());
+        let (off, words) = self
+            .pending_pair
+            .take()
+            .ok_or_else(|| shmem_err("open_pair", "wiring an end whose region was not carved"))?;
+        let pool = Rc::clone(&self.sh.pool);
+        let peer_off = agreed.peer_word as usize;
+        if off as u64 != agreed.word || !pool.holds(peer_off, words) {
+            pool.give_back(off, words);
+            return Err(shmem_err(
+                "open_pair",
+                format!(
+                    "PE {}'s region at word {peer_off} lies outside the pairwise pool",
+                    s.peer
+                ),
+            )
+            .into());
+        }
+        let (local, remote) = (pool.at(off), pool.at(peer_off));
+        let peer = ShmemPeer::pairwise(Rc::clone(&self.sh), PairPiece { pool, off, words }, s.peer);
+        // SAFETY: both regions of this shape lie in the PEs' pools (this one carved by
+        // pair_declare, the peer's checked above), at the same symmetric address on every PE;
+        // each was zeroed by its PE before its offer was put, and is carved for this end
+        // alone; `peer` holds this PE's piece (given back only once the peer's close landed)
+        // and the Rc of Shared keeps the pool allocated. AIAC_SHMEM_REMOTE=1 maps nothing.
+        let end = unsafe { ShmemEnd::new(peer, s.peer, len, r, local, remote, !self.sh.remote) };
+        self.sh.ends_opened.set(self.sh.ends_opened.get() + 1);
+        if end.is_mapped() {
+            self.sh.mapped_ends.set(self.sh.mapped_ends.get() + 1);
+        }
+        Ok(end)
+    }
+
     /// Every PE's list, at every PE (`shmem_fcollect64` of the lengths, then
     /// `shmem_collect64`).
     fn collect_all(&mut self, mine: &[u64]) -> Result<Lists, CommError> {
@@ -740,6 +795,45 @@ impl ChannelHooks for ShmemCtx {
         agreed: Agreed<SharedBuf>,
     ) -> Result<Vec<ShmemEnd<SharedBuf>>, CreateError> {
         self.wire(agreed)
+    }
+
+    /// Carves the end's region from the PE's pairwise pool (`pair.rs`).
+    fn pair_declare<D: Delivery>(&mut self, spec: &ChannelSpec) -> Result<u64, CreateError> {
+        let words = ShmemEnd::<D>::shape(spec.config.len(), spec.config.max_in_flight())
+            .words()
+            .ok_or_else(|| shmem_err("open_pair", "channel too large for the address space"))?;
+        let off = self.pair_region(spec, words)?;
+        self.pending_pair = Some((off as usize, words));
+        Ok(off)
+    }
+
+    fn pair_forget(&mut self, _spec: &ChannelSpec, _word: u64) {
+        if let Some((off, words)) = self.pending_pair.take() {
+            self.forget_region(words, off as u64);
+        }
+    }
+
+    fn pair_meet(
+        &mut self,
+        spec: &ChannelSpec,
+        mine: PairOffer,
+        deadline: Instant,
+    ) -> Result<Option<PairOffer>, CreateError> {
+        self.meet(spec, mine, deadline)
+    }
+
+    fn pair_wire_slots(
+        &mut self,
+        agreed: PairAgreed<Slots>,
+    ) -> Result<ShmemEnd<Slots>, CreateError> {
+        self.wire_pair(agreed)
+    }
+
+    fn pair_wire_shared(
+        &mut self,
+        agreed: PairAgreed<SharedBuf>,
+    ) -> Result<ShmemEnd<SharedBuf>, CreateError> {
+        self.wire_pair(agreed)
     }
 
     /// OpenSHMEM 1.4 has no non-blocking reduction: chan-core's binary tree over Sync

@@ -75,6 +75,7 @@
 #![warn(missing_docs)]
 
 mod env;
+mod pair;
 mod sym;
 mod transport;
 mod window;

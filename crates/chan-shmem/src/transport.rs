@@ -44,6 +44,7 @@
 //! [`crate::ShmemCtx::reclaim`]).
 
 use crate::env::{SetMem, Shared};
+use crate::pair::PairPiece;
 use crate::sym::{fence, peer_ptr, put, put_word, quiet};
 use chan_core::backend::WaitPolicy;
 use chan_core::backend::{OneSidedEnd, PeerMem};
@@ -59,8 +60,18 @@ pub type ShmemEnd<D> = OneSidedEnd<D, ShmemPeer>;
 /// memory allocated (and this end counted open in it) while the end exists.
 pub struct ShmemPeer {
     sh: Rc<Shared>,
-    set: Rc<SetMem>,
+    mem: Region,
     pe: c_int,
+}
+
+/// Where an end's region lies: in a collectively opened set's allocation, or in the PE's
+/// pool of pairwise channels.
+enum Region {
+    Set(Rc<SetMem>),
+    /// Held for its `Drop`, which gives the region back.
+    Pair {
+        _piece: PairPiece,
+    },
 }
 
 impl ShmemPeer {
@@ -68,7 +79,16 @@ impl ShmemPeer {
         set.opened();
         ShmemPeer {
             sh,
-            set,
+            mem: Region::Set(set),
+            pe: pe as c_int,
+        }
+    }
+
+    /// The way to `pe` of a pairwise end whose region is `piece`.
+    pub(crate) fn pairwise(sh: Rc<Shared>, piece: PairPiece, pe: usize) -> Self {
+        ShmemPeer {
+            sh,
+            mem: Region::Pair { _piece: piece },
             pe: pe as c_int,
         }
     }
@@ -76,9 +96,12 @@ impl ShmemPeer {
 
 impl Drop for ShmemPeer {
     fn drop(&mut self) {
-        // The end announced its close before (its own Drop runs first); the set's memory stays
-        // allocated until a collective reclaim or finalize.
-        self.set.closed();
+        // The end announced its close before (its own Drop runs first); a set's memory stays
+        // allocated until a collective reclaim or finalize, a pairwise region goes back to the
+        // pool (PairPiece's Drop) once the peer's close landed in it.
+        if let Region::Set(set) = &self.mem {
+            set.closed();
+        }
     }
 }
 
@@ -90,7 +113,8 @@ impl std::fmt::Debug for ShmemPeer {
 
 // SAFETY: addresses are symmetric addresses inside the set's allocation, which `set` keeps
 // allocated (on every PE: it is freed only collectively, after a vote that this end's open
-// count blocks, or at finalize); `shmem_putmem` copies the bytes, `shmem_uint64_p` writes one
+// count blocks, or at finalize), or inside the PE's pairwise pool, allocated from init to
+// finalize on every PE (a pairwise region is reused only after the peer's close landed in it); `shmem_putmem` copies the bytes, `shmem_uint64_p` writes one
 // aligned word (module docs); `shmem_fence` orders puts to a PE (OpenSHMEM 1.4, 9.8.1) and
 // `sym::fence` issues a Release fence first; `shmem_quiet` completes them (9.8.2); `shmem_ptr`
 // returns the peer's word mapped into this process or null (9.2.3).

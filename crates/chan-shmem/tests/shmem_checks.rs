@@ -51,6 +51,14 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("window_put_get_8B_64KB", &[1, 2, 4], 120),
     ("window_mismatched_sizes", &[2, 3], 60),
     ("window_out_of_range", &[1, 2, 3], 60),
+    // Pairwise creation: PEs 0 and 2 alone, while 1 and 3 compute and then pair.
+    ("pairwise_two_pairs", &[4], 60),
+    ("pairwise_element_types", &[2, 3, 4], 60),
+    ("pairwise_mismatch", &[2, 3], 60),
+    // 200 ms timeouts: a peer that never comes, then one that comes too late.
+    ("pairwise_timeout", &[2, 3], 60),
+    ("pairwise_opposite_orders", &[3], 60),
+    ("pairwise_pool", &[2, 3], 60),
 ];
 
 /// Messages in flight both ways, `close`, then `shmem_finalize`: this many separate jobs.
@@ -62,6 +70,7 @@ fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
     }
     match case {
         "mismatched_ends" => testkit::mismatched_ends(ctx),
+        "pairwise_element_types" => testkit::elements::pairwise_element_types(ctx),
         "element_types" => testkit::elements::element_types(ctx, 20),
         "mismatched_element_types" => testkit::elements::mismatched_element_types(ctx),
         "send_before_recv_8B_20KB_4MB" => testkit::send_before_recv(ctx, &[1, 2500, 524_288]),
@@ -86,6 +95,15 @@ fn run_case(ctx: &mut ShmemCtx, case: &str) -> Check {
         "window_put_get_8B_64KB" => wk::window_put_get(ctx, &[1, 3, 8192]),
         "window_mismatched_sizes" => wk::window_mismatched_sizes(ctx),
         "window_out_of_range" => wk::window_out_of_range(ctx),
+        "pairwise_two_pairs" => testkit::pairwise::pairwise_two_pairs(ctx, 50),
+        "pairwise_mismatch" => testkit::pairwise::pairwise_mismatch(ctx),
+        "pairwise_timeout" => {
+            testkit::pairwise::pairwise_timeout(ctx, std::time::Duration::from_millis(200))
+        }
+        "pairwise_pool" => pairwise_pool(ctx),
+        "pairwise_opposite_orders" => {
+            testkit::pairwise::pairwise_opposite_orders(ctx, std::time::Duration::from_millis(200))
+        }
         other => Err(format!("unknown case {other}")),
     }
 }
@@ -384,4 +402,64 @@ fn main() -> ExitCode {
         &args,
         all,
     )
+}
+
+/// The pool of pairwise regions (4 MiB per PE by default): an end that does not fit is
+/// refused with `PairPoolExhausted` at its PE and `FailedElsewhere` at its peer, and closed
+/// ends give their regions back: 60 channels of 400 KB each, one after the other, fit in it;
+/// so do the ends of opens that timed out: 3.2 MB carved three times for a peer that never
+/// came, then for one that does.
+fn pairwise_pool(ctx: &mut ShmemCtx) -> Check {
+    let rank = ctx.rank();
+    if rank < 2 {
+        let peer = 1 - rank;
+        let t = std::time::Duration::from_secs(30);
+        let len = if rank == 0 { 1 << 20 } else { 10 };
+        let spec = ChannelSpec::new(peer, 3, ChannelConfig::new(len, 1).unwrap()).unwrap();
+        match (rank, ctx.open_pair::<Sync>(spec, t)) {
+            (0, Err(CreateError::PairPoolExhausted { needed, pool, .. })) => {
+                ensure!(
+                    needed > pool,
+                    "refused {needed} bytes from a pool of {pool}"
+                );
+            }
+            (1, Err(CreateError::FailedElsewhere { failed_rank: 0 })) => {}
+            (_, other) => return Err(format!("rank {rank}: oversized pairwise end: {other:?}")),
+        }
+        for k in 0..60u64 {
+            let spec = ChannelSpec::new(peer, 4, ChannelConfig::new(25_000, 1).unwrap()).unwrap();
+            let mut ch = ctx
+                .open_pair::<Sync>(spec, t)
+                .map_err(|e| format!("pairwise channel {k}: {e}"))?;
+            let mut out = vec![0.0; 25_000];
+            testkit::fill(&mut out, k + 1);
+            ch.send(&out).map_err(|e| e.to_string())?;
+            let m = ch.recv().map_err(|e| e.to_string())?;
+            testkit::check_whole(m.data(), k + 1, "pairwise pool round")?;
+            ch.close().map_err(|e| e.to_string())?;
+        }
+        let big = ChannelSpec::new(peer, 5, ChannelConfig::new(200_000, 1).unwrap()).unwrap();
+        if rank == 0 {
+            for k in 0..3 {
+                let short = std::time::Duration::from_millis(50);
+                match ctx.open_pair::<Sync>(big, short) {
+                    Err(CreateError::PairTimeout { .. }) => {}
+                    other => return Err(format!("lonely 3.2 MB open {k}: {other:?}")),
+                }
+            }
+        }
+        ctx.barrier().map_err(|e| e.to_string())?;
+        let mut ch = ctx
+            .open_pair::<Sync>(big, t)
+            .map_err(|e| format!("3.2 MB pairwise channel after timeouts: {e}"))?;
+        let mut out = vec![0.0; 200_000];
+        testkit::fill(&mut out, 7);
+        ch.send(&out).map_err(|e| e.to_string())?;
+        let m = ch.recv().map_err(|e| e.to_string())?;
+        testkit::check_whole(m.data(), 7, "3.2 MB pairwise channel")?;
+        ch.close().map_err(|e| e.to_string())?;
+    } else {
+        ctx.barrier().map_err(|e| e.to_string())?;
+    }
+    ctx.barrier().map_err(|e| e.to_string())
 }

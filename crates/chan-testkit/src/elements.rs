@@ -272,3 +272,98 @@ pub fn mismatched_element_types<C: Context>(ctx: &mut C) -> Check {
     close_all(chans).map_err(|e| e.to_string())?;
     Ok(())
 }
+
+/// Typed channels opened pairwise ([`Context::open_pair_typed`]) between partners (0, 1),
+/// (2, 3), … only (an odd world's last rank computes meanwhile): an `f32` Sync channel, a
+/// [`Particle`] Async one and a `u32` Racy one round-trip bit for bit; ends of different types
+/// fail on both ranks, naming both; then every rank meets at a barrier.
+pub fn pairwise_element_types<C: Context>(ctx: &mut C) -> Check {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let peer = rank ^ 1;
+    if peer < size {
+        let meet = std::time::Duration::from_secs(30);
+        let spec = |tag, len| -> Result<ChannelSpec, String> {
+            let cfg = ChannelConfig::new(len, 2).map_err(|e| e.to_string())?;
+            ChannelSpec::new(peer, tag, cfg).map_err(|e| e.to_string())
+        };
+        let mut f = ctx
+            .open_pair_typed::<Sync, f32>(spec(21, 3)?, meet)
+            .map_err(|e| format!("pairwise f32: {e}"))?;
+        let mut p = ctx
+            .open_pair_typed::<Async, Particle>(spec(22, 2)?, meet)
+            .map_err(|e| format!("pairwise particles: {e}"))?;
+        let mut u = ctx
+            .open_pair_typed::<Racy, u32>(spec(23, 5)?, meet)
+            .map_err(|e| format!("pairwise u32: {e}"))?;
+        let floats: Vec<f32> = (0..3).map(|j| pattern(rank as u64, j)).collect();
+        f.send(&floats).map_err(|e| e.to_string())?;
+        let m = f.recv().map_err(|e| e.to_string())?;
+        let want: Vec<f32> = (0..3).map(|j| pattern(peer as u64, j)).collect();
+        ensure!(same(m.data(), &want), "pairwise f32: got {:?}", m.data());
+
+        let parts = [Particle::of(rank as u64, 0), Particle::of(rank as u64, 1)];
+        p.send(&parts).map_err(|e| e.to_string())?;
+        let mut spins = 0u32;
+        while p.latest().is_none() {
+            p.recv().map_err(|e| e.to_string())?;
+            p.relax(spins);
+            spins = spins.saturating_add(1);
+        }
+        let got = p.latest().expect("delivered");
+        ensure!(
+            got.data() == [Particle::of(peer as u64, 0), Particle::of(peer as u64, 1)],
+            "pairwise particles: got {:?}",
+            got.data()
+        );
+
+        let words: Vec<u32> = (0..5).map(|j| pattern(rank as u64 + 10, j)).collect();
+        u.set_iteration(1);
+        u.send(&words).map_err(|e| e.to_string())?;
+        while u.last_stamp() < 1 {
+            u.can_recv().map_err(|e| e.to_string())?;
+            u.relax(spins);
+            spins = spins.saturating_add(1);
+        }
+        let mut got = [0u32; 5];
+        u.recv().map_err(|e| e.to_string())?.load_into(&mut got);
+        let want: Vec<u32> = (0..5).map(|j| pattern(peer as u64 + 10, j)).collect();
+        ensure!(
+            got[..] == want[..],
+            "pairwise u32 racy: got {got:?}, sent {want:?}"
+        );
+
+        // Different types at the two ends, pairwise: both fail, naming both.
+        let e = match rank % 2 {
+            0 => ctx.open_pair_typed::<Sync, f32>(spec(24, 4)?, meet).err(),
+            _ => ctx.open_pair_typed::<Sync, i32>(spec(24, 4)?, meet).err(),
+        };
+        let (here, there) = match rank % 2 {
+            0 => ("f32 (4 bytes)", "i32 (4 bytes)"),
+            _ => ("i32 (4 bytes)", "f32 (4 bytes)"),
+        };
+        match e {
+            Some(chan_core::CreateError::Mismatch {
+                field: SpecField::Element,
+                here: h,
+                there: t,
+                ..
+            }) if h == here && t == there => {}
+            other => {
+                return Err(format!(
+                    "rank {rank}: want an element type mismatch {here} / {there}, got {other:?}"
+                ))
+            }
+        }
+        // Both partners have read their racy view before either closes.
+        let mut spins = 0u32;
+        f.send(&floats).map_err(|e| e.to_string())?;
+        while f.try_recv().map_err(|e| e.to_string())?.is_none() {
+            f.relax(spins);
+            spins = spins.saturating_add(1);
+        }
+        f.close().map_err(|e| e.to_string())?;
+        p.close().map_err(|e| e.to_string())?;
+        u.close().map_err(|e| e.to_string())?;
+    }
+    ctx.barrier().map_err(|e| e.to_string())
+}

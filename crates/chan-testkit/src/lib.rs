@@ -27,6 +27,7 @@ macro_rules! ensure {
 }
 
 pub mod elements;
+pub mod pairwise;
 pub mod window;
 
 /// The value element `j` of message `seq` carries: exact in f64 for seq, j < 10⁶.

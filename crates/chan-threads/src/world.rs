@@ -6,14 +6,14 @@ use crate::endpoint::{MailboxEnd, MailboxPair, RacyEnd, RacyPair};
 use crate::window::{ThreadWindow, WinMem};
 use crate::Threads;
 use chan_core::backend::{
-    Agreed, ChannelHooks, Collective, EnvVarError, Lists, ReservedTags, Shared as SharedDelivery,
-    Slots, WaitPolicy, WindowHooks,
+    Agreed, ChannelHooks, Collective, EnvVarError, Lists, PairAgreed, PairOffer, ReservedTags,
+    Shared as SharedDelivery, Slots, WaitPolicy, WindowHooks,
 };
-use chan_core::{CommError, CreateError, ReduceOp, TreeReduction};
+use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a blocked collective sleeps before it looks at the world's health again.
 const RECHECK: Duration = Duration::from_millis(20);
@@ -116,6 +116,7 @@ impl World {
                                 epoch: 0,
                                 windows: 0,
                                 reserved_tags: ReservedTags::new(),
+                                meeting: 0,
                             };
                             let out = f(&mut ctx);
                             drop(ctx);
@@ -163,6 +164,20 @@ enum PairKind {
 /// (lower rank, higher rank, tag, wiring epoch)
 type Key = (usize, usize, u32, u64);
 
+/// The wiring epochs of pairwise channels: this bit and the meeting's serial number, apart
+/// from the collective epochs (a count of wiring calls, far below it).
+const PAIR_EPOCH: u64 = 1 << 63;
+
+/// A pairwise creation waiting for its peer (`Shared::meets`, keyed by (lower rank, higher
+/// rank, tag)): posted by the end that came first, answered by the other.
+struct Meet {
+    /// The rank that posted it.
+    from: usize,
+    offer: PairOffer,
+    /// The peer's offer and the meeting's serial number, once it came.
+    answer: Option<(PairOffer, u64)>,
+}
+
 #[derive(Default)]
 struct Coll {
     generation: u64,
@@ -198,6 +213,12 @@ pub(crate) struct Shared {
     coll_cv: Condvar,
     /// Windows being created: the memory, made by the first rank, and how many ranks took it.
     windows: Mutex<HashMap<u64, (Arc<WinMem>, usize)>>,
+    /// Pairwise creations whose first end waits for the second, by (lower rank, higher rank,
+    /// tag); an entry lives only while its poster is inside `pair_meet`.
+    meets: Mutex<HashMap<(usize, usize, u32), Meet>>,
+    meet_cv: Condvar,
+    /// Serial numbers of pairwise meetings, which key their pairs in `registry`.
+    meetings: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -223,6 +244,83 @@ impl Shared {
             }),
             coll_cv: Condvar::new(),
             windows: Mutex::new(HashMap::new()),
+            meets: Mutex::new(HashMap::new()),
+            meet_cv: Condvar::new(),
+            meetings: AtomicU64::new(0),
+        }
+    }
+
+    /// The rendezvous of a pairwise creation (`ChannelHooks::pair_meet`): answer the peer's
+    /// posted offer, or post this rank's and wait for the answer until `deadline`. Posting,
+    /// answering and withdrawing happen under one lock, so a withdrawn offer was never
+    /// answered and an answered one is never withdrawn: both ends see the same outcome.
+    fn meet(
+        &self,
+        rank: usize,
+        peer: usize,
+        tag: u32,
+        mine: PairOffer,
+        deadline: Instant,
+    ) -> Result<Option<(PairOffer, u64)>, CommError> {
+        let key = (rank.min(peer), rank.max(peer), tag);
+        let mut m = lock(&self.meets);
+        // Answer the peer's offer, or post ours once the key is free (an entry of the peer's
+        // this rank answered in an earlier call goes as soon as the peer wakes).
+        loop {
+            self.check()?;
+            match m.get_mut(&key) {
+                Some(e) if e.from == peer && e.answer.is_none() => {
+                    // Relaxed: a unique number is all that is needed; the lock orders the rest.
+                    let serial = self.meetings.fetch_add(1, Ordering::Relaxed);
+                    e.answer = Some((mine, serial));
+                    let theirs = e.offer;
+                    self.meet_cv.notify_all();
+                    return Ok(Some((theirs, serial)));
+                }
+                Some(_) => {}
+                None => {
+                    m.insert(
+                        key,
+                        Meet {
+                            from: rank,
+                            offer: mine,
+                            answer: None,
+                        },
+                    );
+                    break;
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            m = self
+                .meet_cv
+                .wait_timeout(m, (deadline - now).min(RECHECK))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        loop {
+            let answered = m.get(&key).and_then(|e| e.answer);
+            if let Some(answer) = answered {
+                m.remove(&key);
+                self.meet_cv.notify_all();
+                return Ok(Some(answer));
+            }
+            let now = Instant::now();
+            let failed = self.check();
+            if now >= deadline || failed.is_err() {
+                // Withdrawn unanswered: the peer, if it comes later, posts its own and waits
+                // in turn until its deadline.
+                m.remove(&key);
+                self.meet_cv.notify_all();
+                return failed.map(|()| None);
+            }
+            m = self
+                .meet_cv
+                .wait_timeout(m, (deadline - now).min(RECHECK))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -391,6 +489,8 @@ pub struct ThreadCtx {
     /// Windows this rank created (every rank creates them in the same order).
     windows: u64,
     reserved_tags: ReservedTags,
+    /// The serial number of this rank's last pairwise meeting, which keys its pair.
+    meeting: u64,
 }
 
 impl std::fmt::Debug for ThreadCtx {
@@ -475,6 +575,19 @@ impl ThreadCtx {
     }
 }
 
+impl ThreadCtx {
+    /// The registry key of the pair of the last pairwise meeting, on the channel of `s`.
+    fn pair_key(&self, s: &ChannelSpec) -> Key {
+        let me = self.rank;
+        (
+            me.min(s.peer),
+            me.max(s.peer),
+            s.tag,
+            PAIR_EPOCH | self.meeting,
+        )
+    }
+}
+
 impl ChannelHooks for ThreadCtx {
     type Backend = Threads;
     type Reduction = TreeReduction<Threads>;
@@ -519,6 +632,58 @@ impl ChannelHooks for ThreadCtx {
                 )
             })
             .collect())
+    }
+
+    fn pair_meet(
+        &mut self,
+        spec: &ChannelSpec,
+        mine: PairOffer,
+        deadline: Instant,
+    ) -> Result<Option<PairOffer>, CreateError> {
+        let met = self
+            .shared
+            .meet(self.rank, spec.peer, spec.tag, mine, deadline)?;
+        Ok(met.map(|(theirs, serial)| {
+            self.meeting = serial;
+            theirs
+        }))
+    }
+
+    fn pair_wire_slots(&mut self, agreed: PairAgreed<Slots>) -> Result<MailboxEnd, CreateError> {
+        let s = agreed.spec;
+        let (len, r) = (s.config.len(), s.config.max_in_flight());
+        let key = self.pair_key(&s);
+        let PairKind::Mailbox(pair) = self.shared.pair(key, || {
+            PairKind::Mailbox(Arc::new(MailboxPair::new(len, r)))
+        }) else {
+            unreachable!("a meeting names one channel, wired with one delivery at both ends")
+        };
+        Ok(MailboxEnd::new(
+            pair,
+            Arc::clone(&self.shared),
+            usize::from(self.rank > s.peer),
+            r,
+        ))
+    }
+
+    fn pair_wire_shared(
+        &mut self,
+        agreed: PairAgreed<SharedDelivery>,
+    ) -> Result<RacyEnd, CreateError> {
+        let s = agreed.spec;
+        let len = s.config.len();
+        let key = self.pair_key(&s);
+        let PairKind::Racy(pair) = self
+            .shared
+            .pair(key, || PairKind::Racy(Arc::new(RacyPair::new(len))))
+        else {
+            unreachable!("a meeting names one channel, wired with one delivery at both ends")
+        };
+        Ok(RacyEnd::new(
+            pair,
+            Arc::clone(&self.shared),
+            usize::from(self.rank > s.peer),
+        ))
     }
 
     fn make_reduction(

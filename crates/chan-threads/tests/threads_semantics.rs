@@ -70,6 +70,13 @@ fn every_element_type_round_trips_bit_for_bit() {
 }
 
 #[test]
+fn typed_channels_opened_pairwise() {
+    for n in 2..=4 {
+        on_world(n, testkit::elements::pairwise_element_types);
+    }
+}
+
+#[test]
 fn mismatched_element_types_fail_on_both_sides() {
     for n in 2..=3 {
         on_world(n, testkit::elements::mismatched_element_types);
@@ -117,4 +124,32 @@ fn fast_sender_slow_receiver_loses_nothing() {
             testkit::fast_sender_slow_receiver(ctx, 100_000, 4, None)
         });
     }
+}
+
+#[test]
+fn pairwise_channels_between_two_ranks_while_others_do_their_own() {
+    on_world(4, |ctx| testkit::pairwise::pairwise_two_pairs(ctx, 50));
+}
+
+#[test]
+fn pairwise_mismatch_fails_on_both_ends() {
+    for n in [2, 3] {
+        on_world(n, testkit::pairwise::pairwise_mismatch);
+    }
+}
+
+#[test]
+fn pairwise_peer_that_never_comes_times_out_and_a_late_one_too() {
+    for n in [2, 3] {
+        on_world(n, |ctx| {
+            testkit::pairwise::pairwise_timeout(ctx, Duration::from_millis(200))
+        });
+    }
+}
+
+#[test]
+fn pairwise_opens_in_opposite_orders_time_out_instead_of_hanging() {
+    on_world(3, |ctx| {
+        testkit::pairwise::pairwise_opposite_orders(ctx, Duration::from_millis(200))
+    });
 }
