@@ -8,10 +8,13 @@
 
 #![warn(missing_docs)]
 
+/// Derive `bytemuck::Pod` and `Zeroable` on a `#[repr(C)]` struct to send it ([`Element`]).
+pub use chan_core::bytemuck;
 pub use chan_core::{
     close_all, Async, AtomicF64, AtomicF64Slice, Backend, Channel, ChannelConfig, ChannelSpec,
-    ChannelStats, CommError, Context, CreateError, Message, Mode, ModeKind, Racy, RecvError,
-    ReduceOp, Reduction, Sync, TreeReduction, TrySendError,
+    ChannelStats, CommError, Context, CreateError, Element, ElementType, Message, Mode, ModeKind,
+    Racy, RacyElement, RacyView, RecvError, ReduceOp, Reduction, SpecField, Sync, TreeReduction,
+    TrySendError,
 };
 /// One-sided communication: symmetric windows of 8-byte words.
 pub use chan_core::{

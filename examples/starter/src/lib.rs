@@ -11,9 +11,13 @@
 //!   all its steps (every rank then stops on that same round).
 //! * [`ring`]: a pipeline around a ring with **synchronous** channels: a token goes round
 //!   `laps` times and each rank adds its rank to it.
+//! * [`particles`]: particles bouncing in a box shared by a pair of ranks, the ones that cross
+//!   sent to the partner as **structs** ([`Particle`], deriving `bytemuck::Pod`) and the
+//!   counts as **`f32`**, over channels each pair opens **pairwise**.
 
 #![warn(missing_docs)]
 
+use bytemuck::{Pod, Zeroable};
 use chan_core::traits::*;
 use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, ReduceOp, Sync};
 
@@ -276,4 +280,111 @@ pub fn ring<C: Context>(ctx: &mut C, laps: u64) -> Result<f64, Error> {
     }
     close_all(chans)?;
     Ok(token)
+}
+
+/// A particle of [`particles`]: position, velocity, identifier, and whether the slot holds
+/// one (a message has room for every particle of the pair; the rest of it is empty slots).
+/// `#[repr(C)]` with no padding, so it derives `Pod` and a channel can carry it.
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+#[repr(C)]
+pub struct Particle {
+    /// Position in the pair's box [0, 2) × [0, 1).
+    pub pos: [f32; 2],
+    /// Velocity.
+    pub vel: [f32; 2],
+    /// Identifier, unique over the pair.
+    pub id: u32,
+    /// 1 for a particle, 0 for an empty slot.
+    pub live: u32,
+}
+
+/// What one rank of [`particles`] ends with.
+#[derive(Debug, Clone)]
+pub struct ParticlesResult {
+    /// The identifiers of the particles this rank holds at the end, sorted.
+    pub ids: Vec<u32>,
+    /// Particles that crossed to this rank from its partner.
+    pub arrived: u64,
+}
+
+/// Particles bouncing in a box [0, 2) × [0, 1) shared by a pair of ranks (0, 1), (2, 3), …:
+/// the lower rank owns x < 1, the upper x ≥ 1, each starts with `per_rank` particles. Each
+/// step every particle moves and reflects off the walls, and the ones that crossed x = 1 go to
+/// the partner over a channel of [`Particle`] structs; an `f32` channel carries each rank's
+/// count, which both check against the pair's total (no particle lost or doubled). Both
+/// channels are opened **pairwise**: only the two ranks of a pair take part, so pairs start
+/// and finish on their own. Fails for the last rank of an odd world (it has no partner).
+pub fn particles<C: Context>(
+    ctx: &mut C,
+    per_rank: usize,
+    steps: u64,
+) -> Result<ParticlesResult, Error> {
+    let rank = ctx.rank();
+    let peer = rank ^ 1;
+    if peer >= ctx.size() {
+        return Err(format!("rank {rank} has no partner: run an even number of ranks").into());
+    }
+    let (low, cap) = (rank < peer, 2 * per_rank);
+    let wait = std::time::Duration::from_secs(60);
+    let cfg = |len| ChannelConfig::new(len, 1);
+    let mut moved =
+        ctx.open_pair_typed::<Sync, Particle>(ChannelSpec::new(peer, 0, cfg(cap)?)?, wait)?;
+    let mut counts = ctx.open_pair_typed::<Sync, f32>(ChannelSpec::new(peer, 1, cfg(1)?)?, wait)?;
+
+    // Deterministic starting particles: this rank's half of the box, ids unique in the pair.
+    let x0 = if low { 0.0 } else { 1.0 };
+    let first = if low { 0 } else { per_rank as u32 };
+    let mut mine: Vec<Particle> = (0..per_rank)
+        .map(|i| {
+            let t = (i as f32 + 0.5) / per_rank as f32;
+            Particle {
+                pos: [x0 + t, 1.0 - t],
+                vel: [0.37 * (1.0 - 2.0 * t), 0.11],
+                id: first + i as u32,
+                live: 1,
+            }
+        })
+        .collect();
+    let mut out = vec![Particle::zeroed(); cap];
+    let mut arrived = 0;
+    for _ in 0..steps {
+        // Move and reflect, then take out what crossed to the partner's half.
+        let mut n = 0;
+        mine.retain_mut(|p| {
+            for (x, (v, hi)) in p.pos.iter_mut().zip(p.vel.iter_mut().zip([2.0, 1.0])) {
+                *x += 0.05 * *v;
+                if *x < 0.0 || *x >= hi {
+                    *v = -*v;
+                    *x = x.clamp(0.0, hi - f32::EPSILON * hi);
+                }
+            }
+            let stays = (p.pos[0] < 1.0) == low;
+            if !stays {
+                out[n] = *p;
+                n += 1;
+            }
+            stays
+        });
+        out[n..].fill(Particle::zeroed());
+        moved.send(&out)?;
+        let came = moved.recv()?;
+        let new = came.iter().filter(|p| p.live == 1);
+        arrived += new.clone().count() as u64;
+        mine.extend(new);
+        // The pair's total is conserved.
+        counts.send(&[mine.len() as f32])?;
+        let theirs = counts.recv()?[0];
+        if mine.len() as f32 + theirs != cap as f32 {
+            return Err(format!(
+                "rank {rank}: {} + {theirs} particles, not {cap}",
+                mine.len()
+            )
+            .into());
+        }
+    }
+    moved.close()?;
+    counts.close()?;
+    let mut ids: Vec<u32> = mine.iter().map(|p| p.id).collect();
+    ids.sort_unstable();
+    Ok(ParticlesResult { ids, arrived })
 }

@@ -1,7 +1,7 @@
 //! The starter's programs, checked against what they must compute, in-process and as the
 //! built binaries a user runs.
 
-use aiac_starter::{heat2d, ring, Heat};
+use aiac_starter::{heat2d, particles, ring, Heat};
 use chan_threads::World;
 use std::process::Command;
 
@@ -84,10 +84,35 @@ fn the_token_comes_back_with_every_rank_added_each_lap() {
 }
 
 #[test]
+fn every_pair_keeps_each_particle_once_and_particles_cross() {
+    for ranks in [2, 4] {
+        let results = World::new(ranks)
+            .unwrap()
+            .run(|ctx| particles(ctx, 20, 300));
+        let results: Vec<_> = results.into_iter().map(Result::unwrap).collect();
+        for pair in results.chunks(2) {
+            let mut ids: Vec<u32> = pair.iter().flat_map(|r| r.ids.clone()).collect();
+            ids.sort_unstable();
+            assert_eq!(ids, (0..40).collect::<Vec<_>>(), "{ranks} ranks");
+            assert!(
+                pair.iter().all(|r| r.arrived > 0),
+                "particles crossed both ways: {pair:?}"
+            );
+        }
+    }
+    // An odd world's last rank has no partner: it says so; the others finish.
+    let odd = World::new(3).unwrap().run(|ctx| particles(ctx, 5, 10));
+    assert!(odd[0].is_ok() && odd[1].is_ok());
+    let e = odd[2].as_ref().unwrap_err().to_string();
+    assert!(e.contains("no partner"), "{e}");
+}
+
+#[test]
 fn the_binaries_run_and_check_themselves() {
     for (exe, args) in [
         (env!("CARGO_BIN_EXE_heat2d"), vec!["2"]),
         (env!("CARGO_BIN_EXE_ring"), vec!["3", "200"]),
+        (env!("CARGO_BIN_EXE_particles"), vec!["4", "10", "100"]),
     ] {
         let out = Command::new(exe).args(&args).output().unwrap();
         assert!(

@@ -5,6 +5,25 @@
 #[cfg(feature = "mpi")]
 use std::process::Command;
 
+/// Particles over channels opened pairwise, one rank per MPI process: each pair keeps its
+/// particles (the binary checks and exits 1 otherwise).
+#[cfg(feature = "mpi")]
+#[test]
+fn particles_under_mpirun_keep_every_particle() {
+    let out = Command::new("timeout")
+        .args(["-k", "5", "120", "mpirun", "--oversubscribe", "-np", "4"])
+        .arg(env!("CARGO_BIN_EXE_particles"))
+        .args(["4", "20", "200"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("4 ranks, every pair kept its 40 particles"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The same program, one rank per MPI process (`--features mpi`, as `scripts/test` builds it).
 #[cfg(feature = "mpi")]
 #[test]
