@@ -13,11 +13,17 @@
 //! and channel set-up happen outside the timed region. At the end the ratio aiac / crossbeam of
 //! every pair is printed from batches of all four taken in turn (`support/interleaved.rs`).
 //!
-//! `cargo bench --bench threads_channel` (`AIAC_BENCH_RATIOS_ONLY=1`: only the ratio table;
+//! A third group, **elements**, times the same bytes carried as other element types: a Sync
+//! ping-pong and a Sync stream of 20 KB as 2500 `f64`, 5000 `f32` and 1250 16-byte structs,
+//! and of one word as 1 `f64` and 2 `f32` (an element type changes what the channel casts, not
+//! what the transport moves: the ratio table says what that costs).
+//!
+//! `cargo bench --bench threads_channel` (`AIAC_BENCH_RATIOS_ONLY=1`: only the ratio tables;
 //! `AIAC_BENCH_ROUNDS`: batches per row, 15 by default)
 
+use bytemuck::{Pod, Zeroable};
 use chan_core::traits::*;
-use chan_core::{Async, ChannelConfig, ChannelSpec, Racy, Sync};
+use chan_core::{Async, ChannelConfig, ChannelSpec, Element, Racy, Sync};
 use chan_threads::World;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use std::time::{Duration, Instant};
@@ -288,6 +294,91 @@ fn pingpong(c: &mut Criterion) {
     g.finish();
 }
 
+/// The struct payload: a particle's position and id, 16 bytes.
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+#[repr(C)]
+struct Particle {
+    pos: [f32; 3],
+    id: u32,
+}
+
+/// A Sync ping-pong (`stream` false) or a Sync stream with R = 4 of `len` elements `T`, as
+/// `pingpong_aiac` and `stream_aiac` time f64.
+fn sync_typed<T: Element>(stream: bool, len: usize, n: u64) -> Duration {
+    World::new(2)
+        .unwrap()
+        .pinned()
+        .run(|ctx| {
+            let peer = 1 - ctx.rank();
+            let first = ctx.rank() == 0;
+            let r = if stream { STREAM_R } else { 1 };
+            let mut ch = ctx
+                .open_typed::<Sync, T>(&[spec(peer, len, r)])
+                .unwrap()
+                .remove(0);
+            let data = vec![T::zeroed(); len];
+            let mut sink = vec![T::zeroed(); len];
+            ctx.barrier().unwrap();
+            let t = Instant::now();
+            for _ in 0..n {
+                match (stream, first) {
+                    (true, true) => ch.send(&data).unwrap(),
+                    (true, false) => {
+                        ch.recv_into(&mut sink).unwrap();
+                    }
+                    (false, true) => {
+                        ch.send(&data).unwrap();
+                        ch.recv_into(&mut sink).unwrap();
+                    }
+                    (false, false) => {
+                        ch.recv_into(&mut sink).unwrap();
+                        ch.send(&sink).unwrap();
+                    }
+                }
+            }
+            let e = t.elapsed();
+            ch.close().unwrap();
+            e
+        })
+        .into_iter()
+        .max()
+        .unwrap()
+}
+
+/// The element cases of one byte size: (name, run).
+type Typed = (&'static str, fn(bool, u64) -> Duration);
+
+fn typed_cases(bytes: usize) -> Vec<Typed> {
+    match bytes {
+        8 => vec![
+            ("f64", |s, n| sync_typed::<f64>(s, 1, n)),
+            ("f32", |s, n| sync_typed::<f32>(s, 2, n)),
+        ],
+        _ => vec![
+            ("f64", |s, n| sync_typed::<f64>(s, FACE, n)),
+            ("f32", |s, n| sync_typed::<f32>(s, 2 * FACE, n)),
+            ("struct", |s, n| sync_typed::<Particle>(s, FACE / 2, n)),
+        ],
+    }
+}
+
+fn elements(c: &mut Criterion) {
+    let mut g = c.benchmark_group("elements");
+    for bytes in [8, FACE * 8] {
+        for (name, run) in typed_cases(bytes) {
+            g.throughput(Throughput::Bytes(bytes as u64));
+            for (pattern, stream) in [("pingpong", false), ("oneway", true)] {
+                g.bench_with_input(
+                    BenchmarkId::new(format!("sync-{pattern}-{name}"), bytes),
+                    &stream,
+                    |b, &stream| b.iter_custom(|iters| run(stream, iters)),
+                );
+            }
+        }
+    }
+    g.finish();
+}
+
 fn oneway(c: &mut Criterion) {
     let mut g = c.benchmark_group("oneway");
     for len in [SMALL, FACE] {
@@ -319,6 +410,7 @@ fn main() {
     if std::env::var_os("AIAC_BENCH_RATIOS_ONLY").is_none() {
         pingpong(&mut c);
         oneway(&mut c);
+        elements(&mut c);
         c.final_summary();
     }
     let names = ["crossbeam", "aiac-sync", "aiac-async", "aiac-racy"];
@@ -339,6 +431,23 @@ fn main() {
                 interleaved::rounds(15),
             );
             interleaved::print_row(group, len * 8, &names, &m);
+        }
+    }
+    interleaved::print_header(
+        "aiac threads Sync channel: an element type / the same bytes as f64",
+        "f64",
+    );
+    for (group, stream) in [("pingpong", false), ("oneway", true)] {
+        for bytes in [8, FACE * 8] {
+            let cases = typed_cases(bytes);
+            let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
+            let m = interleaved::medians(
+                cases.len(),
+                |case, iters| (cases[case].1)(stream, iters),
+                Duration::from_millis(20),
+                interleaved::rounds(15),
+            );
+            interleaved::print_row(group, bytes, &names, &m);
         }
     }
 }
