@@ -290,19 +290,30 @@ impl<'a, T: RacyElement> RacyView<'a, T> {
     }
 }
 
-/// The first `len` elements of `T` in `words`: a message's elements in its slot.
+/// The first `len` elements of `T` in `words`: a message's elements in its slot. An 8-byte
+/// element (every `f64` message) is cast word for word, with no check left at run time; any
+/// other through the bytes, with `bytemuck`'s alignment and length checks.
+#[inline]
 pub(crate) fn elements<T: Element>(words: &[f64], len: usize) -> &[T] {
+    if std::mem::size_of::<T>() == 8 {
+        return &bytemuck::cast_slice(words)[..len];
+    }
     let bytes: &[u8] = bytemuck::cast_slice(words);
     bytemuck::cast_slice(&bytes[..len * std::mem::size_of::<T>()])
 }
 
 /// As [`elements`], to fill a message in place.
+#[inline]
 pub(crate) fn elements_mut<T: Element>(words: &mut [f64], len: usize) -> &mut [T] {
+    if std::mem::size_of::<T>() == 8 {
+        return &mut bytemuck::cast_slice_mut(words)[..len];
+    }
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(words);
     bytemuck::cast_slice_mut(&mut bytes[..len * std::mem::size_of::<T>()])
 }
 
 /// `data` as whole words, when its bytes are: a multiple of 8 long and 8-byte aligned.
+#[inline]
 pub(crate) fn as_words<T: Element>(data: &[T]) -> Option<&[f64]> {
     bytemuck::try_cast_slice(data).ok()
 }
