@@ -9,11 +9,14 @@
 //!   ones), pinned to the t-th CPU of the rank's allowed set when it has T of them.
 //! * **Who exchanges.** Worker 0 runs Jacobi's loops (`solver.rs`) unchanged, over a
 //!   [`TeamField`]: the halo exchange, the reductions, the certification and every decision
-//!   are its own, between sweeps, while the other workers wait at the team's barrier. A
-//!   sweep is two passages of the barrier ([`SpinBarrier`]: spin, then yield): "go", after
+//!   are its own, between sweeps, while the other workers wait. A sweep has two
+//!   synchronisations: "go", after
 //!   worker 0 published the arrays, and "done", after which worker 0 swaps them. Between the
 //!   two every worker reads the current iterate (halo included) and writes its own planes of
-//!   the next one.
+//!   the next one. "Go" is one-way ([`Team::go`]): worker 0 does not wait for the others,
+//!   who spin, then yield, then sleep until it comes (an exchange can take a while, and
+//!   with more threads than cores a waiting worker must give its core to the ranks that
+//!   exchange); "done" is the team's [`SpinBarrier`].
 //! * **The same bits as one thread.** Every point's update is the kernel's, whoever computes
 //!   it. A sweep whose residual a check reads has each worker total each of its planes on its
 //!   own into a per-plane slot, and worker 0 adds the slots in z order: a whole-block sweep's
@@ -36,10 +39,15 @@ use crate::iterate::Iterate;
 use crate::kernel::{self, Shape};
 use crate::method::Method;
 use crate::problem::Problem;
-use crate::team::{team_cpus, BreakOnPanic, Slots, SpinBarrier, Waiter};
+use crate::team::{team_cpus, BreakOnPanic, Slots, SpinBarrier, Waiter, SPIN_STEPS};
 use chan_core::AtomicF64Slice;
 use std::ops::Range;
-use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicPtr, AtomicU64, AtomicU8,
+    Ordering::{Acquire, Relaxed, Release},
+};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
 
 /// The most workers per rank `--threads-per-rank` takes.
 pub const MAX_THREADS_PER_RANK: usize = 256;
@@ -128,9 +136,17 @@ const STEP: u8 = 0;
 const SWEEP: u8 = 1;
 const STOP: u8 = 2;
 
+/// How long a worker waiting for "go" spins and yields before it sleeps.
+const BEFORE_SLEEP: Duration = Duration::from_micros(50);
+
 /// What a rank's workers share for the solve.
 pub(crate) struct Team {
+    /// "Done": every worker has swept its planes.
     barrier: SpinBarrier,
+    /// "Go": the sweeps worker 0 has started, the count itself. Release when worker 0 adds
+    /// one, after it published the arrays and the command; Acquire where a worker sees it
+    /// change: the worker then sees them.
+    go: AtomicU64,
     /// Σ r² of each owned plane (z − 1) of the iterate a checked sweep started from.
     planes: Slots,
     shape: Shape,
@@ -152,6 +168,7 @@ impl Team {
         );
         Team {
             barrier: SpinBarrier::new(threads),
+            go: AtomicU64::new(0),
             planes: Slots::new(shape.n.z),
             shape,
             threads,
@@ -167,8 +184,9 @@ impl Team {
         let mut bar = self.barrier.waiter();
         // If this worker panics worker 0 would wait for it for ever: break the barrier.
         let _guard = BreakOnPanic(&self.barrier);
+        let mut seen = 0;
         loop {
-            bar.wait(); // go
+            seen = self.wait_for_go(seen);
             let cmd = self.cmd.load(Relaxed);
             if cmd == STOP {
                 return;
@@ -177,6 +195,31 @@ impl Team {
             // (`sweep_planes`' Safety); worker 0 published the arrays before "go".
             unsafe { self.sweep_planes(t, cmd == SWEEP) };
             bar.wait(); // done
+        }
+    }
+
+    /// Wait until the count of "go"s passes `seen`; returns the new count. Spins a little,
+    /// then yields its core at every look, then sleeps (`park`: worker 0 unparks every
+    /// worker after each "go", and a wake-up that comes before the sleep is kept).
+    fn wait_for_go(&self, seen: u64) -> u64 {
+        let start = Instant::now();
+        let mut step = 0;
+        loop {
+            // Acquire: pairs with worker 0's Release increment (the field's docs).
+            let now = self.go.load(Acquire);
+            if now != seen {
+                return now;
+            }
+            if step <= SPIN_STEPS {
+                for _ in 0..1u32 << step {
+                    std::hint::spin_loop();
+                }
+                step += 1;
+            } else if start.elapsed() < BEFORE_SLEEP {
+                std::thread::yield_now();
+            } else {
+                std::thread::park();
+            }
         }
     }
 
@@ -230,22 +273,36 @@ pub(crate) struct TeamField<'t> {
     lead: Lead<'t>,
 }
 
-/// Worker 0's handle on the team's barrier. Dropped, it tells the other workers to stop
-/// (the run ended, well or with an error) or, while worker 0 unwinds, breaks the barrier so
-/// that they panic rather than wait for ever.
+/// Worker 0's handle on the team: its passages of "done", and the other workers' threads to
+/// wake at "go". Dropped, it tells them to stop (the run ended, well or with an error) and,
+/// while worker 0 unwinds, breaks the barrier, so that a worker waiting at "done" panics
+/// rather than wait for ever.
 struct Lead<'t> {
     team: &'t Team,
     bar: Waiter<'t>,
+    workers: Vec<Thread>,
+}
+
+impl Lead<'_> {
+    /// "Go": the published sweep starts on every worker.
+    fn go(&self) {
+        // Release: pairs with the workers' Acquire load (Team::go).
+        self.team.go.fetch_add(1, Release);
+        for w in &self.workers {
+            w.unpark();
+        }
+    }
 }
 
 impl Drop for Lead<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             drop(BreakOnPanic(&self.team.barrier));
-        } else {
-            self.team.cmd.store(STOP, Relaxed);
-            self.bar.wait();
         }
+        // Every worker waits for "go" here unless worker 0 unwinds from inside a sweep;
+        // those at "done" then see the broken barrier.
+        self.team.cmd.store(STOP, Relaxed);
+        self.go();
     }
 }
 
@@ -264,6 +321,7 @@ impl<'t> TeamField<'t> {
             lead: Lead {
                 team,
                 bar: team.barrier.waiter(),
+                workers: Vec::with_capacity(team.threads - 1),
             },
         }
     }
@@ -287,9 +345,9 @@ impl<'t> TeamField<'t> {
             Relaxed,
         );
         team.cmd.store(if resid { SWEEP } else { STEP }, Relaxed);
-        self.lead.bar.wait(); // go
-                              // SAFETY: (1) between "go" and "done", with the pointers just published from the
-                              // field's arrays, whose borrows ended there; the field is not touched until "done".
+        self.lead.go();
+        // SAFETY: (1) between "go" and "done", with the pointers just published from the
+        // field's arrays, whose borrows ended there; the field is not touched until "done".
         unsafe { team.sweep_planes(0, resid) };
         self.lead.bar.wait(); // done: every plane of the next array written
         self.field.finish_sweep();
@@ -362,11 +420,12 @@ pub(crate) fn with_team<R>(
     let team = Team::new(*field.shape(), threads);
     let cpus = team_cpus(threads);
     std::thread::scope(|s| {
-        // Worker 0's handle on the barrier exists before any other worker can pass it.
-        let lead = TeamField::new(field, &team);
+        // Worker 0's handle on the barrier exists before any other worker can pass it, and
+        // stops the workers started so far if starting one fails.
+        let mut lead = TeamField::new(field, &team);
         for t in 1..threads {
             let (team, cpu) = (&team, cpus.as_ref().map(|c| c[t]));
-            std::thread::Builder::new()
+            let worker = std::thread::Builder::new()
                 .name(format!("aiac-team-{t}"))
                 .spawn_scoped(s, move || {
                     if let Some(cpu) = cpu {
@@ -376,6 +435,7 @@ pub(crate) fn with_team<R>(
                     team.work(t);
                 })
                 .expect("a worker thread of the rank's team");
+            lead.lead.workers.push(worker.thread().clone());
         }
         if let Some(cpus) = &cpus {
             core_affinity::set_for_current(cpus[0]);

@@ -74,7 +74,7 @@ pub(crate) struct Waiter<'a> {
 }
 
 /// Spin-loop hints before a waiter starts yielding: 1 + 2 + … + 2^SPIN_STEPS.
-const SPIN_STEPS: u32 = 6;
+pub(crate) const SPIN_STEPS: u32 = 6;
 
 impl SpinBarrier {
     pub(crate) fn new(n: usize) -> Self {
