@@ -10,13 +10,12 @@
 //! * **Who exchanges.** Worker 0 runs Jacobi's loops (`solver.rs`) unchanged, over a
 //!   [`TeamField`]: the halo exchange, the reductions, the certification and every decision
 //!   are its own, between sweeps, while the other workers wait. A sweep has two
-//!   synchronisations: "go", after
-//!   worker 0 published the arrays, and "done", after which worker 0 swaps them. Between the
-//!   two every worker reads the current iterate (halo included) and writes its own planes of
-//!   the next one. "Go" is one-way ([`Team::go`]): worker 0 does not wait for the others,
-//!   who spin, then yield, then sleep until it comes (an exchange can take a while, and
-//!   with more threads than cores a waiting worker must give its core to the ranks that
-//!   exchange); "done" is the team's [`SpinBarrier`].
+//!   synchronisations: "go", after worker 0 published the arrays, and "done", after which
+//!   worker 0 swaps them. Between the two every worker reads the current iterate (halo
+//!   included) and writes its own planes of the next one. "Go" is one-way ([`Team::go`]):
+//!   worker 0 does not wait for the others, who spin, then yield, then sleep until it comes
+//!   (an exchange can take a while, and a sleeping worker leaves its core to others);
+//!   "done" is the team's [`SpinBarrier`].
 //! * **The same bits as one thread.** Every point's update is the kernel's, whoever computes
 //!   it. A sweep whose residual a check reads has each worker total each of its planes on its
 //!   own into a per-plane slot, and worker 0 adds the slots in z order: a whole-block sweep's
@@ -151,8 +150,9 @@ pub(crate) struct Team {
     planes: Slots,
     shape: Shape,
     threads: usize,
-    /// The sweep's arrays, published by worker 0 before "go" and read by the others after
-    /// it (Relaxed: the barrier orders them, see [`SpinBarrier`]); `rhs` null for none.
+    /// The sweep's arrays and what to do with them ([`STEP`], [`SWEEP`], [`STOP`]), published
+    /// by worker 0 before "go" and read by the others after it (Relaxed: `go` orders them);
+    /// `rhs` null for none.
     src: AtomicPtr<f64>,
     dst: AtomicPtr<f64>,
     rhs: AtomicPtr<f64>,
