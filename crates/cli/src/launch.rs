@@ -114,7 +114,7 @@ pub(crate) struct Placement {
     /// The job's size.
     pub(crate) size: Option<usize>,
     /// This process's rank among the job's processes on this machine.
-    local_rank: Option<usize>,
+    pub(crate) local_rank: Option<usize>,
     /// How many of the job's processes run on this machine.
     pub(crate) local_size: Option<usize>,
 }

@@ -48,12 +48,17 @@ fn run_on<C: Context>(
         Some(l) => Some((l.block(ctx.rank()), l.settle(ctx, args, cfg)?)),
         None => None,
     };
-    let tpr = args.threads_per_rank();
-    warn_unpinned(ctx, tpr, args.quiet)?;
+    let here = Placement::here();
+    let team = jacobi::RankTeam {
+        threads: args.threads_per_rank(),
+        local_rank: here.local_rank.unwrap_or(0),
+        local_size: here.local_size.unwrap_or(1),
+    };
+    warn_unpinned(ctx, &team, args.quiet)?;
     let progress = (ctx.rank() == 0 && !args.quiet).then(|| RunProgress::start(cfg));
     let hook = progress.as_ref().map(RunProgress::hook);
     let rec = match &matrix {
-        None => jacobi::solve_with_threads(ctx, cfg, plan, hook, tpr).map(|r| (r, Vec::new())),
+        None => jacobi::solve_with_threads(ctx, cfg, plan, hook, team).map(|r| (r, Vec::new())),
         Some((sys, _)) => jacobi::solve_system(ctx, cfg, sys, hook),
     };
     drop(progress); // the line is cleared before anything else is printed
@@ -89,11 +94,16 @@ fn run_on<C: Context>(
 /// Hybrid ranks (`--threads-per-rank T`, T > 1): a rank whose allowed CPU set has fewer
 /// than T CPUs runs its workers unpinned; rank 0 says so once, for the whole job
 /// (collective: every rank calls it alike).
-fn warn_unpinned<C: Context>(ctx: &mut C, threads: usize, quiet: bool) -> Result<(), Error> {
+fn warn_unpinned<C: Context>(
+    ctx: &mut C,
+    team: &jacobi::RankTeam,
+    quiet: bool,
+) -> Result<(), Error> {
+    let threads = team.threads;
     if threads <= 1 {
         return Ok(());
     }
-    let short = jacobi::cpus_short_of(threads);
+    let short = team.cpus_short();
     // Ranks short of CPUs, and the fewest CPUs of such a rank.
     let mut count = [f64::from(u8::from(short.is_some()))];
     let mut fewest = [short.map_or(f64::MAX, |n| n as f64)];

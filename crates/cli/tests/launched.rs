@@ -1071,8 +1071,8 @@ fn sync_fingerprint(j: &Value) -> Vec<String> {
 /// Hybrid ranks (`--threads-per-rank 2`) in sync over mpirun and oshrun: the run of one
 /// thread per rank, bit for bit, on 1 and 2 ranks, with a residual summed by the team at every
 /// sweep (Laplace, --check-every 1) and with a source term (Poisson), the ranks bound to one
-/// core (Open MPI's default: the workers run unpinned, rank 0 warns once) and unbound
-/// (`--bind-to none`: the workers are pinned).
+/// core each (`--bind-to core`, Open MPI's default: the workers run unpinned, rank 0 warns
+/// once) and unbound (`--bind-to none`: the workers are pinned).
 #[test]
 fn hybrid_sync_over_a_launcher_equals_one_thread_per_rank() {
     let cases: [&[&str]; 2] = [
@@ -1097,13 +1097,16 @@ fn hybrid_sync_over_a_launcher_equals_one_thread_per_rank() {
                 let want = report(&launch(l, np, &args, &json), &json, &what);
                 assert_eq!(want["config"]["threads_per_rank"], 1, "{what}");
                 assert!(want["iterations"]["max"].as_f64().unwrap() > 20.0, "{what}");
-                for bind in [&[][..], &["--bind-to", "none"][..]] {
+                // Bound to a core each, a rank cannot pin its 2 threads: rank 0 says so,
+                // once; unbound, each rank has both CPUs and pins them silently.
+                for (bind, warns) in [("core", 1), ("none", 0)] {
+                    let bind = ["--bind-to", bind];
                     let json = dir.join(format!("{c}-{np}-2.json"));
                     let mut a = args.clone();
                     a.retain(|&s| s != "--quiet");
                     a.extend(["--threads-per-rank", "2"]);
                     let what = format!("{what} {bind:?} x 2 threads");
-                    let out = launch_with(l, bind, np, &a, &json);
+                    let out = launch_with(l, &bind, np, &a, &json);
                     let j = report(&out, &json, &what);
                     assert_eq!(j["config"]["threads_per_rank"], 2, "{what}");
                     assert_eq!(sync_fingerprint(&j), sync_fingerprint(&want), "{what}");
@@ -1111,7 +1114,7 @@ fn hybrid_sync_over_a_launcher_equals_one_thread_per_rank() {
                     assert!(stdout.contains("x 2 threads"), "{what}: {stdout}");
                     let stderr = String::from_utf8_lossy(&out.stderr);
                     let warned = stderr.matches("run unpinned").count();
-                    assert!(warned <= 1, "{what}: warned once at most: {stderr}");
+                    assert_eq!(warned, warns, "{what}: {stderr}");
                 }
             }
         }

@@ -9,7 +9,7 @@ use crate::config::{Config, Exchange, HaloDepth, Variant};
 use crate::deep::{choose_depth, DeepField};
 use crate::field::Field;
 use crate::geometry::Plan;
-use crate::hybrid::with_team;
+use crate::hybrid::{with_team, RankTeam};
 use crate::iterate::Iterate;
 use crate::method::Method;
 use crate::multisplit::InnerSolve;
@@ -40,11 +40,11 @@ pub fn solve_with<C: Context>(
     plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<RankRecord, Error> {
-    solve_with_threads(ctx, cfg, plan, progress, 1)
+    solve_with_threads(ctx, cfg, plan, progress, RankTeam::alone(1))
 }
 
-/// As [`solve_with`], each rank sweeping its block with `threads_per_rank` workers (hybrid
-/// ranks, `hybrid.rs`; 1: the rank's thread alone), which
+/// As [`solve_with`], each rank sweeping its block with `team.threads` workers (hybrid
+/// ranks, `hybrid.rs`; 1: the rank's thread alone), placed as `team` says, which
 /// [`Config::check_threads_per_rank`] accepts for this configuration. A sync run's iterates,
 /// residual history and iteration count are those of one thread per rank, bit for bit.
 pub fn solve_with_threads<C: Context>(
@@ -52,9 +52,9 @@ pub fn solve_with_threads<C: Context>(
     cfg: &Config,
     plan: &Plan,
     progress: Option<&dyn Progress>,
-    threads_per_rank: usize,
+    team: RankTeam,
 ) -> Result<RankRecord, Error> {
-    solve_rank(ctx, cfg, plan, progress, false, threads_per_rank).map(|o| o.record)
+    solve_rank(ctx, cfg, plan, progress, false, team).map(|o| o.record)
 }
 
 /// What one rank ends with: its record, and its final iterate when asked for.
@@ -76,9 +76,9 @@ pub(crate) fn solve_rank<C: Context>(
     plan: &Plan,
     progress: Option<&dyn Progress>,
     keep: bool,
-    threads: usize,
+    team: RankTeam,
 ) -> Result<RankOutcome, Error> {
-    cfg.check_threads_per_rank(threads, plan)?;
+    cfg.check_threads_per_rank(team.threads, plan)?;
     let (scheme, exchange, depth, inner) = match cfg.method {
         Method::Krylov(k) => {
             let diag = crate::linalg::SEVEN_POINT;
@@ -97,11 +97,11 @@ pub(crate) fn solve_rank<C: Context>(
         ),
     };
     let block = Block::of_rank(ctx, cfg, plan)?;
-    if threads > 1 {
+    if team.threads > 1 {
         // Jacobi on one-plane halos (checked above): the rank's team sweeps its block.
         let regions = (block.interior, block.shell);
         let rank = ctx.rank();
-        let (record, field) = with_team(block.field, threads, |field| {
+        let (record, field) = with_team(block.field, team, |field| {
             let mut run = Run::new(cfg, scheme, rank, field, block.faces, regions, progress);
             run.exchange = exchange;
             run_loop(ctx, run).map(|(record, field)| (record, field.into_field()))

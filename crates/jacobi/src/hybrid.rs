@@ -6,7 +6,8 @@
 //! * **One region per solve.** The rank's own thread is worker 0; T − 1 more threads start
 //!   with the solve and end with it. Worker t owns a fixed range of the block's z-planes for
 //!   the whole solve (the planes split as evenly as they go, lower workers taking the extra
-//!   ones), pinned to the t-th CPU of the rank's allowed set when it has T of them.
+//!   ones), pinned to a CPU of its own in the rank's allowed set when it has T of them
+//!   (ranks started unbound take disjoint CPUs by their local rank: [`RankTeam`]).
 //! * **Who exchanges.** Worker 0 runs Jacobi's loops (`solver.rs`) unchanged, over a
 //!   [`TeamField`]: the halo exchange, the reductions, the certification and every decision
 //!   are its own, between sweeps, while the other workers wait. A sweep has two
@@ -38,7 +39,7 @@ use crate::iterate::Iterate;
 use crate::kernel::{self, Shape};
 use crate::method::Method;
 use crate::problem::Problem;
-use crate::team::{team_cpus, BreakOnPanic, Slots, SpinBarrier, Waiter, SPIN_STEPS};
+use crate::team::{rank_team_cpus, BreakOnPanic, Slots, SpinBarrier, Waiter, SPIN_STEPS};
 use chan_core::AtomicF64Slice;
 use std::ops::Range;
 use std::sync::atomic::{
@@ -111,15 +112,44 @@ impl Config {
     }
 }
 
-/// The CPUs this rank's thread may run on, when fewer than `threads`: a team of that many
-/// would run unpinned (`None`: there are enough, or `threads` is 1). Under mpirun a rank is
-/// bound to one core unless told otherwise (`--bind-to none`, `--map-by slot:PE=T`).
-pub fn cpus_short_of(threads: usize) -> Option<usize> {
-    if threads <= 1 {
-        return None;
+/// How a rank's team is placed: its workers, and which of the processes sharing this
+/// machine the rank is (a launcher says: `OMPI_COMM_WORLD_LOCAL_RANK` and `_SIZE` under Open
+/// MPI). Ranks started unbound pin their teams to disjoint CPUs by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RankTeam {
+    /// Workers per rank (`--threads-per-rank`), the rank's own thread included.
+    pub threads: usize,
+    /// This process's rank among the job's processes on this machine.
+    pub local_rank: usize,
+    /// The job's processes on this machine.
+    pub local_size: usize,
+}
+
+impl RankTeam {
+    /// `threads` workers for the only process on this machine.
+    pub fn alone(threads: usize) -> Self {
+        RankTeam {
+            threads,
+            local_rank: 0,
+            local_size: 1,
+        }
     }
-    let have = core_affinity::get_core_ids().map_or(0, |ids| ids.len());
-    (have < threads).then_some(have)
+
+    /// The CPUs this rank's thread may run on, when fewer than its workers: they run
+    /// unpinned (`None`: there are enough, or one worker). Under mpirun a rank is bound to
+    /// one core unless told otherwise (`--bind-to none`, `--map-by slot:PE=T`).
+    pub fn cpus_short(&self) -> Option<usize> {
+        if self.threads <= 1 {
+            return None;
+        }
+        let have = core_affinity::get_core_ids().map_or(0, |ids| ids.len());
+        (have < self.threads).then_some(have)
+    }
+
+    /// The CPUs to pin the workers to, one each ([`rank_team_cpus`]).
+    fn cpus(&self) -> Option<Vec<core_affinity::CoreId>> {
+        rank_team_cpus(self.threads, self.local_rank, self.local_size)
+    }
 }
 
 /// Worker t's planes of a block of `nz` planes among `threads` workers: contiguous, in
@@ -407,18 +437,19 @@ impl Iterate for TeamField<'_> {
     }
 }
 
-/// Run `body` on this thread as worker 0 of a team of `threads` sweeping `field`, the other
-/// workers on threads of their own for as long as it runs, each pinned to a CPU of this
-/// thread's allowed set when it has `threads` of them. The workers stop when `body` drops
+/// Run `body` on this thread as worker 0 of a team of `team.threads` sweeping `field`, the
+/// other workers on threads of their own for as long as it runs, each pinned to a CPU of
+/// this thread's allowed set when it has that many ([`RankTeam::cpus`]). The workers stop when `body` drops
 /// the [`TeamField`] or takes its field back ([`TeamField::into_field`]), whichever way it
 /// returns.
 pub(crate) fn with_team<R>(
     field: Field,
-    threads: usize,
+    placement: RankTeam,
     body: impl for<'t> FnOnce(TeamField<'t>) -> R,
 ) -> R {
+    let threads = placement.threads;
     let team = Team::new(*field.shape(), threads);
-    let cpus = team_cpus(threads);
+    let cpus = placement.cpus();
     std::thread::scope(|s| {
         // Worker 0's handle on the barrier exists before any other worker can pass it, and
         // stops the workers started so far if starting one fails.

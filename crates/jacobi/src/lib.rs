@@ -87,7 +87,7 @@ pub use config::{
 pub use dispatch::{solve, solve_system, solve_with, solve_with_threads, SystemBlock};
 pub use error::Error;
 pub use geometry::{Dims, Plan, ProcGrid};
-pub use hybrid::{cpus_short_of, MAX_THREADS_PER_RANK};
+pub use hybrid::{RankTeam, MAX_THREADS_PER_RANK};
 pub use memory::{human_bytes, MemoryNeed};
 pub use method::{BlockIteration, Jacobi, Krylov, KrylovSolver, Method, MethodFlags, Multisplit};
 pub use problem::{Problem, StopCriterion};

@@ -8,6 +8,29 @@ use std::sync::atomic::{
     Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
 
+/// The CPUs to pin the team of `threads` workers of one of `local_size` processes sharing
+/// this machine (the `local_rank`-th) to, one each, among those this thread may run on:
+/// with room for every process's team in that set (a job started unbound, `mpirun
+/// --bind-to none`: every process has the whole machine), the `local_rank`-th T of them, so
+/// that the processes' teams do not share cores; else, with T of them (the process bound to
+/// its own cores, `--map-by slot:PE=T`), the first T. `None` with fewer than T.
+pub(crate) fn rank_team_cpus(
+    threads: usize,
+    local_rank: usize,
+    local_size: usize,
+) -> Option<Vec<core_affinity::CoreId>> {
+    let ids = core_affinity::get_core_ids()?;
+    let first = match local_rank.checked_mul(threads) {
+        Some(first)
+            if local_rank < local_size && ids.len() >= local_size.saturating_mul(threads) =>
+        {
+            first
+        }
+        _ => 0,
+    };
+    (ids.len() >= threads).then(|| ids[first..first + threads].to_vec())
+}
+
 /// The CPUs to pin a team of `threads` workers to, one each: the first `threads` CPUs this
 /// thread may run on (`sched_getaffinity` on Linux: under mpirun, the rank's binding).
 /// `None` when there are fewer of them than workers, or they cannot be listed: pinning would
@@ -140,6 +163,26 @@ impl Drop for BreakOnPanic<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ranks sharing this machine's CPUs take disjoint ones by local rank when all their teams
+    /// fit; a rank whose set fits only its own team takes the first; too few, none.
+    #[test]
+    fn rank_teams_take_disjoint_cpus_when_they_fit() {
+        let ids = core_affinity::get_core_ids().expect("this thread's CPUs");
+        let n = ids.len();
+        for (r, &id) in ids.iter().enumerate() {
+            assert_eq!(rank_team_cpus(1, r, n), Some(vec![id]), "rank {r} of {n}");
+        }
+        // Room for one team of n only: every rank takes the first n (its own set, as with
+        // --map-by slot:PE=n, or oversubscribed).
+        assert_eq!(rank_team_cpus(n, 1, 2), Some(ids.clone()));
+        assert_eq!(
+            rank_team_cpus(1, 5, 2),
+            Some(vec![ids[0]]),
+            "a bad local rank"
+        );
+        assert_eq!(rank_team_cpus(n + 1, 0, 1), None);
+    }
 
     /// Each round every worker stores the round number in its slot, passes the barrier and
     /// must see every slot at that round; parity slots as the solver uses them. More workers

@@ -36,7 +36,15 @@ pub fn run_hybrid(c: &Config, n: usize, tpr: usize) -> (Vec<RankRecord>, Vec<f64
     let _one = ONE_RUN.lock().unwrap_or_else(|e| e.into_inner());
     let plan = c.plan(n).expect("valid configuration");
     let outs = World::new(n).unwrap().run(|ctx| {
-        crate::dispatch::solve_rank(ctx, c, &plan, None, true, tpr).expect("run failed")
+        crate::dispatch::solve_rank(
+            ctx,
+            c,
+            &plan,
+            None,
+            true,
+            crate::hybrid::RankTeam::alone(tpr),
+        )
+        .expect("run failed")
     });
     let blocks: Vec<_> = outs
         .iter()
