@@ -11,7 +11,8 @@
 //! to sync over channels, `--check-every` to sync and to async and racy over channels,
 //! `--reduction` to async and racy over MPI, `--max-in-flight` (R) to async over channels and
 //! to racy over MPI only (a racy send over threads or SHMEM has completed when it returns, so R
-//! never binds it), `--offset` to the Laplace problem; `--variant`, `--halo-every`,
+//! never binds it), `--offset` to the Laplace problem, `--threads-per-rank` to Jacobi over
+//! mpi and shmem; `--variant`, `--halo-every`,
 //! `--exchange` and R to the Jacobi solver (`--variant`, `--halo-every` and R to multisplit
 //! too), `--pc` to the Krylov solvers, `--inner`, `--inner-tol` and `--inner-max` to
 //! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them). A value that no run of
