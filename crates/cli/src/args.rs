@@ -187,6 +187,14 @@ pub(crate) struct RunArgs {
     /// match them.
     #[arg(short = 't', long = "threads")]
     pub(crate) threads: Option<usize>,
+    /// --backend mpi and shmem: sweep each rank's block with T threads (hybrid ranks), each
+    /// owning a fixed range of its z-planes, pinned to the CPUs the rank may use (start the
+    /// job with `mpirun --bind-to none` or `--map-by slot:PE=T`: by default Open MPI binds a
+    /// rank to one core, and the threads then run unpinned). Jacobi on the grid, --halo-depth
+    /// 1, --exchange waitall or blocking; from 1 (the default) to 256, at most the z-planes
+    /// of a rank's block. Sync runs give the iterates of one thread per rank, bit for bit.
+    #[arg(long, value_name = "T")]
+    pub(crate) threads_per_rank: Option<usize>,
     /// The problem.
     #[arg(long, value_parser = problem_parser(), default_value = "laplace")]
     problem: Problem,
@@ -441,6 +449,7 @@ impl RunArgs {
         plan: &Plan,
         ranks_here: usize,
     ) -> Result<(), Error> {
+        self.check_threads_per_rank(cfg, plan)?;
         if let (Some(_), Problem::Poisson) = (self.offset, self.problem) {
             return Err(Error::Invalid(
                 "--offset applies to --problem laplace only: the Poisson problem's boundary \
@@ -470,6 +479,34 @@ impl RunArgs {
         Ok(())
     }
 
+    /// `--threads-per-rank`, 1 when not given.
+    pub(crate) fn threads_per_rank(&self) -> usize {
+        self.threads_per_rank.unwrap_or(1)
+    }
+
+    /// `--threads-per-rank T`: hybrid ranks are MPI and SHMEM ranks on the grid, and the
+    /// configuration must suit them ([`Config::check_threads_per_rank`]).
+    fn check_threads_per_rank(&self, cfg: &Config, plan: &Plan) -> Result<(), Error> {
+        let Some(t) = self.threads_per_rank else {
+            return Ok(());
+        };
+        let info = self.backend.info();
+        let refuse = |why: String| Err(ConfigError::ThreadsPerRank { threads: t, why }.into());
+        if info.launcher.is_none() && t != 1 {
+            return refuse(format!(
+                "applies to --backend mpi and shmem (hybrid ranks): {} already runs every \
+             rank as a thread of this process (-t/--threads sets how many)",
+                info.flag
+            ));
+        }
+        if self.matrix.is_some() && t != 1 {
+            return refuse(
+                "--matrix runs one thread per rank: hybrid ranks sweep the grid's problem".into(),
+            );
+        }
+        Ok(cfg.check_threads_per_rank(t, plan)?)
+    }
+
     /// The `config` object this run's report will have (what `aiac sweep` records for a run
     /// that fails).
     pub(crate) fn report_config(&self, cfg: &Config, plan: &Plan) -> RunConfig {
@@ -479,7 +516,9 @@ impl RunArgs {
     /// The `config` of the report of this run of `cfg` over `ranks` ranks (its flags checked).
     pub(crate) fn run_config(&self, cfg: &Config, ranks: usize, plan: &Plan) -> RunConfig {
         let reduction = self.reduction().unwrap_or_default();
-        RunConfig::new(self.backend_name(), ranks, plan, cfg, reduction)
+        let mut rc = RunConfig::new(self.backend_name(), ranks, plan, cfg, reduction);
+        rc.threads_per_rank = self.threads_per_rank();
+        rc
     }
 }
 

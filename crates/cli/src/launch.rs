@@ -88,8 +88,13 @@ impl Launcher {
     /// environment the launcher needs here ([`LAUNCH_ENV`]) where the user's does not set it.
     /// The caller adds `exe`'s arguments.
     pub(crate) fn command(self, np: usize, exe: &Path) -> Command {
+        self.command_with(&[], np, exe)
+    }
+
+    /// [`Launcher::command`] with the launcher's own options `opts` before `-np`.
+    pub(crate) fn command_with(self, opts: &[&str], np: usize, exe: &Path) -> Command {
         let mut c = Command::new(self.program());
-        c.args(["-np", &np.to_string()]).arg(exe);
+        c.args(opts).args(["-np", &np.to_string()]).arg(exe);
         for (k, v) in LAUNCH_ENV {
             if std::env::var_os(k).is_none() {
                 c.env(k, v);
@@ -109,7 +114,7 @@ pub(crate) struct Placement {
     /// The job's size.
     pub(crate) size: Option<usize>,
     /// This process's rank among the job's processes on this machine.
-    local_rank: Option<usize>,
+    pub(crate) local_rank: Option<usize>,
     /// How many of the job's processes run on this machine.
     pub(crate) local_size: Option<usize>,
 }

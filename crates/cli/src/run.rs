@@ -48,10 +48,17 @@ fn run_on<C: Context>(
         Some(l) => Some((l.block(ctx.rank()), l.settle(ctx, args, cfg)?)),
         None => None,
     };
+    let here = Placement::here();
+    let team = jacobi::RankTeam {
+        threads: args.threads_per_rank(),
+        local_rank: here.local_rank.unwrap_or(0),
+        local_size: here.local_size.unwrap_or(1),
+    };
+    warn_unpinned(ctx, &team, args.quiet)?;
     let progress = (ctx.rank() == 0 && !args.quiet).then(|| RunProgress::start(cfg));
     let hook = progress.as_ref().map(RunProgress::hook);
     let rec = match &matrix {
-        None => jacobi::solve_with(ctx, cfg, plan, hook).map(|r| (r, Vec::new())),
+        None => jacobi::solve_with_threads(ctx, cfg, plan, hook, team).map(|r| (r, Vec::new())),
         Some((sys, _)) => jacobi::solve_system(ctx, cfg, sys, hook),
     };
     drop(progress); // the line is cleared before anything else is printed
@@ -82,6 +89,38 @@ fn run_on<C: Context>(
         }
         None => Ok(exit_code(converged)),
     }
+}
+
+/// Hybrid ranks (`--threads-per-rank T`, T > 1): a rank whose allowed CPU set has fewer
+/// than T CPUs runs its workers unpinned; rank 0 says so once, for the whole job
+/// (collective: every rank calls it alike).
+fn warn_unpinned<C: Context>(
+    ctx: &mut C,
+    team: &jacobi::RankTeam,
+    quiet: bool,
+) -> Result<(), Error> {
+    let threads = team.threads;
+    if threads <= 1 {
+        return Ok(());
+    }
+    let short = team.cpus_short();
+    // Ranks short of CPUs, and the fewest CPUs of such a rank.
+    let mut count = [f64::from(u8::from(short.is_some()))];
+    let mut fewest = [short.map_or(f64::MAX, |n| n as f64)];
+    ctx.all_reduce(&mut count, chan_core::ReduceOp::Sum)
+        .map_err(jacobi::Error::from)?;
+    ctx.all_reduce(&mut fewest, chan_core::ReduceOp::Min)
+        .map_err(jacobi::Error::from)?;
+    let v = [count[0], fewest[0]];
+    if ctx.rank() == 0 && !quiet && v[0] > 0.0 {
+        crate::error::say(&format!(
+            "aiac: warning: --threads-per-rank {threads}: {} rank(s) may run on only {} CPU(s), \
+             so their threads run unpinned (start the job with `mpirun --bind-to none` or \
+             `mpirun --map-by slot:PE={threads}`, or `oshrun --bind-to none`)",
+            v[0] as u64, v[1] as u64
+        ));
+    }
+    Ok(())
 }
 
 /// `aiac run`.

@@ -47,6 +47,8 @@ pub(crate) fn applies(
             _ => false,
         },
         "--offset" => problem == "laplace",
+        // Hybrid ranks: Jacobi's grid over the launched backends.
+        "--threads-per-rank" => solver == "jacobi" && (backend == "mpi" || backend == "shmem"),
         // Only MPI has a choice, and only async, racy and pipecg use a non-blocking reduction.
         "--reduction" => backend == "mpi" && (variant != "sync" || solver == "pipecg"),
         _ => true,

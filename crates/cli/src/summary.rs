@@ -134,6 +134,12 @@ pub(crate) const COLUMNS: &[Column] = &[
         always: true,
     },
     Column {
+        header: "T",
+        name: "T",
+        value: |c| c.threads_per_rank.to_string(),
+        always: false,
+    },
+    Column {
         header: "problem",
         name: "",
         value: |c| c.config.problem.name().into(),

@@ -11,7 +11,8 @@
 //! to sync over channels, `--check-every` to sync and to async and racy over channels,
 //! `--reduction` to async and racy over MPI, `--max-in-flight` (R) to async over channels and
 //! to racy over MPI only (a racy send over threads or SHMEM has completed when it returns, so R
-//! never binds it), `--offset` to the Laplace problem; `--variant`, `--halo-every`,
+//! never binds it), `--offset` to the Laplace problem, `--threads-per-rank` to Jacobi over
+//! mpi and shmem; `--variant`, `--halo-every`,
 //! `--exchange` and R to the Jacobi solver (`--variant`, `--halo-every` and R to multisplit
 //! too), `--pc` to the Krylov solvers, `--inner`, `--inner-tol` and `--inner-max` to
 //! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them). A value that no run of
@@ -76,6 +77,11 @@ pub(crate) struct SweepArgs {
         default_value = "1"
     )]
     ranks: Vec<usize>,
+    /// Threads per rank T of mpi and shmem runs (hybrid ranks; default 1). Runs with T > 1
+    /// are started with the launcher's `--bind-to none`, so that each rank's workers can be
+    /// pinned.
+    #[arg(long, value_delimiter = ',')]
+    threads_per_rank: Vec<usize>,
     /// Problems.
     #[arg(long, value_parser = problem_parser(), value_delimiter = ',', default_value = "laplace")]
     problem: Vec<Problem>,
@@ -227,6 +233,11 @@ impl SweepArgs {
                 flag: "-t",
                 short: "p",
                 values: self.ranks.iter().map(usize::to_string).collect(),
+            },
+            Axis {
+                flag: "--threads-per-rank",
+                short: "T",
+                values: self.threads_per_rank.iter().map(usize::to_string).collect(),
             },
             Axis {
                 flag: "--problem",
@@ -578,7 +589,15 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
         progress.starting(i, &what);
         let log_path = logs_dir.join(format!("{stem}.log"));
         let mut cmd = match p.backend.info().launcher {
-            Some(l) => l.command(p.ranks, &exe),
+            Some(l) => {
+                // Hybrid ranks: unbound, each rank pins its workers within the whole node.
+                let hybrid = p
+                    .argv
+                    .windows(2)
+                    .any(|w| w[0] == "--threads-per-rank" && w[1] != "1");
+                let opts: &[&str] = if hybrid { &["--bind-to", "none"] } else { &[] };
+                l.command_with(opts, p.ranks, &exe)
+            }
             None => Command::new(&exe),
         };
         cmd.arg("run").args(&argv);

@@ -1014,3 +1014,183 @@ fn multisplit_over_a_launcher_needs_10x_fewer_outer_iterations() {
         }
     }
 }
+
+/// `LAUNCHER LAUNCHER_ARGS -np N aiac run --backend B ARGS --json FILE`, killed after two
+/// minutes.
+fn launch_with(
+    l: &Launcher,
+    launcher_args: &[&str],
+    np: usize,
+    args: &[&str],
+    json: &Path,
+) -> Output {
+    Command::new("timeout")
+        .args(["-k", "5", "120", l.cmd])
+        .args(launcher_args)
+        .args(["-np", &np.to_string(), AIAC, "run"])
+        .args(["--backend", l.backend])
+        .args(args)
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .expect("timeout and the launcher start (scripts/setup.sh installs Open MPI)")
+}
+
+/// What a sync run must reproduce bit for bit whatever its threads per rank: the iteration
+/// counts, the residual history, the reported and true residuals, every rank's error and
+/// certifications.
+fn sync_fingerprint(j: &Value) -> Vec<String> {
+    let bits = |v: &Value| v.as_f64().map(f64::to_bits);
+    let mut out = vec![
+        format!("iterations {}", j["iterations"]),
+        format!(
+            "history {:?}",
+            history(j)
+                .iter()
+                .map(|&(i, r)| (i, r.to_bits()))
+                .collect::<Vec<_>>()
+        ),
+        format!(
+            "residual {:?} {:?}",
+            bits(&j["residual"]["reported"]),
+            bits(&j["residual"]["true"])
+        ),
+    ];
+    for r in j["ranks"].as_array().expect("ranks") {
+        out.push(format!(
+            "rank {} iterations {} error {:?} true {:?} certifications {}",
+            r["rank"],
+            r["iterations"],
+            bits(&r["error_max"]),
+            bits(&r["residual"]["true_residual"]),
+            r["certifications"]
+        ));
+    }
+    out
+}
+
+/// Hybrid ranks (`--threads-per-rank 2`) in sync over mpirun and oshrun: the run of one
+/// thread per rank, bit for bit, on 1 and 2 ranks, with a residual summed by the team at every
+/// sweep (Laplace, --check-every 1) and with a source term (Poisson), the ranks bound to one
+/// core each (`--bind-to core`, Open MPI's default: the workers run unpinned, rank 0 warns
+/// once) and unbound (`--bind-to none`: the workers are pinned).
+#[test]
+fn hybrid_sync_over_a_launcher_equals_one_thread_per_rank() {
+    let cases: [&[&str]; 2] = [
+        &["--global", "8,10,12", "--check-every", "1"],
+        &[
+            "--problem",
+            "poisson",
+            "--global",
+            "12",
+            "--check-every",
+            "5",
+        ],
+    ];
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("hybrid-sync-{}", l.backend));
+        for (c, base) in cases.iter().enumerate() {
+            for np in [1, 2] {
+                let mut args = base.to_vec();
+                args.push("--quiet");
+                let json = dir.join(format!("{c}-{np}-1.json"));
+                let what = format!("{} np={np} {base:?}", l.backend);
+                let want = report(&launch(l, np, &args, &json), &json, &what);
+                assert_eq!(want["config"]["threads_per_rank"], 1, "{what}");
+                assert!(want["iterations"]["max"].as_f64().unwrap() > 20.0, "{what}");
+                // Bound to a core each, a rank cannot pin its 2 threads: rank 0 says so,
+                // once; unbound, each rank has both CPUs and pins them silently.
+                for (bind, warns) in [("core", 1), ("none", 0)] {
+                    let bind = ["--bind-to", bind];
+                    let json = dir.join(format!("{c}-{np}-2.json"));
+                    let mut a = args.clone();
+                    a.retain(|&s| s != "--quiet");
+                    a.extend(["--threads-per-rank", "2"]);
+                    let what = format!("{what} {bind:?} x 2 threads");
+                    let out = launch_with(l, &bind, np, &a, &json);
+                    let j = report(&out, &json, &what);
+                    assert_eq!(j["config"]["threads_per_rank"], 2, "{what}");
+                    assert_eq!(sync_fingerprint(&j), sync_fingerprint(&want), "{what}");
+                    let stdout = String::from_utf8_lossy(&out.stdout);
+                    assert!(stdout.contains("x 2 threads"), "{what}: {stdout}");
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    let warned = stderr.matches("run unpinned").count();
+                    assert_eq!(warned, warns, "{what}: {stderr}");
+                }
+            }
+        }
+    }
+}
+
+/// Async and racy hybrid ranks (2 ranks x 2 threads, oversubscribed on this 2-core machine)
+/// converge, and the certified true residual meets the tolerance.
+#[test]
+fn hybrid_async_and_racy_over_a_launcher_certify_below_tol() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("hybrid-async-{}", l.backend));
+        for variant in ["async", "racy"] {
+            let json = dir.join(format!("{variant}.json"));
+            let args = [
+                "--variant",
+                variant,
+                "--global",
+                "12",
+                "--threads-per-rank",
+                "2",
+                "--quiet",
+            ];
+            let what = format!("{} {variant} np=2 x 2 threads", l.backend);
+            let j = report(&launch(l, 2, &args, &json), &json, &what);
+            assert_eq!(j["config"]["threads_per_rank"], 2, "{what}");
+            assert_eq!(j["converged"], true, "{what}");
+            let t = j["residual"]["true"].as_f64().unwrap();
+            assert!(t <= 1e-4, "{what}: true residual {t} > tol");
+            for r in j["ranks"].as_array().unwrap() {
+                let certs = r["certifications"].as_array().unwrap();
+                let last = certs.last().unwrap_or_else(|| panic!("{what}: certified"));
+                assert_eq!(last["accepted"], true, "{what}");
+                assert!(last["true_residual"].as_f64().unwrap() <= 1e-4, "{what}");
+            }
+        }
+    }
+}
+
+/// Bad `--threads-per-rank` under mpirun and oshrun (0, too many for the limit or for a
+/// rank's planes, with a solver or backend that runs one thread per rank): one message
+/// naming the flag, exit 1.
+#[test]
+fn hybrid_input_errors_under_a_launcher_are_printed_once() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--threads-per-rank", "0"], "at least 1"),
+        (&["--threads-per-rank", "100000"], "at most 256"),
+        (&["--local", "8,8,4", "--threads-per-rank", "5"], "z-plane"),
+        (&["--solver", "cg", "--threads-per-rank", "2"], "Krylov"),
+        (
+            &["--solver", "multisplit", "--threads-per-rank", "2"],
+            "multisplitting",
+        ),
+    ];
+    for l in &LAUNCHERS {
+        for (args, needle) in cases {
+            let out = Command::new("timeout")
+                .args(["-k", "5", "120", l.cmd, "-np", "2", AIAC, "run"])
+                .args(["--backend", l.backend])
+                .args(args)
+                .output()
+                .expect("the launcher starts");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{} {args:?}: {err}", l.backend);
+            assert_eq!(
+                err.matches("--threads-per-rank").count(),
+                1,
+                "{} {args:?}: once: {err}",
+                l.backend
+            );
+            assert_eq!(
+                err.matches(needle).count(),
+                1,
+                "{} {args:?}: {err}",
+                l.backend
+            );
+        }
+    }
+}

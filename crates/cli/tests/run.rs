@@ -60,6 +60,16 @@ fn bad_input_names_the_flag_exits_1_and_writes_nothing() {
         (&["--local", "4,4"], "--local"),
         (&["--offset", "inf"], "--offset"),
         (&["-t", "0"], "--threads"),
+        // Hybrid ranks are MPI and SHMEM ranks: threads and shared memory refuse them.
+        (
+            &["-t", "2", "--threads-per-rank", "2"],
+            "--threads-per-rank",
+        ),
+        (
+            &["--backend", "shared", "-t", "2", "--threads-per-rank", "2"],
+            "--threads-per-rank",
+        ),
+        (&["--threads-per-rank", "0"], "--threads-per-rank"),
         (
             &["--backend", "shared", "-t", "2", "--grid", "2x1x1"],
             "--grid",

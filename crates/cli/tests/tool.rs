@@ -121,6 +121,8 @@ fn bad_sweep_input_is_refused_before_any_work() {
             &["--backend", "shared", "--halo-every", "1,2"],
             "--halo-every",
         ),
+        // Hybrid ranks are MPI and SHMEM ranks: no threads run can take T = 2.
+        (&["--threads-per-rank", "1,2"], "--threads-per-rank"),
     ];
     for (args, flag) in cases {
         let mut all = vec!["sweep", "--out", o, "--quiet"];

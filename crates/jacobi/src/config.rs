@@ -765,6 +765,14 @@ pub enum ConfigError {
     /// A world of no ranks.
     #[error("-t/--threads must be at least 1, got 0")]
     NoRanks,
+    /// `--threads-per-rank` out of range, or with a setting the hybrid ranks do not run.
+    #[error("--threads-per-rank {threads}: {why}")]
+    ThreadsPerRank {
+        /// Given.
+        threads: usize,
+        /// Why it is refused.
+        why: String,
+    },
     /// `--exchange` other than the default, with async or racy.
     #[error(
         "--exchange {0} applies to --variant sync only (async and racy never wait for a halo)"

@@ -111,8 +111,9 @@
 //! ## The residual
 //! The check period K is a multiple of k, so a check falls at the end of a block; the k-th
 //! sweep covers the owned points exactly, with rows of the same length in the same order as
-//! a one-plane sweep, and carries one [`Lanes`] accumulator through its planes: the residual
-//! it returns has the bits of the one-plane sweep's.
+//! a one-plane sweep, and totals each plane's [`Lanes`] on their own, adding the totals in z
+//! order (`kernel.rs`, "Plane-ordered sums"): the residual it returns has the bits of the
+//! one-plane sweep's.
 
 use crate::clock::Instant;
 use crate::config::Config;
@@ -481,7 +482,7 @@ impl DeepField {
     /// residual. The current iterate is the result afterwards.
     pub(crate) fn sweep_block(&mut self, m: usize, resid: bool) -> f64 {
         assert!(m >= 1 && m <= self.depth);
-        let mut lanes = Lanes::default();
+        let mut sum = 0.0;
         let regions = &self.block_regions[..m];
         let owned_x = self.range(0, self.depth);
         let z1 = regions[0].z.clone();
@@ -536,7 +537,11 @@ impl DeepField {
                     };
                     let rhs = self.rhs.as_deref();
                     if check {
+                        // One plane: its lanes totalled on their own, the totals added in
+                        // z order (kernel.rs, "Plane-ordered sums").
+                        let mut lanes = Lanes::default();
                         kernel::sweep_region_into(&self.shape, src, rhs, dst, &plane, &mut lanes);
+                        sum += lanes.total();
                     } else {
                         kernel::step_region(&self.shape, src, rhs, dst, &plane);
                     }
@@ -546,7 +551,7 @@ impl DeepField {
         if m % 2 == 1 {
             std::mem::swap(&mut self.u, &mut self.next);
         }
-        lanes.total()
+        sum
     }
 
     /// One sweep of the async and racy variants: the owned points, and beyond each face with
@@ -583,7 +588,6 @@ impl DeepField {
         });
         let whole = |a: usize| parts[a][0].start..parts[a][2].end;
         let owned = |a: usize| parts[a][1].clone();
-        let mut lanes = Lanes::default();
         let (rhs, sh) = (self.rhs.as_deref(), &self.shape);
         let own = Region {
             x: owned(0),
@@ -591,9 +595,28 @@ impl DeepField {
             z: owned(2),
         };
         // The owned rows with the x ghost planes at their ends, in one pass per row (as
-        // separate regions, a few points wide, they cost as much as the owned points at 50³).
+        // separate regions, a few points wide, they cost as much as the owned points at 50³);
+        // plane by plane, the planes' totals added in z order (kernel.rs, "Plane-ordered
+        // sums").
         let x_ext = [parts[0][0].len(), parts[0][2].len()];
-        kernel::sweep_region_ext_x_into(sh, &self.u, rhs, &mut self.next, &own, x_ext, &mut lanes);
+        let mut sum = 0.0;
+        for z in own.z.clone() {
+            let plane = Region {
+                z: z..z + 1,
+                ..own.clone()
+            };
+            let mut lanes = Lanes::default();
+            kernel::sweep_region_ext_x_into(
+                sh,
+                &self.u,
+                rhs,
+                &mut self.next,
+                &plane,
+                x_ext,
+                &mut lanes,
+            );
+            sum += lanes.total();
+        }
         // The rest of the ghost shell as disjoint boxes: z slabs over the whole x, y extent,
         // y slabs over the whole x extent and the owned z range.
         let shell = [0, 2].map(|side| {
@@ -624,7 +647,7 @@ impl DeepField {
         for a in &mut self.age {
             *a = a.saturating_add(1);
         }
-        lanes.total()
+        sum
     }
 
     /// Write a racy view into the ghost planes beyond `face` (relaxed atomic loads, in the
@@ -1098,9 +1121,9 @@ mod tests {
             y: parts[1][1].clone(),
             z: parts[2][1].clone(),
         };
-        let mut lanes = Lanes::default();
         let rhs = d.rhs.as_deref();
-        kernel::sweep_region_into(&d.shape, &d.u, rhs, &mut d.next, &own, &mut lanes);
+        // The owned points' residual summed plane by plane (kernel.rs, "Plane-ordered sums").
+        let resid = kernel::sweep_region(&d.shape, &d.u, rhs, &mut d.next, &own);
         let mut shell = Vec::new();
         for side in [0, 2] {
             shell.push(Region {
@@ -1136,7 +1159,7 @@ mod tests {
         for a in &mut d.age {
             *a = a.saturating_add(1);
         }
-        lanes.total()
+        resid
     }
 
     /// A value for every global point: the same data in every layout.

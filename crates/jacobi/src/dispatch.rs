@@ -9,6 +9,7 @@ use crate::config::{Config, Exchange, HaloDepth, Variant};
 use crate::deep::{choose_depth, DeepField};
 use crate::field::Field;
 use crate::geometry::Plan;
+use crate::hybrid::{with_team, RankTeam};
 use crate::iterate::Iterate;
 use crate::method::Method;
 use crate::multisplit::InnerSolve;
@@ -39,7 +40,21 @@ pub fn solve_with<C: Context>(
     plan: &Plan,
     progress: Option<&dyn Progress>,
 ) -> Result<RankRecord, Error> {
-    solve_rank(ctx, cfg, plan, progress, false).map(|o| o.record)
+    solve_with_threads(ctx, cfg, plan, progress, RankTeam::alone(1))
+}
+
+/// As [`solve_with`], each rank sweeping its block with `team.threads` workers (hybrid
+/// ranks, `hybrid.rs`; 1: the rank's thread alone), placed as `team` says, which
+/// [`Config::check_threads_per_rank`] accepts for this configuration. A sync run's iterates,
+/// residual history and iteration count are those of one thread per rank, bit for bit.
+pub fn solve_with_threads<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+    plan: &Plan,
+    progress: Option<&dyn Progress>,
+    team: RankTeam,
+) -> Result<RankRecord, Error> {
+    solve_rank(ctx, cfg, plan, progress, false, team).map(|o| o.record)
 }
 
 /// What one rank ends with: its record, and its final iterate when asked for.
@@ -61,7 +76,9 @@ pub(crate) fn solve_rank<C: Context>(
     plan: &Plan,
     progress: Option<&dyn Progress>,
     keep: bool,
+    team: RankTeam,
 ) -> Result<RankOutcome, Error> {
+    cfg.check_threads_per_rank(team.threads, plan)?;
     let (scheme, exchange, depth, inner) = match cfg.method {
         Method::Krylov(k) => {
             let diag = crate::linalg::SEVEN_POINT;
@@ -80,6 +97,20 @@ pub(crate) fn solve_rank<C: Context>(
         ),
     };
     let block = Block::of_rank(ctx, cfg, plan)?;
+    if team.threads > 1 {
+        // Jacobi on one-plane halos (checked above): the rank's team sweeps its block.
+        let regions = (block.interior, block.shell);
+        let rank = ctx.rank();
+        let (record, field) = with_team(block.field, team, |field| {
+            let mut run = Run::new(cfg, scheme, rank, field, block.faces, regions, progress);
+            run.exchange = exchange;
+            run_loop(ctx, run).map(|(record, field)| (record, field.into_field()))
+        })?;
+        return Ok(RankOutcome {
+            record,
+            field: keep.then_some(field),
+        });
+    }
     // `auto`: measured here, before the run's channels open (`deep.rs`, "Choosing k").
     let auto = match depth {
         HaloDepth::Fixed(_) => None,

@@ -122,6 +122,13 @@ impl Field {
         )
     }
 
+    /// The current iterate (to read), the next array (to write) and the source term: what a
+    /// team of workers sweeping the block together shares (`hybrid.rs`), who then calls
+    /// [`Field::finish_sweep`].
+    pub(crate) fn sweep_arrays(&mut self) -> (&[f64], &mut [f64], Option<&[f64]>) {
+        (&self.u, &mut self.next, self.rhs.as_deref())
+    }
+
     /// End a sweep done region by region: the next iterate becomes the current one.
     pub fn finish_sweep(&mut self) {
         std::mem::swap(&mut self.u, &mut self.next);

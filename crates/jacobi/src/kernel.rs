@@ -22,6 +22,13 @@
 //! four) plus four tail lanes (the last `n.x mod 4` points of each row), summed in a fixed
 //! order, and neither contracts into fused multiply-adds: update and residual are
 //! bit-identical on every path and every machine.
+//!
+//! ## Plane-ordered sums
+//! A kernel's Σ r² over several z-planes is the sum, in z order from 0, of each plane's
+//! lanes totalled on their own: `((0 + R_1) + R_2) + …`. So a block swept by several workers,
+//! each over its own planes, sums to the bits of one whole sweep when the workers keep each
+//! plane's total apart and one of them adds them up in z order (the hybrid ranks of
+//! `team.rs`); a block's residual does not depend on how many threads swept it.
 
 use crate::geometry::{Dims, LocalIdx};
 use std::ops::Range;
@@ -265,10 +272,25 @@ fn fused<const UPDATE: bool, const RESID: bool>(
     base: usize,
     r: &Region,
 ) -> f64 {
-    let mut lanes = Lanes::default();
-    let sweep = Sweep::new(shape, src, rhs, r);
-    fused_into::<UPDATE, RESID>(Sweep { base, ..sweep }, dst, &mut lanes);
-    lanes.total()
+    if !RESID {
+        let sweep = Sweep::new(shape, src, rhs, r);
+        fused_into::<UPDATE, RESID>(Sweep { base, ..sweep }, dst, &mut Lanes::default());
+        return 0.0;
+    }
+    // Plane by plane, each plane's lanes totalled, the totals summed in z order (module
+    // docs, "Plane-ordered sums").
+    let mut sum = 0.0;
+    for z in r.z.clone() {
+        let plane = Region {
+            z: z..z + 1,
+            ..r.clone()
+        };
+        let mut lanes = Lanes::default();
+        let sweep = Sweep::new(shape, src, rhs, &plane);
+        fused_into::<UPDATE, RESID>(Sweep { base, ..sweep }, dst, &mut lanes);
+        sum += lanes.total();
+    }
+    sum
 }
 
 /// One kernel call's input: the block's shape, the array read, the source term (`h² f`, an
@@ -1032,14 +1054,23 @@ mod tests {
             let zs = sh.owned_planes();
             let all = Region::all(sh.n);
             let ra = sweep(&sh, &src, None, &mut a);
+            // Plane by plane, the planes' totals summed in z order (module docs).
             let port = |upd: bool, f: &[f64], dst: &mut [f64], reg: &Region| {
-                let mut l = Lanes::default();
-                let sweep = Sweep::new(&sh, &src, (!f.is_empty()).then_some(f), reg);
-                match upd {
-                    true => portable_build::<true, true>(sweep, dst, &mut l),
-                    false => portable_build::<false, true>(sweep, dst, &mut l),
+                let mut sum = 0.0;
+                for z in reg.z.clone() {
+                    let plane = Region {
+                        z: z..z + 1,
+                        ..reg.clone()
+                    };
+                    let mut l = Lanes::default();
+                    let sweep = Sweep::new(&sh, &src, (!f.is_empty()).then_some(f), &plane);
+                    match upd {
+                        true => portable_build::<true, true>(sweep, dst, &mut l),
+                        false => portable_build::<false, true>(sweep, dst, &mut l),
+                    }
+                    sum += l.total();
                 }
-                l.total()
+                sum
             };
             let rb = port(true, &[], &mut b, &all);
             assert_eq!(a, b);
@@ -1130,6 +1161,17 @@ mod tests {
         }
         assert_eq!(whole, parts);
         assert!((sum - r).abs() <= sum_bound(sh.n.volume()) * r);
+        // Each plane's total kept apart and the totals added in z order: the bits of the
+        // whole sweep (what a rank's workers do), for the sweep and the residual alone.
+        let mut per_plane = 0.0;
+        let mut resid = 0.0;
+        for z in sh.owned_planes() {
+            let range = sh.planes(z..z + 1);
+            per_plane += sweep_planes(&sh, &src, None, &mut parts[range], z..z + 1);
+            resid += residual_sq_planes(&sh, &src, None, z..z + 1);
+        }
+        assert_eq!(per_plane.to_bits(), r.to_bits());
+        assert_eq!(resid.to_bits(), residual_sq(&sh, &src, None).to_bits());
         assert_eq!(sweep_planes(&sh, &src, None, &mut [], 3..3), 0.0);
     }
 

@@ -54,6 +54,7 @@ mod error;
 mod field;
 mod geometry;
 mod halo;
+mod hybrid;
 mod iterate;
 mod kernel;
 mod krylov;
@@ -73,6 +74,7 @@ mod single;
 mod slow;
 mod solver;
 pub mod sparse;
+mod team;
 #[cfg(test)]
 mod tests;
 
@@ -82,9 +84,10 @@ pub use config::{
     ReductionKind, SizeSpec, SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL,
     MAX_HALO_DEPTH, MAX_SLOWDOWN, MIN_TOL,
 };
-pub use dispatch::{solve, solve_system, solve_with, SystemBlock};
+pub use dispatch::{solve, solve_system, solve_with, solve_with_threads, SystemBlock};
 pub use error::Error;
 pub use geometry::{Dims, Plan, ProcGrid};
+pub use hybrid::{RankTeam, MAX_THREADS_PER_RANK};
 pub use memory::{human_bytes, MemoryNeed};
 pub use method::{BlockIteration, Jacobi, Krylov, KrylovSolver, Method, MethodFlags, Multisplit};
 pub use problem::{Problem, StopCriterion};

@@ -419,6 +419,10 @@ pub struct RunConfig {
     pub backend: String,
     /// Number of ranks (threads).
     pub ranks: usize,
+    /// Workers sweeping each rank's block (`--threads-per-rank`, hybrid ranks); 1 in
+    /// reports written before it existed, and on the threads and shared backends.
+    #[serde(default = "one_thread")]
+    pub threads_per_rank: usize,
     /// Global interior points per axis.
     pub global: Dims,
     /// Points per rank.
@@ -435,6 +439,11 @@ pub struct RunConfig {
     /// × 1 × 1, the most rows of a rank, ranks × 1 × 1).
     #[serde(default)]
     pub matrix: Option<MatrixInfo>,
+}
+
+/// [`RunConfig::threads_per_rank`] of a report that does not have it.
+fn one_thread() -> usize {
+    1
 }
 
 /// The sparse system of a `--matrix` run, as the report records it.
@@ -474,6 +483,7 @@ impl RunConfig {
         RunConfig {
             backend: backend.to_string(),
             ranks,
+            threads_per_rank: 1,
             global: plan.global,
             local: plan.local,
             process_grid: plan.procs.0,
@@ -501,6 +511,7 @@ impl RunConfig {
         RunConfig {
             backend: backend.to_string(),
             ranks,
+            threads_per_rank: 1,
             global: Dims::new(matrix.n, 1, 1),
             local: Dims::new(most, 1, 1),
             process_grid: Dims::new(ranks, 1, 1),
@@ -759,10 +770,14 @@ impl Report {
             ),
         };
         s.push_str(&format!(
-            "aiac run: {} {} on {} rank(s), {}, {} {:.1e}\n",
+            "aiac run: {} {} on {} rank(s){}, {}, {} {:.1e}\n",
             problem,
             method,
             c.ranks,
+            match c.threads_per_rank {
+                1 => String::new(),
+                t => format!(" x {t} threads"),
+            },
             layout,
             match c.config.criterion {
                 crate::problem::StopCriterion::RelativeResidual { .. }

@@ -26,13 +26,11 @@ use crate::method::Method;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
 use crate::slow::Slowdown;
+use crate::team::{team_cpus, BreakOnPanic, Slots, SpinBarrier, Waiter};
 use crate::Error;
 use chan_core::backend::EnvVarError;
 use chan_core::{AtomicF64, AtomicF64Slice};
-use std::sync::atomic::{
-    AtomicBool, AtomicU64, AtomicU8, AtomicUsize,
-    Ordering::{AcqRel, Acquire, Relaxed, Release},
-};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Barrier, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -183,9 +181,7 @@ fn solve_pinned(
 /// pinning would stack two of them on one core for good.
 fn pool(threads: usize, pin: bool) -> Result<rayon::ThreadPool, Error> {
     let cpus = if pin {
-        core_affinity::get_core_ids()
-            .filter(|ids| ids.len() >= threads)
-            .unwrap_or_default()
+        team_cpus(threads).unwrap_or_default()
     } else {
         Vec::new()
     };
@@ -572,122 +568,6 @@ impl<'a> SweepArrays<'a> {
     }
 }
 
-/// One f64 per worker, each on a cache line of its own, so that workers storing their own
-/// slot do not bounce one line between cores. Relaxed: the team's barrier orders the stores
-/// before it with the loads after it.
-struct Slots(Box<[CacheLine<AtomicU64>]>);
-
-/// A value alone on its cache line (128 bytes: two lines, as adjacent-line prefetch pairs
-/// them on x86-64).
-#[repr(align(128))]
-struct CacheLine<T>(T);
-
-impl Slots {
-    fn new(n: usize) -> Self {
-        Slots((0..n).map(|_| CacheLine(AtomicU64::new(0))).collect())
-    }
-    fn put(&self, t: usize, v: f64) {
-        self.0[t].0.store(v.to_bits(), Relaxed);
-    }
-    /// The sum in worker order, so every worker (and every run) finds the same value.
-    fn sum(&self) -> f64 {
-        self.0
-            .iter()
-            .map(|s| f64::from_bits(s.0.load(Relaxed)))
-            .sum()
-    }
-}
-
-/// A sense-reversing barrier for a fixed team: the arrivals count down, the last one resets
-/// the count and flips the shared sense, the others wait for the flip. A waiter spins a
-/// little, backing off, then yields its core at every look: with more workers than cores
-/// (tests) the one it waits for may need that core.
-///
-/// ## Memory ordering
-/// Each arrival is an AcqRel `fetch_sub` on `left`. RMWs extend a release sequence, so the
-/// last arrival's acquire synchronizes with every earlier arrival's release: it sees all
-/// their writes from before the barrier. Its Release store of the new sense then pairs with
-/// the Acquire load by which each waiter sees the flip. So whatever any worker wrote before
-/// `wait` happens before whatever any worker does after it. The reset of `left` is sequenced
-/// before the sense store, hence seen by every arrival at the next passage.
-struct SpinBarrier {
-    left: CacheLine<AtomicUsize>,
-    sense: CacheLine<AtomicBool>,
-    /// Set when a worker panicked: the waiters panic too rather than wait for ever.
-    broken: AtomicBool,
-    n: usize,
-}
-
-/// A worker's handle on a [`SpinBarrier`]: its own sense, flipped at each passage.
-struct Waiter<'a> {
-    barrier: &'a SpinBarrier,
-    sense: bool,
-}
-
-/// Spin-loop hints before a waiter starts yielding: 1 + 2 + … + 2^SPIN_STEPS.
-const SPIN_STEPS: u32 = 6;
-
-impl SpinBarrier {
-    fn new(n: usize) -> Self {
-        assert!(n > 0, "a barrier for no worker");
-        SpinBarrier {
-            left: CacheLine(AtomicUsize::new(n)),
-            sense: CacheLine(AtomicBool::new(false)),
-            broken: AtomicBool::new(false),
-            n,
-        }
-    }
-
-    /// A handle for one worker; each worker takes one and keeps it.
-    fn waiter(&self) -> Waiter<'_> {
-        Waiter {
-            barrier: self,
-            sense: self.sense.0.load(Relaxed),
-        }
-    }
-}
-
-impl Waiter<'_> {
-    /// Wait until every worker of the team has called `wait` as many times as this one.
-    fn wait(&mut self) {
-        let b = self.barrier;
-        self.sense = !self.sense;
-        // AcqRel: see the type's Memory ordering.
-        if b.left.0.fetch_sub(1, AcqRel) == 1 {
-            b.left.0.store(b.n, Relaxed);
-            // Release: pairs with the waiters' Acquire load below.
-            b.sense.0.store(self.sense, Release);
-            return;
-        }
-        let mut step = 0;
-        // Acquire: pairs with the last arrival's Release store above.
-        while b.sense.0.load(Acquire) != self.sense {
-            if step <= SPIN_STEPS {
-                for _ in 0..1u32 << step {
-                    std::hint::spin_loop();
-                }
-                step += 1;
-            } else {
-                if b.broken.load(Relaxed) {
-                    panic!("another worker of the shared sync run panicked");
-                }
-                std::thread::yield_now();
-            }
-        }
-    }
-}
-
-/// Breaks the barrier if dropped while its worker unwinds.
-struct BreakOnPanic<'a>(&'a SpinBarrier);
-
-impl Drop for BreakOnPanic<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.broken.store(true, Relaxed);
-        }
-    }
-}
-
 /// The boundary planes threads share in the async and racy variants: for each thread, its
 /// lowest and highest owned plane, written by it and read by its neighbours.
 trait BoundaryPlanes: std::marker::Sync + Sized {
@@ -994,31 +874,6 @@ fn asynchronous<P: BoundaryPlanes>(
 mod tests {
     use super::*;
 
-    /// Each round every worker stores the round number in its slot, passes the barrier and
-    /// must see every slot at that round; parity slots as the solver uses them. More workers
-    /// than cores, so waiters must yield to let the last arrival run.
-    #[test]
-    fn barrier_orders_every_round() {
-        for n in [1, 2, 3, 5] {
-            let barrier = SpinBarrier::new(n);
-            let slots = [Slots::new(n), Slots::new(n)];
-            std::thread::scope(|s| {
-                for t in 0..n {
-                    let (barrier, slots) = (&barrier, &slots);
-                    s.spawn(move || {
-                        let mut bar = barrier.waiter();
-                        for round in 0..2000u32 {
-                            let mine = &slots[(round % 2) as usize];
-                            mine.put(t, f64::from(round));
-                            bar.wait();
-                            assert_eq!(mine.sum(), f64::from(round) * n as f64, "n = {n}");
-                        }
-                    });
-                }
-            });
-        }
-    }
-
     /// Pinned workers (one per CPU; unpinned beyond the CPUs) run the same solve as unpinned
     /// ones: bit-identical solution, same iterations.
     #[test]
@@ -1045,28 +900,5 @@ mod tests {
                 "{n} pinned"
             );
         }
-    }
-
-    /// A worker that panics breaks the barrier: the others panic too instead of waiting for
-    /// ever, and the panic reaches the caller.
-    #[test]
-    fn a_panicking_worker_breaks_the_barrier() {
-        let barrier = SpinBarrier::new(3);
-        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            std::thread::scope(|s| {
-                for t in 0..3 {
-                    let barrier = &barrier;
-                    s.spawn(move || {
-                        let mut bar = barrier.waiter();
-                        let _guard = BreakOnPanic(barrier);
-                        bar.wait();
-                        assert!(t != 1, "worker 1 fails");
-                        bar.wait();
-                    });
-                }
-            })
-        }));
-        assert!(out.is_err());
-        assert!(barrier.broken.load(Relaxed));
     }
 }

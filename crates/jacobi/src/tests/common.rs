@@ -27,12 +27,25 @@ pub fn with_tol(mut c: Config, tol: f64) -> Config {
 /// iterations in four runs of the crate's tests (the test allows 117); one run at a time, 69,
 /// 79, 69, 83 and 72.
 pub fn run_threads(c: &Config, n: usize) -> (Vec<RankRecord>, Vec<f64>, Plan) {
+    run_hybrid(c, n, 1)
+}
+
+/// As [`run_threads`], each rank sweeping its block with `tpr` workers (hybrid ranks).
+pub fn run_hybrid(c: &Config, n: usize, tpr: usize) -> (Vec<RankRecord>, Vec<f64>, Plan) {
     static ONE_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE_RUN.lock().unwrap_or_else(|e| e.into_inner());
     let plan = c.plan(n).expect("valid configuration");
-    let outs = World::new(n)
-        .unwrap()
-        .run(|ctx| crate::dispatch::solve_rank(ctx, c, &plan, None, true).expect("run failed"));
+    let outs = World::new(n).unwrap().run(|ctx| {
+        crate::dispatch::solve_rank(
+            ctx,
+            c,
+            &plan,
+            None,
+            true,
+            crate::hybrid::RankTeam::alone(tpr),
+        )
+        .expect("run failed")
+    });
     let blocks: Vec<_> = outs
         .iter()
         .map(|o| {

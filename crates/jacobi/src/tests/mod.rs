@@ -3,6 +3,7 @@
 
 mod breakdown;
 pub(crate) mod common;
+mod hybrid;
 mod krylov;
 mod matrix;
 mod multisplit;

@@ -193,9 +193,16 @@ fn a_rank_waiting_for_faces_joins_the_round_that_stops_at_max_iters() {
         let c = c.clone();
         std::thread::spawn(move || {
             let outs = chan_threads::World::new(3).unwrap().run(|ctx| {
-                crate::dispatch::solve_rank(ctx, &c, &plan, None, false)
-                    .expect("run failed")
-                    .record
+                crate::dispatch::solve_rank(
+                    ctx,
+                    &c,
+                    &plan,
+                    None,
+                    false,
+                    crate::hybrid::RankTeam::alone(1),
+                )
+                .expect("run failed")
+                .record
             });
             let _ = tx.send(outs);
         });

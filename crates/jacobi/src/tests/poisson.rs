@@ -27,7 +27,17 @@ fn run(cfg: &Config, ranks: usize) -> (u64, f64, Vec<crate::RankRecord>) {
     let plan = cfg.plan(ranks).expect("a valid configuration");
     let records: Vec<_> = World::new(ranks)
         .unwrap()
-        .run(|ctx| solve_rank(ctx, cfg, &plan, None, false).map(|o| o.record))
+        .run(|ctx| {
+            solve_rank(
+                ctx,
+                cfg,
+                &plan,
+                None,
+                false,
+                crate::hybrid::RankTeam::alone(1),
+            )
+            .map(|o| o.record)
+        })
         .into_iter()
         .collect::<Result<_, _>>()
         .expect("the run succeeds");
