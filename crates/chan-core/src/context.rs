@@ -2,7 +2,7 @@
 
 use crate::backend::{ChannelHooks, Collective};
 use crate::channel::Channel;
-use crate::config::{ChannelConfig, ChannelSpec};
+use crate::config::ChannelSpec;
 use crate::element::{Element, ElementType};
 use crate::error::{CommError, CreateError};
 use crate::handshake;
@@ -140,16 +140,7 @@ impl<W: ChannelHooks> Context for W {
             .unwrap_or_else(|| start + Duration::from_secs(365 * 24 * 3600));
         // What the backend wires: the length in words.
         let element = ElementType::of::<T>();
-        let r = spec.config.max_in_flight();
-        let wired = element
-            .words(spec.config.len())
-            .ok_or(crate::ConfigError::TooLarge {
-                len: spec.config.len(),
-                max_in_flight: r,
-            })
-            .and_then(|n| ChannelConfig::new(n, r))
-            .map(|config| ChannelSpec { config, ..spec });
-        let (declared, wired) = match wired {
+        let (declared, wired) = match element.wired(&spec) {
             Ok(w) => (self.pair_declare::<M::Delivery>(&w), w),
             Err(e) => (Err(e.into()), spec),
         };

@@ -28,7 +28,8 @@
 //! that happen to fit one word would be no guarantee. Sealed.
 
 use crate::atomic::AtomicF64Slice;
-use crate::error::{CreateError, SpecField};
+use crate::config::{ChannelConfig, ChannelSpec};
+use crate::error::{ConfigError, CreateError, SpecField};
 use std::marker::PhantomData;
 
 /// A type a channel can carry: plain old data ([`bytemuck::Pod`], derived or one of its
@@ -112,6 +113,20 @@ impl ElementType {
     /// Words a message of `len` elements takes; `None` when its byte count overflows.
     pub fn words(&self, len: usize) -> Option<usize> {
         len.checked_mul(self.size).map(|b| b.div_ceil(8))
+    }
+
+    /// `spec` (its length in elements of this type) as the backend wires it: its length in
+    /// words. A length whose words overflow, or do not fit with R, is `TooLarge`.
+    pub(crate) fn wired(&self, spec: &ChannelSpec) -> Result<ChannelSpec, ConfigError> {
+        let (len, r) = (spec.config.len(), spec.config.max_in_flight());
+        let words = self.words(len).ok_or(ConfigError::TooLarge {
+            len,
+            max_in_flight: r,
+        })?;
+        Ok(ChannelSpec {
+            config: ChannelConfig::new(words, r)?,
+            ..*spec
+        })
     }
 
     /// The handshake's words for this type: size, id, then the name's first 32 bytes.
@@ -334,6 +349,12 @@ mod tests {
         assert_eq!(ElementType::of::<[u64; 5]>().words(3), Some(15));
         assert_eq!(ElementType::of::<f32>().words(3), Some(2));
         assert_eq!(ElementType::of::<u64>().words(usize::MAX), None);
+        // What the backend wires counts words; a length whose words do not fit is refused.
+        let spec = |len| ChannelSpec::new(1, 0, ChannelConfig::new(len, 2).unwrap()).unwrap();
+        assert_eq!(f.wired(&spec(5)).unwrap().config.len(), 3);
+        assert_eq!(ElementType::of::<f64>().wired(&spec(5)).unwrap(), spec(5));
+        let huge = ElementType::of::<[u64; 64]>().wired(&spec(1 << 56));
+        assert!(matches!(huge, Err(ConfigError::TooLarge { .. })), "{huge:?}");
         // A name longer than the handshake carries is cut, and says so.
         let long = ElementType::of::<[[std::num::Wrapping<u16>; 3]; 2]>();
         assert!(long.name.len() > 32);

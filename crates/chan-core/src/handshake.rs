@@ -24,7 +24,7 @@
 //! racy agreement.
 
 use crate::backend::{vote, ChannelHooks, Lists};
-use crate::config::{ChannelConfig, ChannelSpec};
+use crate::config::ChannelSpec;
 use crate::element::{ElementType, NAME_WORDS};
 use crate::error::{CommError, CreateError};
 use crate::mode::{Delivery, ModeKind};
@@ -84,22 +84,12 @@ pub(crate) fn agree<W: ChannelHooks + ?Sized, D: Delivery>(
     let wired: Vec<ChannelSpec> = specs
         .iter()
         .zip(&mut valid)
-        .map(|(s, ok)| {
-            let r = s.config.max_in_flight();
-            let words = element
-                .words(s.config.len())
-                .ok_or(crate::ConfigError::TooLarge {
-                    len: s.config.len(),
-                    max_in_flight: r,
-                })
-                .and_then(|n| ChannelConfig::new(n, r));
-            match words {
-                Ok(config) => ChannelSpec { config, ..*s },
-                Err(e) => {
-                    *ok = false;
-                    local_err.get_or_insert(e.into());
-                    *s
-                }
+        .map(|(s, ok)| match element.wired(s) {
+            Ok(w) => w,
+            Err(e) => {
+                *ok = false;
+                local_err.get_or_insert(e.into());
+                *s
             }
         })
         .collect();
