@@ -1,13 +1,15 @@
 //! # chan-core: aiac's channel model
 //!
 //! A *channel* joins two processes (MPI ranks, SHMEM PEs or threads) and carries fixed-length
-//! messages of `f64` in both directions. Its **mode** is a type, chosen at creation:
+//! messages in both directions, of `f64` ([`Context::open`]) or of any [`Element`], a
+//! plain-old-data type such as `f32`, `u64` or a `#[repr(C)]` struct deriving `bytemuck::Pod`
+//! ([`Context::open_typed`]). Its **mode** is a type, chosen at creation:
 //!
 //! | mode | what a receive gives | flow control |
 //! |---|---|---|
 //! | [`Sync`] | every message once, in order ([`Channel::recv`] blocks) | at most R in flight, and as many unreceived as the receiver has slots (R + 1); [`Channel::send`] blocks |
 //! | [`Async`] | the **newest whole message** that arrived, with its sender's stamp; older ones are discarded | at most R in flight; [`Channel::try_send`] says when all R are busy |
-//! | [`Racy`] | an [`AtomicF64Slice`] the transport may write while it is read | at most R sends in flight; it binds only where a send is still in flight when it returns (MPI between nodes) |
+//! | [`Racy`] | an atomic view the transport may write while it is read ([`AtomicF64Slice`] for `f64`, a [`RacyView`] for the other [`RacyElement`] scalars) | at most R sends in flight; it binds only where a send is still in flight when it returns (MPI between nodes) |
 //!
 //! Operations that only make sense in one mode exist only on that mode's channel. Each of
 //! these compiles in its own mode:
