@@ -166,3 +166,95 @@ impl Cases {
         }
     }
 }
+
+/// The struct payload of the element rows: a particle's position and id, 16 bytes.
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
+pub struct Particle {
+    pos: [f32; 3],
+    id: u32,
+}
+
+/// Bytes of one message of the element rows: a 50×50 halo face of `f64`.
+const TYPED_BYTES: usize = 20_000;
+/// The element rows' cases, the same bytes as each type: `f64` (the baseline), `f32`, struct.
+const TYPED: [&str; 3] = ["f64", "f32", "struct"];
+
+/// Sync ping-pong channels of [`TYPED_BYTES`] as `f64`, `f32` and [`Particle`] (R = 1), and
+/// the buffers they send from and receive into.
+pub struct Typed<B: Backend> {
+    f64s: (Channel<B, Sync, f64>, Vec<f64>),
+    f32s: (Channel<B, Sync, f32>, Vec<f32>),
+    parts: (Channel<B, Sync, Particle>, Vec<Particle>),
+}
+
+/// A Sync ping-pong of `iters` round trips of `buf` (rank 0 sends first).
+fn pingpong_typed<B: Backend, T: chan_core::Element>(
+    (ch, buf): &mut (Channel<B, Sync, T>, Vec<T>),
+    rank: usize,
+    iters: u64,
+) {
+    for _ in 0..iters {
+        if rank == 0 {
+            ch.send(buf).unwrap();
+            ch.recv_into(buf).unwrap();
+        } else {
+            ch.recv_into(buf).unwrap();
+            ch.send(buf).unwrap();
+        }
+    }
+}
+
+impl<B: Backend> Typed<B> {
+    /// Open the three channels with the peer rank, tags `tag0..`.
+    pub fn open<C: Context<Backend = B>>(ctx: &mut C, tag0: u32) -> Self {
+        let peer = 1 - ctx.rank();
+        let spec = |k: u32, len| {
+            ChannelSpec::new(peer, tag0 + k, ChannelConfig::new(len, 1).unwrap()).unwrap()
+        };
+        let f = TYPED_BYTES / 8;
+        Typed {
+            f64s: (
+                ctx.open_typed(&[spec(0, f)]).unwrap().remove(0),
+                vec![1.0; f],
+            ),
+            f32s: (
+                ctx.open_typed(&[spec(1, 2 * f)]).unwrap().remove(0),
+                vec![1.0; 2 * f],
+            ),
+            parts: (
+                ctx.open_typed(&[spec(2, f / 2)]).unwrap().remove(0),
+                vec![bytemuck::Zeroable::zeroed(); f / 2],
+            ),
+        }
+    }
+
+    /// Element case `k` ([`TYPED`]) for `iters` round trips, as rank `rank`; both ranks call
+    /// it in step.
+    pub fn run(&mut self, k: usize, rank: usize, iters: u64) {
+        match k {
+            0 => pingpong_typed(&mut self.f64s, rank, iters),
+            1 => pingpong_typed(&mut self.f32s, rank, iters),
+            _ => pingpong_typed(&mut self.parts, rank, iters),
+        }
+    }
+
+    /// The leading rank's element table: `drive(k, iters)` runs case `k` on both ranks.
+    pub fn lead(
+        title: &str,
+        batch: Duration,
+        rounds: usize,
+        drive: impl FnMut(usize, u64) -> Duration,
+    ) {
+        interleaved::print_header(title, TYPED[0]);
+        let m = interleaved::medians(TYPED.len(), drive, batch, interleaved::rounds(rounds));
+        interleaved::print_row("pingpong", TYPED_BYTES, &TYPED, &m);
+    }
+
+    /// Close the three channels.
+    pub fn close(self) {
+        self.f64s.0.close().unwrap();
+        self.f32s.0.close().unwrap();
+        self.parts.0.close().unwrap();
+    }
+}

@@ -354,7 +354,10 @@ mod tests {
         assert_eq!(f.wired(&spec(5)).unwrap().config.len(), 3);
         assert_eq!(ElementType::of::<f64>().wired(&spec(5)).unwrap(), spec(5));
         let huge = ElementType::of::<[u64; 64]>().wired(&spec(1 << 56));
-        assert!(matches!(huge, Err(ConfigError::TooLarge { .. })), "{huge:?}");
+        assert!(
+            matches!(huge, Err(ConfigError::TooLarge { .. })),
+            "{huge:?}"
+        );
         // A name longer than the handshake carries is cut, and says so.
         let long = ElementType::of::<[[std::num::Wrapping<u16>; 3]; 2]>();
         assert!(long.name.len() > 32);

@@ -19,7 +19,8 @@
 //! same case as its partner. The table at the end gives each mode's time over raw MPI's, from
 //! batches of all four taken in turn (`benches/support/interleaved.rs`); set
 //! `AIAC_BENCH_RATIOS_ONLY=1` to print only that table, and `AIAC_BENCH_ROUNDS` for more
-//! batches than 15 per row.
+//! batches than 15 per row. A last table times a Sync ping-pong of 20 KB carried as 2500
+//! `f64`, 5000 `f32` and 1250 16-byte structs, against `f64` (`two_ranks::Typed`).
 
 use chan_core::traits::*;
 use chan_core::{close_all, Async, Channel, ChannelConfig, ChannelSpec, Racy, Sync};
@@ -50,6 +51,8 @@ const CASES: two_ranks::Cases = two_ranks::Cases {
     rounds: 15,
 };
 const QUIT: u64 = u64::MAX;
+/// Case numbers from here on are the element rows' (`two_ranks::Typed`).
+const TYPED_BASE: u64 = 1 << 32;
 
 /// Raw MPI baseline state: buffers and requests on MPI_COMM_WORLD.
 struct Raw {
@@ -427,22 +430,45 @@ fn main() -> std::process::ExitCode {
         recv: (0..ring).map(|_| vec![0.0; maxlen]).collect(),
         reqs: vec![null_req(); ring],
     };
+    let mut typed = two_ranks::Typed::open(&mut ctx, 200);
+    let mut run_typed = |k: usize, iters: u64, rank: usize| {
+        barrier();
+        let t = Instant::now();
+        typed.run(k, rank, iters);
+        barrier();
+        t.elapsed()
+    };
     if rank == 0 {
         CASES.lead(|id, iters| {
             bcast(&mut [id as u64, iters]);
             run(id, iters, 0, &mut chans, &mut wide, &mut raw)
         });
+        two_ranks::Typed::<Mpi>::lead(
+            "aiac MPI Sync channel: an element type / the same bytes as f64",
+            CASES.batch,
+            CASES.rounds,
+            |k, iters| {
+                bcast(&mut [TYPED_BASE + k as u64, iters]);
+                run_typed(k, iters, 0)
+            },
+        );
         bcast(&mut [QUIT, 0]);
     } else {
         loop {
             let mut cmd = [0u64; 2];
             bcast(&mut cmd);
-            if cmd[0] == QUIT {
-                break;
+            match cmd[0] {
+                QUIT => break,
+                k if k >= TYPED_BASE => {
+                    run_typed((k - TYPED_BASE) as usize, cmd[1], 1);
+                }
+                id => {
+                    run(id as usize, cmd[1], 1, &mut chans, &mut wide, &mut raw);
+                }
             }
-            run(cmd[0] as usize, cmd[1], 1, &mut chans, &mut wide, &mut raw);
         }
     }
+    typed.close();
     chans.close();
     wide.into_iter().for_each(Wide::close);
     ctx.finalize().expect("no request left at finalize");

@@ -14,7 +14,8 @@
 //! the same case as its partner. The table at the end gives each mode's time over raw SHMEM's,
 //! from batches of all four taken in turn (`benches/support/interleaved.rs`); set
 //! `AIAC_BENCH_RATIOS_ONLY=1` to print only that table, and `AIAC_BENCH_ROUNDS` for more
-//! batches than 25 per row.
+//! batches than 25 per row. A last table times a Sync ping-pong of 20 KB carried as 2500
+//! `f64`, 5000 `f32` and 1250 16-byte structs, against `f64` (`two_ranks::Typed`).
 
 use chan_core::traits::*;
 use chan_core::{Channel, ReduceOp};
@@ -44,6 +45,8 @@ const CASES: two_ranks::Cases = two_ranks::Cases {
     rounds: 25,
 };
 const QUIT: f64 = -1.0;
+/// Case numbers from here on are the element rows' (`two_ranks::Typed`).
+const TYPED_BASE: usize = 1 << 20;
 /// The raw slots have the channel's layout (a header word, then the payload, in a 64-byte
 /// aligned slot), so that both copy with the same alignment: memcpy's speed depends on the
 /// distance between source and target modulo 4 KiB, which otherwise differs between the two.
@@ -339,11 +342,28 @@ fn main() -> std::process::ExitCode {
     let maxlen = *LENS.iter().max().unwrap();
     let mut raw = Raw::new(maxlen);
     let mut bufs = Bufs::new(maxlen);
+    let mut typed = two_ranks::Typed::open(&mut ctx, 200);
+    let run_typed = |ctx: &mut ShmemCtx, typed: &mut two_ranks::Typed<Shmem>, k, iters, rank| {
+        ctx.barrier().unwrap();
+        let t = Instant::now();
+        typed.run(k, rank, iters);
+        ctx.barrier().unwrap();
+        t.elapsed()
+    };
     if rank == 0 {
         CASES.lead(|id, iters| {
             bcast(&mut ctx, [id as f64, iters as f64]);
             run(id, iters, 0, &mut ctx, &mut chans, &mut raw, &mut bufs)
         });
+        two_ranks::Typed::<Shmem>::lead(
+            "aiac SHMEM Sync channel: an element type / the same bytes as f64",
+            CASES.batch,
+            CASES.rounds,
+            |k, iters| {
+                bcast(&mut ctx, [(TYPED_BASE + k) as f64, iters as f64]);
+                run_typed(&mut ctx, &mut typed, k, iters, 0)
+            },
+        );
         bcast(&mut ctx, [QUIT, 0.0]);
     } else {
         loop {
@@ -352,9 +372,14 @@ fn main() -> std::process::ExitCode {
                 break;
             }
             let (id, iters) = (cmd[0] as usize, cmd[1] as u64);
-            run(id, iters, 1, &mut ctx, &mut chans, &mut raw, &mut bufs);
+            if id >= TYPED_BASE {
+                run_typed(&mut ctx, &mut typed, id - TYPED_BASE, iters, 1);
+            } else {
+                run(id, iters, 1, &mut ctx, &mut chans, &mut raw, &mut bufs);
+            }
         }
     }
+    typed.close();
     chans.close();
     ctx.finalize().expect("every channel closed at finalize");
     std::process::ExitCode::SUCCESS
