@@ -499,7 +499,7 @@ impl<B: Backend, T: Element> Channel<B, Async, T> {
     }
 }
 
-/// Messages of at most this many values (1 KiB) leave eagerly on every transport aiac
+/// Messages of at most this many 8-byte words (1 KiB) leave eagerly on every transport aiac
 /// launches on (MPI's eager limits start at 4 KiB): a Sync receive of one that an earlier
 /// poll took in needs no poll of its own.
 const SMALL_MESSAGE: usize = 128;
@@ -560,7 +560,7 @@ impl<B: Backend, T: Element> Channel<B, Sync, T> {
         // (SMALL_MESSAGE): a larger one may go by rendezvous, whose transfers of the messages
         // behind it move only inside the transport's calls, and there a poll per message
         // costs nothing against the transfer.
-        if self.stats.len <= SMALL_MESSAGE {
+        if self.stats.len * std::mem::size_of::<T>() <= SMALL_MESSAGE * 8 {
             if let Some(i) = self.position_of_next() {
                 return Ok(self.deliver(i));
             }
@@ -767,7 +767,7 @@ mod tests {
 
     /// After a `can_recv` that found a small message, a Sync receive delivers it with no
     /// poll of its own (the transport's next arrivals stay unreported); a message larger than
-    /// `SMALL_MESSAGE` values gets a poll, whose transfers a rendezvous may need. Async and
+    /// `SMALL_MESSAGE` words gets a poll, whose transfers a rendezvous may need. Async and
     /// racy receives always poll: they yield the newest message published before they
     /// began, which a poll of the earlier `can_recv` may not have seen.
     #[test]
@@ -790,6 +790,16 @@ mod tests {
             ch.recv().unwrap();
             assert_eq!(ch.t.polls, 2, "racy, {len} values");
             assert_eq!(ch.stats().received, 2, "racy, {len} values");
+        }
+        // The bound is in bytes: 16-byte elements are small up to half as many.
+        for (len, polls) in [(SMALL_MESSAGE / 2, 1), (SMALL_MESSAGE / 2 + 1, 2)] {
+            let batches: &[&[(usize, u64)]] = &[&[(0, 1)], &[(1, 2)]];
+            let spec = ChannelSpec::new(len, 0, ChannelConfig::new(len, 2).unwrap()).unwrap();
+            let mut ch: Channel<ScriptedBackend, Sync, [f64; 2]> =
+                Channel::from_transport(scripted(2 * len, batches, &[]), &spec);
+            assert!(ch.can_recv().unwrap());
+            assert_eq!(ch.recv().unwrap().seq(), 1, "sync, {len} pairs");
+            assert_eq!(ch.t.polls, polls, "sync, {len} pairs");
         }
     }
 
