@@ -40,6 +40,9 @@ fn spec(peer: usize, len: usize, r: usize) -> ChannelSpec {
 }
 
 fn pingpong_aiac(mode: &str, len: usize, iters: u64) -> Duration {
+    if mode == "sync" {
+        return sync_typed::<f64>(false, len, iters);
+    }
     let mode = mode.to_owned();
     // Channels are opened inside the timed closure's world but before its clock starts.
     World::new(2)
@@ -59,22 +62,6 @@ fn pingpong_aiac(mode: &str, len: usize, iters: u64) -> Duration {
                 }};
             }
             match mode.as_str() {
-                "sync" => {
-                    let mut ch = ctx.open::<Sync>(&[spec(peer, len, 1)]).unwrap().remove(0);
-                    let e = timed!({
-                        for _ in 0..iters {
-                            if first {
-                                ch.send(&data).unwrap();
-                                ch.recv_into(&mut sink).unwrap();
-                            } else {
-                                ch.recv_into(&mut sink).unwrap();
-                                ch.send(&sink).unwrap();
-                            }
-                        }
-                    });
-                    ch.close().unwrap();
-                    e
-                }
                 "async" => {
                     let mut ch = ctx.open::<Async>(&[spec(peer, len, 1)]).unwrap().remove(0);
                     let wait = |ch: &mut chan_core::Channel<_, Async>, sink: &mut [f64]| loop {
@@ -163,6 +150,9 @@ fn pingpong_crossbeam<const N: usize>(iters: u64) -> Duration {
 }
 
 fn stream_aiac(mode: &str, len: usize, n: u64) -> Duration {
+    if mode == "sync" {
+        return sync_typed::<f64>(true, len, n);
+    }
     let mode = mode.to_owned();
     World::new(2)
         .unwrap()
@@ -173,24 +163,6 @@ fn stream_aiac(mode: &str, len: usize, n: u64) -> Duration {
             let data = vec![1.0; len];
             let mut sink = vec![0.0; len];
             match mode.as_str() {
-                "sync" => {
-                    let mut ch = ctx
-                        .open::<Sync>(&[spec(peer, len, STREAM_R)])
-                        .unwrap()
-                        .remove(0);
-                    ctx.barrier().unwrap();
-                    let t = Instant::now();
-                    for _ in 0..n {
-                        if sender {
-                            ch.send(&data).unwrap();
-                        } else {
-                            ch.recv_into(&mut sink).unwrap();
-                        }
-                    }
-                    let e = t.elapsed();
-                    ch.close().unwrap();
-                    e
-                }
                 "async" => {
                     let mut ch = ctx
                         .open::<Async>(&[spec(peer, len, STREAM_R)])
@@ -302,8 +274,8 @@ struct Particle {
     id: u32,
 }
 
-/// A Sync ping-pong (`stream` false) or a Sync stream with R = 4 of `len` elements `T`, as
-/// `pingpong_aiac` and `stream_aiac` time f64.
+/// A Sync ping-pong (`stream` false, R = 1) or a Sync stream (R = 4) of `len` elements `T`:
+/// `pingpong_aiac` and `stream_aiac`'s Sync rows (`f64`) and the element rows.
 fn sync_typed<T: Element>(stream: bool, len: usize, n: u64) -> Duration {
     World::new(2)
         .unwrap()
