@@ -22,6 +22,13 @@ static ONE_JOB: Mutex<()> = Mutex::new(());
 /// --sizes SIZES --out DIR` (plus `--transport tcp` for tcp), killed after three minutes; the
 /// report's JSON.
 fn probe_on(btl: &str, limit: u64, sizes: &str, name: &str) -> Value {
+    let v = run_probe(btl, limit, sizes, name, &[], "probe");
+    assert!(v["schema"] == "aiac.probe/1", "{v}");
+    v
+}
+
+/// The same with `extra` arguments; `FILE.json` read back (FILE.csv beside it).
+fn run_probe(btl: &str, limit: u64, sizes: &str, name: &str, extra: &[&str], file: &str) -> Value {
     let _one = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch(name);
     let mut cmd = Command::new("mpirun");
@@ -45,7 +52,13 @@ fn probe_on(btl: &str, limit: u64, sizes: &str, name: &str) -> Value {
     cmd
         // A short computation keeps the test quick; the protocol verdict does not depend on
         // it (a rendezvous send can never complete before its receive is posted).
-        .args(["--compute-ms", "3", "--reps", "5"])
+        .args(["--reps", "5"])
+        .args(if extra.contains(&"--compute-ms") {
+            &[][..]
+        } else {
+            &["--compute-ms", "3"][..]
+        })
+        .args(extra)
         .arg("--out")
         .arg(&dir);
     let out = within(cmd, 180);
@@ -56,9 +69,18 @@ fn probe_on(btl: &str, limit: u64, sizes: &str, name: &str) -> Value {
         text(&out.stdout),
         text(&out.stderr)
     );
-    let json = std::fs::read_to_string(dir.join("probe.json")).expect("probe.json written");
-    for f in ["probe.csv", "probe.png", "probe.svg"] {
-        assert!(dir.join(f).is_file(), "{f} written");
+    let json = std::fs::read_to_string(dir.join(format!("{file}.json"))).expect("the JSON written");
+    assert!(
+        dir.join(format!("{file}.csv")).is_file(),
+        "{file}.csv written"
+    );
+    if file != "cumulative" {
+        for f in ["png", "svg"] {
+            assert!(
+                dir.join(format!("{file}.{f}")).is_file(),
+                "{file}.{f} written"
+            );
+        }
     }
     let v: Value = serde_json::from_str(&json).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
@@ -68,6 +90,8 @@ fn probe_on(btl: &str, limit: u64, sizes: &str, name: &str) -> Value {
 fn check_threshold(btl: &str, limit: u64, sizes: &str, name: &str) {
     let v = probe_on(btl, limit, sizes, name);
     assert_eq!(v["path"], format!("pml ob1, btl self,{btl}"), "{v}");
+    // The channel column runs on chan-mpi's MPI messages, not the node's shared window.
+    assert_eq!(v["channel_path"], "two-sided", "{v}");
     // The probe reads the configured limit back from ompi_info (the same environment).
     assert_eq!(v["configured_eager_limit"]["bytes"], limit, "{v}");
     let last = v["threshold"]["last_eager"].as_u64();
@@ -100,6 +124,129 @@ fn threshold_follows_a_16k_tcp_eager_limit() {
     check_threshold("tcp", 16384, "2K..128K", "tcp16k");
 }
 
+/// `--channel-path node-local`: the report names the path the channel took, measured (the
+/// node's shared window), not the one asked for by default.
+#[test]
+fn channel_column_names_its_path() {
+    let v = run_probe(
+        "vader",
+        4096,
+        "1K",
+        "nodelocal",
+        &["--channel-path", "node-local"],
+        "probe",
+    );
+    assert_eq!(v["channel_path"], "node-local window", "{v}");
+}
+
+/// Both ranks Isend at once, eager limit 4 KB: 1 KB goes eagerly both ways and a blocking
+/// exchange would complete; 16 KB goes by rendezvous, and blocking sends on both sides would
+/// deadlock, which the probe reports rather than hangs in (the job's deadline).
+#[test]
+fn two_way_verdicts() {
+    let v = run_probe(
+        "vader",
+        4096,
+        "1K,16K",
+        "twoway",
+        // A longer computation leaves an eager send more time to complete before the
+        // receive is posted on a loaded machine; a rendezvous one never can.
+        &["--experiment", "two-way", "--compute-ms", "10"],
+        "two-way",
+    );
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{v:#}");
+    assert_eq!(rows[0]["size"], 1024, "{v:#}");
+    assert_eq!(
+        rows[0]["protocol"],
+        serde_json::json!(["eager", "eager"]),
+        "{v:#}"
+    );
+    assert_eq!(rows[0]["blocking_exchange"], "completes", "{v:#}");
+    assert_eq!(
+        rows[1]["protocol"],
+        serde_json::json!(["rendezvous", "rendezvous"]),
+        "{v:#}"
+    );
+    assert_eq!(rows[1]["early"], serde_json::json!([0, 0]), "{v:#}");
+    assert_eq!(rows[1]["blocking_exchange"], "would deadlock", "{v:#}");
+}
+
+/// Three messages at once, eager limit 4 KB: three of 2 KB (6 KB in flight) still go eagerly
+/// each (Open MPI's limit is per message), three of 16 KB by rendezvous each.
+#[test]
+fn cumulative_verdicts() {
+    let v = run_probe(
+        "vader",
+        4096,
+        "2K,16K",
+        "cumulative",
+        &[
+            "--experiment",
+            "cumulative",
+            "--count",
+            "3",
+            "--compute-ms",
+            "10",
+        ],
+        "cumulative",
+    );
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{v:#}");
+    let eager = serde_json::json!(["eager", "eager", "eager"]);
+    assert_eq!(rows[0]["alone"], "eager", "{v:#}");
+    assert_eq!(rows[0]["together"], eager, "{v:#}");
+    assert_eq!(rows[1]["alone"], "rendezvous", "{v:#}");
+    let rdv = serde_json::json!(["rendezvous", "rendezvous", "rendezvous"]);
+    assert_eq!(rows[1]["together"], rdv, "{v:#}");
+    assert_eq!(rows[1]["early"], serde_json::json!([0, 0, 0]), "{v:#}");
+}
+
+/// The waiting experiment measures every combination of sender and receiver strategies.
+#[test]
+fn waiting_measures_every_case() {
+    let v = run_probe(
+        "vader",
+        4096,
+        "1K,64K",
+        "waiting",
+        &["--experiment", "waiting"],
+        "waiting",
+    );
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{v:#}");
+    for r in rows {
+        let cases = r["cases"].as_array().expect("cases");
+        let names: Vec<String> = cases
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}/{}",
+                    c["sender"].as_str().unwrap(),
+                    c["receiver"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "after/after",
+                "early/after",
+                "tests/after",
+                "after/early",
+                "after/tests",
+                "tests/tests"
+            ],
+            "{v:#}"
+        );
+        for c in cases {
+            for side in ["sender_mpi_s", "receiver_mpi_s"] {
+                assert!(c[side].as_f64().is_some_and(|t| t > 0.0), "{v:#}");
+            }
+        }
+    }
+}
+
 /// One message naming the flag, exit 1, no output directory left half-written.
 #[test]
 fn bad_input_fails_cleanly() {
@@ -110,6 +257,10 @@ fn bad_input_fails_cleanly() {
         (vec!["--compute-ms", "0"], "--compute-ms"),
         (vec!["--reps", "0"], "--reps"),
         (vec!["--transport", "tcp"], "--transport tcp"),
+        (
+            vec!["--experiment", "cumulative", "--count", "1"],
+            "--count",
+        ),
     ] {
         let mut cmd = Command::new("mpirun");
         cmd.args(["-np", "2", AIAC, "probe"]).args(&args);

@@ -33,7 +33,7 @@ const UNEXPECTED_SPAN: u32 = 4;
 
 /// The raw kernels (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kernel {
+pub(super) enum Kernel {
     /// Irecv posted first, nothing until the Wait.
     Plain,
     /// Irecv posted first, one MPI_Test a quarter into the receiver's computation.
@@ -91,7 +91,7 @@ pub(super) fn library_version() -> String {
 }
 
 /// A failed MPI call, with MPI's message.
-fn check(rc: c_int, call: &str) -> Result<(), String> {
+pub(super) fn check(rc: c_int, call: &str) -> Result<(), String> {
     match rc {
         0 => Ok(()),
         _ => Err(format!("{call} failed: {}", chan_mpi::error_string(rc))),
@@ -99,12 +99,12 @@ fn check(rc: c_int, call: &str) -> Result<(), String> {
 }
 
 /// `n` (bytes of a message, values of a gather) as MPI's `int` count.
-fn count(n: usize, what: &str) -> Result<c_int, String> {
+pub(super) fn count(n: usize, what: &str) -> Result<c_int, String> {
     chan_mpi::int_count(n).ok_or_else(|| format!("{n} {what} exceed MPI's int count"))
 }
 
 /// Spin until `deadline`: the kernel's computation (no MPI call inside).
-fn compute_until(deadline: Instant) {
+pub(super) fn compute_until(deadline: Instant) {
     let mut x = 1.0f64;
     while Instant::now() < deadline {
         for _ in 0..64 {
@@ -114,7 +114,7 @@ fn compute_until(deadline: Instant) {
     std::hint::black_box(x);
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub(super) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n % 2 == 1 {
@@ -126,22 +126,44 @@ fn median(v: &mut [f64]) -> f64 {
 
 /// The measuring state of one rank.
 pub(super) struct Probe {
-    comm: ffi::MPI_Comm,
-    rank: usize,
-    compute: Duration,
-    reps: usize,
-    buf: Vec<u8>,
+    pub(super) comm: ffi::MPI_Comm,
+    pub(super) rank: usize,
+    pub(super) compute: Duration,
+    pub(super) reps: usize,
+    pub(super) buf: Vec<u8>,
     data: Vec<f64>,
     /// [`mono`] at the last repetition's event: the sender's completion (rank 0), the
     /// receiver's post (rank 1; [`Kernel::Unexpected`]).
     event: f64,
     /// Rank 1's clock minus rank 0's (rank 0 only), estimated by ping-pong.
-    offset: f64,
+    pub(super) offset: f64,
+    /// The path the channel kernel's channel took, once it was opened.
+    pub(super) channel_path: Option<ChannelPath>,
+}
+
+/// The path of chan-mpi's a channel end took (`MpiCtx::node_ends` counts the node-local ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ChannelPath {
+    /// MPI sends and receives (`chan_mpi`'s two-sided path): `MPI_Send` up to 1 KiB,
+    /// `MPI_Isend` above, into receives the peer pre-posted.
+    TwoSided,
+    /// A shared-memory window of the node: the send writes the peer's slot in place, no MPI
+    /// message.
+    NodeLocal,
+}
+
+impl ChannelPath {
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            ChannelPath::TwoSided => "two-sided",
+            ChannelPath::NodeLocal => "node-local window",
+        }
+    }
 }
 
 /// `CLOCK_MONOTONIC` in seconds: one clock for every process of a node (across nodes, the
 /// probe estimates the offset).
-fn mono() -> f64 {
+pub(super) fn mono() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -172,6 +194,7 @@ impl Probe {
             data: Vec::new(),
             event: 0.0,
             offset: 0.0,
+            channel_path: None,
         })
         .and_then(|mut p| {
             p.offset = p.clock_offset()?;
@@ -267,13 +290,13 @@ impl Probe {
         Ok((early as usize, median(&mut waits)))
     }
 
-    fn barrier(&self) -> Result<(), String> {
+    pub(super) fn barrier(&self) -> Result<(), String> {
         // SAFETY: comm is this probe's valid communicator.
         check(unsafe { ffi::MPI_Barrier(self.comm) }, "MPI_Barrier")
     }
 
     /// Rank 0's `v` to every rank.
-    fn bcast(&self, v: &mut u64) -> Result<(), String> {
+    pub(super) fn bcast(&self, v: &mut u64) -> Result<(), String> {
         // SAFETY: one u64 at v on every rank; comm is valid.
         let rc = unsafe {
             ffi::MPI_Bcast(
@@ -296,7 +319,7 @@ impl Probe {
 
     /// Every rank's `mine` (the same length on both ranks) into `all` at rank 0, rank by
     /// rank.
-    fn gather_into(&self, mine: &[f64], all: &mut [f64]) -> Result<(), String> {
+    pub(super) fn gather_into(&self, mine: &[f64], all: &mut [f64]) -> Result<(), String> {
         assert_eq!(all.len(), 2 * mine.len(), "room for both ranks' values");
         let n = count(mine.len(), "values (--reps)")?;
         // SAFETY: `n` doubles sent from every rank's `mine`; `all` holds `n` per rank of the
@@ -318,7 +341,7 @@ impl Probe {
 
     /// One repetition of a raw kernel; this rank's two times (rank 0: Isend, Wait; rank 1:
     /// its intermediate call, Wait).
-    fn raw_once(&mut self, size: usize, k: Kernel) -> Result<[f64; 2], String> {
+    pub(super) fn raw_once(&mut self, size: usize, k: Kernel) -> Result<[f64; 2], String> {
         let count = count(size, "bytes")?;
         let peer = 1 - self.rank as c_int;
         // SAFETY: null request constant, overwritten by the post below.
@@ -441,7 +464,7 @@ impl Probe {
 
     /// Medians over the repetitions of `once`, gathered at rank 0: [rank 0's two, rank 1's
     /// two]. One warm-up repetition first.
-    fn medians(
+    pub(super) fn medians(
         &mut self,
         mut once: impl FnMut(&mut Self) -> Result<[f64; 2], String>,
     ) -> Result<[f64; 4], String> {
@@ -455,7 +478,7 @@ impl Probe {
         self.gather([median(&mut a), median(&mut b)])
     }
 
-    fn size_buffers(&mut self, size: usize) {
+    pub(super) fn size_buffers(&mut self, size: usize) {
         self.buf.clear();
         self.buf.resize(size, 0x5a);
         self.data.clear();
@@ -478,9 +501,15 @@ impl Probe {
         let peer = 1 - self.rank;
         let cfg = ChannelConfig::new(self.data.len(), 1).map_err(|e| e.to_string())?;
         let spec = ChannelSpec::new(peer, 0, cfg).map_err(|e| e.to_string())?;
+        let node_ends = ctx.node_ends();
         let mut chans = ctx
             .open::<SyncMode>(&[spec])
             .map_err(|e| format!("opening the channel: {e}"))?;
+        self.channel_path = Some(if ctx.node_ends() > node_ends {
+            ChannelPath::NodeLocal
+        } else {
+            ChannelPath::TwoSided
+        });
         let mut ch = chans.pop().ok_or("opening the channel: no channel")?;
         let chan = self.medians(|p| p.channel_once(&mut ch));
         let closed = ch.close();
@@ -537,10 +566,18 @@ impl Probe {
             }
             (Some(lo), Some(hi))
         };
-        let mut comm = self.comm;
-        // SAFETY: this probe's communicator, freed once (the probe is not used after).
-        check(unsafe { ffi::MPI_Comm_free(&mut comm) }, "MPI_Comm_free")?;
+        self.free()?;
         Ok((rows, threshold))
+    }
+
+    /// Free the probe's communicator (once: the probe is not used after).
+    pub(super) fn free(&mut self) -> Result<(), String> {
+        // SAFETY: this probe's communicator, freed once: MPI_Comm_free sets it to
+        // MPI_COMM_NULL, and the caller does not use the probe after.
+        check(
+            unsafe { ffi::MPI_Comm_free(&mut self.comm) },
+            "MPI_Comm_free",
+        )
     }
 }
 

@@ -12,10 +12,14 @@
 //!   sender's computation ends);
 //! * **channel**: the same kernel through an aiac Sync channel (R = 1) of the message size:
 //!   `send` on rank 0, one `try_recv` on rank 1 at the test's point and `recv` at the end; the
-//!   sender's `Wait` polls `in_flight` until its send completed. chan-mpi sends with
-//!   `MPI_Issend`, which completes only once the receiver matched it, so the channel's
-//!   sender depends on the receiver's progress at every size: the row shows what the
-//!   channel's rule (every call progresses) gets from the one call a solver makes anyway;
+//!   sender's `Wait` polls `in_flight` until its send completed. The probe runs the channel on
+//!   chan-mpi's two-sided path (`--channel-path`, default `two-sided`: it sets
+//!   `AIAC_MPI_REMOTE=1` before MPI starts), where a message is a standard-mode send into a
+//!   receive the peer pre-posted (`MPI_Send` up to 1 KiB of message, `MPI_Isend` above), so
+//!   the channel meets MPI's eager limit as the raw kernels do; on one node chan-mpi would
+//!   otherwise write the peer's slot of a shared window, with no MPI message to measure. The
+//!   report names the path the channel took. The row shows what the channel's rule (every
+//!   call progresses) gets from the one call a solver makes anyway;
 //! * **unexpected** (the protocol test): the receive is posted only after a computation of
 //!   4C, during which the receiver calls MPI every C/4 (`MPI_Iprobe` for a tag nobody sends).
 //!   An eager message is delivered then as an unexpected message and the sender's request
@@ -33,11 +37,15 @@
 //! Between the largest eager and the smallest rendezvous size of the grid, bisection finds
 //! the threshold to 1/64 of it.
 //!
+//! `--experiment` runs the paper's other experiments instead (two-way, cumulative, waiting:
+//! see [`experiments`]).
+//!
 //! Overlap is the share of the transfer time hidden behind the receiver's computation:
 //! `1 - (receiver's time inside MPI after posting) / transfer`, clamped to [0, 1]. The time a
 //! `Test` spends moving data counts as exposed: on one node the receiver copies a rendezvous
 //! message itself (Open MPI's single-copy `process_vm_readv`), inside whichever call finds it.
 
+mod experiments;
 mod measure;
 mod report;
 
@@ -46,6 +54,7 @@ use crate::launch::{Placement, Rank};
 use crate::output::check_dir;
 use chan_mpi::MpiCtx;
 use clap::{Args, ValueEnum};
+use experiments::{ExperimentReport, Outcome};
 use measure::{library_version, Probe};
 use report::Report;
 use std::path::PathBuf;
@@ -61,13 +70,40 @@ pub(crate) enum Transport {
     Tcp,
 }
 
+/// What `aiac probe` runs (`--experiment`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Experiment {
+    /// The Isend / compute / Wait kernel with and without a test and through a channel, and
+    /// the eager/rendezvous threshold.
+    Kernel,
+    /// Both ranks Isend to each other: what completes when, and whether blocking sends on
+    /// both sides would deadlock.
+    TwoWay,
+    /// `--count` messages of each size in flight at once: eager each, or not together?
+    Cumulative,
+    /// Waits after the computation, early waits, or tests inside it, sender and receiver.
+    Waiting,
+}
+
+/// The path of the kernel's channel column (`--channel-path`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ChannelPathArg {
+    /// chan-mpi's MPI sends and receives (`AIAC_MPI_REMOTE=1`, set by the probe).
+    TwoSided,
+    /// chan-mpi's shared window between ranks of one node (`AIAC_MPI_REMOTE=0`): no MPI
+    /// message.
+    NodeLocal,
+}
+
 /// `aiac probe` arguments.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     mpirun -np 2 aiac probe\n  \
     mpirun --mca pml ob1 --mca btl self,vader -np 2 aiac probe --out probe-vader\n  \
     mpirun --mca pml ob1 --mca btl self,tcp -np 2 aiac probe --transport tcp\n  \
-    mpiexec.mpich -n 2 aiac probe   (an aiac built against MPICH: scripts/test-mpich)")]
+    mpiexec.mpich -n 2 aiac probe   (an aiac built against MPICH: scripts/test-mpich)\n  \
+    mpirun -np 2 aiac probe --experiment two-way --sizes 1K..1M\n  \
+    mpirun -np 2 aiac probe --experiment cumulative --sizes 1K,2K,20K --count 3")]
 pub(crate) struct ProbeArgs {
     /// Message sizes in bytes: `A..B` (the powers of two from A to B), or a comma list
     /// (`4K,64K,1M`); suffixes K and M are 1024 and 1024².
@@ -85,9 +121,21 @@ pub(crate) struct ProbeArgs {
     /// Repetitions per size and variant (the table shows medians).
     #[arg(long, default_value_t = 7)]
     pub(crate) reps: usize,
-    /// Directory for probe.json, probe.csv and the plot probe.png / probe.svg.
+    /// Directory for probe.json, probe.csv and the plot probe.png / probe.svg (an
+    /// experiment: EXPERIMENT.json, .csv, and its plot when it has one).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
+    /// `kernel`: the paper's Isend / compute / Wait kernel and the threshold; `two-way`,
+    /// `cumulative`, `waiting`: its other experiments (docs/performance.md).
+    #[arg(long, value_enum, default_value_t = Experiment::Kernel)]
+    pub(crate) experiment: Experiment,
+    /// Messages in flight at once in `--experiment cumulative`, from 2 to 64.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) count: usize,
+    /// The path of the kernel's channel column: `two-sided` (MPI messages, as between
+    /// nodes) or `node-local` (a shared window on one node: no MPI message).
+    #[arg(long, value_enum, default_value_t = ChannelPathArg::TwoSided)]
+    pub(crate) channel_path: ChannelPathArg,
 }
 
 /// Largest message: MPI counts are C ints, and two buffers of it per rank.
@@ -264,6 +312,15 @@ fn path_of(args: &ProbeArgs, rank0: bool) -> Result<JobPath, String> {
 pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
     let rank0 = Placement::here().reports_for_job();
     let checked = check(args, rank0);
+    // chan-mpi reads the variable once, when MPI starts (and the ranks agree on it): set here,
+    // while this process runs no other thread.
+    std::env::set_var(
+        "AIAC_MPI_REMOTE",
+        match args.channel_path {
+            ChannelPathArg::TwoSided => "1",
+            ChannelPathArg::NodeLocal => "0",
+        },
+    );
     let rank = Rank::<MpiCtx>::start()?;
     let size = rank.size();
     let checked = checked.and_then(|v| match size {
@@ -275,10 +332,45 @@ pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
     });
     let (mut rank, (sizes, path)) = rank.agree(checked)?;
     let me = rank.rank();
+    if args.experiment != Experiment::Kernel {
+        let outcome = Probe::new(rank.ctx(), args.compute_ms * 1e-3, args.reps)
+            .and_then(|mut p| {
+                let r = match args.experiment {
+                    Experiment::TwoWay => p.two_way(&sizes).map(Outcome::TwoWay),
+                    Experiment::Cumulative => p
+                        .cumulative(&sizes, args.count)
+                        .map(|r| Outcome::Cumulative(args.count, r)),
+                    _ => p.waiting(&sizes).map(Outcome::Waiting),
+                }?;
+                p.free()?;
+                Ok(r)
+            })
+            .map_err(|e| format!("probe: {e}"));
+        let result = rank.or_abort(outcome);
+        rank.stop()?;
+        if me != 0 {
+            return Ok(ExitCode::SUCCESS);
+        }
+        let report = ExperimentReport {
+            library: library_version(),
+            path,
+            compute: args.compute_ms * 1e-3,
+            reps: args.reps,
+            result,
+        };
+        print!("{}", report.table());
+        if let Some(dir) = &args.out {
+            report.write(dir)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let outcome = Probe::new(rank.ctx(), args.compute_ms * 1e-3, args.reps)
-        .and_then(|mut p| p.run_all(rank.ctx(), &sizes))
+        .and_then(|mut p| {
+            let r = p.run_all(rank.ctx(), &sizes)?;
+            Ok((r, p.channel_path))
+        })
         .map_err(|e| format!("probe: {e}"));
-    let (rows, threshold) = rank.or_abort(outcome);
+    let ((rows, threshold), channel) = rank.or_abort(outcome);
     rank.stop()?;
     if me != 0 {
         return Ok(ExitCode::SUCCESS);
@@ -290,6 +382,7 @@ pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
         reps: args.reps,
         rows,
         threshold,
+        channel: channel.map_or("not opened", |c| c.label()),
     };
     print!("{}", report.table());
     if let Some(dir) = &args.out {
@@ -303,6 +396,12 @@ pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
 fn check(args: &ProbeArgs, rank0: bool) -> Result<(Vec<usize>, JobPath), Error> {
     let sizes = parse_sizes(&args.sizes).map_err(Error::Invalid)?;
     check_compute_ms(args.compute_ms).map_err(Error::Invalid)?;
+    if args.experiment == Experiment::Cumulative && !(2..=64).contains(&args.count) {
+        return Err(Error::Invalid(format!(
+            "--count {}: must be between 2 and 64",
+            args.count
+        )));
+    }
     if !(1..=1000).contains(&args.reps) {
         return Err(Error::Invalid(format!(
             "--reps {}: must be between 1 and 1000",

@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use std::path::Path;
 
 /// Bytes as the table writes them (4K, 1M, 4072).
-fn bytes(n: usize) -> String {
+pub(super) fn bytes(n: usize) -> String {
     if n >= 1 << 20 && n % (1 << 20) == 0 {
         format!("{}M", n >> 20)
     } else if n >= 1 << 10 && n % (1 << 10) == 0 {
@@ -29,6 +29,8 @@ pub(super) struct Report {
     pub(super) reps: usize,
     pub(super) rows: Vec<Row>,
     pub(super) threshold: Threshold,
+    /// The path the channel column's channel took (`ChannelPath::label`).
+    pub(super) channel: &'static str,
 }
 
 impl Report {
@@ -57,6 +59,11 @@ impl Report {
         );
         let _ = writeln!(t, "MPI: {}", self.library);
         let _ = writeln!(t, "path: {}", self.path.label);
+        let _ = writeln!(
+            t,
+            "channel column: an aiac Sync channel on chan-mpi's {} path",
+            self.channel
+        );
         let _ = writeln!(
             t,
             "compute: sender {:.2} ms, receiver {:.2} ms (test at {:.2} ms); median of {} reps; times in µs",
@@ -155,6 +162,7 @@ impl Report {
             "schema": "aiac.probe/1",
             "mpi": self.library,
             "path": self.path.label,
+            "channel_path": self.channel,
             "configured_eager_limit": self.path.eager.as_ref().map(|(n, v)| serde_json::json!({"param": n, "bytes": v})),
             "compute_s": self.compute,
             "reps": self.reps,
