@@ -115,7 +115,7 @@ pub(crate) struct ProbeArgs {
     #[arg(long, value_enum, default_value_t = Transport::Default)]
     pub(crate) transport: Transport,
     /// The sender's computation per repetition, milliseconds, from 0.05 to 1000 (the
-    /// receiver's is twice that).
+    /// kernel's receiver computes twice that; in `--experiment`, both ranks compute it).
     #[arg(long, default_value_t = 5.0, allow_hyphen_values = true)]
     pub(crate) compute_ms: f64,
     /// Repetitions per size and variant (the table shows medians).
