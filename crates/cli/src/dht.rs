@@ -188,6 +188,9 @@ pub(crate) struct DhtRow {
     /// Lookups per rank (the largest share) / lookup_s.
     #[serde(default)]
     pub(crate) lookup_ops_per_s_per_rank: f64,
+    /// `--hit-ratio`: the share of lookups that are hits.
+    #[serde(default)]
+    pub(crate) hit_ratio: f64,
     /// Lookups, every rank.
     #[serde(default)]
     pub(crate) lookups: u64,
@@ -501,6 +504,7 @@ fn phases<C: Windows, T: Table>(
         found: found_all,
         lookup_s: times[2],
         lookup_ops_per_s_per_rank: most / times[2],
+        hit_ratio: spec.hit_ratio,
         lookups,
         hits,
         hits_found,

@@ -38,6 +38,7 @@ fn assert_correct(rows: &[Value], ranks: &[u64], lvs: &[u64]) {
 /// and about `ratio` of them hits.
 fn assert_lookups(r: &Value, ratio: f64) {
     let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"));
+    assert_eq!(r["hit_ratio"].as_f64(), Some(ratio), "{r}");
     let objects = n("table_objects");
     assert_eq!(n("lookups"), objects, "{r}");
     assert_eq!(n("hits_found"), n("hits"), "{r}");
