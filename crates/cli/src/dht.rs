@@ -799,7 +799,7 @@ fn check_memory(
     let need = per_rank.saturating_mul(ranks_here as u64);
     if need > available {
         return Err(Error::Invalid(format!(
-            "--local-volume/--ranks: this run needs about {} ({} per rank: {BYTES_PER_OBJECT} \
+            "--local-volume (--total)/--ranks: this run needs about {} ({} per rank: {BYTES_PER_OBJECT} \
              bytes per object and the rank itself, {ranks_here} rank(s) on this machine), but \
              this machine has {} available (MemAvailable): use a smaller --local-volume or \
              fewer ranks",
