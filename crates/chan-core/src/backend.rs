@@ -26,7 +26,7 @@ pub use crate::transport::{
     Arrival, Backend, CloseReport, EnvVarError, Header, IdleStreak, MailboxTransport, RacyPoll,
     RacyTransport, Transport, WaitPolicy, SPIN_IDLE_YIELD,
 };
-pub use crate::window::{RawWindow, WindowHooks, WordOp};
+pub use crate::window::{RawWindow, WindowHooks, WindowMode, WordOp};
 
 use crate::config::ChannelSpec;
 use crate::error::{CommError, CreateError};

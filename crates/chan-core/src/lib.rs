@@ -142,7 +142,8 @@ pub use reduce::{ReduceOp, Reduction, TreeReduction};
 pub use stats::{ChannelStats, Histogram};
 pub use transport::Backend;
 pub use window::{
-    Epoch, Flushed, IntWord, PendingGet, PendingWord, Window, WindowError, Windows, Word,
+    Epoch, Flushed, IntWord, LockedWindow, PendingGet, PendingWord, TargetLock, Window,
+    WindowError, WindowMode, Windows, Word,
 };
 
 /// Every trait a user of aiac needs in scope: `use chan_core::traits::*;`.

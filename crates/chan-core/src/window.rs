@@ -235,6 +235,38 @@ pub unsafe trait RawWindow {
     /// Give up the window without the collective free (creation failed on another rank, or
     /// this rank is unwinding from a panic): leak what a collective call would release.
     fn abandon(&mut self);
+
+    /// [`WindowMode::Locked`] windows only: wait until this rank holds `target`'s exclusive
+    /// lock (no other rank holds it until [`RawWindow::unlock`]). chan-core holds at most one
+    /// lock of a window at a time, and on a locked window starts puts and gets only to the
+    /// target whose lock it holds.
+    fn lock(&mut self, target: usize) -> Result<(), CommError>;
+
+    /// Release `target`'s lock, taken by [`RawWindow::lock`]: every operation this rank
+    /// started to `target` is complete at the target first.
+    fn unlock(&mut self, target: usize) -> Result<(), CommError>;
+}
+
+/// How the ranks of a window reach each other's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowMode {
+    /// Every operation at any time ([`Window`]): MPI opens one passive-target epoch to every
+    /// rank for the window's life (`MPI_Win_lock_all`).
+    Atomic,
+    /// Puts and gets only under the target's exclusive lock ([`LockedWindow`]): MPI's
+    /// `MPI_Win_lock(MPI_LOCK_EXCLUSIVE)` per target, which cannot nest in an
+    /// `MPI_Win_lock_all` epoch, so such a window has none; SHMEM's `shmem_set_lock` on one
+    /// lock word per PE; a lock word per rank between threads.
+    Locked,
+}
+
+impl WindowMode {
+    fn code(self) -> u64 {
+        match self {
+            WindowMode::Atomic => 0,
+            WindowMode::Locked => 16,
+        }
+    }
 }
 
 /// What a backend implements, on its world type, to offer windows (beside
@@ -243,10 +275,11 @@ pub trait WindowHooks: Collective {
     /// The backend's window.
     type Window: RawWindow;
 
-    /// Collective: allocate `len` zeroed words on every rank (`len` is the same everywhere
-    /// and at least 1: chan-core agreed on it first) and make them accessible to every rank.
-    /// Every rank's memory is zero and accessible when any rank's call returns.
-    fn make_window(&mut self, len: usize) -> Result<Self::Window, CreateError>;
+    /// Collective: allocate `len` zeroed words on every rank (`len` and `mode` are the same
+    /// everywhere and `len` at least 1: chan-core agreed on them first) and make them
+    /// accessible to every rank as `mode` says. Every rank's memory is zero and accessible
+    /// when any rank's call returns.
+    fn make_window(&mut self, len: usize, mode: WindowMode) -> Result<Self::Window, CreateError>;
 }
 
 mod sealed_user {
@@ -265,66 +298,93 @@ pub trait Windows: Collective + sealed_user::Sealed {
     /// [`CreateError::WindowMismatch`] and nothing is allocated. `len = 0` is
     /// [`CreateError::EmptyWindow`] on every rank.
     fn window<T: Word>(&mut self, len: usize) -> Result<Window<Self::Raw, T>, CreateError>;
+
+    /// Collectively create a [`LockedWindow`] of `len` words of `T` on every rank, zeroed:
+    /// its words are reached only under a target's exclusive lock. Errors as
+    /// [`Windows::window`] (a rank asking for a locked window while another asks for a plain
+    /// one is a [`CreateError::WindowMismatch`]).
+    fn locked_window<T: Word>(
+        &mut self,
+        len: usize,
+    ) -> Result<LockedWindow<Self::Raw, T>, CreateError>;
 }
 
 impl<W: WindowHooks> Windows for W {
     type Raw = W::Window;
 
     fn window<T: Word>(&mut self, len: usize) -> Result<Window<W::Window, T>, CreateError> {
-        let size = self.size();
-        // Every rank tells every rank what it asked for: [len, type code].
-        let mut send = Lists::with_capacity(size, 2 * size);
-        for _ in 0..size {
-            send.push(&[len as u64, T::CODE]);
-        }
-        let all = self.all_to_all_v(&send)?;
-        let asked = |r: usize| {
-            let l = all.list(r);
-            (
-                l.first().copied().unwrap_or(0),
-                l.get(1).copied().unwrap_or(0),
-            )
-        };
-        let (len0, code0) = asked(0);
-        // The same verdict on every rank: it reads the same lists.
-        if let Some(r) = (1..size).find(|&r| asked(r) != (len0, code0)) {
-            let (lr, cr) = asked(r);
-            return Err(CreateError::WindowMismatch {
-                rank: 0,
-                len: len0 as usize,
-                word: type_name(code0),
-                other_rank: r,
-                other_len: lr as usize,
-                other_word: type_name(cr),
-            });
-        }
-        if len == 0 {
-            return Err(CreateError::EmptyWindow);
-        }
-        if len.checked_mul(8).is_none_or(|b| b > isize::MAX as usize) {
-            return Err(CreateError::Comm(CommError::Backend {
-                backend: W::Window::NAME,
-                call: "window creation",
-                message: format!("{len} words per rank do not fit in memory"),
-            }));
-        }
-        let made = self.make_window(len);
-        let ok = made.is_ok();
-        match vote(self, made) {
-            Ok(raw) => Ok(Window {
-                raw,
-                rank: self.rank(),
-                size,
-                len,
-                slots: Slots::default(),
-                dirty: false,
-                freed: false,
-                _word: PhantomData,
-            }),
-            Err(e) => {
-                debug_assert!(!ok || matches!(e, CreateError::FailedElsewhere { .. }));
-                Err(e)
-            }
+        create(self, len, WindowMode::Atomic)
+    }
+
+    fn locked_window<T: Word>(
+        &mut self,
+        len: usize,
+    ) -> Result<LockedWindow<W::Window, T>, CreateError> {
+        Ok(LockedWindow {
+            win: create(self, len, WindowMode::Locked)?,
+        })
+    }
+}
+
+/// Collective: agree on `len`, `T` and `mode`, then make the window.
+fn create<W: WindowHooks, T: Word>(
+    ctx: &mut W,
+    len: usize,
+    mode: WindowMode,
+) -> Result<Window<W::Window, T>, CreateError> {
+    let size = ctx.size();
+    // Every rank tells every rank what it asked for: [len, type and mode code].
+    let mut send = Lists::with_capacity(size, 2 * size);
+    for _ in 0..size {
+        send.push(&[len as u64, T::CODE + mode.code()]);
+    }
+    let all = ctx.all_to_all_v(&send)?;
+    let asked = |r: usize| {
+        let l = all.list(r);
+        (
+            l.first().copied().unwrap_or(0),
+            l.get(1).copied().unwrap_or(0),
+        )
+    };
+    let (len0, code0) = asked(0);
+    // The same verdict on every rank: it reads the same lists.
+    if let Some(r) = (1..size).find(|&r| asked(r) != (len0, code0)) {
+        let (lr, cr) = asked(r);
+        return Err(CreateError::WindowMismatch {
+            rank: 0,
+            len: len0 as usize,
+            word: type_name(code0),
+            other_rank: r,
+            other_len: lr as usize,
+            other_word: type_name(cr),
+        });
+    }
+    if len == 0 {
+        return Err(CreateError::EmptyWindow);
+    }
+    if len.checked_mul(8).is_none_or(|b| b > isize::MAX as usize) {
+        return Err(CreateError::Comm(CommError::Backend {
+            backend: W::Window::NAME,
+            call: "window creation",
+            message: format!("{len} words per rank do not fit in memory"),
+        }));
+    }
+    let made = ctx.make_window(len, mode);
+    let ok = made.is_ok();
+    match vote(ctx, made) {
+        Ok(raw) => Ok(Window {
+            raw,
+            rank: ctx.rank(),
+            size,
+            len,
+            slots: Slots::default(),
+            dirty: false,
+            freed: false,
+            _word: PhantomData,
+        }),
+        Err(e) => {
+            debug_assert!(!ok || matches!(e, CreateError::FailedElsewhere { .. }));
+            Err(e)
         }
     }
 }
@@ -334,6 +394,9 @@ fn type_name(code: u64) -> &'static str {
         1 => "u64",
         2 => "i64",
         3 => "f64",
+        17 => "u64 (locked)",
+        18 => "i64 (locked)",
+        19 => "f64 (locked)",
         _ => "unknown",
     }
 }
@@ -709,6 +772,156 @@ impl<R: RawWindow, T: Word> Drop for Window<R, T> {
         }
         if let Err(e) = self.raw.free() {
             eprintln!("aiac ({}): freeing a window: {e}", R::NAME);
+        }
+    }
+}
+
+/// A window whose words are reached only under the target's exclusive lock: the lock-based
+/// insertion Maynard compares with compare-and-swap (MPI's `MPI_Win_lock(MPI_LOCK_EXCLUSIVE,
+/// target)` … `MPI_Win_unlock`, OpenSHMEM's `shmem_set_lock` … `shmem_clear_lock`).
+///
+/// [`LockedWindow::lock`] waits for a target's lock and returns a [`TargetLock`], which reads
+/// and writes that target's words and releases the lock when dropped or
+/// [`unlocked`](TargetLock::unlock). The lock borrows the window mutably, so a rank holds one
+/// lock at a time (no two ranks can wait on each other's). Everything written under a lock is
+/// complete at the target when the lock is released, so the next rank to take it reads it.
+///
+/// ```no_run
+/// use chan_core::traits::*;
+/// use chan_core::WindowError;
+///
+/// fn insert_once<C: Windows>(ctx: &mut C, key: u64) -> Result<bool, WindowError> {
+///     let mut win = ctx.locked_window::<u64>(16)?;     // collective
+///     let mut slot = win.lock(0)?;                      // rank 0's lock
+///     let empty = slot.load(3)? == 0;
+///     if empty {
+///         slot.store(3, key)?;
+///     }
+///     slot.unlock()?;
+///     win.fence()?;                                     // collective
+///     win.free()?;                                      // collective
+///     Ok(empty)
+/// }
+/// ```
+pub struct LockedWindow<R: RawWindow, T: Word> {
+    win: Window<R, T>,
+}
+
+impl<R: RawWindow, T: Word> std::fmt::Debug for LockedWindow<R, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockedWindow")
+            .field("window", &self.win)
+            .finish()
+    }
+}
+
+impl<R: RawWindow, T: Word> LockedWindow<R, T> {
+    /// Words of `T` per rank.
+    pub fn len(&self) -> usize {
+        self.win.len
+    }
+
+    /// Never true (a window holds at least one word).
+    pub fn is_empty(&self) -> bool {
+        self.win.len == 0
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.win.rank
+    }
+
+    /// Ranks in the window's world.
+    pub fn size(&self) -> usize {
+        self.win.size
+    }
+
+    /// Wait until this rank holds `target`'s exclusive lock.
+    pub fn lock(&mut self, target: usize) -> Result<TargetLock<'_, R, T>, WindowError> {
+        if target >= self.win.size {
+            return Err(WindowError::BadTarget {
+                target,
+                size: self.win.size,
+            });
+        }
+        self.win.raw.lock(target)?;
+        Ok(TargetLock {
+            win: &mut self.win,
+            target,
+            held: true,
+        })
+    }
+
+    /// Collective: every rank's locked operations so far are visible to every rank's
+    /// [`read_local`](LockedWindow::read_local) after it (a barrier: each completed at its
+    /// unlock).
+    pub fn fence(&mut self) -> Result<(), WindowError> {
+        self.win.fence()
+    }
+
+    /// This rank's words, as they are now (see [`Window::read_local`]).
+    pub fn read_local(&mut self, out: &mut [T]) -> Result<(), WindowError> {
+        self.win.read_local(out)
+    }
+
+    /// Collective: release the window on every rank.
+    pub fn free(self) -> Result<(), CommError> {
+        self.win.free()
+    }
+}
+
+/// `target`'s exclusive lock on a [`LockedWindow`], held until [`TargetLock::unlock`] or the
+/// drop (which reports a failed unlock on stderr: call `unlock` to get the error). Every
+/// operation completes before it returns.
+pub struct TargetLock<'w, R: RawWindow, T: Word> {
+    win: &'w mut Window<R, T>,
+    target: usize,
+    held: bool,
+}
+
+impl<R: RawWindow, T: Word> TargetLock<'_, R, T> {
+    /// The rank whose lock this is.
+    pub fn target(&self) -> usize {
+        self.target
+    }
+
+    /// Read words `offset..offset + dst.len()` of the target into `dst`.
+    pub fn get(&mut self, offset: usize, dst: &mut [T]) -> Result<(), WindowError> {
+        self.win.get(self.target, offset, dst)
+    }
+
+    /// Word `offset` of the target.
+    pub fn load(&mut self, offset: usize) -> Result<T, WindowError> {
+        self.win.load(self.target, offset)
+    }
+
+    /// Write `src` to words `offset..` of the target; complete at the target on return.
+    pub fn put(&mut self, offset: usize, src: &[T]) -> Result<(), WindowError> {
+        self.win.put(self.target, offset, src)
+    }
+
+    /// Make word `offset` of the target `v`.
+    pub fn store(&mut self, offset: usize, v: T) -> Result<(), WindowError> {
+        self.put(offset, &[v])
+    }
+
+    /// Release the lock.
+    pub fn unlock(mut self) -> Result<(), WindowError> {
+        self.held = false;
+        Ok(self.win.raw.unlock(self.target)?)
+    }
+}
+
+impl<R: RawWindow, T: Word> Drop for TargetLock<'_, R, T> {
+    fn drop(&mut self) {
+        if self.held {
+            if let Err(e) = self.win.raw.unlock(self.target) {
+                eprintln!(
+                    "aiac ({}): releasing rank {}'s lock: {e}",
+                    R::NAME,
+                    self.target
+                );
+            }
         }
     }
 }

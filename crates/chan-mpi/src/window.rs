@@ -10,6 +10,15 @@
 //! of the window under the separate model; a no-op under the unified model Open MPI gives on
 //! one node) and load each word atomically, since another rank may be writing it.
 //!
+//! ## Locked windows
+//! A [`WindowMode::Locked`] window has no `MPI_Win_lock_all` epoch: an exclusive
+//! `MPI_Win_lock` cannot be taken by a rank inside its own lock-all epoch, and a shared
+//! lock-all held by the other ranks for the window's life would keep the exclusive lock from
+//! ever being granted (and `MPI_MODE_NOCHECK` promises no conflicting lock at all). So every
+//! access goes inside `MPI_Win_lock(MPI_LOCK_EXCLUSIVE, target)` … `MPI_Win_unlock(target)`
+//! (§11.5.3), `read_local` inside a shared lock of the rank's own window, and the fence is a
+//! barrier (every operation completed at its unlock).
+//!
 //! ## Waiting on an oversubscribed node
 //! MPICH 4.0 (ch4:ucx) carries `MPI_Compare_and_swap` and `MPI_Fetch_and_op` as active
 //! messages that the target's progress engine answers, and `MPI_Win_flush` polls for the
@@ -32,7 +41,7 @@
 use crate::env::World;
 use crate::raw::{check, misuse, u64_type};
 use crate::MpiCtx;
-use chan_core::backend::{vote, RawWindow, WaitPolicy, WindowHooks, WordOp};
+use chan_core::backend::{vote, RawWindow, WaitPolicy, WindowHooks, WindowMode, WordOp};
 use chan_core::{CommError, CreateError};
 use mpi::ffi;
 use std::os::raw::{c_int, c_void};
@@ -48,6 +57,8 @@ pub struct MpiWindow {
     len: usize,
     /// Set once the window was freed or abandoned.
     gone: bool,
+    /// Atomic: one lock-all epoch for the window's life; Locked: per-target locks only.
+    mode: WindowMode,
     world: Rc<World>,
     /// Targets with a compare-and-swap or fetch-and-add that no flush completed yet.
     atomics: Vec<bool>,
@@ -86,7 +97,7 @@ fn int(v: usize) -> c_int {
 impl WindowHooks for MpiCtx {
     type Window = MpiWindow;
 
-    fn make_window(&mut self, len: usize) -> Result<MpiWindow, CreateError> {
+    fn make_window(&mut self, len: usize, mode: WindowMode) -> Result<MpiWindow, CreateError> {
         // Counts and displacements travel as int: a window longer than that cannot be
         // addressed in one call. Every rank asked for the same len, so every rank fails here.
         if len > c_int::MAX as usize {
@@ -121,6 +132,7 @@ impl WindowHooks for MpiCtx {
             base,
             len,
             gone: false,
+            mode,
             world,
             atomics: vec![false; size],
             probes: vec![crate::raw::request_null(); size].into_boxed_slice(),
@@ -141,7 +153,8 @@ impl WindowHooks for MpiCtx {
 
 impl MpiWindow {
     /// Errors come back as values, the memory is zeroed, every rank has zeroed its memory
-    /// before any rank's access (a barrier), and the passive-target epoch is open.
+    /// before any rank's access (a barrier), and the passive-target epoch is open (an atomic
+    /// window's; a locked window has none: module docs).
     fn start(&mut self) -> Result<(), CreateError> {
         // SAFETY: a valid window just allocated; the constant is an immutable handle.
         let rc = unsafe { ffi::MPI_Win_set_errhandler(self.win, ffi::RSMPI_ERRORS_RETURN) };
@@ -153,12 +166,15 @@ impl MpiWindow {
         // user's words, the probe word and padding), aligned (checked), and no rank accesses
         // it before the barrier below.
         unsafe { std::ptr::write_bytes(self.base, 0, words(self.len)) };
-        // SAFETY: a valid window; no lock held yet. NOCHECK: no rank holds a conflicting lock
-        // (nobody uses exclusive locks on aiac's windows).
-        let rc = unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, self.win) };
-        check(rc, "MPI_Win_lock_all")?;
-        // SAFETY: the window is locked; MPI_Win_sync makes the zeroing part of its public copy.
-        check(unsafe { ffi::MPI_Win_sync(self.win) }, "MPI_Win_sync")?;
+        if self.mode == WindowMode::Atomic {
+            // SAFETY: a valid window; no lock held yet. NOCHECK: no rank holds a conflicting
+            // lock (exclusive locks are taken only on locked windows, which have no lock-all).
+            let rc = unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, self.win) };
+            check(rc, "MPI_Win_lock_all")?;
+            // SAFETY: the window is locked; MPI_Win_sync makes the zeroing part of its public
+            // copy.
+            check(unsafe { ffi::MPI_Win_sync(self.win) }, "MPI_Win_sync")?;
+        }
         // SAFETY: aiac's communicator, collective over every rank.
         check(unsafe { ffi::MPI_Barrier(self.world.comm) }, "MPI_Barrier")?;
         Ok(())
@@ -219,6 +235,19 @@ impl MpiWindow {
             }
             self.world.relax(spins);
             spins = spins.saturating_add(1);
+        }
+    }
+
+    /// This rank's words into `out`, each with an atomic load (the caller synchronised the
+    /// window's copies first).
+    fn load_local(&self, out: &mut [u64]) {
+        for (i, d) in out.iter_mut().enumerate().take(self.len) {
+            // SAFETY: base + i is an aligned word of the window's local memory, alive until
+            // MPI_Win_free; other ranks write it through MPI (whole aligned 8-byte words), so
+            // Rust reads it only through an atomic. Acquire pairs with nothing in Rust; the
+            // ordering with remote writes comes from the fence's barrier and MPI_Win_sync (or
+            // the shared lock of a locked window).
+            *d = unsafe { AtomicU64::from_ptr(self.base.add(i)) }.load(Ordering::Acquire);
         }
     }
 
@@ -365,6 +394,11 @@ unsafe impl RawWindow for MpiWindow {
     }
 
     fn fence(&mut self) -> Result<(), CommError> {
+        if self.mode == WindowMode::Locked {
+            // Every operation completed at its unlock; no epoch is open to flush or sync.
+            // SAFETY: aiac's communicator, collective over every rank.
+            return check(unsafe { ffi::MPI_Barrier(self.world.comm) }, "MPI_Barrier");
+        }
         self.flush_all()?;
         // SAFETY: a valid, locked window; aiac's communicator, collective over every rank.
         // The syncs order this rank's view of its memory around the barrier (§11.7, Example
@@ -377,28 +411,61 @@ unsafe impl RawWindow for MpiWindow {
     }
 
     fn read_local(&mut self, out: &mut [u64]) -> Result<(), CommError> {
+        if self.mode == WindowMode::Locked {
+            let me = int(self.world.rank);
+            // SAFETY: a valid window with no epoch of this rank open (chan-core's TargetLock
+            // borrows the window, so none is held during read_local); a shared lock of our
+            // own memory makes the local loads below an access epoch (§11.5.3).
+            let rc = unsafe { ffi::MPI_Win_lock(ffi::MPI_LOCK_SHARED as c_int, me, 0, self.win) };
+            check(rc, "MPI_Win_lock")?;
+            self.load_local(out);
+            // SAFETY: the shared lock taken above.
+            return check(
+                unsafe { ffi::MPI_Win_unlock(me, self.win) },
+                "MPI_Win_unlock",
+            );
+        }
         // SAFETY: a valid, locked window.
         check(unsafe { ffi::MPI_Win_sync(self.win) }, "MPI_Win_sync")?;
-        for (i, d) in out.iter_mut().enumerate().take(self.len) {
-            // SAFETY: base + i is an aligned word of the window's local memory, alive until
-            // MPI_Win_free; other ranks write it through MPI (whole aligned 8-byte words), so
-            // Rust reads it only through an atomic. Acquire pairs with nothing in Rust; the
-            // ordering with remote writes comes from the fence's barrier and MPI_Win_sync.
-            *d = unsafe { AtomicU64::from_ptr(self.base.add(i)) }.load(Ordering::Acquire);
-        }
+        self.load_local(out);
         Ok(())
+    }
+
+    fn lock(&mut self, target: usize) -> Result<(), CommError> {
+        debug_assert_eq!(self.mode, WindowMode::Locked);
+        // SAFETY: a valid locked window (no lock-all epoch); chan-core holds one lock at a
+        // time, so this rank has no epoch open to target; target < size (checked).
+        let rc = unsafe {
+            ffi::MPI_Win_lock(ffi::MPI_LOCK_EXCLUSIVE as c_int, int(target), 0, self.win)
+        };
+        check(rc, "MPI_Win_lock")
+    }
+
+    fn unlock(&mut self, target: usize) -> Result<(), CommError> {
+        // SAFETY: the exclusive lock on target taken by lock(); unlocking completes every
+        // operation of the epoch at the origin and the target (§11.5.3).
+        check(
+            unsafe { ffi::MPI_Win_unlock(int(target), self.win) },
+            "MPI_Win_unlock",
+        )
     }
 
     fn free(&mut self) -> Result<(), CommError> {
         if std::mem::replace(&mut self.gone, true) {
             return Ok(());
         }
-        // SAFETY: a valid, locked window; closing the epoch completes every operation of this
-        // rank, then MPI_Win_free (collective) waits for every rank's to complete at it.
-        let unlocked = check(
-            unsafe { ffi::MPI_Win_unlock_all(self.win) },
-            "MPI_Win_unlock_all",
-        );
+        // A locked window has no epoch open here (chan-core's TargetLock borrows the window,
+        // so none is held when it is freed).
+        let unlocked = match self.mode {
+            // SAFETY: a valid window, locked for its life; closing the epoch completes every
+            // operation of this rank, then MPI_Win_free (collective) waits for every rank's
+            // to complete at it.
+            WindowMode::Atomic => check(
+                unsafe { ffi::MPI_Win_unlock_all(self.win) },
+                "MPI_Win_unlock_all",
+            ),
+            WindowMode::Locked => Ok(()),
+        };
         // SAFETY: freed once (gone); MPI is initialised (self.world keeps it).
         let freed = check(unsafe { ffi::MPI_Win_free(&mut self.win) }, "MPI_Win_free");
         unlocked.and(freed)

@@ -4,14 +4,19 @@
 //! are `shmem_ulong_atomic_compare_swap` / `shmem_ulong_atomic_fetch_add` (§9.7), which return
 //! the old value, so they are complete when they return. SHMEM has no per-target completion:
 //! a flush to one target is a `shmem_quiet` of everything.
+//!
+//! A locked window has beside its words a symmetric array of one `long` lock per PE:
+//! `shmem_set_lock` (§9.11.1) takes a symmetric address and is one lock for the whole job, so
+//! lock `t` of the array guards PE `t`'s words. `shmem_clear_lock` completes the holder's puts
+//! before it releases the lock (a `shmem_quiet` first, made explicit here).
 
 use crate::env::Shared;
 use crate::sym::{atomic_at, barrier_all, quiet, Sym};
 use crate::ShmemCtx;
-use chan_core::backend::{vote, RawWindow, WindowHooks, WordOp};
+use chan_core::backend::{vote, RawWindow, WindowHooks, WindowMode, WordOp};
 use chan_core::{CommError, CreateError};
 use openshmem_sys as sys;
-use std::os::raw::{c_int, c_ulong, c_void};
+use std::os::raw::{c_int, c_long, c_ulong, c_void};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
@@ -24,6 +29,8 @@ const _: () = assert!(
 /// SHMEM outlives the window).
 pub struct ShmemWindow {
     mem: Option<Sym<u64>>,
+    /// A locked window's locks, one per PE (module docs).
+    locks: Option<Sym<c_long>>,
     base: *mut u64,
     len: usize,
     /// A put or get was started and no quiet has completed it yet (the atomics complete
@@ -44,16 +51,32 @@ impl std::fmt::Debug for ShmemWindow {
 impl WindowHooks for ShmemCtx {
     type Window = ShmemWindow;
 
-    fn make_window(&mut self, len: usize) -> Result<ShmemWindow, CreateError> {
-        // Collective and symmetric: chan-core agreed that every PE asks for the same len, in
-        // the same order of collective calls. Zeroed locally, then a barrier: no PE accesses
-        // another's words before they are zero.
+    fn make_window(&mut self, len: usize, mode: WindowMode) -> Result<ShmemWindow, CreateError> {
+        // Collective and symmetric: chan-core agreed that every PE asks for the same len and
+        // mode, in the same order of collective calls. Zeroed locally, then a barrier: no PE
+        // accesses another's words (or takes a lock) before they are zero.
         let mem = Sym::<u64>::alloc_zeroed(len);
         let mem = vote(self, mem.map_err(CreateError::from))?;
+        let locks = match mode {
+            WindowMode::Atomic => None,
+            WindowMode::Locked => {
+                let locks = Sym::<c_long>::alloc_zeroed(self.shared().size);
+                match vote(self, locks.map_err(CreateError::from)) {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        // Every PE got the same verdict: the words go back collectively.
+                        barrier_all();
+                        mem.free();
+                        return Err(e);
+                    }
+                }
+            }
+        };
         barrier_all();
         Ok(ShmemWindow {
             base: mem.ptr(),
             mem: Some(mem),
+            locks,
             len,
             pending: false,
             sh: Rc::clone(self.shared()),
@@ -69,6 +92,17 @@ impl ShmemWindow {
         // SAFETY: offset ≤ len (chan-core checked the range), inside or one past the
         // allocation.
         unsafe { self.base.add(offset) }
+    }
+
+    /// PE `target`'s lock (a locked window's; module docs).
+    #[inline(always)]
+    fn lock_word(&self, target: usize) -> Result<*mut c_long, CommError> {
+        let locks = self.locks.as_ref().ok_or_else(|| {
+            crate::sym::shmem_err("shmem_set_lock", "the window was not created locked")
+        })?;
+        debug_assert!(target < locks.len());
+        // SAFETY: target < size (chan-core checked it), the array's length.
+        Ok(unsafe { locks.ptr().add(target) })
     }
 }
 
@@ -233,11 +267,33 @@ unsafe impl RawWindow for ShmemWindow {
         quiet();
         barrier_all();
         mem.free();
+        if let Some(locks) = self.locks.take() {
+            locks.free();
+        }
         Ok(())
     }
 
     fn abandon(&mut self) {
         // shmem_free is collective: left to shmem_finalize, which releases the whole heap.
         self.mem = None;
+        self.locks = None;
+    }
+
+    fn lock(&mut self, target: usize) -> Result<(), CommError> {
+        let word = self.lock_word(target)?;
+        // SAFETY: a symmetric long of the live lock array, zeroed and synchronised by the
+        // creation's barrier, and touched only by shmem_set_lock/shmem_clear_lock.
+        unsafe { sys::shmem_set_lock(word) };
+        Ok(())
+    }
+
+    fn unlock(&mut self, target: usize) -> Result<(), CommError> {
+        let word = self.lock_word(target)?;
+        // The puts made under the lock are complete at the target before the next holder
+        // reads (shmem_clear_lock quiets too, §9.11.1).
+        self.flush_all()?;
+        // SAFETY: the lock this PE set in lock() (same symmetric address).
+        unsafe { sys::shmem_clear_lock(word) };
+        Ok(())
     }
 }

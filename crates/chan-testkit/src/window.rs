@@ -152,6 +152,55 @@ fn judge_table(
     Ok(())
 }
 
+/// A locked window's lock excludes: every rank, `n` times, takes each rank's lock in turn and
+/// adds 1 to its word 0 by a load and a store (not atomic: a yield between them lets the
+/// other ranks in, were the lock not exclusive); after a fence each rank's word 0 is
+/// `n · size`. Word 1 of each rank marks the holder (rank + 1 while it holds the lock, 0
+/// otherwise): a holder that finds it taken was let in beside another.
+pub fn window_locked_counters<C: Windows>(ctx: &mut C, n: usize) -> Check {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let mut win = ctx.locked_window::<u64>(2).map_err(s)?;
+    let mut run = || -> Result<(), String> {
+        for _ in 0..n {
+            for i in 0..size {
+                let t = (rank + i) % size;
+                let mut l = win.lock(t).map_err(s)?;
+                let holder = l.load(1).map_err(s)?;
+                if holder != 0 {
+                    return Err(format!(
+                        "rank {rank} took rank {t}'s lock while rank {} held it",
+                        holder - 1
+                    ));
+                }
+                l.store(1, rank as u64 + 1).map_err(s)?;
+                let v = l.load(0).map_err(s)?;
+                std::thread::yield_now();
+                l.store(0, v + 1).map_err(s)?;
+                l.store(1, 0).map_err(s)?;
+                l.unlock().map_err(s)?;
+            }
+        }
+        Ok(())
+    };
+    let local = run();
+    agree(ctx, local)?;
+    win.fence().map_err(s)?;
+    let mut mine = [0u64; 2];
+    win.read_local(&mut mine).map_err(s)?;
+    win.free().map_err(s)?;
+    let want = (n * size) as u64;
+    let local = if mine == [want, 0] {
+        Ok(())
+    } else {
+        Err(format!(
+            "rank {rank}'s counter is {} after {n} locked increments by each of {size} ranks \
+             (want {want}); holder word {}",
+            mine[0], mine[1]
+        ))
+    };
+    agree(ctx, local)
+}
+
 /// `fetch_add` loses no update: every rank adds `rank + 1` to word 0 of every rank `n` times
 /// (blocking) and `n` times more in one epoch (non-blocking); after a fence each rank's word
 /// 0 is `2n · size(size+1)/2`. And the old values one shared counter (word 1 of rank 0)

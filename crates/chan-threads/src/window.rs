@@ -1,5 +1,6 @@
 //! One-sided windows between threads: every rank's words live in one shared array of
-//! `AtomicU64`, and each operation is one atomic instruction, complete when it returns.
+//! `AtomicU64`, and each operation is one atomic instruction, complete when it returns. A
+//! locked window's lock of rank r is a spinlock word (an `AtomicBool`) beside the words.
 //!
 //! ## Memory ordering
 //! A put is a `Release` store per word and a get an `Acquire` load, which pair with each
@@ -14,22 +15,29 @@
 use crate::world::Shared;
 use chan_core::backend::{RawWindow, WordOp};
 use chan_core::{CommError, ReduceOp};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// The memory of one window: `len` words per rank, rank r's at `r * len..`.
+/// The memory of one window: `len` words per rank, rank r's at `r * len..`, and one lock
+/// word per rank (a locked window's: rank r's lock guards rank r's words).
 pub(crate) struct WinMem {
     words: Box<[AtomicU64]>,
+    locks: Box<[AtomicBool]>,
 }
 
 impl WinMem {
-    /// Zeroed words for `size` ranks of `len` each.
+    /// Zeroed words for `size` ranks of `len` each, every lock free.
     pub(crate) fn new(size: usize, len: usize) -> Self {
         WinMem {
             words: (0..size * len).map(|_| AtomicU64::new(0)).collect(),
+            locks: (0..size).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 }
+
+/// Spins on a taken lock before giving the core away (`yield_now`) between tries: with more
+/// ranks than cores the holder may be waiting for this core.
+const LOCK_SPINS: u32 = 64;
 
 /// One rank's handle on a window of a threads world.
 pub struct ThreadWindow {
@@ -179,4 +187,28 @@ unsafe impl RawWindow for ThreadWindow {
     }
 
     fn abandon(&mut self) {}
+
+    fn lock(&mut self, target: usize) -> Result<(), CommError> {
+        let word = &self.mem.locks[target];
+        let mut tries = 0u32;
+        // Acquire: the holder's writes, released by its unlock, are visible to this rank's.
+        while word
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            tries = tries.saturating_add(1);
+            if tries < LOCK_SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        Ok(())
+    }
+
+    fn unlock(&mut self, target: usize) -> Result<(), CommError> {
+        // Release: pairs with the next holder's Acquire (every operation completed on return).
+        self.mem.locks[target].store(false, Ordering::Release);
+        Ok(())
+    }
 }

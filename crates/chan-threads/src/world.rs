@@ -7,7 +7,7 @@ use crate::window::{ThreadWindow, WinMem};
 use crate::Threads;
 use chan_core::backend::{
     Agreed, ChannelHooks, Collective, EnvVarError, Lists, PairAgreed, PairOffer, ReservedTags,
-    Shared as SharedDelivery, Slots, WaitPolicy, WindowHooks,
+    Shared as SharedDelivery, Slots, WaitPolicy, WindowHooks, WindowMode,
 };
 use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
 use std::collections::HashMap;
@@ -702,7 +702,7 @@ impl ChannelHooks for ThreadCtx {
 impl WindowHooks for ThreadCtx {
     type Window = ThreadWindow;
 
-    fn make_window(&mut self, len: usize) -> Result<ThreadWindow, CreateError> {
+    fn make_window(&mut self, len: usize, _mode: WindowMode) -> Result<ThreadWindow, CreateError> {
         let key = self.windows;
         self.windows += 1;
         let size = self.shared.size;

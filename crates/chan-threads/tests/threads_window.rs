@@ -24,6 +24,13 @@ fn colliding_inserts_lose_nothing_and_duplicate_nothing() {
 }
 
 #[test]
+fn locked_increments_lose_no_update() {
+    for n in 1..=5 {
+        on_world(n, |ctx| wk::window_locked_counters(ctx, 200));
+    }
+}
+
+#[test]
 fn fetch_add_loses_no_update() {
     for n in 1..=5 {
         on_world(n, |ctx| wk::window_fetch_add_totals(ctx, 200));

@@ -682,9 +682,12 @@ const DHT_MAX_SERIES: usize = 16;
 
 /// Maynard's Figures 4–6: time against ranks at fixed objects per rank (weak scaling), one
 /// line per backend (style, marker) and local volume (colour); insert time left, probe time
-/// right, log scale (a flat line is perfect weak scaling).
+/// right, log scale (a flat line is perfect weak scaling). With `strong`, at a fixed total
+/// (a line falling as 1/ranks is perfect strong scaling).
 struct DhtWeak {
     lines: Vec<DhtLine>,
+    /// Strong scaling (total objects fixed): the title says so.
+    strong: bool,
 }
 
 impl Figure for DhtWeak {
@@ -694,7 +697,11 @@ impl Figure for DhtWeak {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let root = root
             .titled(
-                "Distributed hash table, weak scaling (objects per rank fixed)",
+                if self.strong {
+                    "Distributed hash table, strong scaling (total objects fixed)"
+                } else {
+                    "Distributed hash table, weak scaling (objects per rank fixed)"
+                },
                 title_font(),
             )
             .map_err(err)?;
@@ -799,7 +806,12 @@ impl Figure for DhtWeak {
     }
 }
 
-/// Draw the hash table's weak-scaling plot as `stem.png` and `stem.svg`.
-pub(crate) fn draw_dht(lines: Vec<DhtLine>, stem: &Path) -> Result<Vec<PathBuf>, String> {
-    save(&DhtWeak { lines }, stem)
+/// Draw the hash table's weak-scaling plot (or strong-scaling, `strong`) as `stem.png` and
+/// `stem.svg`.
+pub(crate) fn draw_dht(
+    lines: Vec<DhtLine>,
+    stem: &Path,
+    strong: bool,
+) -> Result<Vec<PathBuf>, String> {
+    save(&DhtWeak { lines, strong }, stem)
 }

@@ -34,6 +34,98 @@ fn assert_correct(rows: &[Value], ranks: &[u64], lvs: &[u64]) {
     }
 }
 
+/// A row's lookups: every hit found, every miss reported absent, as many lookups as objects
+/// and about `ratio` of them hits.
+fn assert_lookups(r: &Value, ratio: f64) {
+    let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"));
+    assert_eq!(r["hit_ratio"].as_f64(), Some(ratio), "{r}");
+    let objects = n("table_objects");
+    assert_eq!(n("lookups"), objects, "{r}");
+    assert_eq!(n("hits_found"), n("hits"), "{r}");
+    assert_eq!(n("misses_absent"), n("lookups") - n("hits"), "{r}");
+    let want = objects as f64 * ratio;
+    assert!((n("hits") as f64 - want).abs() <= 8.0, "{r}");
+    assert!(r["lookup_s"].as_f64().unwrap() > 0.0, "{r}");
+}
+
+/// Lock-based insertion beside compare-and-swap, weak and strong scaling, over threads: every
+/// object held once, every hit found, every miss absent; the strong runs hold exactly the
+/// total at every rank count.
+#[test]
+fn lock_insertion_and_lookups_over_threads() {
+    let dir = scratch("dht-lock");
+    let weak = dir.join("w.json");
+    let out = aiac(&[
+        "dht",
+        "--ranks",
+        "1,3",
+        "--local-volume",
+        "2000",
+        "--insert",
+        "cas,lock",
+        "--hit-ratio",
+        "0.25",
+        "--json",
+        weak.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r = rows(&weak);
+    assert_correct(&r, &[1, 3], &[2000, 2000]);
+    for insert in ["cas", "lock"] {
+        assert_eq!(
+            r.iter().filter(|x| x["insert"] == insert).count(),
+            2,
+            "{r:?}"
+        );
+    }
+    for x in &r {
+        assert_lookups(x, 0.25);
+    }
+    let strong = dir.join("s.json");
+    let out = aiac(&[
+        "dht",
+        "--ranks",
+        "1,2,4",
+        "--total",
+        "7001",
+        "--insert",
+        "lock",
+        "--json",
+        strong.to_str().unwrap(),
+        "--plot",
+        dir.join("strong").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.join("strong.png").is_file() && dir.join("strong.svg").is_file());
+    let r = rows(&strong);
+    assert_eq!(r.len(), 3, "{r:?}");
+    for x in &r {
+        assert_eq!(x["insert"], "lock", "{x}");
+        assert_eq!(x["total"].as_u64(), Some(7001), "{x}");
+        assert_eq!(x["table_objects"].as_u64(), Some(7001), "{x}");
+        assert_eq!(x["found"].as_u64(), Some(7001), "{x}");
+        assert_eq!(x["correct"], Value::Bool(true), "{x}");
+        let n = x["ranks"].as_u64().unwrap();
+        assert_eq!(x["local_volume"].as_u64(), Some(7001u64.div_ceil(n)), "{x}");
+        assert_lookups(x, 0.5);
+    }
+    // Weak and strong rows in one plot would share an axis that means two things.
+    let out = aiac(&[
+        "dht",
+        "--from",
+        weak.to_str().unwrap(),
+        strong.to_str().unwrap(),
+        "--plot",
+        dir.join("mixed").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("plot them apart"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn threads_table_is_correct_and_files_round_trip() {
     let dir = scratch("dht-threads");
@@ -107,6 +199,15 @@ fn bad_input_names_the_flag() {
     let same_stem = dir.join("pl").to_str().unwrap().to_string();
     for (args, flag) in [
         (&["dht", "--local-volume", "0"][..], "--local-volume"),
+        (&["dht", "--total", "0"][..], "--total"),
+        (
+            &["dht", "--total", "1000", "--local-volume", "10"][..],
+            "--total and --local-volume",
+        ),
+        (&["dht", "--hit-ratio", "1.5"][..], "--hit-ratio"),
+        (&["dht", "--hit-ratio", "-0.1"][..], "--hit-ratio"),
+        (&["dht", "--hit-ratio", "NaN"][..], "--hit-ratio"),
+        (&["dht", "--insert", "mutex"][..], "--insert"),
         (&["dht", "--ranks", "0"][..], "--ranks"),
         (&["dht", "--json", "/nonexistent/dir/x.json"][..], "--json"),
         (&["dht", "--from", "/nonexistent.json"][..], "--from"),
@@ -223,6 +324,86 @@ fn launch(launcher: &str, backend: &str, json: &std::path::Path) -> Output {
         json.to_str().unwrap(),
     ]);
     within(c, 120)
+}
+
+/// `--insert lock` under real mpirun and oshrun, 2 and 3 ranks, strong scaling: the table
+/// holds exactly the total, each object once, every hit found, every miss absent.
+#[test]
+fn lock_insertion_under_mpirun_and_oshrun() {
+    for (launcher, backend) in [("mpirun", "mpi"), ("oshrun", "shmem")] {
+        for np in ["2", "3"] {
+            let dir = scratch(&format!("dht-lock-{backend}-{np}"));
+            let json = dir.join("r.json");
+            let mut c = Command::new(launcher);
+            c.args([
+                "--oversubscribe",
+                "-np",
+                np,
+                AIAC,
+                "dht",
+                "--backend",
+                backend,
+            ])
+            .args([
+                "--total",
+                "4000",
+                "--insert",
+                "lock,cas",
+                "--hit-ratio",
+                "0.3",
+            ])
+            .arg("--json")
+            .arg(&json);
+            let out = within(c, 120);
+            assert!(
+                out.status.success(),
+                "{backend} np={np}: {}",
+                text(&out.stderr)
+            );
+            let r = rows(&json);
+            assert_eq!(r.len(), 2, "{r:?}");
+            for x in &r {
+                assert_eq!(x["backend"], backend, "{x}");
+                assert_eq!(x["ranks"].as_u64(), np.parse().ok(), "{x}");
+                assert_eq!(x["table_objects"].as_u64(), Some(4000), "{x}");
+                assert_eq!(x["found"].as_u64(), Some(4000), "{x}");
+                assert_eq!(x["correct"], Value::Bool(true), "{x}");
+                assert_lookups(x, 0.3);
+            }
+            assert!(r.iter().any(|x| x["insert"] == "lock"), "{r:?}");
+        }
+    }
+}
+
+/// A bad hit ratio under a launcher: one message, exit 1 on every rank, nothing run.
+#[test]
+fn a_bad_hit_ratio_under_a_launcher_is_one_error() {
+    for (launcher, backend) in [("mpirun", "mpi"), ("oshrun", "shmem")] {
+        let mut c = Command::new(launcher);
+        c.args([
+            "--oversubscribe",
+            "-np",
+            "2",
+            AIAC,
+            "dht",
+            "--backend",
+            backend,
+        ])
+        .args(["--total", "100", "--insert", "lock", "--hit-ratio", "2"]);
+        let out = within(c, 60);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{backend}: {err}");
+        assert_eq!(
+            err.matches("--hit-ratio must be from 0 to 1").count(),
+            1,
+            "{err}"
+        );
+        assert!(
+            !text(&out.stdout).contains("correct"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
 }
 
 #[test]
