@@ -133,6 +133,89 @@ impl Drop for Iallreduce {
     }
 }
 
+/// A non-blocking barrier with `MPI_Ibarrier` (MPI 3.0, §5.12.1), as a [`Reduction`] of no
+/// values: `start(&[])` enters the barrier, `test` returns once every rank has entered.
+pub struct Ibarrier {
+    world: Rc<World>,
+    req: ffi::MPI_Request,
+}
+
+impl std::fmt::Debug for Ibarrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ibarrier")
+            .field("active", &self.in_progress())
+            .finish()
+    }
+}
+
+impl Ibarrier {
+    pub(crate) fn new(world: Rc<World>) -> Self {
+        Ibarrier {
+            world,
+            req: raw::request_null(),
+        }
+    }
+}
+
+impl Reduction for Ibarrier {
+    fn len(&self) -> usize {
+        0
+    }
+
+    fn start(&mut self, local: &[f64]) -> Result<(), ReduceError> {
+        if self.in_progress() {
+            return Err(ReduceError::InProgress);
+        }
+        if !local.is_empty() {
+            return Err(ReduceError::Length {
+                expected: 0,
+                got: local.len(),
+            });
+        }
+        // SAFETY: MPI_Ibarrier reads no buffer; `req` is a field of self, written once here
+        // and completed (test/wait) or waited for in Drop before self goes away.
+        let rc = unsafe { ffi::MPI_Ibarrier(self.world.comm, &mut self.req) };
+        check(rc, "MPI_Ibarrier")?;
+        self.world.requests.started();
+        Ok(())
+    }
+
+    fn test(&mut self) -> Result<Option<&[f64]>, ReduceError> {
+        if !self.in_progress() {
+            return Err(ReduceError::NotStarted);
+        }
+        self.world.progress_closing();
+        if raw::test_one(&mut self.req, &self.world.requests)? {
+            Ok(Some(&[]))
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn wait(&mut self) -> Result<&[f64], ReduceError> {
+        if !self.in_progress() {
+            return Err(ReduceError::NotStarted);
+        }
+        raw::wait_one(&mut self.req, &self.world.requests)?;
+        Ok(&[])
+    }
+
+    fn in_progress(&self) -> bool {
+        self.req != raw::request_null()
+    }
+}
+
+impl Drop for Ibarrier {
+    fn drop(&mut self) {
+        // A collective's request cannot be cancelled (MPI 3.0, §3.8.4 cancels point-to-point
+        // requests only): completed here, never leaked. The caller's protocol has every rank
+        // enter each round it drops the barrier in, so this returns.
+        if let Err(e) = raw::wait_one(&mut self.req, &self.world.requests) {
+            eprintln!("aiac (mpi): completing a dropped barrier: {e}");
+        }
+    }
+}
+
 /// The reduction an [`crate::MpiCtx`] builds: see [`ReductionKind`].
 #[derive(Debug)]
 pub enum MpiReduction {
@@ -140,6 +223,8 @@ pub enum MpiReduction {
     Native(Iallreduce),
     /// chan-core's tree over MPI channels.
     Tree(Box<TreeReduction<Mpi>>),
+    /// `MPI_Ibarrier`: the context's non-blocking barrier.
+    Barrier(Ibarrier),
 }
 
 impl Reduction for MpiReduction {
@@ -147,30 +232,35 @@ impl Reduction for MpiReduction {
         match self {
             MpiReduction::Native(r) => r.len(),
             MpiReduction::Tree(r) => r.len(),
+            MpiReduction::Barrier(r) => r.len(),
         }
     }
     fn start(&mut self, local: &[f64]) -> Result<(), ReduceError> {
         match self {
             MpiReduction::Native(r) => r.start(local),
             MpiReduction::Tree(r) => r.start(local),
+            MpiReduction::Barrier(r) => r.start(local),
         }
     }
     fn test(&mut self) -> Result<Option<&[f64]>, ReduceError> {
         match self {
             MpiReduction::Native(r) => r.test(),
             MpiReduction::Tree(r) => r.test(),
+            MpiReduction::Barrier(r) => r.test(),
         }
     }
     fn wait(&mut self) -> Result<&[f64], ReduceError> {
         match self {
             MpiReduction::Native(r) => r.wait(),
             MpiReduction::Tree(r) => r.wait(),
+            MpiReduction::Barrier(r) => r.wait(),
         }
     }
     fn in_progress(&self) -> bool {
         match self {
             MpiReduction::Native(r) => r.in_progress(),
             MpiReduction::Tree(r) => r.in_progress(),
+            MpiReduction::Barrier(r) => r.in_progress(),
         }
     }
 }
