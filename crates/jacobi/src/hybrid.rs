@@ -422,6 +422,9 @@ impl Iterate for TeamField<'_> {
     fn residual_sq(&self) -> f64 {
         self.field.residual_sq()
     }
+    fn snapshot_buffer(&self) -> Result<Self, &'static str> {
+        Err("hybrid ranks (--threads-per-rank above 1)")
+    }
     fn set_halo_current_only(&mut self, on: bool) {
         self.field.set_halo_current_only(on);
     }
