@@ -948,6 +948,12 @@ impl Config {
                         "both pair or split a grid block's faces; a row block exchanges its ghosts with every neighbour at once (waitall)",
                     );
                 }
+                if j.iteration.detect == Detect::Snapshot {
+                    return no(
+                        "--detect snapshot",
+                        "its snapshot is a grid block's; a row block detects by reduction or ibarrier",
+                    );
+                }
                 if j.halo_depth != HaloDepth::Fixed(1) {
                     return no(
                         "--halo-depth",

@@ -384,6 +384,12 @@ impl Method {
             if solver != Solver::Jacobi {
                 return Err(unused("--detect", "--solver jacobi"));
             }
+            if f.detect == Detect::Snapshot && matches!(f.halo_depth, HaloDepth::Fixed(k) if k > 1)
+            {
+                return Err(ConfigError::SnapshotOf(
+                    "a deep halo (--halo-depth above 1)",
+                ));
+            }
             if f.variant == Variant::Sync {
                 return Err(ConfigError::VariantFlag {
                     flag: "--detect",
