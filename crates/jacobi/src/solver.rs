@@ -5,8 +5,9 @@
 //! (`multisplit.rs`). Which loop, over which iterate, is chosen in `dispatch.rs`.
 //!
 //! Every decision that ends or changes the course of a run is taken from a value every rank
-//! sees identically: a blocking all-reduce (sync checks, certification) or one round of the
-//! non-blocking reduction (async, racy). So all ranks make the same sequence of collective
+//! sees identically: a blocking all-reduce (sync checks, certification), one round of the
+//! non-blocking reduction (async, racy; a snapshot's with `--detect snapshot`), or the
+//! completion of a non-blocking barrier followed by blocking sums (`--detect ibarrier`). So all ranks make the same sequence of collective
 //! calls and no rank waits for another that went a different way.
 
 use crate::clock::Instant;
@@ -1147,7 +1148,8 @@ impl<F: Iterate> Run<'_, F> {
     /// and a blocking reduction certify the true residual, and the run carries on if it is
     /// above tolerance; the paper proposes this and does not build it. A round that counts
     /// a rank at `max_iters` stops everyone. Every rank sees the same rounds, so all decide
-    /// alike.
+    /// alike. That is `--detect reduction`; `snapshot` and `ibarrier` replace the rounds
+    /// ([`Run::snapshot_round`], [`Run::barrier_round`]) and keep the certification.
     pub(crate) fn asynchronous<C: Context, M>(&mut self, ctx: &mut C) -> Result<Ending, Error>
     where
         M: chan_core::Mode,
