@@ -437,6 +437,9 @@ pub(crate) struct Snapshots<R, B: Backend, F> {
     at: u64,
     /// Rounds completed.
     rounds: u64,
+    /// [`BlockIteration::pace_reductions`]: a round starts no sooner than this many
+    /// iterations after the previous one did.
+    pace: Option<u64>,
 }
 
 /// Barrier detection's state.
@@ -614,6 +617,9 @@ impl<'a, F: Iterate> Run<'a, F> {
     /// by the order of the sums, so it is never rejected for a claim below tolerance but by a
     /// rounding (and then the run carries on as after any rejection). A round that counts a
     /// rank at `--max-iters` stops everyone; such a rank takes its snapshots without sweeping.
+    /// A round costs a copy of the block and a residual pass: with
+    /// [`BlockIteration::pace_reductions`] (`--check-every K`) one starts no sooner than K
+    /// iterations after the previous one was taken.
     pub(crate) fn snapshot_round<C: Context, R: chan_core::Reduction>(
         &mut self,
         ctx: &mut C,
@@ -623,6 +629,14 @@ impl<'a, F: Iterate> Run<'a, F> {
     ) -> Result<RoundStep, Error> {
         *last_true = None;
         if !s.taken {
+            if let Some(k) = s.pace {
+                let due = s.rounds == 0
+                    || self.it >= s.at.saturating_add(k)
+                    || self.it >= self.cfg.max_iters;
+                if !due {
+                    return Ok(RoundStep::Pending);
+                }
+            }
             let t = Instant::now();
             s.snap.copy_current_from(&self.field);
             self.parts.sweep += t.computed();
@@ -1190,6 +1204,7 @@ impl<F: Iterate> Run<'_, F> {
                     taken: false,
                     at: 0,
                     rounds: 0,
+                    pace: self.scheme.pace_reductions.then_some(self.cfg.check_every),
                 }))
             }
             Detect::Ibarrier => Detector::Barrier(Barrier {

@@ -149,3 +149,28 @@ fn detection_without_its_loop_is_refused() {
         );
     }
 }
+
+/// Paced snapshot rounds (`--check-every K` with async or racy): a rank takes a snapshot no
+/// sooner than K of its iterations after the previous one, so no rank completes more than
+/// iterations / K + 1 rounds; the run still stops on a snapshot below tolerance.
+#[test]
+fn paced_snapshots_are_k_iterations_apart() {
+    const K: u64 = 25;
+    for variant in [Variant::Async, Variant::Racy] {
+        let mut c = detecting(variant, Detect::Snapshot, true);
+        c.method.iteration_mut().unwrap().pace_reductions = true;
+        c.check_every = K;
+        let (recs, sol, _) = run_threads(&c, 2);
+        let what = format!("paced snapshot {variant:?}");
+        stops_below_tol(&recs, &sol, &what);
+        for r in &recs {
+            let rounds = r.detect_rounds.unwrap();
+            assert!(
+                rounds <= r.iterations / K + 1,
+                "{what}: rank {}: {rounds} rounds in {} iterations",
+                r.rank,
+                r.iterations
+            );
+        }
+    }
+}
