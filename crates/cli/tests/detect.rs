@@ -141,3 +141,35 @@ fn detection_without_its_loop_is_one_error() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.matches("--detect applies").count(), 1, "once: {err}");
 }
+
+/// `aiac sweep --detect` runs each scheme as its own configuration (once for sync, which has
+/// no detection), and the summary names the scheme of each row.
+#[test]
+fn a_sweep_compares_the_schemes() {
+    let dir = scratch("detect-sweep");
+    let out = aiac(&[
+        "sweep",
+        "--variant",
+        "sync,async",
+        "--detect",
+        "reduction,snapshot,ibarrier",
+        "-t",
+        "2",
+        "--local",
+        "6",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let table = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}{}", text(&out.stderr));
+    assert!(table.contains("4 configuration(s)"), "{table}");
+    let header = table.lines().find(|l| l.contains("variant")).unwrap();
+    let col = header.find("detect").expect("a detect column");
+    for scheme in ["reduction", "snapshot", "ibarrier"] {
+        let row = table
+            .lines()
+            .find(|l| l.get(col..).is_some_and(|r| r.starts_with(scheme)))
+            .unwrap_or_else(|| panic!("no row detecting by {scheme}: {table}"));
+        assert!(row.contains("converged"), "{row}");
+    }
+}
