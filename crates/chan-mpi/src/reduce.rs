@@ -205,13 +205,37 @@ impl Reduction for Ibarrier {
     }
 }
 
+/// How long a barrier dropped in flight is progressed before it is left to the end of the job.
+const DROP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Drop for Ibarrier {
     fn drop(&mut self) {
-        // A collective's request cannot be cancelled (MPI 3.0, §3.8.4 cancels point-to-point
-        // requests only): completed here, never leaked. The caller's protocol has every rank
-        // enter each round it drops the barrier in, so this returns.
-        if let Err(e) = raw::wait_one(&mut self.req, &self.world.requests) {
-            eprintln!("aiac (mpi): completing a dropped barrier: {e}");
+        // A nonblocking collective's request can be neither cancelled nor freed (MPI 3.0,
+        // §5.12): only completed. A caller that ends a run normally has completed every round
+        // it entered (every rank enters each round before the run can stop), so a request in
+        // flight here means an error path, where another rank may never enter: waiting for it
+        // would hang the rank instead of letting it report and abort. So progress it for
+        // DROP_WAIT, then leave it: `MpiCtx::finalize` counts it as outstanding.
+        if !self.in_progress() {
+            return;
+        }
+        let deadline = std::time::Instant::now() + DROP_WAIT;
+        loop {
+            match raw::test_one(&mut self.req, &self.world.requests) {
+                Ok(true) => return,
+                Ok(false) if std::time::Instant::now() < deadline => std::thread::yield_now(),
+                Ok(false) => {
+                    eprintln!(
+                        "aiac (mpi): a non-blocking barrier was dropped before every rank \
+                         entered it; left outstanding"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    eprintln!("aiac (mpi): completing a dropped barrier: {e}");
+                    return;
+                }
+            }
         }
     }
 }
