@@ -220,6 +220,15 @@ pub trait ChannelHooks: Collective {
     /// [`crate::Context::reduction`]).
     fn make_reduction(&mut self, len: usize, op: ReduceOp) -> Result<Self::Reduction, CreateError>;
 
+    /// Collectively create a non-blocking barrier (behind [`crate::Context::ibarrier`]): a
+    /// reduction of no values, which completes on a rank once every rank has started the
+    /// round. By default the backend's reduction of no values (chan-core's tree synchronises
+    /// even then); a backend with a native non-blocking barrier returns that
+    /// (chan-mpi: `MPI_Ibarrier`).
+    fn make_barrier(&mut self) -> Result<Self::Reduction, CreateError> {
+        self.make_reduction(0, ReduceOp::Sum)
+    }
+
     /// The tags of aiac's own channels (the tree reduction's) on this rank: the backend keeps
     /// one [`ReservedTags`] per world; only chan-core draws from it, so every rank gets the same
     /// sequence of tags from the same sequence of collective calls.

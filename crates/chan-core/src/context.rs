@@ -98,6 +98,12 @@ pub trait Context: Collective + sealed::Sealed {
     /// Collectively create a non-blocking reduction of `len` values with `op`.
     fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<Self::Reduction, CreateError>;
 
+    /// Collectively create a non-blocking barrier: a [`crate::Reduction`] of no values
+    /// (`start(&[])`, then `test` until it returns), complete once every rank has started
+    /// the round. Every rank must complete each round it starts before the barrier is
+    /// dropped.
+    fn ibarrier(&mut self) -> Result<Self::Reduction, CreateError>;
+
     /// Collective: every rank's bytes at rank 0 (`Some`, in rank order), `None` elsewhere.
     fn gather_bytes(&mut self, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError>;
 }
@@ -170,6 +176,10 @@ impl<W: ChannelHooks> Context for W {
 
     fn reduction(&mut self, len: usize, op: ReduceOp) -> Result<W::Reduction, CreateError> {
         self.make_reduction(len, op)
+    }
+
+    fn ibarrier(&mut self) -> Result<W::Reduction, CreateError> {
+        self.make_barrier()
     }
 
     fn gather_bytes(&mut self, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError> {

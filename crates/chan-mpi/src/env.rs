@@ -4,7 +4,7 @@
 use crate::node::{layout, remote_from_env, MpiPeer, Node, NodeEnd, TWO_SIDED};
 use crate::pair::LivePairs;
 use crate::raw::{self, check, Requests};
-use crate::reduce::{Iallreduce, MpiReduction, ReductionKind};
+use crate::reduce::{Iallreduce, Ibarrier, MpiReduction, ReductionKind};
 use crate::transport::MpiEnd;
 use crate::twosided::{Core, MpiDelivery, RecvKind, Wire, HDR};
 use crate::Mpi;
@@ -889,6 +889,10 @@ impl ChannelHooks for MpiCtx {
             }
             ReductionKind::Tree => MpiReduction::Tree(Box::new(TreeReduction::new(self, len, op)?)),
         })
+    }
+
+    fn make_barrier(&mut self) -> Result<MpiReduction, CreateError> {
+        Ok(MpiReduction::Barrier(Ibarrier::new(Rc::clone(&self.world))))
     }
 
     fn reserved_tags(&mut self) -> &mut ReservedTags {

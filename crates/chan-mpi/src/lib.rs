@@ -75,7 +75,7 @@ pub use env::{is_smpi, FinalizeError, InitError, MpiCtx};
 pub use node::MpiPeer;
 /// Helpers for code that calls MPI's C interface beside aiac's channels (`aiac probe`).
 pub use raw::{dup_returning_errors, error_string, int_count};
-pub use reduce::{Iallreduce, MpiReduction, ReductionKind};
+pub use reduce::{Iallreduce, Ibarrier, MpiReduction, ReductionKind};
 pub use transport::MpiEnd;
 pub use twosided::MpiDelivery;
 pub use window::MpiWindow;

@@ -133,6 +133,113 @@ impl Drop for Iallreduce {
     }
 }
 
+/// A non-blocking barrier with `MPI_Ibarrier` (MPI 3.0, §5.12.1), as a [`Reduction`] of no
+/// values: `start(&[])` enters the barrier, `test` returns once every rank has entered.
+pub struct Ibarrier {
+    world: Rc<World>,
+    req: ffi::MPI_Request,
+}
+
+impl std::fmt::Debug for Ibarrier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ibarrier")
+            .field("active", &self.in_progress())
+            .finish()
+    }
+}
+
+impl Ibarrier {
+    pub(crate) fn new(world: Rc<World>) -> Self {
+        Ibarrier {
+            world,
+            req: raw::request_null(),
+        }
+    }
+}
+
+impl Reduction for Ibarrier {
+    fn len(&self) -> usize {
+        0
+    }
+
+    fn start(&mut self, local: &[f64]) -> Result<(), ReduceError> {
+        if self.in_progress() {
+            return Err(ReduceError::InProgress);
+        }
+        if !local.is_empty() {
+            return Err(ReduceError::Length {
+                expected: 0,
+                got: local.len(),
+            });
+        }
+        // SAFETY: MPI_Ibarrier reads no buffer; `req` is a field of self, written once here
+        // and completed (test/wait) or waited for in Drop before self goes away.
+        let rc = unsafe { ffi::MPI_Ibarrier(self.world.comm, &mut self.req) };
+        check(rc, "MPI_Ibarrier")?;
+        self.world.requests.started();
+        Ok(())
+    }
+
+    fn test(&mut self) -> Result<Option<&[f64]>, ReduceError> {
+        if !self.in_progress() {
+            return Err(ReduceError::NotStarted);
+        }
+        self.world.progress_closing();
+        if raw::test_one(&mut self.req, &self.world.requests)? {
+            Ok(Some(&[]))
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn wait(&mut self) -> Result<&[f64], ReduceError> {
+        if !self.in_progress() {
+            return Err(ReduceError::NotStarted);
+        }
+        raw::wait_one(&mut self.req, &self.world.requests)?;
+        Ok(&[])
+    }
+
+    fn in_progress(&self) -> bool {
+        self.req != raw::request_null()
+    }
+}
+
+/// How long a barrier dropped in flight is progressed before it is left to the end of the job.
+const DROP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Drop for Ibarrier {
+    fn drop(&mut self) {
+        // A nonblocking collective's request can be neither cancelled nor freed (MPI 3.0,
+        // §5.12): only completed. A caller that ends a run normally has completed every round
+        // it entered (every rank enters each round before the run can stop), so a request in
+        // flight here means an error path, where another rank may never enter: waiting for it
+        // would hang the rank instead of letting it report and abort. So progress it for
+        // DROP_WAIT, then leave it: `MpiCtx::finalize` counts it as outstanding.
+        if !self.in_progress() {
+            return;
+        }
+        let deadline = std::time::Instant::now() + DROP_WAIT;
+        loop {
+            match raw::test_one(&mut self.req, &self.world.requests) {
+                Ok(true) => return,
+                Ok(false) if std::time::Instant::now() < deadline => std::thread::yield_now(),
+                Ok(false) => {
+                    eprintln!(
+                        "aiac (mpi): a non-blocking barrier was dropped before every rank \
+                         entered it; left outstanding"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    eprintln!("aiac (mpi): completing a dropped barrier: {e}");
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// The reduction an [`crate::MpiCtx`] builds: see [`ReductionKind`].
 #[derive(Debug)]
 pub enum MpiReduction {
@@ -140,6 +247,8 @@ pub enum MpiReduction {
     Native(Iallreduce),
     /// chan-core's tree over MPI channels.
     Tree(Box<TreeReduction<Mpi>>),
+    /// `MPI_Ibarrier`: the context's non-blocking barrier.
+    Barrier(Ibarrier),
 }
 
 impl Reduction for MpiReduction {
@@ -147,30 +256,35 @@ impl Reduction for MpiReduction {
         match self {
             MpiReduction::Native(r) => r.len(),
             MpiReduction::Tree(r) => r.len(),
+            MpiReduction::Barrier(r) => r.len(),
         }
     }
     fn start(&mut self, local: &[f64]) -> Result<(), ReduceError> {
         match self {
             MpiReduction::Native(r) => r.start(local),
             MpiReduction::Tree(r) => r.start(local),
+            MpiReduction::Barrier(r) => r.start(local),
         }
     }
     fn test(&mut self) -> Result<Option<&[f64]>, ReduceError> {
         match self {
             MpiReduction::Native(r) => r.test(),
             MpiReduction::Tree(r) => r.test(),
+            MpiReduction::Barrier(r) => r.test(),
         }
     }
     fn wait(&mut self) -> Result<&[f64], ReduceError> {
         match self {
             MpiReduction::Native(r) => r.wait(),
             MpiReduction::Tree(r) => r.wait(),
+            MpiReduction::Barrier(r) => r.wait(),
         }
     }
     fn in_progress(&self) -> bool {
         match self {
             MpiReduction::Native(r) => r.in_progress(),
             MpiReduction::Tree(r) => r.in_progress(),
+            MpiReduction::Barrier(r) => r.in_progress(),
         }
     }
 }

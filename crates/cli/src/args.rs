@@ -7,9 +7,9 @@ use crate::launch::{not_built, Launcher};
 use crate::output::{check_distinct, check_file};
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Decomp, Dims, Exchange, HaloDepth, Inner, Method, MethodFlags, Pc, Plan,
-    Problem, ProcGrid, RacyRead, ReductionKind, RunConfig, SizeSpec, SlowRank, Solver, Variant,
-    MAX_SLOWDOWN,
+    Config, ConfigError, Decomp, Detect, Dims, Exchange, HaloDepth, Inner, Method, MethodFlags, Pc,
+    Plan, Problem, ProcGrid, RacyRead, ReductionKind, RunConfig, SizeSpec, SlowRank, Solver,
+    Variant, MAX_SLOWDOWN,
 };
 use std::path::{Path, PathBuf};
 
@@ -263,6 +263,14 @@ pub(crate) struct RunArgs {
     /// the paper's racy receive does (always).
     #[arg(long, value_enum)]
     racy_read: Option<RacyRead>,
+    /// Async and racy Jacobi over channels: how convergence is detected before it is
+    /// certified. reduction: rounds of the non-blocking reduction of the residuals the sweeps
+    /// saw (the default); snapshot: rounds of a consistent snapshot of the iterate, its faces
+    /// sent over their own channels, its residual reduced, the run stopped on the snapshot;
+    /// ibarrier: a non-blocking barrier (MPI_Ibarrier; the tree reduction on the other
+    /// backends) each rank enters once its residual is below its share of the tolerance.
+    #[arg(long, value_enum)]
+    detect: Option<Detect>,
     /// No rank iterates more than this.
     #[arg(long, default_value_t = 1_000_000)]
     max_iters: u64,
@@ -340,6 +348,23 @@ impl RunArgs {
                  pipecg (the others reduce with blocking all-reduces)",
             ));
         }
+        if self.detect.is_some() && (self.solver != Solver::Jacobi || self.variant == Variant::Sync)
+        {
+            return Err(variant_flag(
+                "--detect",
+                "the convergence detection of --solver jacobi --variant async and racy (a sync \
+                 run checks its residual with blocking all-reduces)",
+            ));
+        }
+        if self.detect.is_some_and(|d| d != Detect::Reduction) && self.backend == BackendArg::Shared
+        {
+            return Err(ConfigError::Unsupported {
+                flag: "--detect",
+                backend: "--backend shared",
+                why: "its async and racy threads keep a running shared residual, with no \
+                      rounds to detect by (--detect reduction)",
+            });
+        }
         let flags = MethodFlags {
             pc: self.pc,
             variant: self.variant,
@@ -348,6 +373,7 @@ impl RunArgs {
             halo_depth: self.halo_depth,
             max_in_flight: self.max_in_flight,
             racy_read: self.racy_read.unwrap_or_default(),
+            detect: self.detect.unwrap_or_default(),
             // Shared memory has no reduction rounds: K only samples its history there.
             pace_reductions: self.check_every.is_some()
                 && self.variant != Variant::Sync

@@ -51,6 +51,8 @@ pub(crate) fn applies(
         "--threads-per-rank" => solver == "jacobi" && (backend == "mpi" || backend == "shmem"),
         // Only MPI has a choice, and only async, racy and pipecg use a non-blocking reduction.
         "--reduction" => backend == "mpi" && (variant != "sync" || solver == "pipecg"),
+        // Async and racy Jacobi over channels detect convergence by rounds.
+        "--detect" => solver == "jacobi" && variant != "sync" && backend != "shared",
         _ => true,
     }
 }

@@ -206,6 +206,18 @@ pub(crate) const COLUMNS: &[Column] = &[
         always: false,
     },
     Column {
+        header: "detect",
+        name: "detect",
+        value: |c| {
+            if c.applies("--detect") {
+                c.config.method.flags().detect.name().into()
+            } else {
+                "-".into()
+            }
+        },
+        always: false,
+    },
+    Column {
         header: "N",
         name: "N",
         value: |c| {

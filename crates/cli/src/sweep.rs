@@ -9,7 +9,8 @@
 //!
 //! Combinations a flag does not apply to are run once, not once per value: `--exchange` applies
 //! to sync over channels, `--check-every` to sync and to async and racy over channels,
-//! `--reduction` to async and racy over MPI, `--max-in-flight` (R) to async over channels and
+//! `--reduction` to async and racy over MPI, `--detect` to async and racy Jacobi over channels,
+//! `--max-in-flight` (R) to async over channels and
 //! to racy over MPI only (a racy send over threads or SHMEM has completed when it returns, so R
 //! never binds it), `--offset` to the Laplace problem, `--threads-per-rank` to Jacobi over
 //! mpi and shmem; `--variant`, `--halo-every`,
@@ -31,7 +32,8 @@ use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Decomp, Dims, Exchange, HaloDepth, Inner, Pc, Problem, ProcGrid, ReductionKind, Solver, Variant,
+    Decomp, Detect, Dims, Exchange, HaloDepth, Inner, Pc, Problem, ProcGrid, ReductionKind, Solver,
+    Variant,
 };
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -118,6 +120,10 @@ pub(crate) struct SweepArgs {
     /// Non-blocking reductions of async and racy runs over MPI (iallreduce, tree).
     #[arg(long, value_enum, value_delimiter = ',')]
     reduction: Vec<ReductionKind>,
+    /// Convergence detection of async and racy Jacobi over channels (reduction, snapshot,
+    /// ibarrier).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    detect: Vec<Detect>,
     /// Iteration limits (fix one for scaling runs: a run that stops unconverged at the limit
     /// still times its iterations).
     #[arg(long, value_delimiter = ',', default_value = "1000000")]
@@ -298,6 +304,11 @@ impl SweepArgs {
                 flag: "--reduction",
                 short: "",
                 values: self.reduction.iter().map(name_of).collect(),
+            },
+            Axis {
+                flag: "--detect",
+                short: "detect",
+                values: self.detect.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "--max-iters",

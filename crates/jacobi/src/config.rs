@@ -249,6 +249,38 @@ impl ReductionKind {
     }
 }
 
+/// How async and racy runs detect convergence before certifying it (`--detect`).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Detect {
+    /// The paper's: rounds of the non-blocking reduction of the residuals each rank's sweeps
+    /// saw, restarted as soon as one returns.
+    #[default]
+    Reduction,
+    /// Rounds of a consistent snapshot: each rank copies its block and sends the copy's faces
+    /// over dedicated Sync channels while it iterates on; once it holds every neighbour's
+    /// snapshot faces it reduces the residual of the snapshot (one global vector), and a round
+    /// below tolerance stops the run on the snapshot itself (`solver.rs`, "Snapshot
+    /// detection").
+    Snapshot,
+    /// A non-blocking barrier (`MPI_Ibarrier` over MPI, the tree reduction elsewhere) that a
+    /// rank enters once its own residual is below its share of the tolerance; its completion
+    /// is certified (`solver.rs`, "Barrier detection").
+    Ibarrier,
+}
+
+impl Detect {
+    /// `reduction`, `snapshot`, `ibarrier`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Detect::Reduction => "reduction",
+            Detect::Snapshot => "snapshot",
+            Detect::Ibarrier => "ibarrier",
+        }
+    }
+}
+
 /// When the racy variant reads its halo view (`--racy-read`).
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -846,6 +878,9 @@ pub enum ConfigError {
          --tol for it), not on the update norm"
     )]
     MultisplitCriterion,
+    /// `--detect snapshot` with an iterate that has no snapshot.
+    #[error("--detect snapshot has no form for {0}: its snapshot is the one-plane block of --solver jacobi on the grid (use --detect reduction or ibarrier)")]
+    SnapshotOf(&'static str),
     /// A flag the chosen backend cannot honour.
     #[error("{flag} is not supported with {backend}: {why}")]
     Unsupported {
@@ -911,6 +946,12 @@ impl Config {
                     return no(
                         "--exchange blocking|overlap",
                         "both pair or split a grid block's faces; a row block exchanges its ghosts with every neighbour at once (waitall)",
+                    );
+                }
+                if j.iteration.detect == Detect::Snapshot {
+                    return no(
+                        "--detect snapshot",
+                        "its snapshot is a grid block's; a row block detects by reduction or ibarrier",
                     );
                 }
                 if j.halo_depth != HaloDepth::Fixed(1) {

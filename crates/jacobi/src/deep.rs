@@ -848,6 +848,9 @@ impl Iterate for DeepField {
     fn residual_sq(&self) -> f64 {
         DeepField::residual_sq(self)
     }
+    fn snapshot_buffer(&self) -> Result<Self, &'static str> {
+        Err("a deep halo (--halo-depth above 1)")
+    }
     /// Blocks start at multiples of k; only the last one, cut by --max-iters, is shorter
     /// (and holds no check: checks fall on multiples of K, so of k).
     fn block_len(&self, left: u64) -> u64 {

@@ -129,6 +129,14 @@ impl Field {
         (&self.u, &mut self.next, self.rhs.as_deref())
     }
 
+    /// Copy `src`'s current iterate, owned points and halo, into this one's current array
+    /// (a block of the same shape: snapshots, `solver.rs`). The next array is left as it
+    /// was: its owned points are overwritten by the next sweep, and its halo by the next
+    /// unpack (a restored snapshot is followed by a certification swap).
+    pub(crate) fn copy_current_from(&mut self, src: &Field) {
+        self.u.copy_from_slice(&src.u);
+    }
+
     /// End a sweep done region by region: the next iterate becomes the current one.
     pub fn finish_sweep(&mut self) {
         std::mem::swap(&mut self.u, &mut self.next);

@@ -31,7 +31,7 @@
 //! solvers, multisplitting, deep halos and the overlapped exchange (which sweeps its block in
 //! regions) are refused with T > 1 ([`Config::check_threads_per_rank`]).
 
-use crate::config::{Config, ConfigError, Exchange, HaloDepth};
+use crate::config::{Config, ConfigError, Detect, Exchange, HaloDepth};
 use crate::field::Field;
 use crate::geometry::{Dims, Face, Plan};
 use crate::halo::Halo;
@@ -91,6 +91,13 @@ impl Config {
             return refuse(
                 "--halo-depth other than 1 runs one thread per rank: the team sweeps one-plane \
                  halos"
+                    .into(),
+            );
+        }
+        if jacobi.iteration.detect == Detect::Snapshot {
+            return refuse(
+                "--detect snapshot runs one thread per rank: its snapshot is the rank's block \
+                 (use --detect reduction or ibarrier)"
                     .into(),
             );
         }
@@ -421,6 +428,9 @@ impl Iterate for TeamField<'_> {
     /// Worker 0 alone: a certification's or the end's, plane by plane as a sweep sums it.
     fn residual_sq(&self) -> f64 {
         self.field.residual_sq()
+    }
+    fn snapshot_buffer(&self) -> Result<Self, &'static str> {
+        Err("hybrid ranks (--threads-per-rank above 1)")
     }
     fn set_halo_current_only(&mut self, on: bool) {
         self.field.set_halo_current_only(on);

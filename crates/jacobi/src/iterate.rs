@@ -65,6 +65,21 @@ pub(crate) trait Iterate: Halo {
     /// Σ r² over the owned points, with the halo as last exchanged.
     fn residual_sq(&self) -> f64;
 
+    /// `--detect snapshot`: a second iterate to take snapshots into, allocated once; or, for
+    /// an iterate with no snapshot, what it is (the run refuses the flag naming it).
+    fn snapshot_buffer(&self) -> Result<Self, &'static str>
+    where
+        Self: Sized;
+
+    /// Copy `src`'s current iterate, owned points and halo, into this one's: taking a
+    /// snapshot (`src` the iterate, `self` the buffer) and restoring it (the other way round).
+    /// Only for iterates whose [`Iterate::snapshot_buffer`] gives one.
+    fn copy_current_from(&mut self, _src: &Self) {
+        unreachable!(
+            "only iterates with a snapshot buffer take snapshots (Iterate::snapshot_buffer)"
+        )
+    }
+
     /// Unpack messages into the current iterate's halo only: the sync loop with an exchange
     /// before every sweep ([`Field::set_halo_current_only`]). Nothing by default.
     fn set_halo_current_only(&mut self, _on: bool) {}
@@ -131,6 +146,16 @@ impl Iterate for Field {
     }
     fn residual_sq(&self) -> f64 {
         Field::residual_sq(self)
+    }
+    /// A clone whose messages unpack into the current array only: its residual reads no
+    /// other.
+    fn snapshot_buffer(&self) -> Result<Self, &'static str> {
+        let mut snap = self.clone();
+        snap.set_halo_current_only(true);
+        Ok(snap)
+    }
+    fn copy_current_from(&mut self, src: &Self) {
+        Field::copy_current_from(self, src);
     }
     fn set_halo_current_only(&mut self, on: bool) {
         Field::set_halo_current_only(self, on);

@@ -239,6 +239,7 @@ pub(crate) fn solve_op<C: Context, O: Operator>(
             initial_norm: k.bnorm_sq.sqrt(),
         },
         reductions: k.reductions,
+        detect_rounds: None,
         certifications: std::mem::take(&mut k.certifications),
         history: std::mem::take(&mut k.history),
         error_max: k.op.error_max(&k.x, cfg),

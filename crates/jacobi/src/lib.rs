@@ -80,7 +80,7 @@ mod tests;
 
 pub use clock::{set_clock, set_compute_hook};
 pub use config::{
-    Config, ConfigError, Decomp, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead,
+    Config, ConfigError, Decomp, Detect, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead,
     ReductionKind, SizeSpec, SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL,
     MAX_HALO_DEPTH, MAX_SLOWDOWN, MIN_TOL,
 };

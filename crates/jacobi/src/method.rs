@@ -7,7 +7,7 @@
 //! [`Method::flags`] gives it back with every setting the method does not read at its default.
 
 use crate::config::{
-    ConfigError, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead, Solver, Variant,
+    ConfigError, Detect, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead, Solver, Variant,
     DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_HALO_DEPTH,
 };
 use serde::{Deserialize, Serialize};
@@ -40,6 +40,8 @@ pub struct BlockIteration {
     /// [`crate::Config::check_every`] (`--check-every` given). Off (the default, the paper's
     /// scheme): a round restarts as soon as the previous one returns.
     pub pace_reductions: bool,
+    /// Async and racy over channels: how convergence is detected before it is certified.
+    pub detect: Detect,
 }
 
 impl Default for BlockIteration {
@@ -51,6 +53,7 @@ impl Default for BlockIteration {
             max_in_flight: 2,
             racy_read: RacyRead::Landed,
             pace_reductions: false,
+            detect: Detect::Reduction,
         }
     }
 }
@@ -232,6 +235,10 @@ pub struct MethodFlags {
     /// `--check-every` given, with async or racy (Jacobi, multisplit).
     #[serde(default)]
     pub pace_reductions: bool,
+    /// `--detect` (Jacobi async and racy). Absent in reports written before the flag existed:
+    /// the reduction.
+    #[serde(default)]
+    pub detect: Detect,
     /// `--inner` (multisplit; [`Inner::Cg`] when not given).
     #[serde(default)]
     pub inner: Option<Inner>,
@@ -315,6 +322,7 @@ impl Method {
             max_in_flight: it.max_in_flight,
             racy_read: it.racy_read,
             pace_reductions: it.pace_reductions,
+            detect: it.detect,
             inner: inner.map(|i| i.solver),
             inner_tol: inner.map(|i| i.tol),
             inner_max: inner.map(|i| i.max),
@@ -330,6 +338,7 @@ impl Method {
             max_in_flight: f.max_in_flight,
             racy_read: f.racy_read,
             pace_reductions: f.pace_reductions,
+            detect: f.detect,
         };
         // Every flag in its range, read or not: a bad value is a typo to report.
         iteration.validate()?;
@@ -370,6 +379,26 @@ impl Method {
                 depth: f.halo_depth,
                 why: format!("applies to --solver jacobi, not to --solver {solver}"),
             });
+        }
+        if f.detect != Detect::Reduction {
+            if solver != Solver::Jacobi {
+                return Err(unused("--detect", "--solver jacobi"));
+            }
+            if f.detect == Detect::Snapshot && matches!(f.halo_depth, HaloDepth::Fixed(k) if k > 1)
+            {
+                return Err(ConfigError::SnapshotOf(
+                    "a deep halo (--halo-depth above 1)",
+                ));
+            }
+            if f.variant == Variant::Sync {
+                return Err(ConfigError::VariantFlag {
+                    flag: "--detect",
+                    applies: "the async and racy variants (a sync run checks its residual \
+                              with blocking all-reduces)",
+                    solver,
+                    variant: f.variant,
+                });
+            }
         }
         Ok(match krylov {
             Some(solver) => {

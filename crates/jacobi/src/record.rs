@@ -123,6 +123,12 @@ pub struct RankRecord {
     /// iterations' global reductions (cg: two per iteration, pipecg: one per iteration and
     /// the one that saw convergence).
     pub reductions: u64,
+    /// Async and racy runs over channels: the rounds of the convergence detection
+    /// (`config.detect`) completed: reduction rounds, snapshots reduced, or non-blocking
+    /// barriers completed. `None` for the other runs and in reports written before it was
+    /// recorded.
+    #[serde(default)]
+    pub detect_rounds: Option<u64>,
     /// Every certification, in order.
     pub certifications: Vec<Certification>,
     /// The convergence profile: `(iteration, residual, time_s)` at every check (sync), every

@@ -230,6 +230,7 @@ fn record(
         converged: cfg.criterion.met(residual.true_residual),
         residual,
         reductions: 0,
+        detect_rounds: None,
         certifications,
         history,
         messages: MessageTotals::default(),

@@ -5,12 +5,13 @@
 //! (`multisplit.rs`). Which loop, over which iterate, is chosen in `dispatch.rs`.
 //!
 //! Every decision that ends or changes the course of a run is taken from a value every rank
-//! sees identically: a blocking all-reduce (sync checks, certification) or one round of the
-//! non-blocking reduction (async, racy). So all ranks make the same sequence of collective
+//! sees identically: a blocking all-reduce (sync checks, certification), one round of the
+//! non-blocking reduction (async, racy; a snapshot's with `--detect snapshot`), or the
+//! completion of a non-blocking barrier followed by blocking sums (`--detect ibarrier`). So all ranks make the same sequence of collective
 //! calls and no rank waits for another that went a different way.
 
 use crate::clock::Instant;
-use crate::config::{Config, ConfigError, Exchange, RacyRead};
+use crate::config::{Config, ConfigError, Detect, Exchange, RacyRead};
 use crate::field::Field;
 use crate::geometry::{Axis, Face, Geometry, Plan};
 use crate::halo;
@@ -103,6 +104,8 @@ pub(crate) struct Run<'a, F: Iterate> {
     pub(crate) certifications: Vec<Certification>,
     /// Rounds of the non-blocking reduction completed.
     pub(crate) reductions: u64,
+    /// Rounds of the convergence detection completed (async and racy over channels).
+    pub(crate) detect_rounds: Option<u64>,
     /// This block's Σ r² at the last true-residual computation.
     pub(crate) last_true_local: f64,
     /// When the solve started (after the channels were opened and a barrier).
@@ -380,6 +383,76 @@ pub(crate) enum RoundStep {
     Stop(StopReason),
 }
 
+/// How an async or racy run detects convergence (`--detect`): the state of its scheme.
+pub(crate) enum Detector<R, B: Backend, F> {
+    /// Rounds of the non-blocking reduction of the residuals the sweeps saw.
+    Reduction(Rounds<R>),
+    /// Rounds of a consistent snapshot ("Snapshot detection" at [`Run::snapshot_round`]).
+    Snapshot(Box<Snapshots<R, B, F>>),
+    /// Rounds of a non-blocking barrier ("Barrier detection" at [`Run::barrier_round`]).
+    Barrier(Barrier<R>),
+}
+
+impl<R: chan_core::Reduction, B: Backend, F> Detector<R, B, F> {
+    /// [`Rounds::set_waiting`] (multisplitting, which detects by reduction only).
+    fn set_waiting(&mut self, waiting: bool) {
+        if let Detector::Reduction(r) = self {
+            r.set_waiting(waiting);
+        }
+    }
+
+    /// Rounds of the scheme completed.
+    fn rounds(&self, reductions: u64) -> u64 {
+        match self {
+            Detector::Reduction(_) => reductions,
+            Detector::Snapshot(s) => s.rounds,
+            Detector::Barrier(b) => b.rounds,
+        }
+    }
+
+    /// The snapshot detection's channels, to close with the others.
+    fn into_channels(self) -> Vec<Channel<B, Sync>> {
+        match self {
+            Detector::Snapshot(s) => s.chans,
+            Detector::Reduction(_) | Detector::Barrier(_) => Vec::new(),
+        }
+    }
+}
+
+/// Snapshot detection's state: the snapshot of this rank's block (allocated once), the Sync
+/// channels its faces travel on (one per link, opened at setup beside the async halo
+/// channels, so a snapshot face is never taken for an iterate), and the round under way.
+pub(crate) struct Snapshots<R, B: Backend, F> {
+    red: R,
+    snap: F,
+    chans: Vec<Channel<B, Sync>>,
+    /// This round's snapshot faces not sent yet (the channel's slot still busy).
+    unsent: Vec<bool>,
+    /// This round's neighbour snapshot faces unpacked into the snapshot's halo.
+    got: Vec<bool>,
+    /// A round is under way: its snapshot taken, its faces travelling or its reduction in
+    /// flight.
+    taken: bool,
+    /// The iteration the round's snapshot was taken at.
+    at: u64,
+    /// Rounds completed.
+    rounds: u64,
+    /// [`BlockIteration::pace_reductions`]: a round starts no sooner than this many
+    /// iterations after the previous one did.
+    pace: Option<u64>,
+}
+
+/// Barrier detection's state.
+pub(crate) struct Barrier<R> {
+    bar: R,
+    /// This rank has entered the current round.
+    entered: bool,
+    /// Rounds completed.
+    rounds: u64,
+    /// The number of ranks, P.
+    ranks: f64,
+}
+
 impl<'a, F: Iterate> Run<'a, F> {
     /// The state before the run: nothing swept, timed or recorded yet. `regions` is the
     /// one-plane block's interior and shell (the overlapped exchange's; unused with a deep
@@ -411,6 +484,7 @@ impl<'a, F: Iterate> Run<'a, F> {
             history: History::new(),
             certifications: Vec::new(),
             reductions: 0,
+            detect_rounds: None,
             last_true_local: 0.0,
             start: Instant::now(),
             progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
@@ -502,21 +576,229 @@ impl<'a, F: Iterate> Run<'a, F> {
     /// The end of an async or racy run (one-plane and deep): the final true residual
     /// ([`Run::final_true`]), the time since the start, the reduction dropped, the channels
     /// closed (data, then certification).
-    pub(crate) fn end_async<C: Context, M: chan_core::Mode, R>(
+    pub(crate) fn end_async<C: Context, M: chan_core::Mode, R: chan_core::Reduction>(
         &mut self,
         ctx: &mut C,
         stop: StopReason,
         last_true: Option<f64>,
-        rounds: Rounds<R>,
+        detector: Detector<R, C::Backend, F>,
         chans: Vec<Channel<C::Backend, M>>,
         mut cert: Vec<Channel<C::Backend, Sync>>,
     ) -> Result<Ending, Error> {
         let true_value = self.final_true(ctx, &mut cert, last_true)?;
         let time = self.start.elapsed();
-        drop(rounds);
+        self.detect_rounds = Some(detector.rounds(self.reductions));
+        let snapshot_chans = detector.into_channels();
         let mut stats = close_all(chans)?;
         stats.extend(close_all(cert)?);
+        stats.extend(close_all(snapshot_chans)?);
         Ok((stop, true_value, time, stats))
+    }
+
+    /// **Snapshot detection** (`--detect snapshot`), one pass of the async loop: a round
+    /// takes a consistent snapshot of the global iterate and reduces its residual.
+    ///
+    /// A round: each rank copies its block into the snapshot (owned points and halo) and
+    /// offers the snapshot's faces to its neighbours over the snapshot channels, then iterates
+    /// on; at every pass it retries the faces not yet sent and takes the neighbours' snapshot
+    /// faces that have arrived into the snapshot's halo. Once it holds all of them it computes
+    /// the residual of its snapshot block with the neighbours' snapshot faces as halo and
+    /// starts the non-blocking reduction of `[Σ r², ranks at max_iters]`. The blocks and
+    /// halos of one round are one global vector, so the reduced value is the residual of that
+    /// vector, not a mixture of residuals seen at different moments as the reduction scheme's
+    /// is. A round starts once the previous one has returned on this rank; since that needs
+    /// every rank's contribution, every rank has taken every face of the previous round, so
+    /// the Sync channels (one message in flight) carry one round at a time.
+    ///
+    /// A round below tolerance stops the run **on the snapshot**: every rank restores its
+    /// snapshot into its iterate (the sweeps since are dropped), so the final iterate is the
+    /// vector whose residual was reduced. The certification (with `confirm`) then swaps halos
+    /// and recomputes the residual of that same vector: it can differ from the snapshot's only
+    /// by the order of the sums, so it is never rejected for a claim below tolerance but by a
+    /// rounding (and then the run carries on as after any rejection). A round that counts a
+    /// rank at `--max-iters` stops everyone; such a rank takes its snapshots without sweeping.
+    /// A round costs a copy of the block and a residual pass: with
+    /// [`BlockIteration::pace_reductions`] (`--check-every K`) one starts no sooner than K
+    /// iterations after the previous one was taken.
+    pub(crate) fn snapshot_round<C: Context, R: chan_core::Reduction>(
+        &mut self,
+        ctx: &mut C,
+        s: &mut Snapshots<R, C::Backend, F>,
+        cert: &mut [Channel<C::Backend, Sync>],
+        last_true: &mut Option<f64>,
+    ) -> Result<RoundStep, Error> {
+        *last_true = None;
+        if !s.taken {
+            if let Some(k) = s.pace {
+                let due = s.rounds == 0
+                    || self.it >= s.at.saturating_add(k)
+                    || self.it >= self.cfg.max_iters;
+                if !due {
+                    return Ok(RoundStep::Pending);
+                }
+            }
+            let t = Instant::now();
+            s.snap.copy_current_from(&self.field);
+            self.parts.sweep += t.computed();
+            s.taken = true;
+            s.at = self.it;
+            s.unsent.fill(true);
+            s.got.fill(false);
+        }
+        for ((ch, &link), unsent) in s.chans.iter_mut().zip(&self.faces).zip(&mut s.unsent) {
+            if !*unsent {
+                continue;
+            }
+            ch.set_iteration(s.at);
+            let snap = &s.snap;
+            match self
+                .parts
+                .offer(|fill| ch.try_send_with(fill), |buf| snap.pack(link, buf))
+            {
+                Ok(()) => *unsent = false,
+                Err(TrySendError::Full(_)) => {}
+                Err(TrySendError::Comm(e)) => return Err(e.into()),
+            }
+        }
+        if !s.red.in_progress() {
+            for ((ch, &link), got) in s.chans.iter_mut().zip(&self.faces).zip(&mut s.got) {
+                if *got {
+                    continue;
+                }
+                let t = Instant::now();
+                let m = ch.try_recv()?;
+                self.parts.wait += t.elapsed();
+                if let Some(m) = m {
+                    let snap = &mut s.snap;
+                    self.parts.unpack(|| snap.unpack(link, m.data()));
+                    *got = true;
+                }
+            }
+            if s.got.iter().any(|&g| !g) {
+                return Ok(self.pending());
+            }
+            let t = Instant::now();
+            let r = s.snap.residual_sq();
+            self.parts.sweep += t.computed();
+            let at_max = f64::from(u8::from(self.it >= self.cfg.max_iters));
+            let t = Instant::now();
+            s.red.start(&[r, at_max])?;
+            self.parts.reduced(t);
+        }
+        let t = Instant::now();
+        let round = s.red.test()?.map(|g| [g[0], g[1]]);
+        self.parts.reduced(t);
+        let Some(g) = round else {
+            return Ok(self.pending());
+        };
+        s.taken = false;
+        s.rounds += 1;
+        self.reductions += 1;
+        let value = self.measure(g[0]);
+        if diverged(value) {
+            return Ok(RoundStep::Stop(StopReason::Diverged));
+        }
+        self.reported = Some(value);
+        self.observe(s.at, value);
+        let mut step = RoundStep::Went;
+        if self.criterion().met(value) {
+            // Stop on the snapshot: the vector whose residual this is.
+            let t = Instant::now();
+            self.field.copy_current_from(&s.snap);
+            self.parts.sweep += t.computed();
+            if !self.cfg.confirm {
+                return Ok(RoundStep::Stop(StopReason::Criterion));
+            }
+            let t = self.certify(ctx, cert)?;
+            *last_true = Some(t);
+            if self.criterion().met(t) {
+                return Ok(RoundStep::Stop(StopReason::Criterion));
+            }
+            step = RoundStep::Rejected;
+        }
+        if g[1] > 0.0 {
+            return Ok(RoundStep::Stop(StopReason::MaxIters));
+        }
+        Ok(step)
+    }
+
+    /// **Barrier detection** (`--detect ibarrier`), one pass of the async loop: a rank enters
+    /// the non-blocking barrier (`MPI_Ibarrier` over MPI, the tree reduction of no values
+    /// elsewhere) once its own Σ r², the one its last sweep saw, meets the criterion scaled to
+    /// its share: `P · Σ_local r²` meets it as the global Σ r² would (P ranks). When every
+    /// rank has entered, the Σ r² each saw at its entry sum to at most P times the largest,
+    /// so their sum meets the global criterion: the reduction scheme's claim, reached without
+    /// reducing a value. A rank at `--max-iters` enters too (so the barrier completes), and
+    /// keeps iterating and testing once it has entered (it does not wait).
+    ///
+    /// The barrier completes on every rank, each rank at its own pass; then, collectively,
+    /// a blocking sum counts the ranks at `--max-iters`, and (with `confirm`) the true
+    /// residual certifies the claim as in the reduction scheme: accepted, the run stops;
+    /// rejected, a new round begins (each rank enters again once its own residual is below
+    /// its share). Every rank completes every round it entered before the run stops, so the
+    /// barrier is never dropped while in flight.
+    pub(crate) fn barrier_round<C: Context, R: chan_core::Reduction>(
+        &mut self,
+        ctx: &mut C,
+        b: &mut Barrier<R>,
+        cert: &mut [Channel<C::Backend, Sync>],
+        local: &[f64; 2],
+        last_true: &mut Option<f64>,
+    ) -> Result<RoundStep, Error> {
+        *last_true = None;
+        let at_max = self.it >= self.cfg.max_iters;
+        if !b.entered {
+            // The local criterion: this rank's share of the global one.
+            let share = self.measure(b.ranks * local[0]);
+            if !(at_max || self.criterion().met(share) || diverged(share)) {
+                return Ok(RoundStep::Pending);
+            }
+            let t = Instant::now();
+            b.bar.start(&[])?;
+            self.parts.reduced(t);
+            b.entered = true;
+        }
+        let t = Instant::now();
+        let done = b.bar.test()?.is_some();
+        self.parts.reduced(t);
+        if !done {
+            return Ok(self.pending());
+        }
+        b.entered = false;
+        b.rounds += 1;
+        let t = Instant::now();
+        let any_max = sum_all(ctx, f64::from(u8::from(at_max)))? > 0.0;
+        self.parts.reduced(t);
+        if !self.cfg.confirm {
+            return Ok(RoundStep::Stop(if any_max {
+                StopReason::MaxIters
+            } else {
+                StopReason::Criterion
+            }));
+        }
+        let t = self.certify(ctx, cert)?;
+        *last_true = Some(t);
+        if diverged(t) {
+            return Ok(RoundStep::Stop(StopReason::Diverged));
+        }
+        // The barrier's claim, certified: the value this scheme reports.
+        self.reported = Some(t);
+        self.observe(self.it, t);
+        if self.criterion().met(t) {
+            return Ok(RoundStep::Stop(StopReason::Criterion));
+        }
+        if any_max {
+            return Ok(RoundStep::Stop(StopReason::MaxIters));
+        }
+        Ok(RoundStep::Rejected)
+    }
+
+    /// No round has returned: a rank at `--max-iters` only waits for one, and yields.
+    fn pending(&self) -> RoundStep {
+        if self.it >= self.cfg.max_iters {
+            std::thread::yield_now();
+        }
+        RoundStep::Pending
     }
 
     /// The end of a pass of the async and racy loops (one-plane and deep): test the
@@ -614,6 +896,7 @@ impl<'a, F: Iterate> Run<'a, F> {
                 initial_norm: self.res0_sq.sqrt(),
             },
             reductions: self.reductions,
+            detect_rounds: self.detect_rounds,
             certifications: self.certifications.clone(),
             history: self.history.clone(),
             error_max,
@@ -879,19 +1162,58 @@ impl<F: Iterate> Run<'_, F> {
     /// and a blocking reduction certify the true residual, and the run carries on if it is
     /// above tolerance; the paper proposes this and does not build it. A round that counts
     /// a rank at `max_iters` stops everyone. Every rank sees the same rounds, so all decide
-    /// alike.
+    /// alike. That is `--detect reduction`; `snapshot` and `ibarrier` replace the rounds
+    /// ([`Run::snapshot_round`], [`Run::barrier_round`]) and keep the certification.
     pub(crate) fn asynchronous<C: Context, M>(&mut self, ctx: &mut C) -> Result<Ending, Error>
     where
         M: chan_core::Mode,
         Channel<C::Backend, M>: HaloSource,
     {
+        // An iterate with no snapshot refuses the scheme before any channel opens.
+        let mut snapshot = match self.scheme.detect {
+            Detect::Snapshot => Some(
+                self.field
+                    .snapshot_buffer()
+                    .map_err(ConfigError::SnapshotOf)?,
+            ),
+            Detect::Reduction | Detect::Ibarrier => None,
+        };
         // Multisplitting's faces carry one word after the values: the echo (`Outbox`).
         let echo_words = usize::from(self.inner.is_some());
         let specs = self.specs(0, self.scheme.max_in_flight, echo_words)?;
         let mut chans = ctx.open::<M>(&specs)?;
         let cert_specs = self.specs(3, 1, 0)?;
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
-        let mut rounds = Rounds::new(ctx.reduction(2, ReduceOp::Sum)?, self.cfg, &self.scheme);
+        let mut rounds = match self.scheme.detect {
+            Detect::Reduction => Detector::Reduction(Rounds::new(
+                ctx.reduction(2, ReduceOp::Sum)?,
+                self.cfg,
+                &self.scheme,
+            )),
+            Detect::Snapshot => {
+                let snap = snapshot.take().expect("made above for --detect snapshot");
+                let specs = self.specs(6, 1, 0)?;
+                let chans = ctx.open::<Sync>(&specs)?;
+                let n = self.faces.len();
+                Detector::Snapshot(Box::new(Snapshots {
+                    red: ctx.reduction(2, ReduceOp::Sum)?,
+                    snap,
+                    chans,
+                    unsent: vec![false; n],
+                    got: vec![false; n],
+                    taken: false,
+                    at: 0,
+                    rounds: 0,
+                    pace: self.scheme.pace_reductions.then_some(self.cfg.check_every),
+                }))
+            }
+            Detect::Ibarrier => Detector::Barrier(Barrier {
+                bar: ctx.ibarrier()?,
+                entered: false,
+                rounds: 0,
+                ranks: ctx.size() as f64,
+            }),
+        };
         ctx.barrier()?;
         self.start = Instant::now();
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
@@ -1035,7 +1357,16 @@ impl<F: Iterate> Run<'_, F> {
                 local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
             }
             // Test the reduction; restart it as soon as it returns (paced: once due).
-            match self.async_round(ctx, &mut rounds, &mut cert, &mut local, &mut last_true)? {
+            let step = match &mut rounds {
+                Detector::Reduction(r) => {
+                    self.async_round(ctx, r, &mut cert, &mut local, &mut last_true)?
+                }
+                Detector::Snapshot(s) => self.snapshot_round(ctx, s, &mut cert, &mut last_true)?,
+                Detector::Barrier(b) => {
+                    self.barrier_round(ctx, b, &mut cert, &local, &mut last_true)?
+                }
+            };
+            match step {
                 RoundStep::Stop(reason) => break 'run reason,
                 RoundStep::Rejected => {
                     // Messages sent before the certification swap carry older stamps.

@@ -221,6 +221,9 @@ impl Iterate for SparseIterate {
     fn place(&self) -> ([usize; 3], Dims) {
         self.sys.place()
     }
+    fn snapshot_buffer(&self) -> Result<Self, &'static str> {
+        Err("a matrix (--matrix)")
+    }
     fn residual_sq(&self) -> f64 {
         let s = &self.sys;
         (0..s.rows())

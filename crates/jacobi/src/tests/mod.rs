@@ -3,6 +3,7 @@
 
 mod breakdown;
 pub(crate) mod common;
+mod detect;
 mod hybrid;
 mod krylov;
 mod matrix;
