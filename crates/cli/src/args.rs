@@ -455,6 +455,15 @@ impl RunArgs {
     ) -> Result<(), Error> {
         self.check_threads_per_rank(cfg, plan)?;
         let info = self.backend.info();
+        if self.exchange == Exchange::Neighbor && crate::launch::simulated() {
+            return Err(ConfigError::Unsupported {
+                flag: "--exchange neighbor",
+                backend: "SimGrid's SMPI",
+                why: "SMPI declares MPI_Dist_graph_create_adjacent and MPI_Ineighbor_alltoallv \
+                      without running them: use --exchange waitall",
+            }
+            .into());
+        }
         if self.exchange == Exchange::Neighbor && !info.neighbor_collectives {
             return Err(ConfigError::Unsupported {
                 flag: "--exchange neighbor",
