@@ -875,7 +875,7 @@ impl<F: Iterate> Run<'_, F> {
         };
         let true_value = self.final_true(ctx, &mut chans, last_true)?;
         let time = start.elapsed();
-        drop(nb); // completes nothing: every exchange was waited for
+        drop(nb); // frees the graph communicator (every exchange was waited for)
         let stats = close_all(chans)?;
         Ok((stop, true_value, time, stats))
     }
