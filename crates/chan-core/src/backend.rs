@@ -30,6 +30,7 @@ pub use crate::window::{RawWindow, WindowHooks, WindowMode, WordOp};
 
 use crate::config::ChannelSpec;
 use crate::error::{CommError, CreateError};
+use crate::neighbor::{NeighborExchange, NeighborSpec};
 use crate::reduce::{ReduceOp, Reduction};
 use std::time::Instant;
 
@@ -229,10 +230,35 @@ pub trait ChannelHooks: Collective {
         self.make_reduction(0, ReduceOp::Sum)
     }
 
+    /// Collectively create a halo exchange with the neighbours `peers` as one collective
+    /// (behind [`crate::Context::neighbor_exchange`]). Only a backend with neighbourhood
+    /// collectives has it (MPI-3's `MPI_Ineighbor_alltoallv`); the others refuse, on every
+    /// rank, naming the backend.
+    fn make_neighbor_exchange(
+        &mut self,
+        peers: &[NeighborSpec],
+    ) -> Result<Box<dyn NeighborExchange>, CreateError> {
+        let _ = peers;
+        Err(no_neighbor_collectives::<Self>())
+    }
+
     /// The tags of aiac's own channels (the tree reduction's) on this rank: the backend keeps
     /// one [`ReservedTags`] per world; only chan-core draws from it, so every rank gets the same
     /// sequence of tags from the same sequence of collective calls.
     fn reserved_tags(&mut self) -> &mut ReservedTags;
+}
+
+/// The refusal of a backend without neighbourhood collectives.
+pub fn no_neighbor_collectives<W: ChannelHooks + ?Sized>() -> CreateError {
+    CreateError::Comm(CommError::Backend {
+        backend: <W::Backend as Backend>::NAME,
+        call: "neighbor_exchange",
+        message: format!(
+            "the {} backend has no neighbourhood collectives (--exchange neighbor runs on \
+             --backend mpi only)",
+            <W::Backend as Backend>::NAME
+        ),
+    })
 }
 
 fn pair_unsupported<W: ChannelHooks + ?Sized>() -> CreateError {

@@ -7,6 +7,7 @@ use crate::element::{Element, ElementType};
 use crate::error::{CommError, CreateError};
 use crate::handshake;
 use crate::mode::{Carries, Mode};
+use crate::neighbor::{NeighborExchange, NeighborSpec};
 use crate::pair::{self, PairOffer};
 use crate::reduce::{ReduceOp, Reduction};
 use crate::transport::Backend;
@@ -104,6 +105,15 @@ pub trait Context: Collective + sealed::Sealed {
     /// dropped.
     fn ibarrier(&mut self) -> Result<Self::Reduction, CreateError>;
 
+    /// Collectively create a halo exchange with the neighbours `peers` as one collective
+    /// ([`NeighborExchange`]; MPI's `MPI_Ineighbor_alltoallv`). Every rank calls it, each
+    /// with its own neighbours; a backend without neighbourhood collectives refuses on every
+    /// rank.
+    fn neighbor_exchange(
+        &mut self,
+        peers: &[NeighborSpec],
+    ) -> Result<Box<dyn NeighborExchange>, CreateError>;
+
     /// Collective: every rank's bytes at rank 0 (`Some`, in rank order), `None` elsewhere.
     fn gather_bytes(&mut self, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError>;
 }
@@ -180,6 +190,13 @@ impl<W: ChannelHooks> Context for W {
 
     fn ibarrier(&mut self) -> Result<W::Reduction, CreateError> {
         self.make_barrier()
+    }
+
+    fn neighbor_exchange(
+        &mut self,
+        peers: &[NeighborSpec],
+    ) -> Result<Box<dyn NeighborExchange>, CreateError> {
+        self.make_neighbor_exchange(peers)
     }
 
     fn gather_bytes(&mut self, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>, CommError> {

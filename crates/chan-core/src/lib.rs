@@ -119,6 +119,7 @@ mod element;
 mod error;
 mod handshake;
 mod mode;
+mod neighbor;
 mod onesided;
 mod pair;
 mod reduce;
@@ -138,6 +139,7 @@ pub use error::{
     CommError, ConfigError, CreateError, RecvError, ReduceError, SendError, SpecField, TrySendError,
 };
 pub use mode::{Async, Carries, Mode, ModeKind, Racy, Sync};
+pub use neighbor::{NeighborExchange, NeighborSpec};
 pub use reduce::{ReduceOp, Reduction, TreeReduction};
 pub use stats::{ChannelStats, Histogram};
 pub use transport::Backend;
@@ -151,6 +153,7 @@ pub mod traits {
     pub use crate::backend::Collective;
     pub use crate::context::Context;
     pub use crate::mode::Mode;
+    pub use crate::neighbor::NeighborExchange;
     pub use crate::reduce::Reduction;
     pub use crate::transport::Backend;
     pub use crate::window::{IntWord, Windows, Word};

@@ -1,6 +1,7 @@
 //! The MPI environment: initialisation, the rank's [`MpiCtx`] (chan-core's collectives and
 //! channel hooks: wiring an agreed set), and a finalize that leaves no request behind.
 
+use crate::neighbor::NeighborAlltoallv;
 use crate::node::{layout, remote_from_env, MpiPeer, Node, NodeEnd, TWO_SIDED};
 use crate::pair::LivePairs;
 use crate::raw::{self, check, Requests};
@@ -13,7 +14,9 @@ use chan_core::backend::{
     vote, Agreed, ChannelHooks, Collective, Delivery, EnvVarError, Lists, PairAgreed, PairOffer,
     ReservedTags, Shared, Slots, WaitPolicy,
 };
-use chan_core::{ChannelSpec, CommError, CreateError, ReduceOp, TreeReduction};
+use chan_core::{
+    ChannelSpec, CommError, CreateError, NeighborExchange, NeighborSpec, ReduceOp, TreeReduction,
+};
 use mpi::ffi;
 use mpi::traits::AsRaw;
 use std::cell::{Cell, RefCell};
@@ -237,6 +240,11 @@ impl World {
             c.owned = false;
         }
         all.retain(|c| c.owned || c.outcome.is_none());
+    }
+
+    /// MPI has been finalized ([`MpiCtx::finalize`], or the last holder dropped).
+    pub(crate) fn is_shut(&self) -> bool {
+        self.shut.get()
     }
 
     /// Finish the closes still in progress, free the communicator and finalize MPI. Runs once.
@@ -893,6 +901,19 @@ impl ChannelHooks for MpiCtx {
 
     fn make_barrier(&mut self) -> Result<MpiReduction, CreateError> {
         Ok(MpiReduction::Barrier(Ibarrier::new(Rc::clone(&self.world))))
+    }
+
+    fn make_neighbor_exchange(
+        &mut self,
+        peers: &[NeighborSpec],
+    ) -> Result<Box<dyn NeighborExchange>, CreateError> {
+        let local = NeighborAlltoallv::plan(&self.world, peers);
+        // Every rank makes the graph or none does: its creation is collective.
+        let plan = chan_core::backend::vote(self, local)?;
+        Ok(Box::new(NeighborAlltoallv::new(
+            Rc::clone(&self.world),
+            plan,
+        )?))
     }
 
     fn reserved_tags(&mut self) -> &mut ReservedTags {

@@ -63,6 +63,7 @@
 #![warn(missing_docs)]
 
 mod env;
+mod neighbor;
 mod node;
 mod pair;
 mod raw;
@@ -72,6 +73,7 @@ mod twosided;
 mod window;
 
 pub use env::{is_smpi, FinalizeError, InitError, MpiCtx};
+pub use neighbor::NeighborAlltoallv;
 pub use node::MpiPeer;
 /// Helpers for code that calls MPI's C interface beside aiac's channels (`aiac probe`).
 pub use raw::{dup_returning_errors, error_string, int_count};

@@ -51,6 +51,8 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("pairwise_timeout", &[2, 3], 60),
     ("pairwise_opposite_orders", &[3], 60),
     ("pairwise_tag_reuse", &[2, 3], 60),
+    // MPI_Ineighbor_alltoallv on a line of ranks, lengths differing per direction.
+    ("neighbor_exchange", &[1, 2, 3, 4], 60),
 ];
 
 /// Cases run again where Open MPI can make no shared-memory window (its `sm` one-sided
@@ -120,6 +122,7 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
         "pairwise_mismatch" => testkit::pairwise::pairwise_mismatch(ctx),
         "pairwise_timeout" => pairwise_timeout_leaves_nothing(ctx),
         "pairwise_tag_reuse" => pairwise_tag_reuse(ctx),
+        "neighbor_exchange" => neighbor_exchange(ctx),
         "pairwise_opposite_orders" => {
             testkit::pairwise::pairwise_opposite_orders(ctx, std::time::Duration::from_millis(200))
         }
@@ -136,6 +139,100 @@ fn pairwise_timeout_leaves_nothing(ctx: &mut MpiCtx) -> Check {
     if after != before {
         return Err(format!(
             "{after} requests outstanding after the pairwise timeouts, {before} before"
+        ));
+    }
+    Ok(())
+}
+
+/// A neighbourhood exchange on a line of ranks (rank ± 1), the message from a to b
+/// `2 + a + 2b` values long (so the two directions differ): 20 rounds, completed alternately
+/// by `test` and by `wait`, deliver every neighbour's values to its own receive buffer; a
+/// started exchange is one outstanding request, and none is left after each round or after
+/// the drop. A rank that names itself as a neighbour fails the creation on every rank.
+fn neighbor_exchange(ctx: &mut MpiCtx) -> Check {
+    use chan_core::{CreateError, NeighborSpec};
+    let (rank, size) = (ctx.rank(), ctx.size());
+    let len = |a: usize, b: usize| 2 + a + 2 * b;
+    let value = |a: usize, b: usize, i: usize, round: usize| {
+        (a * 1000 + b * 100 + i) as f64 + 0.5 * round as f64
+    };
+    let peers: Vec<usize> = [rank.checked_sub(1), Some(rank + 1).filter(|&p| p < size)]
+        .into_iter()
+        .flatten()
+        .collect();
+    let specs: Vec<NeighborSpec> = peers
+        .iter()
+        .map(|&p| NeighborSpec {
+            peer: p,
+            send: len(rank, p),
+            recv: len(p, rank),
+        })
+        .collect();
+    let before = ctx.outstanding_requests();
+    let mut nb = ctx.neighbor_exchange(&specs).map_err(|e| e.to_string())?;
+    if nb.neighbors() != peers.len() {
+        return Err(format!(
+            "{} neighbours, want {}",
+            nb.neighbors(),
+            peers.len()
+        ));
+    }
+    for round in 0..20 {
+        for (k, &p) in peers.iter().enumerate() {
+            let buf = nb.send_buf(k);
+            if buf.len() != len(rank, p) {
+                return Err(format!("send buffer to {p}: {} values", buf.len()));
+            }
+            for (i, v) in buf.iter_mut().enumerate() {
+                *v = value(rank, p, i, round);
+            }
+        }
+        nb.start().map_err(|e| e.to_string())?;
+        if !nb.in_progress() || ctx.outstanding_requests() != before + 1 {
+            return Err(format!(
+                "round {round}: started, in progress {}, {} requests outstanding ({before} before)",
+                nb.in_progress(),
+                ctx.outstanding_requests()
+            ));
+        }
+        if round % 2 == 0 {
+            while !nb.test().map_err(|e| e.to_string())? {}
+        } else {
+            nb.wait().map_err(|e| e.to_string())?;
+        }
+        if nb.in_progress() || ctx.outstanding_requests() != before {
+            return Err(format!(
+                "round {round}: completed, {} requests outstanding ({before} before)",
+                ctx.outstanding_requests()
+            ));
+        }
+        for (k, &p) in peers.iter().enumerate() {
+            let want: Vec<f64> = (0..len(p, rank))
+                .map(|i| value(p, rank, i, round))
+                .collect();
+            if nb.recv_buf(k) != want.as_slice() {
+                return Err(format!("round {round}: from {p}: {:?}", nb.recv_buf(k)));
+            }
+        }
+    }
+    drop(nb);
+    // Rank 0 names itself: refused there, and every other rank hears of it.
+    let bad = [NeighborSpec {
+        peer: 0,
+        send: 1,
+        recv: 1,
+    }];
+    let mine: &[NeighborSpec] = if rank == 0 { &bad } else { &[] };
+    match ctx.neighbor_exchange(mine) {
+        Err(CreateError::BadPeer { .. }) if rank == 0 => {}
+        Err(CreateError::FailedElsewhere { failed_rank: 0 }) if rank != 0 => {}
+        Err(e) => return Err(format!("rank {rank}: a self-neighbour: {e}")),
+        Ok(_) => return Err(format!("rank {rank}: a self-neighbour was accepted")),
+    }
+    if ctx.outstanding_requests() != before {
+        return Err(format!(
+            "{} requests outstanding after the drop, {before} before",
+            ctx.outstanding_requests()
         ));
     }
     Ok(())

@@ -39,6 +39,8 @@ pub(crate) struct BackendInfo {
     pub(crate) launcher: Option<Launcher>,
     /// Has a native non-blocking all-reduce (`--reduction iallreduce`); others use the tree.
     pub(crate) iallreduce: bool,
+    /// Has neighbourhood collectives (`--exchange neighbor`).
+    pub(crate) neighbor_collectives: bool,
     /// Decomposes for shared memory (planes per thread) rather than over ranks.
     pub(crate) shared_memory: bool,
 }
@@ -57,6 +59,7 @@ impl BackendArg {
             flag,
             launcher,
             iallreduce: self == BackendArg::Mpi,
+            neighbor_collectives: self == BackendArg::Mpi,
             shared_memory: self == BackendArg::Shared,
         }
     }
@@ -222,7 +225,8 @@ pub(crate) struct RunArgs {
     /// The shape of the process grid when --grid is not given.
     #[arg(long, value_enum, default_value_t = Decomp::Paper)]
     decomp: Decomp,
-    /// How the sync variant swaps its halos.
+    /// How the sync variant swaps its halos (CG: waitall or neighbor; neighbor: --backend mpi
+    /// only).
     #[arg(long, value_enum, default_value_t = Exchange::Waitall)]
     exchange: Exchange,
     /// Jacobi on Laplace: stop when ‖b − A u_k‖₂ / ‖b − A u_0‖₂ < TOL (default 1e-4); on
@@ -476,6 +480,25 @@ impl RunArgs {
         ranks_here: usize,
     ) -> Result<(), Error> {
         self.check_threads_per_rank(cfg, plan)?;
+        let info = self.backend.info();
+        if self.exchange == Exchange::Neighbor && crate::launch::simulated() {
+            return Err(ConfigError::Unsupported {
+                flag: "--exchange neighbor",
+                backend: "SimGrid's SMPI",
+                why: "SMPI declares MPI_Dist_graph_create_adjacent and MPI_Ineighbor_alltoallv \
+                      without running them: use --exchange waitall",
+            }
+            .into());
+        }
+        if self.exchange == Exchange::Neighbor && !info.neighbor_collectives {
+            return Err(ConfigError::Unsupported {
+                flag: "--exchange neighbor",
+                backend: info.flag,
+                why: "it is MPI-3's MPI_Ineighbor_alltoallv: this backend swaps halos over \
+                      its channels (--exchange waitall)",
+            }
+            .into());
+        }
         if let (Some(_), Problem::Poisson) = (self.offset, self.problem) {
             return Err(Error::Invalid(
                 "--offset applies to --problem laplace only: the Poisson problem's boundary \

@@ -1194,3 +1194,89 @@ fn hybrid_input_errors_under_a_launcher_are_printed_once() {
         }
     }
 }
+
+/// `--exchange neighbor` (one `MPI_Ineighbor_alltoallv` per swap on a distributed-graph
+/// communicator) over mpirun on 2 and 4 ranks (4: a 2x2x1 process grid) is the run of
+/// `--exchange waitall` over channels, bit for bit: sync Jacobi on Laplace with a residual
+/// every sweep, on Poisson with a halo every second sweep, and CG (its product's halo and its
+/// true residuals' through the collective) with the Jacobi preconditioner.
+#[test]
+fn neighbor_exchange_over_mpi_equals_waitall_bit_for_bit() {
+    let l = &LAUNCHERS[0];
+    let dir = scratch("neighbor-mpi");
+    let cases: [&[&str]; 3] = [
+        &["--global", "8,10,12", "--check-every", "1"],
+        &[
+            "--problem",
+            "poisson",
+            "--global",
+            "12",
+            "--check-every",
+            "4",
+            "--halo-every",
+            "2",
+        ],
+        &["--solver", "cg", "--pc", "jacobi", "--global", "12,8,8"],
+    ];
+    for (c, base) in cases.iter().enumerate() {
+        for np in [2, 4] {
+            let mut fingerprints = Vec::new();
+            for exchange in ["waitall", "neighbor"] {
+                let mut args = base.to_vec();
+                args.extend(["--exchange", exchange, "--quiet"]);
+                let json = dir.join(format!("{c}-{np}-{exchange}.json"));
+                let what = format!("np={np} {base:?} --exchange {exchange}");
+                let j = report(&launch(l, np, &args, &json), &json, &what);
+                assert_eq!(j["config"]["exchange"], exchange, "{what}");
+                assert_eq!(j["config"]["ranks"], np, "{what}");
+                assert!(j["iterations"]["max"].as_f64().unwrap() > 10.0, "{what}");
+                assert_eq!(j["converged"], true, "{what}");
+                breakdown_adds_up(&j, &what);
+                fingerprints.push(sync_fingerprint(&j));
+            }
+            assert_eq!(fingerprints[0], fingerprints[1], "np={np} {base:?}");
+        }
+    }
+}
+
+/// `--exchange neighbor` where it cannot run gets one clear error, printed once, and a
+/// non-zero exit: over threads and SHMEM (no neighbourhood collectives: the message names
+/// the backend), and over MPI with async, with a deep halo, and with pipelined CG.
+#[test]
+fn neighbor_exchange_is_refused_where_it_cannot_run() {
+    let dir = scratch("neighbor-refused");
+    let json = dir.join("never.json");
+    let neighbor = ["--exchange", "neighbor", "--global", "8"];
+    let with = |more: &[&'static str]| -> Vec<&str> {
+        let mut a = neighbor.to_vec();
+        a.extend(more);
+        a
+    };
+    let mut outs = vec![(
+        threads(2, &neighbor, &json),
+        "--exchange neighbor is not supported with --backend threads",
+    )];
+    outs.push((
+        launch(&LAUNCHERS[1], 2, &neighbor, &json),
+        "--exchange neighbor is not supported with --backend shmem",
+    ));
+    let mpi = &LAUNCHERS[0];
+    outs.push((
+        launch(mpi, 2, &with(&["--variant", "async"]), &json),
+        "--exchange neighbor applies to --variant sync only",
+    ));
+    outs.push((
+        launch(mpi, 2, &with(&["--halo-depth", "2"]), &json),
+        "does not combine with --exchange neighbor",
+    ));
+    outs.push((
+        launch(mpi, 2, &with(&["--solver", "pipecg"]), &json),
+        "--exchange applies to --solver jacobi and cg",
+    ));
+    for (out, needle) in outs {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{needle}: {err}");
+        assert_eq!(err.matches(needle).count(), 1, "once: {needle}: {err}");
+    }
+    assert!(!json.exists(), "no report of a refused run");
+}

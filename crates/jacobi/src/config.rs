@@ -211,15 +211,21 @@ pub enum Exchange {
     /// Start every send, sweep the interior while the halos travel, wait for the halos,
     /// then sweep the boundary layer (`MPI_Isend`/`MPI_Irecv` with computation overlapped).
     Overlap,
+    /// Every face in one MPI-3 neighbourhood collective (`MPI_Ineighbor_alltoallv` on a
+    /// distributed-graph communicator of the rank's neighbours): pack every face, start,
+    /// wait, unpack, sweep. The iterates are those of `waitall`, bit for bit. MPI only;
+    /// Jacobi's sync variant with one-plane halos, and CG.
+    Neighbor,
 }
 
 impl Exchange {
-    /// `waitall`, `blocking`, `overlap`.
+    /// `waitall`, `blocking`, `overlap`, `neighbor`.
     pub fn name(self) -> &'static str {
         match self {
             Exchange::Waitall => "waitall",
             Exchange::Blocking => "blocking",
             Exchange::Overlap => "overlap",
+            Exchange::Neighbor => "neighbor",
         }
     }
 }
@@ -674,7 +680,10 @@ impl Config {
                  probe cannot tell which k converges sooner: k = 1",
             )
         } else if j.exchange != Exchange::Waitall {
-            Some("deep halos have their own exchange, not --exchange blocking or overlap: k = 1")
+            Some(
+                "deep halos have their own exchange, not --exchange blocking, overlap or \
+                 neighbor: k = 1",
+            )
         } else if j.iteration.halo_every != 1 {
             Some("deep halos need --halo-every 1 in the sync variant: k = 1")
         } else {
@@ -944,8 +953,8 @@ impl Config {
             Method::Jacobi(j) => {
                 if j.exchange != Exchange::Waitall {
                     return no(
-                        "--exchange blocking|overlap",
-                        "both pair or split a grid block's faces; a row block exchanges its ghosts with every neighbour at once (waitall)",
+                        "--exchange blocking|overlap|neighbor",
+                        "a row block exchanges its ghosts over channels, with every neighbour at once (waitall)",
                     );
                 }
                 if j.iteration.detect == Detect::Snapshot {

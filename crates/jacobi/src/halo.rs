@@ -11,7 +11,7 @@ use crate::iterate::Iterate;
 use crate::parts::Parts;
 use crate::Error;
 use chan_core::traits::*;
-use chan_core::{Channel, Sync};
+use chan_core::{Channel, NeighborSpec, Sync};
 
 /// An iterate with a halo that travels between neighbours over links: the faces of a grid
 /// block ([`Face`]), or the neighbouring row blocks of a sparse matrix (an index).
@@ -77,6 +77,65 @@ pub(crate) fn swap<B: Backend, H: Halo + ?Sized>(
 ) -> Result<(), Error> {
     post(chans, links, it, h, parts)?;
     complete(chans, links, h, parts)
+}
+
+/// A whole exchange as one neighbourhood collective (`--exchange neighbor`): every link
+/// packed into the exchange's send buffer (neighbour k serves `links[k]`), started, waited
+/// for, every link unpacked from its receive buffer. The halo gets the values [`swap`] gives
+/// it. Timed into `parts` as pack, send (the start), wait and unpack.
+pub(crate) fn swap_neighbor<N: NeighborExchange + ?Sized, H: Halo + ?Sized>(
+    nb: &mut N,
+    links: &[H::Link],
+    h: &mut H,
+    parts: &mut Parts,
+) -> Result<(), Error> {
+    let t = Instant::now();
+    for (k, &link) in links.iter().enumerate() {
+        h.pack(link, nb.send_buf(k));
+    }
+    parts.pack += t.elapsed();
+    let t = Instant::now();
+    nb.start()?;
+    parts.send += t.elapsed();
+    let t = Instant::now();
+    nb.wait()?;
+    parts.wait += t.elapsed();
+    let t = Instant::now();
+    for (k, &link) in links.iter().enumerate() {
+        h.unpack(link, nb.recv_buf(k));
+    }
+    parts.unpack += t.elapsed();
+    Ok(())
+}
+
+/// A whole exchange: through the neighbourhood collective `nb` when there is one
+/// ([`swap_neighbor`]), over the Sync channels otherwise ([`swap`]).
+pub(crate) fn swap_by<B: Backend, N: NeighborExchange + ?Sized, H: Halo + ?Sized>(
+    nb: Option<&mut N>,
+    chans: &mut [Channel<B, Sync>],
+    links: &[H::Link],
+    it: u64,
+    h: &mut H,
+    parts: &mut Parts,
+) -> Result<(), Error> {
+    match nb {
+        Some(nb) => swap_neighbor(nb, links, h, parts),
+        None => swap(chans, links, it, h, parts),
+    }
+}
+
+/// The neighbours of a neighbourhood exchange that moves what the Sync channels of `specs`
+/// move: one per channel, in their order, each message of the channel's length both ways
+/// (the two ends of a channel agree on its length).
+pub(crate) fn neighbor_specs(specs: &[chan_core::ChannelSpec]) -> Vec<NeighborSpec> {
+    specs
+        .iter()
+        .map(|s| NeighborSpec {
+            peer: s.peer,
+            send: s.config.len(),
+            recv: s.config.len(),
+        })
+        .collect()
 }
 
 /// The channels of a block's halo: one per link (`links`, in the iterate's order), tagged

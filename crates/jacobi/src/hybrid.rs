@@ -101,12 +101,12 @@ impl Config {
                     .into(),
             );
         }
-        if jacobi.exchange == Exchange::Overlap {
-            return refuse(
-                "--exchange overlap runs one thread per rank: the team sweeps whole planes \
-                 (use --exchange waitall or blocking)"
-                    .into(),
-            );
+        if matches!(jacobi.exchange, Exchange::Overlap | Exchange::Neighbor) {
+            return refuse(format!(
+                "--exchange {} runs one thread per rank: the team sweeps whole planes \
+                 (use --exchange waitall or blocking)",
+                jacobi.exchange.name()
+            ));
         }
         if threads > plan.local.z {
             return refuse(format!(

@@ -41,7 +41,7 @@
 //! is the last finite one, so no NaN reaches the report.
 
 use crate::clock::Instant;
-use crate::config::{Config, Pc};
+use crate::config::{Config, Exchange, Pc};
 use crate::field::Field;
 use crate::geometry::{Dims, Face, Plan};
 use crate::halo::{self, Halo};
@@ -197,9 +197,13 @@ pub(crate) fn solve_op<C: Context, O: Operator>(
         slow: Slowdown::new(cfg.slowdown_of(ctx.rank())),
         start: Instant::now(),
         progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
+        nb: None,
     };
     let specs = k.op.specs()?;
     let mut chans = ctx.open::<Sync>(&specs)?;
+    if settings.exchange == Exchange::Neighbor {
+        k.nb = Some(ctx.neighbor_exchange(&halo::neighbor_specs(&specs))?);
+    }
     let (stop, true_value) = match settings.solver {
         KrylovSolver::PipeCg => {
             let mut red = ctx.reduction(3, ReduceOp::Sum)?;
@@ -214,6 +218,7 @@ pub(crate) fn solve_op<C: Context, O: Operator>(
         }
     };
     let time = k.start.elapsed();
+    k.nb = None;
     let channels = close_all(chans)?;
     let mut messages = MessageTotals::default();
     for s in &channels {
@@ -456,6 +461,9 @@ struct Krylov<'a, O: Operator> {
     slow: Slowdown,
     start: Instant,
     progress: ProgressGate<'a>,
+    /// `--exchange neighbor`: every halo swap (the product's and the true residual's) in
+    /// this neighbourhood collective instead of over the channels; the same values.
+    nb: Option<Box<dyn NeighborExchange>>,
 }
 
 /// A value of `p·Ap`, `r·z` or `δ − βγ/α` that breaks CG down: not positive, or NaN.
@@ -532,7 +540,8 @@ impl<O: Operator> Krylov<'_, O> {
         chans: &mut [Channel<B, Sync>],
         h: &mut O::Vector,
     ) -> Result<(), Error> {
-        halo::swap(chans, self.op.links(), self.it, h, &mut self.parts)
+        let nb = self.nb.as_deref_mut();
+        halo::swap_by(nb, chans, self.op.links(), self.it, h, &mut self.parts)
     }
 
     /// `dst = A src`, the halo of `src` exchanged first; returns Σ src·dst over the block.
@@ -598,7 +607,8 @@ impl<O: Operator> Krylov<'_, O> {
         r: &mut O::Vector,
         rec: Option<&O::Vector>,
     ) -> Result<[f64; 2], Error> {
-        halo::swap(
+        halo::swap_by(
+            self.nb.as_deref_mut(),
             chans,
             self.op.links(),
             self.it,

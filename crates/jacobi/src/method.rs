@@ -144,14 +144,18 @@ pub struct Krylov {
     pub solver: KrylovSolver,
     /// The preconditioner.
     pub pc: Pc,
+    /// How CG swaps the halo of its matrix-vector product: over Sync channels (`waitall`,
+    /// the default) or in one neighbourhood collective (`neighbor`, CG over MPI only).
+    pub exchange: Exchange,
 }
 
 impl Krylov {
-    /// `solver` without a preconditioner.
+    /// `solver` without a preconditioner, its halos over channels.
     pub fn new(solver: KrylovSolver) -> Self {
         Krylov {
             solver,
             pc: Pc::None,
+            exchange: Exchange::Waitall,
         }
     }
 }
@@ -303,6 +307,7 @@ impl Method {
         let it = self.iteration().copied().unwrap_or_default();
         let (exchange, halo_depth) = match self {
             Method::Jacobi(j) => (j.exchange, j.halo_depth),
+            Method::Krylov(k) => (k.exchange, HaloDepth::Fixed(1)),
             _ => (Exchange::Waitall, HaloDepth::Fixed(1)),
         };
         let pc = match self {
@@ -414,15 +419,33 @@ impl Method {
                         "--solver jacobi (cg-overlap overlaps the halo exchange of CG)",
                     )
                 };
-                if f.exchange != Exchange::Waitall {
-                    return Err(jacobi_only("--exchange"));
+                match (solver, f.exchange) {
+                    (_, Exchange::Waitall) | (KrylovSolver::Cg, Exchange::Neighbor) => {}
+                    (KrylovSolver::Cg, _) => {
+                        return Err(unused(
+                            "--exchange blocking|overlap",
+                            "--solver jacobi (CG takes --exchange waitall or neighbor; \
+                             cg-overlap overlaps the halo exchange of CG)",
+                        ))
+                    }
+                    _ => {
+                        return Err(unused(
+                            "--exchange",
+                            "--solver jacobi and cg (cg-overlap and pipecg overlap their halo \
+                             exchange with computation over channels)",
+                        ))
+                    }
                 }
                 if f.halo_every != 1 {
                     return Err(jacobi_only("--halo-every"));
                 }
                 // R, the racy read and the pacing of reductions have no effect on a
                 // synchronous solver; reports of earlier runs carry them at any value.
-                Method::Krylov(Krylov { solver, pc: f.pc })
+                Method::Krylov(Krylov {
+                    solver,
+                    pc: f.pc,
+                    exchange: f.exchange,
+                })
             }
             None if solver == Solver::Multisplit => {
                 if f.exchange != Exchange::Waitall {
@@ -463,12 +486,19 @@ mod tests {
         let mut ms = Multisplit::new(Variant::Async, Inner::Jacobi);
         ms.inner.tol = 0.3;
         ms.iteration.halo_every = 3;
-        let methods: [Method; 4] = [
+        let methods: [Method; 5] = [
             Method::default(),
             deep.into(),
             Krylov {
                 solver: KrylovSolver::PipeCg,
                 pc: Pc::Jacobi,
+                exchange: Exchange::Waitall,
+            }
+            .into(),
+            Krylov {
+                solver: KrylovSolver::Cg,
+                pc: Pc::None,
+                exchange: Exchange::Neighbor,
             }
             .into(),
             ms.into(),
@@ -487,7 +517,7 @@ mod tests {
             f(&mut flags);
             flags
         };
-        let cases: [(Solver, MethodFlags, &str); 8] = [
+        let cases: [(Solver, MethodFlags, &str); 10] = [
             (Solver::Jacobi, with(|f| f.pc = Pc::Jacobi), "--pc"),
             (
                 Solver::Jacobi,
@@ -508,6 +538,16 @@ mod tests {
             ),
             (
                 Solver::Multisplit,
+                with(|f| f.exchange = Exchange::Blocking),
+                "--exchange",
+            ),
+            (
+                Solver::PipeCg,
+                with(|f| f.exchange = Exchange::Neighbor),
+                "--exchange",
+            ),
+            (
+                Solver::Cg,
                 with(|f| f.exchange = Exchange::Blocking),
                 "--exchange",
             ),

@@ -734,7 +734,15 @@ impl Report {
         let fmt_opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3e}"));
         let mut s = String::new();
         let method = match c.config.method {
-            Method::Krylov(k) => format!("{} (pc {})", k.solver.solver(), k.pc.name()),
+            Method::Krylov(k) => format!(
+                "{} (pc {}{})",
+                k.solver.solver(),
+                k.pc.name(),
+                match k.exchange {
+                    crate::config::Exchange::Waitall => String::new(),
+                    e => format!(", {} exchange", e.name()),
+                }
+            ),
             Method::Multisplit(m) => format!(
                 "multisplit {} (inner {}, inner tol {:.0e}, at most {})",
                 m.iteration.variant,
