@@ -6,6 +6,7 @@
 
 use super::common::*;
 use crate::serial::relative_residual;
+use crate::sparse::Csr;
 use crate::{ConfigError, Detect, Dims, HaloDepth, Method, StopReason, Variant};
 use chan_threads::World;
 
@@ -97,6 +98,47 @@ fn a_snapshot_residual_is_that_of_the_gathered_snapshot() {
                         r.certifications
                     );
                     assert_eq!(r.certifications.len(), usize::from(confirm), "{what}");
+                }
+            }
+        }
+    }
+}
+
+/// A barrier run that diverges stops as diverged on every rank, with or without the
+/// certification: a rank whose share has diverged enters the barrier (so it completes), and
+/// its entry claims no convergence. The system: b = A·1 with A tridiagonal, 1 on the diagonal
+/// and 3 beside it, whose Jacobi iteration matrix has spectral radius 6·cos(π/13) ≈ 5.8, so the
+/// residual passes 1e20 of its start within some thirty sweeps.
+#[test]
+fn a_diverging_barrier_run_stops_diverged() {
+    const N: usize = 12;
+    let mut t = Vec::new();
+    for i in 0..N as u32 {
+        t.push((i, i, 1.0));
+        if i > 0 {
+            t.push((i, i - 1, 3.0));
+            t.push((i - 1, i, 3.0));
+        }
+    }
+    let a = Csr::from_triplets(N, t);
+    let mut b = vec![0.0; N];
+    a.mul(&[1.0; N], &mut b);
+    for confirm in [false, true] {
+        for variant in [Variant::Async, Variant::Racy] {
+            for p in [2, 3] {
+                let mut c = detecting(variant, Detect::Ibarrier, confirm);
+                c.max_iters = 1_000_000;
+                let (recs, _) = super::matrix::run(&c, &a, &b, p);
+                let what = format!("{variant:?} {p} ranks, confirm {confirm}");
+                for r in &recs {
+                    assert_eq!(r.stop, StopReason::Diverged, "{what}: rank {}", r.rank);
+                    assert!(!r.converged, "{what}: rank {}", r.rank);
+                    assert!(
+                        r.iterations < 100_000,
+                        "{what}: rank {}: {} iterations",
+                        r.rank,
+                        r.iterations
+                    );
                 }
             }
         }
