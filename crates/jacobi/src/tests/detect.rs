@@ -164,9 +164,17 @@ fn a_diverging_barrier_run_stops_diverged() {
 /// `--detect` away from the reduction is refused for the sync variant and for the other
 /// solvers (one error naming the flag), and snapshot detection for an iterate that has no
 /// snapshot: by the flags, and (a configuration built in code) on every rank before any
-/// channel opens.
+/// channel opens. The reduction, the default, is what every run takes: the CLI leaves the
+/// rule to [`Method::from_flags`].
 #[test]
 fn detection_without_its_loop_is_refused() {
+    for solver in [crate::Solver::Jacobi, crate::Solver::Cg] {
+        let flags = crate::MethodFlags {
+            detect: Detect::Reduction,
+            ..Default::default()
+        };
+        assert!(Method::from_flags(solver, &flags).is_ok(), "{solver}");
+    }
     let mut flags = crate::MethodFlags {
         detect: Detect::Snapshot,
         ..Default::default()
