@@ -269,10 +269,11 @@ pub(crate) struct RunArgs {
     racy_read: Option<RacyRead>,
     /// Async and racy Jacobi over channels: how convergence is detected before it is
     /// certified. reduction: rounds of the non-blocking reduction of the residuals the sweeps
-    /// saw (the default); snapshot: rounds of a consistent snapshot of the iterate, its faces
-    /// sent over their own channels, its residual reduced, the run stopped on the snapshot;
-    /// ibarrier: a non-blocking barrier (MPI_Ibarrier; the tree reduction on the other
-    /// backends) each rank enters once its residual is below its share of the tolerance.
+    /// saw (the default, and the only value the other runs take); snapshot: rounds of a
+    /// consistent snapshot of the iterate, its faces sent over their own channels, its
+    /// residual reduced, the run stopped on the snapshot; ibarrier: a non-blocking barrier
+    /// (MPI_Ibarrier; the tree reduction on the other backends) each rank enters once its
+    /// residual is below its share of the tolerance.
     #[arg(long, value_enum)]
     detect: Option<Detect>,
     /// No rank iterates more than this.
@@ -352,14 +353,8 @@ impl RunArgs {
                  pipecg (the others reduce with blocking all-reduces)",
             ));
         }
-        if self.detect.is_some() && (self.solver != Solver::Jacobi || self.variant == Variant::Sync)
-        {
-            return Err(variant_flag(
-                "--detect",
-                "the convergence detection of --solver jacobi --variant async and racy (a sync \
-                 run checks its residual with blocking all-reduces)",
-            ));
-        }
+        // Which solvers and variants take `--detect` is the method's rule (Method::from_flags,
+        // below); the backend's is here.
         if self.detect.is_some_and(|d| d != Detect::Reduction) && self.backend == BackendArg::Shared
         {
             return Err(ConfigError::Unsupported {

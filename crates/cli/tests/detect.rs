@@ -25,8 +25,10 @@ fn rel(a: f64, b: f64) -> f64 {
 /// Snapshot and barrier detection, async and racy, over each launcher at 2 ranks: converged,
 /// the true residual (the certification's swap and blocking sum, independent of the scheme's
 /// rounds) below tolerance, `config.detect` and every rank's `detect_rounds` recorded and
-/// equal; a snapshot's reported residual is the true one to 1e-12 and no snapshot claim was
-/// rejected (the run stops on the snapshot it reduced).
+/// equal; a snapshot's reported residual is the true one to 1e-12 and a snapshot claim was
+/// rejected only by a rounding (the run stops on the snapshot it reduced, whose residual the
+/// certification sums again in another order: a rejected claim lay below tolerance, its true
+/// residual at or above it, the two within 1e-12).
 #[test]
 fn snapshot_and_barrier_detection_over_a_launcher_stop_below_tol() {
     for (launcher, backend) in LAUNCHERS {
@@ -64,7 +66,11 @@ fn snapshot_and_barrier_detection_over_a_launcher_stop_below_tol() {
                     let reported = j["residual"]["reported"].as_f64().unwrap();
                     assert!(rel(reported, t) < 1e-12, "{what}: {reported} vs {t}");
                     for c in j["certifications"].as_array().unwrap() {
-                        assert_eq!(c["accepted"], true, "{what}: {c}");
+                        let (claim, truth) = (&c["reported"], &c["true_residual"]);
+                        let (claim, truth) = (claim.as_f64().unwrap(), truth.as_f64().unwrap());
+                        let by_rounding =
+                            claim < 1e-4 && truth >= 1e-4 && rel(claim, truth) < 1e-12;
+                        assert!(c["accepted"] == true || by_rounding, "{what}: {c}");
                     }
                 }
             }
@@ -74,7 +80,8 @@ fn snapshot_and_barrier_detection_over_a_launcher_stop_below_tol() {
 
 /// `--detect` where no loop detects that way: the sync variant, another solver, the
 /// shared-memory backend, a snapshot of a deep halo; and under `mpirun -np 2` the sync
-/// variant. One message naming the flag, exit 1.
+/// variant. One message naming the flag, exit 1. `--detect reduction`, the default, is what
+/// every run takes: given to the sync variant or another solver it runs.
 #[test]
 fn detection_without_its_loop_is_one_error() {
     let threads = ["run", "--backend", "threads", "-t", "2", "--local", "6"];
@@ -96,14 +103,7 @@ fn detection_without_its_loop_is_one_error() {
             "--halo-depth",
             "2",
         ],
-        &[
-            "--variant",
-            "racy",
-            "--detect",
-            "reduction",
-            "--solver",
-            "cg",
-        ],
+        &["--solver", "cg", "--detect", "ibarrier"],
     ];
     for case in cases {
         let args: Vec<&str> = threads.iter().chain(case).copied().collect();
@@ -112,6 +112,21 @@ fn detection_without_its_loop_is_one_error() {
         assert_eq!(out.status.code(), Some(1), "{case:?}: {err}");
         assert!(err.contains("--detect"), "{case:?}: {err}");
         assert_eq!(err.lines().count(), 1, "one line: {case:?}: {err}");
+    }
+    for case in [["--variant", "sync"], ["--solver", "cg"]] {
+        let args: Vec<&str> = threads
+            .iter()
+            .chain(&case)
+            .chain(&["--detect", "reduction", "--quiet"])
+            .copied()
+            .collect();
+        let out = aiac(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{case:?}: {}",
+            text(&out.stderr)
+        );
     }
     let out = aiac(&[
         "run",

@@ -447,6 +447,8 @@ pub(crate) struct Barrier<R> {
     bar: R,
     /// This rank has entered the current round.
     entered: bool,
+    /// This rank's share had diverged when it entered the current round.
+    diverged: bool,
     /// Rounds completed.
     rounds: u64,
     /// The number of ranks, P.
@@ -729,14 +731,17 @@ impl<'a, F: Iterate> Run<'a, F> {
     /// rank has entered, the Σ r² each saw at its entry sum to at most P times the largest,
     /// so their sum meets the global criterion: the reduction scheme's claim, reached without
     /// reducing a value. A rank at `--max-iters` enters too (so the barrier completes), and
-    /// keeps iterating and testing once it has entered (it does not wait).
+    /// so does a rank whose share has diverged; a rank keeps iterating and testing once it
+    /// has entered (it does not wait).
     ///
     /// The barrier completes on every rank, each rank at its own pass; then, collectively,
-    /// a blocking sum counts the ranks at `--max-iters`, and (with `confirm`) the true
-    /// residual certifies the claim as in the reduction scheme: accepted, the run stops;
-    /// rejected, a new round begins (each rank enters again once its own residual is below
-    /// its share). Every rank completes every round it entered before the run stops, so the
-    /// barrier is never dropped while in flight.
+    /// a blocking sum counts the ranks at `--max-iters` and the ranks that diverged (at their
+    /// entry or at their last sweep). One that diverged stops the run as diverged, on every
+    /// rank and before any certification: its entry claims nothing about the criterion.
+    /// Otherwise (with `confirm`) the true residual certifies the claim as in the reduction
+    /// scheme: accepted, the run stops; rejected, a new round begins (each rank enters again
+    /// once its own residual is below its share). Every rank completes every round it
+    /// entered before the run stops, so the barrier is never dropped while in flight.
     pub(crate) fn barrier_round<C: Context, R: chan_core::Reduction>(
         &mut self,
         ctx: &mut C,
@@ -747,10 +752,11 @@ impl<'a, F: Iterate> Run<'a, F> {
     ) -> Result<RoundStep, Error> {
         *last_true = None;
         let at_max = self.it >= self.cfg.max_iters;
+        // The local criterion: this rank's share of the global one.
+        let share = self.measure(b.ranks * local[0]);
         if !b.entered {
-            // The local criterion: this rank's share of the global one.
-            let share = self.measure(b.ranks * local[0]);
-            if !(at_max || self.criterion().met(share) || diverged(share)) {
+            b.diverged = diverged(share);
+            if !(at_max || self.criterion().met(share) || b.diverged) {
                 return Ok(RoundStep::Pending);
             }
             let t = Instant::now();
@@ -766,9 +772,17 @@ impl<'a, F: Iterate> Run<'a, F> {
         }
         b.entered = false;
         b.rounds += 1;
+        let mut counts = [
+            f64::from(u8::from(at_max)),
+            f64::from(u8::from(b.diverged || diverged(share))),
+        ];
         let t = Instant::now();
-        let any_max = sum_all(ctx, f64::from(u8::from(at_max)))? > 0.0;
+        ctx.all_reduce(&mut counts, ReduceOp::Sum)?;
         self.parts.reduced(t);
+        let [any_max, any_diverged] = counts.map(|n| n > 0.0);
+        if any_diverged {
+            return Ok(RoundStep::Stop(StopReason::Diverged));
+        }
         if !self.cfg.confirm {
             return Ok(RoundStep::Stop(if any_max {
                 StopReason::MaxIters
@@ -1222,6 +1236,7 @@ impl<F: Iterate> Run<'_, F> {
             Detect::Ibarrier => Detector::Barrier(Barrier {
                 bar: ctx.ibarrier()?,
                 entered: false,
+                diverged: false,
                 rounds: 0,
                 ranks: ctx.size() as f64,
             }),

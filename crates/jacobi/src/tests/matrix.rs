@@ -35,7 +35,7 @@ fn ones_rhs(a: &Csr) -> Vec<f64> {
 }
 
 /// Run `cfg` on `p` thread ranks over `a`'s row blocks: the records and the assembled x.
-fn run(cfg: &Config, a: &Csr, b: &[f64], p: usize) -> (Vec<RankRecord>, Vec<f64>) {
+pub(super) fn run(cfg: &Config, a: &Csr, b: &[f64], p: usize) -> (Vec<RankRecord>, Vec<f64>) {
     let bounds = row_blocks(a.row_ptr(), p);
     let outs = World::new(p).unwrap().run(|ctx| {
         let r = ctx.rank();
