@@ -19,66 +19,27 @@
 //! * **waiting**: one message from rank 0 to rank 1, both computing C. Each side either
 //!   waits after its computation (`after`), waits right after posting and then computes
 //!   (`early`), or calls `MPI_Test` every C/4 inside its computation and waits after it
-//!   (`tests`); the other side waits after. The time a side spends inside MPI (post, tests and
-//!   waits: the computation is the same work whatever the strategy) is what the strategy costs
-//!   it; overlap is `1 - that / transfer`, clamped to [0, 1].
+//!   (`tests`). The combinations ([`WAITING`]): both `after`; `early` or `tests` on one side,
+//!   the other waiting after; `tests` on both. The time a side spends inside MPI (post, tests
+//!   and waits: the computation is the same work whatever the strategy) is what the strategy
+//!   costs it; overlap is `1 - that / transfer`, clamped to [0, 1].
 
-use super::measure::{check, compute_until, count, median, mono, Kernel, Probe};
+use super::measure::{
+    compute_until, median, mono, test, wait_all, wait_timed, Kernel, Probe, Region,
+};
 use super::report::bytes;
 use super::JobPath;
 use crate::error::Error;
 use crate::output::{write_atomically, Csv};
 use crate::plots;
-use mpi::ffi;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use std::os::raw::{c_int, c_void};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The verdict kernels' receives are posted this many C after the start, and the ranks call
 /// MPI every C/4 until then (as [`Kernel::Unexpected`]).
 const LATE: u32 = 4;
-
-/// A request's buffer: `len` bytes at `ptr`, owned by the caller, which neither reads, writes
-/// nor frees it until the request completed.
-#[derive(Clone, Copy)]
-struct Region {
-    ptr: *mut u8,
-    len: usize,
-}
-
-/// Slice `i` of `n` equal slices of `v`.
-fn region(v: &mut [u8], i: usize, n: usize) -> Region {
-    let len = v.len() / n;
-    Region {
-        ptr: v[i * len..].as_mut_ptr(),
-        len,
-    }
-}
-
-fn test(req: &mut ffi::MPI_Request) -> Result<bool, String> {
-    let mut flag: c_int = 0;
-    // SAFETY: req is an active request of this probe or null (MPI_Test returns at once); its
-    // buffer outlives it (the callers' `Region` rule); the status is ignored.
-    let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
-    check(rc, "MPI_Test")?;
-    Ok(flag != 0)
-}
-
-fn wait_all(reqs: &mut [ffi::MPI_Request]) -> Result<(), String> {
-    let n = count(reqs.len(), "requests")?;
-    // SAFETY: every entry is an active request of this probe or null; their buffers outlive
-    // them (the `Region` rule); statuses are ignored.
-    let rc = unsafe { ffi::MPI_Waitall(n, reqs.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
-    check(rc, "MPI_Waitall")
-}
-
-fn wait_timed(req: &mut ffi::MPI_Request) -> Result<f64, String> {
-    let t = Instant::now();
-    wait_all(std::slice::from_mut(req))?;
-    Ok(t.elapsed().as_secs_f64())
-}
 
 /// A two-way row: per rank, medians of the timed part and the verdict part's counts.
 #[derive(Debug, Clone, Copy, Default)]
@@ -197,49 +158,6 @@ impl WaitingRow {
 }
 
 impl Probe {
-    fn peer(&self) -> c_int {
-        1 - self.rank as c_int
-    }
-
-    /// Post a send (`send`) or a receive of `r` with `tag` to or from the peer.
-    ///
-    /// # Safety
-    /// `r` follows the [`Region`] rule until the request returned completes.
-    unsafe fn post(&self, send: bool, r: Region, tag: c_int) -> Result<ffi::MPI_Request, String> {
-        let n = count(r.len, "bytes")?;
-        // SAFETY: null request constant, overwritten by the post.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        let buf = r.ptr.cast::<c_void>();
-        let (peer, comm) = (self.peer(), self.comm);
-        // SAFETY: r's `len` bytes stay valid and untouched until the request completes (the
-        // caller's contract); comm is this probe's communicator, peer the other rank.
-        let rc = unsafe {
-            if send {
-                ffi::MPI_Isend(buf, n, ffi::RSMPI_UINT8_T, peer, tag, comm, &mut req)
-            } else {
-                ffi::MPI_Irecv(buf, n, ffi::RSMPI_UINT8_T, peer, tag, comm, &mut req)
-            }
-        };
-        check(rc, if send { "MPI_Isend" } else { "MPI_Irecv" })?;
-        Ok(req)
-    }
-
-    /// An MPI call that matches nothing (a probe for a tag nobody sends): progress only.
-    fn idle_call(&self) -> Result<(), String> {
-        let mut flag: c_int = 0;
-        // SAFETY: comm valid; flag is a local int; the status is ignored.
-        let rc = unsafe {
-            ffi::MPI_Iprobe(
-                self.peer(),
-                1,
-                self.comm,
-                &mut flag,
-                ffi::RSMPI_STATUS_IGNORE,
-            )
-        };
-        check(rc, "MPI_Iprobe")
-    }
-
     /// Repetitions (of `reps` on both ranks) in which the time `done[i]` of rank `from` came
     /// before the other rank's `posted[i]` by more than the margin, with `all` as
     /// [`Probe::gather_into`] leaves it at rank 0 from each rank's `[done.., posted..]`.
@@ -262,18 +180,22 @@ impl Probe {
     pub(super) fn two_way(&mut self, sizes: &[usize]) -> Result<Vec<TwoWayRow>, String> {
         let mut rows = Vec::with_capacity(sizes.len());
         for &size in sizes {
+            // `bufs` is not touched again until every request completed: the requests hold
+            // pointers into it, taken once (Region).
             let mut bufs = vec![0x5au8; 2 * size];
-            let (send, recv) = (region(&mut bufs, 0, 2), region(&mut bufs, 1, 2));
+            let whole = Region::of(&mut bufs);
+            let (send, recv) = (whole.part(0, 2), whole.part(1, 2));
             let c = self.compute;
             // Timed part: one warm-up, then the repetitions.
             let mut t = [Vec::new(), Vec::new(), Vec::new()];
             for rep in 0..=self.reps {
                 self.barrier()?;
                 let start = Instant::now();
-                // SAFETY: `bufs` outlives both requests, which complete before the next use.
+                // SAFETY: `recv` follows the Region rule: `bufs` outlives the request, which
+                // completes before the region is posted again.
                 let mut rr = unsafe { self.post(false, recv, 0)? };
                 let t0 = Instant::now();
-                // SAFETY: as above.
+                // SAFETY: the same for `send`.
                 let mut sr = unsafe { self.post(true, send, 0)? };
                 let isend = t0.elapsed().as_secs_f64();
                 compute_until(start + c);
@@ -293,7 +215,8 @@ impl Probe {
             for _ in 0..self.reps {
                 self.barrier()?;
                 let start = Instant::now();
-                // SAFETY: `bufs` outlives the request; the Waitall below completes it.
+                // SAFETY: `send` follows the Region rule; the Waitall below completes the
+                // request.
                 let mut sr = unsafe { self.post(true, send, 0)? };
                 let mut when = f64::INFINITY;
                 for q in 1..LATE * 4 {
@@ -308,7 +231,7 @@ impl Probe {
                 }
                 compute_until(start + c * LATE);
                 posted.push(mono());
-                // SAFETY: as above.
+                // SAFETY: the same for `recv`.
                 let rr = unsafe { self.post(false, recv, 0)? };
                 wait_all(&mut [sr, rr])?;
                 done.push(when);
@@ -340,7 +263,10 @@ impl Probe {
     /// repetitions in which it completed before its receive was posted (rank 0), and the
     /// sender's median `Waitall` after its test loop.
     fn together(&mut self, size: usize, k: usize) -> Result<(Vec<usize>, f64), String> {
+        // `bufs` is not touched again until every request completed: the requests hold
+        // pointers into it, taken once (Region).
         let mut bufs = vec![0x5au8; k * size];
+        let whole = Region::of(&mut bufs);
         let c = self.compute;
         let (mut mine, mut waits) = (Vec::new(), Vec::new());
         for rep in 0..=self.reps {
@@ -349,9 +275,9 @@ impl Probe {
             let mut reqs = Vec::with_capacity(k);
             if self.rank == 0 {
                 for i in 0..k {
-                    // SAFETY: `bufs` outlives every request; the Waitall below completes
-                    // them all.
-                    reqs.push(unsafe { self.post(true, region(&mut bufs, i, k), 0)? });
+                    // SAFETY: part `i` follows the Region rule; the Waitall below completes
+                    // every request.
+                    reqs.push(unsafe { self.post(true, whole.part(i, k), 0)? });
                 }
                 let mut when = vec![f64::INFINITY; k];
                 for q in 1..LATE * 4 {
@@ -376,8 +302,8 @@ impl Probe {
                 compute_until(start + c * LATE);
                 let posted = mono();
                 for i in 0..k {
-                    // SAFETY: as above.
-                    reqs.push(unsafe { self.post(false, region(&mut bufs, i, k), 0)? });
+                    // SAFETY: as for the sends.
+                    reqs.push(unsafe { self.post(false, whole.part(i, k), 0)? });
                 }
                 wait_all(&mut reqs)?;
                 if rep > 0 {
@@ -428,7 +354,8 @@ impl Probe {
         let c = self.compute;
         self.barrier()?;
         let t0 = Instant::now();
-        // SAFETY: the caller's buffer outlives the request, completed by the wait below.
+        // SAFETY: `r` follows the Region rule (the caller's); the wait below completes the
+        // request.
         let mut req = unsafe { self.post(self.rank == 0, r, 0)? };
         let mut mpi = t0.elapsed();
         // The computation is the same work whatever the strategy: its deadlines move by the
@@ -459,8 +386,9 @@ impl Probe {
         for &size in sizes {
             self.size_buffers(size);
             let transfer = self.medians(|p| p.raw_once(size, Kernel::Transfer))?[3];
+            // Not touched again until every request completed (the Region rule).
             let mut bufs = vec![0x5au8; size];
-            let r = region(&mut bufs, 0, 1);
+            let r = Region::of(&mut bufs);
             let mut mpi = Vec::with_capacity(WAITING.len());
             for (s, rcv) in WAITING {
                 let mine = if self.rank == 0 { s } else { rcv };
