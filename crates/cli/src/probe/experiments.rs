@@ -27,13 +27,11 @@
 use super::measure::{
     compute_until, median, mono, test, wait_all, wait_timed, Kernel, Probe, Region,
 };
-use super::report::bytes;
+use super::report::{bytes, Lines};
 use super::JobPath;
 use crate::error::Error;
 use crate::output::{write_atomically, Csv};
 use crate::plots;
-use plotters::coord::Shift;
-use plotters::prelude::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -769,6 +767,7 @@ impl ExperimentReport {
             ),
             sizes,
             series,
+            marks: Vec::new(),
         })
     }
 
@@ -794,89 +793,5 @@ impl ExperimentReport {
             println!("wrote {}", f.display());
         }
         Ok(())
-    }
-}
-
-/// Times against message size, both axes logarithmic.
-struct Lines {
-    title: String,
-    sizes: Vec<usize>,
-    series: Vec<(String, Vec<f64>)>,
-}
-
-impl plots::Figure for Lines {
-    fn size(&self) -> (u32, u32) {
-        (1100, 700)
-    }
-
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let root = root
-            .titled(&self.title, plots::caption_font())
-            .map_err(plots::err)?;
-        let floor = 0.1;
-        let us = |s: f64| (s * 1e6).max(floor);
-        let l2 = |b: usize| (b.max(1) as f64).log2();
-        let (xlo, xhi) = (
-            self.sizes.first().map_or(0.0, |&s| l2(s)) - 0.5,
-            self.sizes.last().map_or(1.0, |&s| l2(s)) + 0.5,
-        );
-        let ticks = ((xhi - xlo).ceil() as usize + 1).min(40);
-        let ymax = self
-            .series
-            .iter()
-            .flat_map(|(_, v)| v.iter())
-            .map(|&s| us(s))
-            .fold(1.0, f64::max)
-            * 8.0;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(15)
-            .x_label_area_size(55)
-            .y_label_area_size(90)
-            .build_cartesian_2d(xlo..xhi, (floor..ymax).log_scale())
-            .map_err(plots::err)?;
-        chart
-            .configure_mesh()
-            .x_desc("message size (bytes, log scale)")
-            .y_desc("time (µs, log scale), median")
-            .axis_desc_style(plots::desc_font())
-            .label_style(plots::label_font())
-            .x_labels(ticks)
-            .x_label_formatter(&|v| {
-                let i = v.round();
-                if (v - i).abs() < 1e-6 && (0.0..=40.0).contains(&i) {
-                    bytes(1usize << i as u32)
-                } else {
-                    String::new()
-                }
-            })
-            .y_label_formatter(&|v| plots::tick(*v))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(plots::err)?;
-        for (i, (label, v)) in self.series.iter().enumerate() {
-            let c = plots::colour(i);
-            let line: Vec<(f64, f64)> = self
-                .sizes
-                .iter()
-                .zip(v)
-                .map(|(&s, &y)| (l2(s), us(y)))
-                .collect();
-            chart
-                .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))
-                .map_err(plots::err)?
-                .label(label.as_str())
-                .legend(plots::line_key(c, 3));
-            chart
-                .draw_series(line.into_iter().map(|q| Circle::new(q, 4, c.filled())))
-                .map_err(plots::err)?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(160, 160, 160))
-            .label_font(plots::label_font())
-            .draw()
-            .map_err(plots::err)
     }
 }
