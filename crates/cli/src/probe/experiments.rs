@@ -142,7 +142,10 @@ pub(super) const WAITING: [(Strategy, Strategy); 6] = [
 pub(super) struct WaitingRow {
     pub(super) size: usize,
     pub(super) transfer: f64,
-    /// Per combination: the sender's and the receiver's time inside MPI (medians).
+    /// Per combination: the sender's and the receiver's post (medians).
+    pub(super) post: Vec<[f64; 2]>,
+    /// Per combination: the sender's and the receiver's time inside MPI, the post included
+    /// (medians; each repetition's is at least its post, so the median is too).
     pub(super) mpi: Vec<[f64; 2]>,
 }
 
@@ -347,15 +350,17 @@ impl Probe {
         Ok(rows)
     }
 
-    /// One repetition of the waiting experiment: this rank's time inside MPI.
-    fn waiting_once(&mut self, r: Region, mine: Strategy) -> Result<f64, String> {
+    /// One repetition of the waiting experiment: this rank's post, and its time inside MPI
+    /// (the post included).
+    fn waiting_once(&mut self, r: Region, mine: Strategy) -> Result<[f64; 2], String> {
         let c = self.compute;
         self.barrier()?;
         let t0 = Instant::now();
         // SAFETY: `r` follows the Region rule (the caller's); the wait below completes the
         // request.
         let mut req = unsafe { self.post(self.rank == 0, r, 0)? };
-        let mut mpi = t0.elapsed();
+        let post = t0.elapsed();
+        let mut mpi = post;
         // The computation is the same work whatever the strategy: its deadlines move by the
         // time spent inside MPI.
         match mine {
@@ -375,7 +380,7 @@ impl Probe {
             }
         }
         mpi += Duration::from_secs_f64(wait_timed(&mut req)?);
-        Ok(mpi.as_secs_f64())
+        Ok([post.as_secs_f64(), mpi.as_secs_f64()])
     }
 
     /// The waiting experiment for every size.
@@ -387,15 +392,17 @@ impl Probe {
             // Not touched again until every request completed (the Region rule).
             let mut bufs = vec![0x5au8; size];
             let r = Region::of(&mut bufs);
-            let mut mpi = Vec::with_capacity(WAITING.len());
+            let (mut post, mut mpi) = (Vec::new(), Vec::new());
             for (s, rcv) in WAITING {
                 let mine = if self.rank == 0 { s } else { rcv };
-                let m = self.medians(|p| Ok([p.waiting_once(r, mine)?, 0.0]))?;
-                mpi.push([m[0], m[2]]);
+                let m = self.medians(|p| p.waiting_once(r, mine))?;
+                post.push([m[0], m[2]]);
+                mpi.push([m[1], m[3]]);
             }
             rows.push(WaitingRow {
                 size,
                 transfer,
+                post,
                 mpi,
             });
         }
@@ -600,6 +607,8 @@ impl ExperimentReport {
                             serde_json::json!({
                                 "sender": s.name(),
                                 "receiver": rc.name(),
+                                "sender_post_s": r.post[i][0],
+                                "receiver_post_s": r.post[i][1],
                                 "sender_mpi_s": r.mpi[i][0],
                                 "receiver_mpi_s": r.mpi[i][1],
                                 "overlap": [r.overlap(i, 0), r.overlap(i, 1)],
@@ -690,6 +699,8 @@ impl ExperimentReport {
                     "size",
                     "sender",
                     "receiver",
+                    "sender_post_s",
+                    "receiver_post_s",
                     "sender_mpi_s",
                     "receiver_mpi_s",
                     "transfer_s",
@@ -700,6 +711,8 @@ impl ExperimentReport {
                             r.size.to_string(),
                             s.name().into(),
                             rc.name().into(),
+                            e(r.post[i][0]),
+                            e(r.post[i][1]),
                             e(r.mpi[i][0]),
                             e(r.mpi[i][1]),
                             e(r.transfer),
