@@ -202,7 +202,10 @@ fn cumulative_verdicts() {
     assert_eq!(rows[1]["early"], serde_json::json!([0, 0, 0]), "{v:#}");
 }
 
-/// The waiting experiment measures every combination of sender and receiver strategies.
+/// The waiting experiment measures every combination of sender and receiver strategies, and
+/// its figures hold together: a side's time inside MPI includes its post, the overlap is the
+/// one its times give, in [0, 1]. (Timing comparisons between strategies are left out: on a
+/// loaded machine any of them can flip.)
 #[test]
 fn waiting_measures_every_case() {
     let v = run_probe(
@@ -213,9 +216,18 @@ fn waiting_measures_every_case() {
         &["--experiment", "waiting"],
         "waiting",
     );
+    assert_eq!(v["schema"], "aiac.probe.waiting/1", "{v:#}");
+    assert_eq!(v["compute_s"].as_f64(), Some(0.003), "{v:#}");
     let rows = v["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 2, "{v:#}");
+    let sizes: Vec<_> = rows.iter().map(|r| r["size"].as_u64()).collect();
+    assert_eq!(sizes, [Some(1024), Some(65536)], "{v:#}");
+    let f = |x: &Value| {
+        x.as_f64()
+            .unwrap_or_else(|| panic!("a number: {x} in {v:#}"))
+    };
     for r in rows {
+        let transfer = f(&r["transfer_s"]);
+        assert!(transfer > 0.0, "{v:#}");
         let cases = r["cases"].as_array().expect("cases");
         let names: Vec<String> = cases
             .iter()
@@ -240,8 +252,18 @@ fn waiting_measures_every_case() {
             "{v:#}"
         );
         for c in cases {
-            for side in ["sender_mpi_s", "receiver_mpi_s"] {
-                assert!(c[side].as_f64().is_some_and(|t| t > 0.0), "{v:#}");
+            let overlap = c["overlap"].as_array().expect("overlap per side");
+            assert_eq!(overlap.len(), 2, "{v:#}");
+            for (i, side) in ["sender", "receiver"].into_iter().enumerate() {
+                let post = f(&c[format!("{side}_post_s")]);
+                let mpi = f(&c[format!("{side}_mpi_s")]);
+                // Each repetition's time inside MPI includes its post, so the medians keep
+                // that order.
+                assert!(post > 0.0 && mpi >= post, "{side}: {c}\n{v:#}");
+                let o = f(&overlap[i]);
+                assert!((0.0..=1.0).contains(&o), "{side}: {c}\n{v:#}");
+                let want = (1.0 - mpi / transfer).clamp(0.0, 1.0);
+                assert!((o - want).abs() < 1e-9, "{side}: {o} != {want}: {c}\n{v:#}");
             }
         }
     }

@@ -19,66 +19,25 @@
 //! * **waiting**: one message from rank 0 to rank 1, both computing C. Each side either
 //!   waits after its computation (`after`), waits right after posting and then computes
 //!   (`early`), or calls `MPI_Test` every C/4 inside its computation and waits after it
-//!   (`tests`); the other side waits after. The time a side spends inside MPI (post, tests and
-//!   waits: the computation is the same work whatever the strategy) is what the strategy costs
-//!   it; overlap is `1 - that / transfer`, clamped to [0, 1].
+//!   (`tests`). The combinations ([`WAITING`]): both `after`; `early` or `tests` on one side,
+//!   the other waiting after; `tests` on both. The time a side spends inside MPI (post, tests
+//!   and waits: the computation is the same work whatever the strategy) is what the strategy
+//!   costs it; overlap is `1 - that / transfer`, clamped to [0, 1].
 
-use super::measure::{check, compute_until, count, median, mono, Kernel, Probe};
-use super::report::bytes;
+use super::measure::{
+    compute_until, median, mono, test, wait_all, wait_timed, Kernel, Probe, Region,
+};
+use super::report::{bytes, Lines};
 use super::JobPath;
 use crate::error::Error;
 use crate::output::{write_atomically, Csv};
 use crate::plots;
-use mpi::ffi;
-use plotters::coord::Shift;
-use plotters::prelude::*;
-use std::os::raw::{c_int, c_void};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The verdict kernels' receives are posted this many C after the start, and the ranks call
 /// MPI every C/4 until then (as [`Kernel::Unexpected`]).
 const LATE: u32 = 4;
-
-/// A request's buffer: `len` bytes at `ptr`, owned by the caller, which neither reads, writes
-/// nor frees it until the request completed.
-#[derive(Clone, Copy)]
-struct Region {
-    ptr: *mut u8,
-    len: usize,
-}
-
-/// Slice `i` of `n` equal slices of `v`.
-fn region(v: &mut [u8], i: usize, n: usize) -> Region {
-    let len = v.len() / n;
-    Region {
-        ptr: v[i * len..].as_mut_ptr(),
-        len,
-    }
-}
-
-fn test(req: &mut ffi::MPI_Request) -> Result<bool, String> {
-    let mut flag: c_int = 0;
-    // SAFETY: req is an active request of this probe or null (MPI_Test returns at once); its
-    // buffer outlives it (the callers' `Region` rule); the status is ignored.
-    let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
-    check(rc, "MPI_Test")?;
-    Ok(flag != 0)
-}
-
-fn wait_all(reqs: &mut [ffi::MPI_Request]) -> Result<(), String> {
-    let n = count(reqs.len(), "requests")?;
-    // SAFETY: every entry is an active request of this probe or null; their buffers outlive
-    // them (the `Region` rule); statuses are ignored.
-    let rc = unsafe { ffi::MPI_Waitall(n, reqs.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
-    check(rc, "MPI_Waitall")
-}
-
-fn wait_timed(req: &mut ffi::MPI_Request) -> Result<f64, String> {
-    let t = Instant::now();
-    wait_all(std::slice::from_mut(req))?;
-    Ok(t.elapsed().as_secs_f64())
-}
 
 /// A two-way row: per rank, medians of the timed part and the verdict part's counts.
 #[derive(Debug, Clone, Copy, Default)]
@@ -183,7 +142,10 @@ pub(super) const WAITING: [(Strategy, Strategy); 6] = [
 pub(super) struct WaitingRow {
     pub(super) size: usize,
     pub(super) transfer: f64,
-    /// Per combination: the sender's and the receiver's time inside MPI (medians).
+    /// Per combination: the sender's and the receiver's post (medians).
+    pub(super) post: Vec<[f64; 2]>,
+    /// Per combination: the sender's and the receiver's time inside MPI, the post included
+    /// (medians; each repetition's is at least its post, so the median is too).
     pub(super) mpi: Vec<[f64; 2]>,
 }
 
@@ -197,49 +159,6 @@ impl WaitingRow {
 }
 
 impl Probe {
-    fn peer(&self) -> c_int {
-        1 - self.rank as c_int
-    }
-
-    /// Post a send (`send`) or a receive of `r` with `tag` to or from the peer.
-    ///
-    /// # Safety
-    /// `r` follows the [`Region`] rule until the request returned completes.
-    unsafe fn post(&self, send: bool, r: Region, tag: c_int) -> Result<ffi::MPI_Request, String> {
-        let n = count(r.len, "bytes")?;
-        // SAFETY: null request constant, overwritten by the post.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        let buf = r.ptr.cast::<c_void>();
-        let (peer, comm) = (self.peer(), self.comm);
-        // SAFETY: r's `len` bytes stay valid and untouched until the request completes (the
-        // caller's contract); comm is this probe's communicator, peer the other rank.
-        let rc = unsafe {
-            if send {
-                ffi::MPI_Isend(buf, n, ffi::RSMPI_UINT8_T, peer, tag, comm, &mut req)
-            } else {
-                ffi::MPI_Irecv(buf, n, ffi::RSMPI_UINT8_T, peer, tag, comm, &mut req)
-            }
-        };
-        check(rc, if send { "MPI_Isend" } else { "MPI_Irecv" })?;
-        Ok(req)
-    }
-
-    /// An MPI call that matches nothing (a probe for a tag nobody sends): progress only.
-    fn idle_call(&self) -> Result<(), String> {
-        let mut flag: c_int = 0;
-        // SAFETY: comm valid; flag is a local int; the status is ignored.
-        let rc = unsafe {
-            ffi::MPI_Iprobe(
-                self.peer(),
-                1,
-                self.comm,
-                &mut flag,
-                ffi::RSMPI_STATUS_IGNORE,
-            )
-        };
-        check(rc, "MPI_Iprobe")
-    }
-
     /// Repetitions (of `reps` on both ranks) in which the time `done[i]` of rank `from` came
     /// before the other rank's `posted[i]` by more than the margin, with `all` as
     /// [`Probe::gather_into`] leaves it at rank 0 from each rank's `[done.., posted..]`.
@@ -262,18 +181,22 @@ impl Probe {
     pub(super) fn two_way(&mut self, sizes: &[usize]) -> Result<Vec<TwoWayRow>, String> {
         let mut rows = Vec::with_capacity(sizes.len());
         for &size in sizes {
+            // `bufs` is not touched again until every request completed: the requests hold
+            // pointers into it, taken once (Region).
             let mut bufs = vec![0x5au8; 2 * size];
-            let (send, recv) = (region(&mut bufs, 0, 2), region(&mut bufs, 1, 2));
+            let whole = Region::of(&mut bufs);
+            let (send, recv) = (whole.part(0, 2), whole.part(1, 2));
             let c = self.compute;
             // Timed part: one warm-up, then the repetitions.
             let mut t = [Vec::new(), Vec::new(), Vec::new()];
             for rep in 0..=self.reps {
                 self.barrier()?;
                 let start = Instant::now();
-                // SAFETY: `bufs` outlives both requests, which complete before the next use.
+                // SAFETY: `recv` follows the Region rule: `bufs` outlives the request, which
+                // completes before the region is posted again.
                 let mut rr = unsafe { self.post(false, recv, 0)? };
                 let t0 = Instant::now();
-                // SAFETY: as above.
+                // SAFETY: the same for `send`.
                 let mut sr = unsafe { self.post(true, send, 0)? };
                 let isend = t0.elapsed().as_secs_f64();
                 compute_until(start + c);
@@ -293,7 +216,8 @@ impl Probe {
             for _ in 0..self.reps {
                 self.barrier()?;
                 let start = Instant::now();
-                // SAFETY: `bufs` outlives the request; the Waitall below completes it.
+                // SAFETY: `send` follows the Region rule; the Waitall below completes the
+                // request.
                 let mut sr = unsafe { self.post(true, send, 0)? };
                 let mut when = f64::INFINITY;
                 for q in 1..LATE * 4 {
@@ -308,7 +232,7 @@ impl Probe {
                 }
                 compute_until(start + c * LATE);
                 posted.push(mono());
-                // SAFETY: as above.
+                // SAFETY: the same for `recv`.
                 let rr = unsafe { self.post(false, recv, 0)? };
                 wait_all(&mut [sr, rr])?;
                 done.push(when);
@@ -340,7 +264,10 @@ impl Probe {
     /// repetitions in which it completed before its receive was posted (rank 0), and the
     /// sender's median `Waitall` after its test loop.
     fn together(&mut self, size: usize, k: usize) -> Result<(Vec<usize>, f64), String> {
+        // `bufs` is not touched again until every request completed: the requests hold
+        // pointers into it, taken once (Region).
         let mut bufs = vec![0x5au8; k * size];
+        let whole = Region::of(&mut bufs);
         let c = self.compute;
         let (mut mine, mut waits) = (Vec::new(), Vec::new());
         for rep in 0..=self.reps {
@@ -349,9 +276,9 @@ impl Probe {
             let mut reqs = Vec::with_capacity(k);
             if self.rank == 0 {
                 for i in 0..k {
-                    // SAFETY: `bufs` outlives every request; the Waitall below completes
-                    // them all.
-                    reqs.push(unsafe { self.post(true, region(&mut bufs, i, k), 0)? });
+                    // SAFETY: part `i` follows the Region rule; the Waitall below completes
+                    // every request.
+                    reqs.push(unsafe { self.post(true, whole.part(i, k), 0)? });
                 }
                 let mut when = vec![f64::INFINITY; k];
                 for q in 1..LATE * 4 {
@@ -376,8 +303,8 @@ impl Probe {
                 compute_until(start + c * LATE);
                 let posted = mono();
                 for i in 0..k {
-                    // SAFETY: as above.
-                    reqs.push(unsafe { self.post(false, region(&mut bufs, i, k), 0)? });
+                    // SAFETY: as for the sends.
+                    reqs.push(unsafe { self.post(false, whole.part(i, k), 0)? });
                 }
                 wait_all(&mut reqs)?;
                 if rep > 0 {
@@ -423,14 +350,17 @@ impl Probe {
         Ok(rows)
     }
 
-    /// One repetition of the waiting experiment: this rank's time inside MPI.
-    fn waiting_once(&mut self, r: Region, mine: Strategy) -> Result<f64, String> {
+    /// One repetition of the waiting experiment: this rank's post, and its time inside MPI
+    /// (the post included).
+    fn waiting_once(&mut self, r: Region, mine: Strategy) -> Result<[f64; 2], String> {
         let c = self.compute;
         self.barrier()?;
         let t0 = Instant::now();
-        // SAFETY: the caller's buffer outlives the request, completed by the wait below.
+        // SAFETY: `r` follows the Region rule (the caller's); the wait below completes the
+        // request.
         let mut req = unsafe { self.post(self.rank == 0, r, 0)? };
-        let mut mpi = t0.elapsed();
+        let post = t0.elapsed();
+        let mut mpi = post;
         // The computation is the same work whatever the strategy: its deadlines move by the
         // time spent inside MPI.
         match mine {
@@ -450,7 +380,7 @@ impl Probe {
             }
         }
         mpi += Duration::from_secs_f64(wait_timed(&mut req)?);
-        Ok(mpi.as_secs_f64())
+        Ok([post.as_secs_f64(), mpi.as_secs_f64()])
     }
 
     /// The waiting experiment for every size.
@@ -459,17 +389,20 @@ impl Probe {
         for &size in sizes {
             self.size_buffers(size);
             let transfer = self.medians(|p| p.raw_once(size, Kernel::Transfer))?[3];
+            // Not touched again until every request completed (the Region rule).
             let mut bufs = vec![0x5au8; size];
-            let r = region(&mut bufs, 0, 1);
-            let mut mpi = Vec::with_capacity(WAITING.len());
+            let r = Region::of(&mut bufs);
+            let (mut post, mut mpi) = (Vec::new(), Vec::new());
             for (s, rcv) in WAITING {
                 let mine = if self.rank == 0 { s } else { rcv };
-                let m = self.medians(|p| Ok([p.waiting_once(r, mine)?, 0.0]))?;
-                mpi.push([m[0], m[2]]);
+                let m = self.medians(|p| p.waiting_once(r, mine))?;
+                post.push([m[0], m[2]]);
+                mpi.push([m[1], m[3]]);
             }
             rows.push(WaitingRow {
                 size,
                 transfer,
+                post,
                 mpi,
             });
         }
@@ -674,6 +607,8 @@ impl ExperimentReport {
                             serde_json::json!({
                                 "sender": s.name(),
                                 "receiver": rc.name(),
+                                "sender_post_s": r.post[i][0],
+                                "receiver_post_s": r.post[i][1],
                                 "sender_mpi_s": r.mpi[i][0],
                                 "receiver_mpi_s": r.mpi[i][1],
                                 "overlap": [r.overlap(i, 0), r.overlap(i, 1)],
@@ -764,6 +699,8 @@ impl ExperimentReport {
                     "size",
                     "sender",
                     "receiver",
+                    "sender_post_s",
+                    "receiver_post_s",
                     "sender_mpi_s",
                     "receiver_mpi_s",
                     "transfer_s",
@@ -774,6 +711,8 @@ impl ExperimentReport {
                             r.size.to_string(),
                             s.name().into(),
                             rc.name().into(),
+                            e(r.post[i][0]),
+                            e(r.post[i][1]),
                             e(r.mpi[i][0]),
                             e(r.mpi[i][1]),
                             e(r.transfer),
@@ -841,6 +780,7 @@ impl ExperimentReport {
             ),
             sizes,
             series,
+            marks: Vec::new(),
         })
     }
 
@@ -866,89 +806,5 @@ impl ExperimentReport {
             println!("wrote {}", f.display());
         }
         Ok(())
-    }
-}
-
-/// Times against message size, both axes logarithmic.
-struct Lines {
-    title: String,
-    sizes: Vec<usize>,
-    series: Vec<(String, Vec<f64>)>,
-}
-
-impl plots::Figure for Lines {
-    fn size(&self) -> (u32, u32) {
-        (1100, 700)
-    }
-
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let root = root
-            .titled(&self.title, plots::caption_font())
-            .map_err(plots::err)?;
-        let floor = 0.1;
-        let us = |s: f64| (s * 1e6).max(floor);
-        let l2 = |b: usize| (b.max(1) as f64).log2();
-        let (xlo, xhi) = (
-            self.sizes.first().map_or(0.0, |&s| l2(s)) - 0.5,
-            self.sizes.last().map_or(1.0, |&s| l2(s)) + 0.5,
-        );
-        let ticks = ((xhi - xlo).ceil() as usize + 1).min(40);
-        let ymax = self
-            .series
-            .iter()
-            .flat_map(|(_, v)| v.iter())
-            .map(|&s| us(s))
-            .fold(1.0, f64::max)
-            * 8.0;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(15)
-            .x_label_area_size(55)
-            .y_label_area_size(90)
-            .build_cartesian_2d(xlo..xhi, (floor..ymax).log_scale())
-            .map_err(plots::err)?;
-        chart
-            .configure_mesh()
-            .x_desc("message size (bytes, log scale)")
-            .y_desc("time (µs, log scale), median")
-            .axis_desc_style(plots::desc_font())
-            .label_style(plots::label_font())
-            .x_labels(ticks)
-            .x_label_formatter(&|v| {
-                let i = v.round();
-                if (v - i).abs() < 1e-6 && (0.0..=40.0).contains(&i) {
-                    bytes(1usize << i as u32)
-                } else {
-                    String::new()
-                }
-            })
-            .y_label_formatter(&|v| plots::tick(*v))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(plots::err)?;
-        for (i, (label, v)) in self.series.iter().enumerate() {
-            let c = plots::colour(i);
-            let line: Vec<(f64, f64)> = self
-                .sizes
-                .iter()
-                .zip(v)
-                .map(|(&s, &y)| (l2(s), us(y)))
-                .collect();
-            chart
-                .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))
-                .map_err(plots::err)?
-                .label(label.as_str())
-                .legend(plots::line_key(c, 3));
-            chart
-                .draw_series(line.into_iter().map(|q| Circle::new(q, 4, c.filled())))
-                .map_err(plots::err)?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(160, 160, 160))
-            .label_font(plots::label_font())
-            .draw()
-            .map_err(plots::err)
     }
 }

@@ -177,6 +177,66 @@ pub(super) fn mono() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
+/// A request's buffer: `len` bytes at `ptr`, owned by the caller, which neither reads, writes
+/// nor frees it, nor borrows it anew (a fresh `&mut` to the buffer would invalidate the
+/// pointer MPI holds), until the request completed.
+#[derive(Clone, Copy)]
+pub(super) struct Region {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Region {
+    /// All of `v`: the one pointer to it that every part is taken from.
+    pub(super) fn of(v: &mut [u8]) -> Region {
+        Region {
+            ptr: v.as_mut_ptr(),
+            len: v.len(),
+        }
+    }
+
+    /// Part `i` of `n` equal parts, offset from this region's pointer, so that taking a part
+    /// while MPI still uses another does not borrow the buffer again.
+    pub(super) fn part(self, i: usize, n: usize) -> Region {
+        assert!(i < n, "part {i} of {n}");
+        let len = self.len / n;
+        Region {
+            // In bounds: (i + 1) * len <= self.len.
+            ptr: self.ptr.wrapping_add(i * len),
+            len,
+        }
+    }
+}
+
+/// `MPI_Test` on `req` (active or null): whether it completed.
+pub(super) fn test(req: &mut ffi::MPI_Request) -> Result<bool, String> {
+    let mut flag: c_int = 0;
+    // SAFETY: req is an active request of this probe or null (MPI_Test returns at once); its
+    // buffer follows the Region rule until it completes; the status is ignored.
+    let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+    check(rc, "MPI_Test")?;
+    Ok(flag != 0)
+}
+
+/// `MPI_Waitall` on requests, each active or null.
+pub(super) fn wait_all(reqs: &mut [ffi::MPI_Request]) -> Result<(), String> {
+    let n = count(reqs.len(), "requests")?;
+    // SAFETY: every entry is an active request of this probe or null; their buffers follow
+    // the Region rule until they complete; statuses are ignored.
+    let rc = unsafe { ffi::MPI_Waitall(n, reqs.as_mut_ptr(), ffi::RSMPI_STATUSES_IGNORE) };
+    check(rc, "MPI_Waitall")
+}
+
+/// `MPI_Wait` on `req` (active or null: a request `MPI_Test` completed is null and returns at
+/// once), timed.
+pub(super) fn wait_timed(req: &mut ffi::MPI_Request) -> Result<f64, String> {
+    let t = Instant::now();
+    // SAFETY: as in `test`.
+    let rc = unsafe { ffi::MPI_Wait(req, ffi::RSMPI_STATUS_IGNORE) };
+    check(rc, "MPI_Wait")?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
 /// The threshold found: (largest eager size, smallest rendezvous size) in bytes.
 pub(super) type Threshold = (Option<usize>, Option<usize>);
 
@@ -295,6 +355,55 @@ impl Probe {
         check(unsafe { ffi::MPI_Barrier(self.comm) }, "MPI_Barrier")
     }
 
+    fn peer(&self) -> c_int {
+        1 - self.rank as c_int
+    }
+
+    /// Post a send (`send`) or a receive of `r` with `tag` to or from the peer.
+    ///
+    /// # Safety
+    /// `r` follows the [`Region`] rule until the request returned completes.
+    pub(super) unsafe fn post(
+        &self,
+        send: bool,
+        r: Region,
+        tag: c_int,
+    ) -> Result<ffi::MPI_Request, String> {
+        let n = count(r.len, "bytes")?;
+        // SAFETY: null request constant, overwritten by the post.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let buf = r.ptr.cast::<c_void>();
+        let (peer, comm) = (self.peer(), self.comm);
+        // SAFETY: r's `len` bytes stay valid and untouched until the request completes (the
+        // caller's contract); comm is this probe's communicator, peer the other rank.
+        let rc = unsafe {
+            if send {
+                ffi::MPI_Isend(buf, n, ffi::RSMPI_UINT8_T, peer, tag, comm, &mut req)
+            } else {
+                ffi::MPI_Irecv(buf, n, ffi::RSMPI_UINT8_T, peer, tag, comm, &mut req)
+            }
+        };
+        check(rc, if send { "MPI_Isend" } else { "MPI_Irecv" })?;
+        Ok(req)
+    }
+
+    /// An MPI call that matches nothing (a probe for tag 1, which nobody sends): progress
+    /// only.
+    pub(super) fn idle_call(&self) -> Result<(), String> {
+        let mut flag: c_int = 0;
+        // SAFETY: comm valid; flag is a local int; the status is ignored.
+        let rc = unsafe {
+            ffi::MPI_Iprobe(
+                self.peer(),
+                1,
+                self.comm,
+                &mut flag,
+                ffi::RSMPI_STATUS_IGNORE,
+            )
+        };
+        check(rc, "MPI_Iprobe")
+    }
+
     /// Rank 0's `v` to every rank.
     pub(super) fn bcast(&self, v: &mut u64) -> Result<(), String> {
         // SAFETY: one u64 at v on every rank; comm is valid.
@@ -340,59 +449,42 @@ impl Probe {
     }
 
     /// One repetition of a raw kernel; this rank's two times (rank 0: Isend, Wait; rank 1:
-    /// its intermediate call, Wait).
+    /// its intermediate call, Wait). The buffer is `self.buf` ([`Probe::size_buffers`]).
     pub(super) fn raw_once(&mut self, size: usize, k: Kernel) -> Result<[f64; 2], String> {
-        let count = count(size, "bytes")?;
-        let peer = 1 - self.rank as c_int;
-        // SAFETY: null request constant, overwritten by the post below.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        let mut flag: c_int = 0;
+        assert_eq!(self.buf.len(), size, "size_buffers before raw_once");
         let c = if k == Kernel::Transfer {
             Duration::ZERO
         } else {
             self.compute
         };
-        let buf = self.buf.as_mut_ptr().cast::<c_void>();
-        // Every MPI call below: buf holds `size` bytes and is not touched while the request
-        // is active; the request completes (MPI_Wait) before this function returns; comm is
-        // valid; statuses are ignored.
-        let irecv = |req: &mut ffi::MPI_Request| {
-            // SAFETY: see above.
-            let rc =
-                unsafe { ffi::MPI_Irecv(buf, count, ffi::RSMPI_UINT8_T, peer, 0, self.comm, req) };
-            check(rc, "MPI_Irecv")
-        };
-        let wait = |req: &mut ffi::MPI_Request| {
-            let t = Instant::now();
-            // SAFETY: see above (a request that MPI_Test completed is null: returns at once).
-            let rc = unsafe { ffi::MPI_Wait(req, ffi::RSMPI_STATUS_IGNORE) };
-            check(rc, "MPI_Wait").map(|()| t.elapsed().as_secs_f64())
-        };
+        // `self.buf` is not touched while the request is active: it completes (wait_timed)
+        // before this function returns.
+        let buf = Region::of(&mut self.buf);
         self.barrier()?;
         let start = Instant::now();
         let silent = k == Kernel::SenderSilent;
         if self.rank == 0 {
-            // SAFETY: see above.
-            let rc = unsafe {
-                ffi::MPI_Isend(buf, count, ffi::RSMPI_UINT8_T, peer, 0, self.comm, &mut req)
-            };
-            check(rc, "MPI_Isend")?;
+            // SAFETY: `buf` follows the Region rule (above) until the wait completes the
+            // request.
+            let mut req = unsafe { self.post(true, buf, 0)? };
             let posted = start.elapsed().as_secs_f64();
             compute_until(start + if silent { 2 * c } else { c });
-            let waited = wait(&mut req)?;
+            let waited = wait_timed(&mut req)?;
             self.event = mono();
             return Ok([posted, waited]);
         }
-        if k != Kernel::Unexpected {
-            irecv(&mut req)?;
-        }
+        let mut req = if k == Kernel::Unexpected {
+            // SAFETY: the null request constant (posted below, after the computation).
+            unsafe { ffi::RSMPI_REQUEST_NULL }
+        } else {
+            // SAFETY: as for the send.
+            unsafe { self.post(false, buf, 0)? }
+        };
         let mut between = 0.0;
         if k == Kernel::Test {
             compute_until(start + c / 2);
             let t = Instant::now();
-            // SAFETY: see above.
-            let rc = unsafe { ffi::MPI_Test(&mut req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
-            check(rc, "MPI_Test")?;
+            test(&mut req)?;
             between = t.elapsed().as_secs_f64();
         }
         if k == Kernel::Unexpected {
@@ -401,11 +493,7 @@ impl Probe {
             // eager send complete early even when this rank is descheduled for a while.
             for q in 1..UNEXPECTED_SPAN * 4 {
                 compute_until(start + c * q / 4);
-                // SAFETY: comm valid; flag is a local int; the status is ignored.
-                let rc = unsafe {
-                    ffi::MPI_Iprobe(peer, 1, self.comm, &mut flag, ffi::RSMPI_STATUS_IGNORE)
-                };
-                check(rc, "MPI_Iprobe")?;
+                self.idle_call()?;
             }
         }
         compute_until(
@@ -418,9 +506,10 @@ impl Probe {
         );
         if k == Kernel::Unexpected {
             self.event = mono();
-            irecv(&mut req)?;
+            // SAFETY: as for the send.
+            req = unsafe { self.post(false, buf, 0)? };
         }
-        let waited = wait(&mut req)?;
+        let waited = wait_timed(&mut req)?;
         Ok(if k == Kernel::Transfer {
             // From the barrier to the message's arrival.
             [0.0, start.elapsed().as_secs_f64()]

@@ -215,7 +215,7 @@ impl Report {
         let path = dir.join("probe.csv");
         write_atomically(&path, csv.as_bytes()).map_err(|e| fail(&path, e.to_string()))?;
         let stem = dir.join("probe");
-        let files = plots::save(&ProbeFigure(self), &stem).map_err(|e| fail(&stem, e))?;
+        let files = plots::save(&figure(self), &stem).map_err(|e| fail(&stem, e))?;
         for f in files.iter().chain([&json, &path]) {
             println!("wrote {}", f.display());
         }
@@ -223,40 +223,88 @@ impl Report {
     }
 }
 
-/// The probe's plot: times against message size, both axes logarithmic.
-struct ProbeFigure<'a>(&'a Report);
+/// The probe's plot: the kernel's times, the threshold found and the configured limit.
+fn figure(r: &Report) -> Lines {
+    type Series = (&'static str, fn(&Row) -> f64);
+    let series: [Series; 8] = [
+        ("sender Wait, plain", |x| x.send_wait[0]),
+        ("sender Wait, receiver tests", |x| x.send_wait[1]),
+        ("sender Wait, aiac channel", |x| x.send_wait[2]),
+        ("receiver in MPI, plain", |x| x.recv_exposed[0]),
+        ("receiver in MPI, tests", |x| x.recv_exposed[1]),
+        ("receiver in MPI, channel", |x| x.recv_exposed[2]),
+        ("transfer (no compute)", |x| x.transfer),
+        ("sender Wait, receive posted late", |x| x.unexpected_wait),
+    ];
+    let mut marks = Vec::new();
+    if let (Some(lo), Some(_)) = r.threshold {
+        marks.push(Mark {
+            label: format!("threshold found: {lo} B"),
+            at: lo as f64,
+            colour: RGBColor(90, 90, 90),
+            dashed: false,
+        });
+    }
+    if let Some((name, v)) = &r.path.eager {
+        marks.push(Mark {
+            label: format!("{name} = {v} B"),
+            at: *v as f64,
+            colour: RGBColor(200, 0, 0),
+            dashed: true,
+        });
+    }
+    Lines {
+        title: format!("aiac probe: {}", r.path.label),
+        sizes: r.rows.iter().map(|x| x.size).collect(),
+        series: series
+            .iter()
+            .map(|(label, f)| (label.to_string(), r.rows.iter().map(*f).collect()))
+            .collect(),
+        marks,
+    }
+}
 
-impl plots::Figure for ProbeFigure<'_> {
+/// A vertical line at a size, with its legend entry.
+pub(super) struct Mark {
+    pub(super) label: String,
+    /// Bytes.
+    pub(super) at: f64,
+    pub(super) colour: RGBColor,
+    pub(super) dashed: bool,
+}
+
+/// Times (seconds, one value per size) against message size, both axes logarithmic: the
+/// probe's plot and the experiments'.
+pub(super) struct Lines {
+    pub(super) title: String,
+    pub(super) sizes: Vec<usize>,
+    pub(super) series: Vec<(String, Vec<f64>)>,
+    pub(super) marks: Vec<Mark>,
+}
+
+impl plots::Figure for Lines {
     fn size(&self) -> (u32, u32) {
         (1100, 700)
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let r = self.0;
-        let title = format!("aiac probe: {}", r.path.label);
         let root = root
-            .titled(&title, plots::caption_font())
+            .titled(&self.title, plots::caption_font())
             .map_err(plots::err)?;
         // µs, floored so that the log axis can show a completed-at-once wait.
         let floor = 0.1;
         let us = |s: f64| (s * 1e6).max(floor);
         // x is log2 of the size, so that ticks fall on powers of two (1K, 2K, ...).
         let l2 = |b: f64| b.max(1.0).log2();
-        let xs: Vec<f64> = r.rows.iter().map(|x| l2(x.size as f64)).collect();
         let (xlo, xhi) = (
-            xs.first().copied().unwrap_or(0.0) - 0.5,
-            xs.last().copied().unwrap_or(1.0) + 0.5,
+            self.sizes.first().map_or(0.0, |&s| l2(s as f64)) - 0.5,
+            self.sizes.last().map_or(1.0, |&s| l2(s as f64)) + 0.5,
         );
         let ticks = ((xhi - xlo).ceil() as usize + 1).min(40);
-        let ymax = r
-            .rows
+        let ymax = self
+            .series
             .iter()
-            .flat_map(|x| {
-                x.send_wait
-                    .iter()
-                    .chain(&x.recv_exposed)
-                    .chain([&x.transfer])
-            })
+            .flat_map(|(_, v)| v.iter())
             .map(|&s| us(s))
             .fold(1.0, f64::max)
             * 8.0;
@@ -285,74 +333,35 @@ impl plots::Figure for ProbeFigure<'_> {
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(plots::err)?;
-        type Series = (&'static str, Box<dyn Fn(&Row) -> f64>);
-        let series: [Series; 8] = [
-            ("sender Wait, plain", Box::new(|x: &Row| x.send_wait[0])),
-            (
-                "sender Wait, receiver tests",
-                Box::new(|x: &Row| x.send_wait[1]),
-            ),
-            (
-                "sender Wait, aiac channel",
-                Box::new(|x: &Row| x.send_wait[2]),
-            ),
-            (
-                "receiver in MPI, plain",
-                Box::new(|x: &Row| x.recv_exposed[0]),
-            ),
-            (
-                "receiver in MPI, tests",
-                Box::new(|x: &Row| x.recv_exposed[1]),
-            ),
-            (
-                "receiver in MPI, channel",
-                Box::new(|x: &Row| x.recv_exposed[2]),
-            ),
-            ("transfer (no compute)", Box::new(|x: &Row| x.transfer)),
-            (
-                "sender Wait, receive posted late",
-                Box::new(|x: &Row| x.unexpected_wait),
-            ),
-        ];
-        for (i, (label, f)) in series.iter().enumerate() {
+        for (i, (label, v)) in self.series.iter().enumerate() {
             let c = plots::colour(i);
-            let line: Vec<(f64, f64)> = r
-                .rows
+            let line: Vec<(f64, f64)> = self
+                .sizes
                 .iter()
-                .map(|x| (l2(x.size as f64), us(f(x))))
+                .zip(v)
+                .map(|(&s, &y)| (l2(s as f64), us(y)))
                 .collect();
             chart
                 .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))
                 .map_err(plots::err)?
-                .label(*label)
+                .label(label.as_str())
                 .legend(plots::line_key(c, 3));
             chart
                 .draw_series(line.into_iter().map(|q| Circle::new(q, 4, c.filled())))
                 .map_err(plots::err)?;
         }
-        if let (Some(lo), Some(_)) = r.threshold {
-            let grey = RGBColor(90, 90, 90);
-            chart
-                .draw_series(LineSeries::new(
-                    [(l2(lo as f64), floor), (l2(lo as f64), ymax)],
-                    grey.stroke_width(1),
-                ))
+        for m in &self.marks {
+            let (x, style) = (l2(m.at), m.colour.stroke_width(1));
+            let ends = [(x, floor), (x, ymax)];
+            let drawn = if m.dashed {
+                chart.draw_series(DashedLineSeries::new(ends, 6, 4, style))
+            } else {
+                chart.draw_series(LineSeries::new(ends, style))
+            };
+            drawn
                 .map_err(plots::err)?
-                .label(format!("threshold found: {} B", lo))
-                .legend(plots::line_key(grey, 1));
-        }
-        if let Some((name, v)) = &r.path.eager {
-            let c = RGBColor(200, 0, 0);
-            chart
-                .draw_series(DashedLineSeries::new(
-                    [(l2(*v as f64), floor), (l2(*v as f64), ymax)],
-                    6,
-                    4,
-                    c.stroke_width(1),
-                ))
-                .map_err(plots::err)?
-                .label(format!("{name} = {v} B"))
-                .legend(plots::line_key(c, 1));
+                .label(m.label.as_str())
+                .legend(plots::line_key(m.colour, 1));
         }
         // Upper left: small sizes finish in microseconds, so that corner is empty.
         chart
