@@ -17,7 +17,9 @@
 //! ever being granted (and `MPI_MODE_NOCHECK` promises no conflicting lock at all). So every
 //! access goes inside `MPI_Win_lock(MPI_LOCK_EXCLUSIVE, target)` … `MPI_Win_unlock(target)`
 //! (§11.5.3), `read_local` inside a shared lock of the rank's own window, and the fence is a
-//! barrier (every operation completed at its unlock).
+//! barrier (every operation completed at its unlock). The creation zeroes the memory inside
+//! an exclusive lock of the rank's own window and `MPI_Win_sync`s it, so the zeros are in the
+//! public copy under the separate model too.
 //!
 //! ## Waiting on an oversubscribed node
 //! MPICH 4.0 (ch4:ucx) carries `MPI_Compare_and_swap` and `MPI_Fetch_and_op` as active
@@ -162,22 +164,51 @@ impl MpiWindow {
         if self.base.is_null() || (self.base as usize) % 8 != 0 {
             return Err(misuse("MPI_Win_allocate", "no aligned memory for the window").into());
         }
-        // SAFETY: base..base+words(len) is the window's local memory (MPI_Win_allocate: the
-        // user's words, the probe word and padding), aligned (checked), and no rank accesses
-        // it before the barrier below.
-        unsafe { std::ptr::write_bytes(self.base, 0, words(self.len)) };
-        if self.mode == WindowMode::Atomic {
-            // SAFETY: a valid window; no lock held yet. NOCHECK: no rank holds a conflicting
-            // lock (exclusive locks are taken only on locked windows, which have no lock-all).
-            let rc = unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, self.win) };
-            check(rc, "MPI_Win_lock_all")?;
-            // SAFETY: the window is locked; MPI_Win_sync makes the zeroing part of its public
-            // copy.
-            check(unsafe { ffi::MPI_Win_sync(self.win) }, "MPI_Win_sync")?;
+        match self.mode {
+            WindowMode::Atomic => {
+                // SAFETY: a valid window; no lock held yet. NOCHECK: no rank holds a
+                // conflicting lock (exclusive locks are taken only on locked windows, which
+                // have no lock-all).
+                let rc = unsafe { ffi::MPI_Win_lock_all(ffi::MPI_MODE_NOCHECK as c_int, self.win) };
+                check(rc, "MPI_Win_lock_all")?;
+                self.zero()?;
+            }
+            WindowMode::Locked => {
+                // The zeroing goes inside an exclusive lock of the rank's own window: local
+                // stores to window memory are protected by a lock (§11.5.3), and the sync and
+                // the unlock make them part of the public copy that other ranks' MPI_Get read
+                // under the separate model (§11.7), with no assumption about the model.
+                let me = int(self.world.rank);
+                // SAFETY: a valid window with no epoch open (it has no lock-all, and no
+                // TargetLock exists yet); me < size.
+                let rc =
+                    unsafe { ffi::MPI_Win_lock(ffi::MPI_LOCK_EXCLUSIVE as c_int, me, 0, self.win) };
+                check(rc, "MPI_Win_lock")?;
+                let zeroed = self.zero();
+                // SAFETY: the exclusive lock of our own window taken above.
+                let unlocked = check(
+                    unsafe { ffi::MPI_Win_unlock(me, self.win) },
+                    "MPI_Win_unlock",
+                );
+                zeroed.and(unlocked)?;
+            }
         }
         // SAFETY: aiac's communicator, collective over every rank.
         check(unsafe { ffi::MPI_Barrier(self.world.comm) }, "MPI_Barrier")?;
         Ok(())
+    }
+
+    /// Zero this rank's memory and synchronise the window's copies (§11.7). Called inside a
+    /// passive-target epoch (the lock-all of an atomic window, the exclusive self-lock of a
+    /// locked one), before the barrier after which other ranks access the memory.
+    fn zero(&mut self) -> Result<(), CommError> {
+        // SAFETY: base..base+words(len) is the window's local memory (MPI_Win_allocate: the
+        // user's words, the probe word and padding), aligned (checked in start), and no rank
+        // accesses it before start's barrier.
+        unsafe { std::ptr::write_bytes(self.base, 0, words(self.len)) };
+        // SAFETY: a valid window inside a passive-target epoch of this rank (the caller's);
+        // MPI_Win_sync makes the zeroing part of its public copy.
+        check(unsafe { ffi::MPI_Win_sync(self.win) }, "MPI_Win_sync")
     }
 
     /// Before a flush of `targets` on an oversubscribed node: wait, giving the core away
@@ -191,7 +222,10 @@ impl MpiWindow {
         for t in targets.clone().filter(|&t| self.atomics[t]) {
             let [operand, result] = &mut self.probe_words[t];
             *operand = 0;
-            // SAFETY: a valid window, locked for its life (lock_all); t < size; the probe word
+            // SAFETY: a valid window, and an epoch to t open: a compare-and-swap or
+            // fetch-and-add to t is outstanding, so t is inside the atomic window's lock-all
+            // (start) or, on a locked window, the exclusive lock of t that chan-core's
+            // TargetLock holds around the operation and its flush; t < size; the probe word
             // lies inside every rank's window (words(len) > len) and only probes touch it, all
             // with MPI_SUM on MPI_UINT64_T; operand, result and request live in boxes of self
             // that are never reallocated, and a failed wait below leaks them rather than
@@ -285,7 +319,9 @@ unsafe impl RawWindow for MpiWindow {
         count: usize,
     ) -> Result<(), CommError> {
         // SAFETY: the caller's contract: target and range checked, src readable and unchanged
-        // until the flush; the window is locked (lock_all) for the window's life.
+        // until the flush. An access epoch to target is open: an atomic window's lock-all
+        // (start) lasts its life; a locked window is reached only through chan-core's
+        // TargetLock, which holds target's exclusive lock (lock()) until after the flush.
         let rc = unsafe {
             ffi::MPI_Put(
                 src.cast::<c_void>(),
@@ -309,7 +345,8 @@ unsafe impl RawWindow for MpiWindow {
         dst: *mut u64,
         count: usize,
     ) -> Result<(), CommError> {
-        // SAFETY: the caller's contract: target and range checked, dst ours until the flush.
+        // SAFETY: the caller's contract: target and range checked, dst ours until the flush;
+        // an access epoch to target is open, as for put.
         let rc = unsafe {
             ffi::MPI_Get(
                 dst.cast::<c_void>(),
@@ -333,7 +370,8 @@ unsafe impl RawWindow for MpiWindow {
         op: *mut WordOp,
     ) -> Result<(), CommError> {
         // SAFETY: the caller's contract: *op is ours until the flush, which is when MPI reads
-        // the operand and compare words and writes the result.
+        // the operand and compare words and writes the result; an access epoch to target is
+        // open, as for put.
         let rc = unsafe {
             ffi::MPI_Compare_and_swap(
                 std::ptr::addr_of!((*op).operand).cast::<c_void>(),
@@ -377,7 +415,9 @@ unsafe impl RawWindow for MpiWindow {
     #[inline]
     fn flush(&mut self, target: usize) -> Result<(), CommError> {
         self.await_atomics(target..target + 1)?;
-        // SAFETY: a valid, locked window; target < size (chan-core checked it).
+        // SAFETY: a valid window with an access epoch to target open, as for put (the atomic
+        // window's lock-all, or the exclusive lock of target that TargetLock holds while it
+        // flushes); target < size (chan-core checked it).
         let rc = unsafe { ffi::MPI_Win_flush(int(target), self.win) };
         check(rc, "MPI_Win_flush")?;
         self.atomics[target] = false;
@@ -385,8 +425,14 @@ unsafe impl RawWindow for MpiWindow {
     }
 
     fn flush_all(&mut self) -> Result<(), CommError> {
+        if self.mode == WindowMode::Locked {
+            // No epoch to every rank to flush: each operation of a locked window was completed
+            // by the flush after it, and TargetLock's unlock ends the only epoch there is.
+            return Ok(());
+        }
         self.await_atomics(0..self.atomics.len())?;
-        // SAFETY: a valid, locked window.
+        // SAFETY: an atomic window (the locked case returned above), inside its lock-all
+        // epoch (start), which MPI_Win_flush_all needs.
         let rc = unsafe { ffi::MPI_Win_flush_all(self.win) };
         check(rc, "MPI_Win_flush_all")?;
         self.atomics.fill(false);
@@ -400,7 +446,8 @@ unsafe impl RawWindow for MpiWindow {
             return check(unsafe { ffi::MPI_Barrier(self.world.comm) }, "MPI_Barrier");
         }
         self.flush_all()?;
-        // SAFETY: a valid, locked window; aiac's communicator, collective over every rank.
+        // SAFETY: an atomic window (the locked case returned above), inside its lock-all epoch
+        // (start), as MPI_Win_sync needs; aiac's communicator, collective over every rank.
         // The syncs order this rank's view of its memory around the barrier (§11.7, Example
         // 11.21's pattern for passive target).
         unsafe {
@@ -425,7 +472,8 @@ unsafe impl RawWindow for MpiWindow {
                 "MPI_Win_unlock",
             );
         }
-        // SAFETY: a valid, locked window.
+        // SAFETY: an atomic window (the locked case returned above), inside its lock-all epoch
+        // (start), as MPI_Win_sync needs.
         check(unsafe { ffi::MPI_Win_sync(self.win) }, "MPI_Win_sync")?;
         self.load_local(out);
         Ok(())
@@ -457,9 +505,9 @@ unsafe impl RawWindow for MpiWindow {
         // A locked window has no epoch open here (chan-core's TargetLock borrows the window,
         // so none is held when it is freed).
         let unlocked = match self.mode {
-            // SAFETY: a valid window, locked for its life; closing the epoch completes every
-            // operation of this rank, then MPI_Win_free (collective) waits for every rank's
-            // to complete at it.
+            // SAFETY: an atomic window, inside its lock-all epoch (start); closing it
+            // completes every operation of this rank, then MPI_Win_free (collective) waits
+            // for every rank's to complete at it.
             WindowMode::Atomic => check(
                 unsafe { ffi::MPI_Win_unlock_all(self.win) },
                 "MPI_Win_unlock_all",
