@@ -242,11 +242,6 @@ impl World {
         all.retain(|c| c.owned || c.outcome.is_none());
     }
 
-    /// MPI has been finalized ([`MpiCtx::finalize`], or the last holder dropped).
-    pub(crate) fn is_shut(&self) -> bool {
-        self.shut.get()
-    }
-
     /// Finish the closes still in progress, free the communicator and finalize MPI. Runs once.
     fn shutdown(&self) -> Result<(), FinalizeError> {
         if self.shut.replace(true) {
@@ -910,10 +905,11 @@ impl ChannelHooks for MpiCtx {
         let local = NeighborAlltoallv::plan(&self.world, peers);
         // Every rank makes the graph or none does: its creation is collective.
         let plan = chan_core::backend::vote(self, local)?;
-        Ok(Box::new(NeighborAlltoallv::new(
-            Rc::clone(&self.world),
-            plan,
-        )?))
+        // Making the graph or setting its error handler can fail on some ranks only: every
+        // rank learns of it here, before any waits in an exchange the others never start. A
+        // graph made here is then dropped, which frees its communicator.
+        let made = NeighborAlltoallv::new(Rc::clone(&self.world), plan);
+        Ok(Box::new(chan_core::backend::vote(self, made)?))
     }
 
     fn reserved_tags(&mut self) -> &mut ReservedTags {

@@ -66,6 +66,7 @@ mod env;
 mod neighbor;
 mod node;
 mod pair;
+mod pending;
 mod raw;
 mod reduce;
 mod transport;

@@ -12,6 +12,7 @@
 //! sparse operators alike.
 
 use crate::env::World;
+use crate::pending::Pending;
 use crate::raw::{self, check};
 use chan_core::{CommError, CreateError, NeighborExchange, NeighborSpec};
 use mpi::ffi;
@@ -20,7 +21,6 @@ use std::rc::Rc;
 
 /// `MPI_Ineighbor_alltoallv` over the rank's neighbours (see the module's documentation).
 pub struct NeighborAlltoallv {
-    world: Rc<World>,
     /// The distributed-graph communicator: its sources and destinations are the neighbours,
     /// in the order given. Freed on drop.
     comm: ffi::MPI_Comm,
@@ -32,7 +32,8 @@ pub struct NeighborAlltoallv {
     /// Both buffers are boxed and owned here: they stay put while the collective runs.
     send: Box<[f64]>,
     recv: Box<[f64]>,
-    req: ffi::MPI_Request,
+    /// The exchange in flight; it holds the world, so MPI outlives the communicator.
+    req: Pending,
 }
 
 impl std::fmt::Debug for NeighborAlltoallv {
@@ -106,7 +107,9 @@ impl NeighborAlltoallv {
         Ok(Plan { ranks, send, recv })
     }
 
-    /// Collective over the world: every rank calls it with the plan every rank voted for.
+    /// Collective over the world: every rank calls it with the plan every rank voted for,
+    /// then votes on its outcome (creation can fail on some ranks only), dropping, and so
+    /// freeing, a graph made here when it failed elsewhere.
     pub(crate) fn new(world: Rc<World>, plan: Plan) -> Result<Self, CreateError> {
         let Plan { ranks, send, recv } = plan;
         let degree = ranks.len() as c_int;
@@ -137,7 +140,6 @@ impl NeighborAlltoallv {
         // handler.
         let rc = unsafe { ffi::MPI_Comm_set_errhandler(comm, ffi::RSMPI_ERRORS_RETURN) };
         let made = NeighborAlltoallv {
-            world,
             comm,
             send: vec![0.0; send.total].into_boxed_slice(),
             recv: vec![0.0; recv.total].into_boxed_slice(),
@@ -145,7 +147,7 @@ impl NeighborAlltoallv {
             send_displs: send.displs,
             recv_counts: recv.counts,
             recv_displs: recv.displs,
-            req: raw::request_null(),
+            req: Pending::new(world),
         };
         check(rc, "MPI_Comm_set_errhandler")?; // dropping `made` frees the communicator
         Ok(made)
@@ -178,44 +180,43 @@ impl NeighborExchange for NeighborAlltoallv {
                 "an exchange is in progress",
             ));
         }
+        let (send, recv, comm) = (&self.send, &mut self.recv, self.comm);
+        let (sc, sd) = (&self.send_counts, &self.send_displs);
+        let (rc, rd) = (&self.recv_counts, &self.recv_displs);
         // SAFETY: send and recv are boxed, owned by self, do not overlap, and hold the sums
         // of their counts (the displacements are the running sums, all within int); the
         // count and displacement arrays hold one int per neighbour of `comm`, which lists
         // the neighbours in their order. Nothing touches the buffers until the request
         // completes (send_buf/recv_buf panic while it is active), and Drop completes an
         // active request before they and `comm` are freed.
-        let rc = unsafe {
+        self.req.start("MPI_Ineighbor_alltoallv", |req| unsafe {
             ffi::MPI_Ineighbor_alltoallv(
-                self.send.as_ptr().cast(),
-                self.send_counts.as_ptr(),
-                self.send_displs.as_ptr(),
+                send.as_ptr().cast(),
+                sc.as_ptr(),
+                sd.as_ptr(),
                 raw::double_type(),
-                self.recv.as_mut_ptr().cast(),
-                self.recv_counts.as_ptr(),
-                self.recv_displs.as_ptr(),
+                recv.as_mut_ptr().cast(),
+                rc.as_ptr(),
+                rd.as_ptr(),
                 raw::double_type(),
-                self.comm,
-                &mut self.req,
+                comm,
+                req,
             )
-        };
-        check(rc, "MPI_Ineighbor_alltoallv")?;
-        self.world.requests.started();
-        Ok(())
+        })
     }
 
     fn test(&mut self) -> Result<bool, CommError> {
         if !self.in_progress() {
             return Err(raw::misuse("MPI_Test", "no exchange in progress"));
         }
-        self.world.progress_closing();
-        raw::test_one(&mut self.req, &self.world.requests)
+        self.req.test()
     }
 
     fn wait(&mut self) -> Result<(), CommError> {
         if !self.in_progress() {
             return Err(raw::misuse("MPI_Wait", "no exchange in progress"));
         }
-        raw::wait_one(&mut self.req, &self.world.requests)
+        self.req.wait()
     }
 
     fn recv_buf(&self, k: usize) -> &[f64] {
@@ -227,7 +228,7 @@ impl NeighborExchange for NeighborAlltoallv {
     }
 
     fn in_progress(&self) -> bool {
-        self.req != raw::request_null()
+        self.req.active()
     }
 }
 
@@ -235,17 +236,25 @@ impl Drop for NeighborAlltoallv {
     fn drop(&mut self) {
         // A started collective cannot be cancelled; every neighbour started it, so it
         // completes. The buffers and the communicator must outlive it.
-        if let Err(e) = raw::wait_one(&mut self.req, &self.world.requests) {
+        if let Err(e) = self.req.wait() {
             eprintln!("aiac (mpi): completing a dropped neighbour exchange: {e}");
+            // MPI may still read the counts and displacements of a started vector collective
+            // as well as its buffers (MPI 3.1 §5.12), so none of them is freed; nor is comm.
+            for b in [
+                &mut self.send_counts,
+                &mut self.send_displs,
+                &mut self.recv_counts,
+                &mut self.recv_displs,
+            ] {
+                std::mem::forget(std::mem::take(b));
+            }
             std::mem::forget(std::mem::take(&mut self.send));
             std::mem::forget(std::mem::take(&mut self.recv));
             return;
         }
-        if self.world.is_shut() {
-            return; // MPI is finalized: nothing left to free
-        }
         // SAFETY: comm is the communicator `new` made, no request on it is active (waited
-        // above), MPI is live (checked); MPI_Comm_free sets the handle to null.
+        // above), and MPI is live: self holds the world, whose shutdown alone finalizes MPI
+        // and runs only once no one holds it. MPI_Comm_free sets the handle to null.
         let rc = unsafe { ffi::MPI_Comm_free(&mut self.comm) };
         if let Err(e) = check(rc, "MPI_Comm_free") {
             eprintln!("aiac (mpi): freeing a neighbour exchange's communicator: {e}");

@@ -3,7 +3,8 @@
 //! reduction across iterations), or chan-core's binary tree over point-to-point channels.
 
 use crate::env::World;
-use crate::raw::{self, check};
+use crate::pending::Pending;
+use crate::raw;
 use crate::Mpi;
 use chan_core::{CreateError, ReduceError, ReduceOp, Reduction, TreeReduction};
 use mpi::ffi;
@@ -23,13 +24,12 @@ pub enum ReductionKind {
 
 /// A non-blocking all-reduce with `MPI_Iallreduce` (MPI 3.0, §5.12.8).
 pub struct Iallreduce {
-    world: Rc<World>,
     op: ReduceOp,
     count: c_int,
     /// Both buffers are boxed and owned here: they stay put while the collective runs.
     send: Box<[f64]>,
     recv: Box<[f64]>,
-    req: ffi::MPI_Request,
+    req: Pending,
 }
 
 impl std::fmt::Debug for Iallreduce {
@@ -51,12 +51,11 @@ impl Iallreduce {
             ))
         })?;
         Ok(Iallreduce {
-            world,
             op,
             count,
             send: vec![0.0; len].into_boxed_slice(),
             recv: vec![0.0; len].into_boxed_slice(),
-            req: raw::request_null(),
+            req: Pending::new(world),
         })
     }
 }
@@ -77,22 +76,23 @@ impl Reduction for Iallreduce {
             });
         }
         self.send.copy_from_slice(local);
+        let (send, recv, count, op) = (&self.send, &mut self.recv, self.count, self.op);
+        let comm = self.req.world.comm;
         // SAFETY: send and recv are boxed, owned by self, hold `count` f64 each and do not
         // overlap; neither is touched until the request completes (test/wait), and Drop waits
-        // for an active request before they are freed.
-        let rc = unsafe {
+        // for an active request before they are freed. comm is the world's, live while the
+        // request holds the world.
+        self.req.start("MPI_Iallreduce", |req| unsafe {
             ffi::MPI_Iallreduce(
-                self.send.as_ptr().cast(),
-                self.recv.as_mut_ptr().cast(),
-                self.count,
+                send.as_ptr().cast(),
+                recv.as_mut_ptr().cast(),
+                count,
                 raw::double_type(),
-                raw::op(self.op),
-                self.world.comm,
-                &mut self.req,
+                raw::op(op),
+                comm,
+                req,
             )
-        };
-        check(rc, "MPI_Iallreduce")?;
-        self.world.requests.started();
+        })?;
         Ok(())
     }
 
@@ -100,8 +100,7 @@ impl Reduction for Iallreduce {
         if !self.in_progress() {
             return Err(ReduceError::NotStarted);
         }
-        self.world.progress_closing();
-        if raw::test_one(&mut self.req, &self.world.requests)? {
+        if self.req.test()? {
             Ok(Some(&self.recv))
         } else {
             Ok(None)
@@ -112,12 +111,12 @@ impl Reduction for Iallreduce {
         if !self.in_progress() {
             return Err(ReduceError::NotStarted);
         }
-        raw::wait_one(&mut self.req, &self.world.requests)?;
+        self.req.wait()?;
         Ok(&self.recv)
     }
 
     fn in_progress(&self) -> bool {
-        self.req != raw::request_null()
+        self.req.active()
     }
 }
 
@@ -125,7 +124,7 @@ impl Drop for Iallreduce {
     fn drop(&mut self) {
         // A started collective cannot be cancelled; every rank started it, so it completes.
         // The buffers must outlive it.
-        if let Err(e) = raw::wait_one(&mut self.req, &self.world.requests) {
+        if let Err(e) = self.req.wait() {
             eprintln!("aiac (mpi): completing a dropped reduction: {e}");
             std::mem::forget(std::mem::take(&mut self.send));
             std::mem::forget(std::mem::take(&mut self.recv));
@@ -136,8 +135,7 @@ impl Drop for Iallreduce {
 /// A non-blocking barrier with `MPI_Ibarrier` (MPI 3.0, §5.12.1), as a [`Reduction`] of no
 /// values: `start(&[])` enters the barrier, `test` returns once every rank has entered.
 pub struct Ibarrier {
-    world: Rc<World>,
-    req: ffi::MPI_Request,
+    req: Pending,
 }
 
 impl std::fmt::Debug for Ibarrier {
@@ -151,8 +149,7 @@ impl std::fmt::Debug for Ibarrier {
 impl Ibarrier {
     pub(crate) fn new(world: Rc<World>) -> Self {
         Ibarrier {
-            world,
-            req: raw::request_null(),
+            req: Pending::new(world),
         }
     }
 }
@@ -172,11 +169,13 @@ impl Reduction for Ibarrier {
                 got: local.len(),
             });
         }
-        // SAFETY: MPI_Ibarrier reads no buffer; `req` is a field of self, written once here
-        // and completed (test/wait) or waited for in Drop before self goes away.
-        let rc = unsafe { ffi::MPI_Ibarrier(self.world.comm, &mut self.req) };
-        check(rc, "MPI_Ibarrier")?;
-        self.world.requests.started();
+        let comm = self.req.world.comm;
+        // SAFETY: MPI_Ibarrier reads no buffer; comm is the world's, live while the request
+        // holds the world; the request is written once here and completed (test/wait) or
+        // progressed in Drop.
+        self.req.start("MPI_Ibarrier", |req| unsafe {
+            ffi::MPI_Ibarrier(comm, req)
+        })?;
         Ok(())
     }
 
@@ -184,8 +183,7 @@ impl Reduction for Ibarrier {
         if !self.in_progress() {
             return Err(ReduceError::NotStarted);
         }
-        self.world.progress_closing();
-        if raw::test_one(&mut self.req, &self.world.requests)? {
+        if self.req.test()? {
             Ok(Some(&[]))
         } else {
             Ok(None)
@@ -196,12 +194,12 @@ impl Reduction for Ibarrier {
         if !self.in_progress() {
             return Err(ReduceError::NotStarted);
         }
-        raw::wait_one(&mut self.req, &self.world.requests)?;
+        self.req.wait()?;
         Ok(&[])
     }
 
     fn in_progress(&self) -> bool {
-        self.req != raw::request_null()
+        self.req.active()
     }
 }
 
@@ -221,7 +219,7 @@ impl Drop for Ibarrier {
         }
         let deadline = std::time::Instant::now() + DROP_WAIT;
         loop {
-            match raw::test_one(&mut self.req, &self.world.requests) {
+            match self.req.test() {
                 Ok(true) => return,
                 Ok(false) if std::time::Instant::now() < deadline => std::thread::yield_now(),
                 Ok(false) => {

@@ -32,8 +32,10 @@ pub(crate) fn applies(
         "--variant" | "--halo-every" => jacobi,
         "--pc" => !jacobi,
         "--inner" | "--inner-tol" | "--inner-max" => multisplit,
-        // Sync over channels swaps halos; shared memory reads them in place.
-        "--exchange" => solver == "jacobi" && variant == "sync" && backend != "shared",
+        // Sync Jacobi and CG over channels swap halos; shared memory reads them in place.
+        "--exchange" => {
+            (solver == "jacobi" && variant == "sync" || solver == "cg") && backend != "shared"
+        }
         "--halo-depth" => solver == "jacobi" && backend != "shared",
         // Sync checks every K; async and racy over channels pace their reductions by K;
         // Krylov solvers check their true residual every K.
@@ -53,6 +55,16 @@ pub(crate) fn applies(
         "--reduction" => backend == "mpi" && (variant != "sync" || solver == "pipecg"),
         // Async and racy Jacobi over channels detect convergence by rounds.
         "--detect" => solver == "jacobi" && variant != "sync" && backend != "shared",
+        _ => true,
+    }
+}
+
+/// Whether a run of `solver` takes `value` of `flag` (one that [`applies`] to it): CG swaps
+/// its halos by `waitall` or `neighbor` only, `blocking` and `overlap` being Jacobi's sweeps.
+/// `aiac sweep` skips the combinations a run does not take.
+pub(crate) fn takes(flag: &str, value: &str, solver: &str) -> bool {
+    match flag {
+        "--exchange" if solver == "cg" => matches!(value, "waitall" | "neighbor"),
         _ => true,
     }
 }

@@ -8,13 +8,14 @@
 //! table (and speedup and efficiency when p varies).
 //!
 //! Combinations a flag does not apply to are run once, not once per value: `--exchange` applies
-//! to sync over channels, `--check-every` to sync and to async and racy over channels,
+//! to sync Jacobi and to CG over channels (CG takes `waitall` and `neighbor`: its combinations
+//! with `blocking` or `overlap` are skipped), `--check-every` to sync and to async and racy over channels,
 //! `--reduction` to async and racy over MPI, `--detect` to async and racy Jacobi over channels,
 //! `--max-in-flight` (R) to async over channels and
 //! to racy over MPI only (a racy send over threads or SHMEM has completed when it returns, so R
 //! never binds it), `--offset` to the Laplace problem, `--threads-per-rank` to Jacobi over
-//! mpi and shmem; `--variant`, `--halo-every`,
-//! `--exchange` and R to the Jacobi solver (`--variant`, `--halo-every` and R to multisplit
+//! mpi and shmem; `--variant`, `--halo-every`
+//! and R to the Jacobi solver (`--variant`, `--halo-every` and R to multisplit
 //! too), `--pc` to the Krylov solvers, `--inner`, `--inner-tol` and `--inner-max` to
 //! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them). A value that no run of
 //! the sweep can take (every combination with it dropped the flag, and `aiac run` refuses each
@@ -404,6 +405,21 @@ impl SweepArgs {
         axes.iter().map(|a| a.values.len().max(1)).product()
     }
 
+    /// Whether combination `idx` gives a flag a value its solver does not take (CG with
+    /// `--exchange blocking` or `overlap`): the sweep skips it.
+    fn skipped(axes: &[Axis], idx: &[usize]) -> bool {
+        let val = |flag: &str| -> Option<&str> {
+            let i = axes.iter().position(|a| a.flag == flag)?;
+            axes[i].values.get(idx[i]).map(String::as_str)
+        };
+        let solver = val("--solver").unwrap_or("jacobi");
+        axes.iter().zip(idx).any(|(a, &i)| {
+            a.values
+                .get(i)
+                .is_some_and(|v| !saved::takes(a.flag, v, solver))
+        })
+    }
+
     /// Every run, in order: each configuration's repeats one after the other.
     fn points(&self) -> Vec<Point> {
         let axes = self.axes();
@@ -411,6 +427,9 @@ impl SweepArgs {
         let mut out = Vec::new();
         for n in 0..Self::combinations(&axes) {
             let idx = Self::odometer(&axes, n);
+            if Self::skipped(&axes, &idx) {
+                continue;
+            }
             let (argv, label, backend, ranks) = self.combination(&axes, &idx, true);
             if seen.contains(&argv) {
                 continue;
@@ -783,6 +802,44 @@ mod tests {
     }
 
     #[test]
+    fn cg_sweeps_its_two_exchanges_and_skips_jacobis() {
+        let p = points(&[
+            "--solver",
+            "jacobi,cg",
+            "--exchange",
+            "blocking,waitall,neighbor",
+            "--backend",
+            "mpi",
+        ]);
+        let labels: Vec<&str> = p.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "jacobi blocking",
+                "jacobi waitall",
+                "jacobi neighbor",
+                "cg waitall",
+                "cg neighbor"
+            ]
+        );
+        assert!(p[4]
+            .argv
+            .windows(2)
+            .any(|w| w == ["--exchange", "neighbor"]));
+        // Shared memory swaps no halos: CG runs once, without the flag.
+        let p = points(&[
+            "--solver",
+            "cg",
+            "--exchange",
+            "waitall,neighbor",
+            "--backend",
+            "shared",
+        ]);
+        assert_eq!(p.len(), 1);
+        assert!(!p[0].argv.contains(&"--exchange".to_string()));
+    }
+
+    #[test]
     fn r_binds_racy_channels_over_mpi_only() {
         let args = |backend| {
             points(&[
@@ -847,6 +904,10 @@ mod tests {
             (
                 &["--variant", "sync", "--reduction", "tree"][..],
                 "--reduction applies to",
+            ),
+            (
+                &["--solver", "cg", "--exchange", "blocking"][..],
+                "--exchange blocking|overlap",
             ),
         ] {
             let e = unused(argv).expect_err(&format!("{argv:?} refused"));

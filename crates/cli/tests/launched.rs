@@ -1239,6 +1239,54 @@ fn neighbor_exchange_over_mpi_equals_waitall_bit_for_bit() {
     }
 }
 
+/// `aiac sweep --solver cg --exchange waitall,neighbor --backend mpi` runs CG once per
+/// exchange, and the CSV and the summary name each run's exchange.
+#[test]
+fn a_cg_sweep_runs_each_exchange() {
+    let dir = scratch("sweep-cg-exchange");
+    let out = dir.join("sw");
+    let o = Command::new("timeout")
+        .args([
+            "-k",
+            "5",
+            "300",
+            AIAC,
+            "sweep",
+            "--backend",
+            "mpi",
+            "-t",
+            "2",
+        ])
+        .args(["--solver", "cg", "--global", "8"])
+        .args(["--exchange", "waitall,neighbor", "--timeout", "120"])
+        .args(["--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "exchange").unwrap();
+    let exchanges: Vec<String> = lines
+        .map(|l| l.split(',').nth(col).unwrap().to_string())
+        .collect();
+    assert_eq!(exchanges, ["waitall", "neighbor"], "{csv}");
+    for exchange in ["waitall", "neighbor"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.split_whitespace().any(|w| w == exchange)),
+            "the summary names {exchange}: {stdout}"
+        );
+    }
+}
+
 /// `--exchange neighbor` where it cannot run gets one clear error, printed once, and a
 /// non-zero exit: over threads and SHMEM (no neighbourhood collectives: the message names
 /// the backend), and over MPI with async, with a deep halo, and with pipelined CG.
