@@ -448,3 +448,57 @@ pub(crate) fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 pub(crate) fn create_log(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::File::create(path)
 }
+
+/// The lock file in a directory that one command at a time writes into.
+const DIR_LOCK: &str = ".aiac-lock";
+
+/// Hold `dir` for this command alone: an exclusive POSIX record lock (`fcntl(F_SETLK)`) on
+/// `dir/.aiac-lock`, kept while the returned file is open and released by the kernel when the
+/// process ends however it ends (so a killed sweep never leaves the directory locked). Another
+/// command that holds it (a second `aiac sweep --out DIR`, or `aiac report --out DIR` while a
+/// sweep writes there): refused, with its process id (`F_GETLK`).
+pub(crate) fn lock_dir(flag: &'static str, dir: &Path) -> Result<std::fs::File, Error> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join(DIR_LOCK);
+    let bad = |why: String| Error::Output {
+        flag,
+        path: dir.to_path_buf(),
+        why,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| bad(format!("cannot create its lock {DIR_LOCK}: {e}")))?;
+    // A write lock on the whole file (a length of 0 reaches to its end, whatever it grows to).
+    let mut lock = libc::flock {
+        l_type: libc::F_WRLCK as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    // SAFETY: `file` is open for the whole call, so its descriptor is valid; `lock` is a
+    // fully initialised `struct flock` that lives across the call, and F_SETLK only reads it.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &lock) } == 0 {
+        return Ok(file);
+    }
+    let err = std::io::Error::last_os_error();
+    if !matches!(err.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) {
+        return Err(bad(format!("cannot lock {DIR_LOCK}: {err}")));
+    }
+    // SAFETY: as above; F_GETLK writes the holder's description into `lock`, which is ours
+    // and large enough (a `struct flock`).
+    let holder = match unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLK, &mut lock) } {
+        0 if lock.l_type != libc::F_UNLCK as libc::c_short => {
+            format!(" (process {})", lock.l_pid)
+        }
+        _ => String::new(),
+    };
+    Err(bad(format!(
+        "is in use by another aiac command{holder} writing there: wait for it to end, or \
+         choose another directory"
+    )))
+}

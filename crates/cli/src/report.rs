@@ -1,7 +1,7 @@
 //! `aiac report`: the tables and plots again, from saved JSON, without running anything.
 
 use crate::error::Error;
-use crate::output::{check_dir, write_atomically};
+use crate::output::{check_dir, lock_dir, write_atomically};
 use crate::saved::{self, Outcome};
 use crate::{plots, summary};
 use clap::Args;
@@ -63,9 +63,13 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode, Error> {
             "no readable report among the {skipped} file(s) found"
         )));
     }
-    if let Some(dir) = &args.out {
-        check_dir("--out", dir)?;
-    }
+    let _lock = match &args.out {
+        Some(dir) => {
+            check_dir("--out", dir)?;
+            Some(lock_dir("--out", dir)?)
+        }
+        None => None,
+    };
     print!("{}", summary::summary(&runs));
     if let Some(dir) = &args.out {
         let csv_path = dir.join("runs.csv");

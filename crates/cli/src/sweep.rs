@@ -27,7 +27,7 @@ use crate::args::{
 };
 use crate::error::Error;
 use crate::launch::{log_gist, run_logged, Ended};
-use crate::output::{check_dir, write_atomically};
+use crate::output::{check_dir, lock_dir, write_atomically};
 use crate::progress::SweepProgress;
 use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
@@ -592,6 +592,8 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
     for d in [&args.out, &runs_dir, &logs_dir, &plots_dir] {
         check_dir("--out", d)?;
     }
+    // One sweep (or report) at a time writes into the directory; held until the sweep ends.
+    let _lock = lock_dir("--out", &args.out)?;
     // Replace the previous sweep's runs and logs (only the files a sweep writes).
     for d in [&runs_dir, &logs_dir] {
         if let Ok(rd) = std::fs::read_dir(d) {

@@ -419,6 +419,72 @@ fn a_timed_out_run_is_recorded_and_the_sweep_goes_on() {
     assert_eq!(summary_of(&stdout), summary_of(&text(&rep.stdout)));
 }
 
+/// Two sweeps into one directory at once: the second is refused before it writes anything,
+/// naming the first's process, and the first ends with all of its files (before, both exited
+/// 0 and each overwrote the other's runs, plots and table).
+#[test]
+fn a_second_sweep_into_the_same_directory_is_refused() {
+    let dir = scratch("sweep-twice");
+    let out = dir.join("sw");
+    let o = out.to_str().unwrap();
+    let done = dir.join("done");
+    let done_sweep = aiac(&[
+        "sweep",
+        "--local",
+        "8",
+        "--quiet",
+        "--out",
+        done.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        done_sweep.status.code(),
+        Some(0),
+        "{}",
+        text(&done_sweep.stderr)
+    );
+    // One run that lasts its whole --timeout: a tolerance rounding keeps the residual above.
+    let mut first = Command::new(AIAC);
+    first
+        .args(["sweep", "--local", "16", "--tol", "3e-16", "--max-iters"])
+        .args(["1000000000", "--timeout", "4", "--quiet", "--out", o])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let first = first.spawn().unwrap();
+    let pid = first.id();
+    // Its run has started once its log exists: it holds the directory then.
+    let started = std::time::Instant::now();
+    while names_in(&out.join("logs")).is_empty() {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the first sweep never started its run"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = aiac(&["sweep", "--local", "8", "--quiet", "--out", o]);
+    let err = text(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(err.contains("in use by another aiac command"), "{err}");
+    assert!(err.contains(&format!("process {pid}")), "{err}");
+    // So is a report that would write its table and plots there.
+    let rep = aiac(&["report", done.to_str().unwrap(), "--out", o]);
+    let err = text(&rep.stderr);
+    assert_eq!(rep.status.code(), Some(1), "{err}");
+    assert!(err.contains("in use by another aiac command"), "{err}");
+    let first = common::finish(first, 120, "the first sweep");
+    // The first ran to its end undisturbed: its one (timed-out) run, its log, its table.
+    assert_eq!(first.status.code(), Some(1), "{}", text(&first.stderr));
+    let runs = names_in(&out.join("runs"));
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(runs.iter().all(|r| r.ends_with(".failed.json")), "{runs:?}");
+    assert_eq!(names_in(&out.join("logs")).len(), 1);
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    // Once it has ended the directory is free again.
+    let again = aiac(&["sweep", "--local", "8", "--quiet", "--out", o]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+}
+
 /// The summary tables of a sweep's or report's output (up to the list of files).
 fn summary_of(stdout: &str) -> String {
     stdout
