@@ -76,7 +76,7 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode, Error> {
         let files = write_table_and_plots(&names, &runs, &csv_path, dir)?;
         println!();
         println!("table    {}", csv_path.display());
-        print_plots(dir, &files);
+        print_plots(dir, &files, &runs);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -103,10 +103,17 @@ pub(crate) fn write_table_and_plots(
     })
 }
 
-/// List the plot files drawn into `dir`.
-pub(crate) fn print_plots(dir: &Path, files: &[PathBuf]) {
+/// List the plot files drawn into `dir` from `runs`, or say why there are none.
+pub(crate) fn print_plots(dir: &Path, files: &[PathBuf], runs: &[Outcome]) {
     if files.is_empty() {
-        println!("plots    none (no run has a report)");
+        if runs.iter().any(|o| o.run().is_some()) {
+            println!(
+                "plots    none (nothing to draw: each plot needs a residual history point, more \
+                 than one rank, an async or racy run, or a sweep over R, N or p)"
+            );
+        } else {
+            println!("plots    none (no run has a report)");
+        }
         return;
     }
     println!("plots    {}/", dir.display());

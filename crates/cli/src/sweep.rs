@@ -17,13 +17,15 @@
 //! mpi and shmem; `--variant`, `--halo-every`
 //! and R to the Jacobi solver (`--variant`, `--halo-every` and R to multisplit
 //! too), `--pc` to the Krylov solvers, `--inner`, `--inner-tol` and `--inner-max` to
-//! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them). A value that no run of
-//! the sweep can take (every combination with it dropped the flag, and `aiac run` refuses each
-//! of them given it) is refused before anything runs, with `aiac run`'s message.
+//! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them). A combination `aiac run`
+//! refuses (T = 4 workers on a block of 2 planes) is skipped, with its reason, while its values
+//! run in the combinations they fit; a value that no run of the sweep can take (every
+//! combination with it refused, or dropped the flag and `aiac run` refuses each of them given
+//! it) is refused before anything runs, with `aiac run`'s message.
 
 use crate::args::{
     is_laplace, parse_dims, parse_grid, parse_slowdown, parse_timeout, problem_parser, BackendArg,
-    Fixed,
+    Fixed, RunArgs,
 };
 use crate::error::Error;
 use crate::launch::{log_gist, run_logged, Ended};
@@ -33,8 +35,8 @@ use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Decomp, Detect, Dims, Exchange, HaloDepth, Inner, Pc, Problem, ProcGrid, ReductionKind, Solver,
-    Variant,
+    Config, Decomp, Detect, Dims, Exchange, HaloDepth, Inner, Pc, Plan, Problem, ProcGrid,
+    ReductionKind, Solver, Variant,
 };
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -448,22 +450,69 @@ impl SweepArgs {
         out
     }
 
-    /// A value of a list that no run of the sweep uses (every combination with it dropped the
-    /// flag, as one it does not apply to) is refused with `aiac run`'s own message when `aiac
-    /// run` refuses every such combination given the flag: `--solver cg --variant racy` would
-    /// otherwise run cg sync, `--solver multisplit --halo-depth 2` depth 1. A value `run`
+    /// The runs `aiac run` takes, each with its parsed arguments, configuration and
+    /// decomposition, and those it refuses with the reason: a combination of values that
+    /// do not go together (T = 4 workers on a block of 2 planes) is skipped, while each value
+    /// stays in the runs it fits. A flag value `aiac run` cannot parse is refused whole.
+    #[allow(clippy::type_complexity)]
+    fn accepted<'a>(
+        &self,
+        points: &'a [Point],
+    ) -> Result<
+        (
+            Vec<(&'a Point, RunArgs, Config, Plan)>,
+            Vec<(&'a Point, String)>,
+        ),
+        Error,
+    > {
+        let mut ok = Vec::with_capacity(points.len());
+        let mut refused = Vec::new();
+        for p in points {
+            let run_args = crate::parse_run_args(&p.argv).map_err(|e| {
+                let msg = e.to_string();
+                let first = msg
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                Error::Invalid(format!("{first} (in the run {})", p.label))
+            })?;
+            match run_args.check_config() {
+                Ok((cfg, plan)) => ok.push((p, run_args, cfg, plan)),
+                Err(e) => refused.push((p, e.to_string())),
+            }
+        }
+        Ok((ok, refused))
+    }
+
+    /// A value of a list that no run of the sweep takes is refused with `aiac run`'s own
+    /// message: every run with it was refused by `aiac run` (`skipped`), or every
+    /// combination with it dropped the flag, as one it does not apply to, where `aiac run`
+    /// refuses every such combination given the flag (`--solver cg --variant racy` would
+    /// otherwise run cg sync, `--solver multisplit --halo-depth 2` depth 1). A value `run`
     /// accepts and ignores (R of racy over threads) only collapses runs that are the same.
-    fn check_unused(&self, points: &[Point]) -> Result<(), Error> {
+    fn check_unused(&self, runs: &[&Point], skipped: &[(&Point, String)]) -> Result<(), Error> {
         let axes = self.axes();
-        let used = |flag: &str, v: &str| {
-            points
-                .iter()
-                .any(|p| p.argv.windows(2).any(|w| w[0] == flag && w[1] == v))
+        let has =
+            |p: &Point, flag: &str, v: &str| p.argv.windows(2).any(|w| w[0] == flag && w[1] == v);
+        let refuse = |e: &str, flag: &str, v: &str, label: &str| {
+            let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
+            Error::Invalid(format!(
+                "{first} (no run of this sweep can take {flag} {v}: `aiac run` refuses it in \
+                 every combination, the first being {label})"
+            ))
         };
+        if let ([], [(p, e), ..]) = (runs, skipped) {
+            let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
+            return Err(Error::Invalid(format!("{first} (in the run {})", p.label)));
+        }
         for (ai, a) in axes.iter().enumerate() {
             for (vi, v) in a.values.iter().enumerate() {
-                if used(a.flag, v) {
+                if runs.iter().any(|p| has(p, a.flag, v)) {
                     continue;
+                }
+                if let Some((p, e)) = skipped.iter().find(|(p, _)| has(p, a.flag, v)) {
+                    return Err(refuse(e, a.flag, v, &p.label));
                 }
                 let mut refusal = None;
                 for n in 0..Self::combinations(&axes) {
@@ -486,12 +535,7 @@ impl SweepArgs {
                     }
                 }
                 if let Some((e, label)) = refusal {
-                    let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
-                    return Err(Error::Invalid(format!(
-                        "{first} (no run of this sweep can take {} {v}: `aiac run` refuses it \
-                         in every combination, the first being {label})",
-                        a.flag
-                    )));
+                    return Err(refuse(&e, a.flag, v, &label));
                 }
             }
         }
@@ -560,11 +604,13 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
     let runs_dir = args.out.join("runs");
     let logs_dir = args.out.join("logs");
     let plots_dir = args.out.join("plots");
-    let points = args.points();
-    args.check_unused(&points)?;
-    let n = points.len();
+    let all = args.points();
+    let (accepted, skipped) = args.accepted(&all)?;
+    let taken: Vec<&Point> = accepted.iter().map(|r| r.0).collect();
+    args.check_unused(&taken, &skipped)?;
+    let n = accepted.len();
     let mut planned = Vec::with_capacity(n);
-    for (i, p) in points.iter().enumerate() {
+    for (i, (p, run_args, cfg, plan)) in accepted.into_iter().enumerate() {
         let stem = file_stem(i + 1, n, p, args.repeats);
         let json = runs_dir.join(format!("{stem}.json"));
         let mut argv = p.argv.clone();
@@ -573,18 +619,6 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
             json.display().to_string(),
             "--quiet".into(),
         ]);
-        let run_args = crate::parse_run_args(&argv).map_err(|e| {
-            let msg = e.to_string();
-            let first = msg
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim_start_matches("error: ");
-            Error::Invalid(format!("{first} (in the run {})", p.label))
-        })?;
-        let (cfg, plan) = run_args
-            .check_config()
-            .map_err(|e| Error::Invalid(format!("{e} (in the run {})", p.label)))?;
         let config = run_args.report_config(&cfg, &plan);
         planned.push((p, stem, json, argv, config));
     }
@@ -606,6 +640,11 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
         }
     }
 
+    if !args.quiet {
+        for (p, why) in skipped.iter().filter(|(p, _)| p.repeat == 0) {
+            eprintln!("aiac sweep: skipping {}: {why}", p.label);
+        }
+    }
     // From here a SIGINT or SIGTERM stops the running child and then the sweep.
     crate::signals::defer();
     let progress = SweepProgress::new(n, args.quiet);
@@ -724,7 +763,7 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
         println!();
         println!("reports  {}", runs_dir.display());
         println!("table    {}", csv_path.display());
-        report::print_plots(&plots_dir, &files);
+        report::print_plots(&plots_dir, &files, &runs);
         if failed > 0 {
             println!(
                 "{failed} run(s) FAILED: see their logs in {}",
@@ -875,7 +914,10 @@ mod tests {
         let s = T::try_parse_from(std::iter::once("x").chain(argv.iter().copied()))
             .unwrap()
             .s;
-        s.check_unused(&s.points()).map_err(|e| e.to_string())
+        let points = s.points();
+        let (ok, skipped) = s.accepted(&points).map_err(|e| e.to_string())?;
+        let runs: Vec<&Point> = ok.iter().map(|r| r.0).collect();
+        s.check_unused(&runs, &skipped).map_err(|e| e.to_string())
     }
 
     /// A value no run can take is refused with `run`'s message (each of these ran another
@@ -928,6 +970,46 @@ mod tests {
         ] {
             assert_eq!(unused(argv), Ok(()), "{argv:?}");
         }
+    }
+
+    /// A combination `aiac run` refuses is skipped while its values run where they fit:
+    /// T = 4 workers need 4 planes, so T = 4 runs at 8³ and not on a 4x4x2 block (this sweep
+    /// was refused whole). A value that fits no run is still refused.
+    #[test]
+    fn combinations_run_refuses_are_skipped_and_their_values_run_elsewhere() {
+        let s = T::try_parse_from([
+            "x",
+            "--backend",
+            "mpi",
+            "--threads-per-rank",
+            "1,4",
+            "--local",
+            "8,4x4x2",
+        ])
+        .unwrap()
+        .s;
+        let points = s.points();
+        let (ok, skipped) = s.accepted(&points).unwrap();
+        let labels: Vec<&str> = ok.iter().map(|r| r.0.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["T=1 local=8x8x8", "T=1 local=4x4x2", "T=4 local=8x8x8"]
+        );
+        assert_eq!(skipped.len(), 1);
+        assert_eq!(skipped[0].0.label, "T=4 local=4x4x2");
+        assert!(skipped[0].1.contains("z-plane"), "{}", skipped[0].1);
+        let runs: Vec<&Point> = ok.iter().map(|r| r.0).collect();
+        assert!(s.check_unused(&runs, &skipped).is_ok());
+        let e = unused(&[
+            "--backend",
+            "mpi",
+            "--threads-per-rank",
+            "4,8",
+            "--local",
+            "4x4x2,8",
+        ])
+        .unwrap_err();
+        assert!(e.contains("can take --local 4x4x2"), "{e}");
     }
 
     #[test]

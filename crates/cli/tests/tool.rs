@@ -485,6 +485,32 @@ fn a_second_sweep_into_the_same_directory_is_refused() {
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
 }
 
+/// A sweep whose one run has a report but nothing to plot (one iteration: no history point,
+/// one rank, sync) says so, not that no run has a report (which it said after "1 with a
+/// report").
+#[test]
+fn a_sweep_with_nothing_to_plot_says_why() {
+    let dir = scratch("sweep-noplot");
+    let out = dir.join("sw");
+    let r = aiac(&[
+        "sweep",
+        "--local",
+        "8",
+        "--max-iters",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = text(&r.stdout);
+    assert_eq!(r.status.code(), Some(0), "{stdout}{}", text(&r.stderr));
+    assert!(stdout.contains("1 with a report"), "{stdout}");
+    assert!(!stdout.contains("no run has a report"), "{stdout}");
+    assert!(
+        stdout.contains("plots    none (nothing to draw"),
+        "{stdout}"
+    );
+}
+
 /// The summary tables of a sweep's or report's output (up to the list of files).
 fn summary_of(stdout: &str) -> String {
     stdout
