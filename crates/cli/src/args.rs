@@ -7,9 +7,9 @@ use crate::launch::{not_built, Launcher};
 use crate::output::{check_distinct, check_file};
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, ConfigError, Decomp, Detect, Dims, Exchange, HaloDepth, Inner, Method, MethodFlags, Pc,
-    Plan, Problem, ProcGrid, RacyRead, ReductionKind, RunConfig, SizeSpec, SlowRank, Solver,
-    Variant, MAX_SLOWDOWN,
+    BlockIteration, Config, ConfigError, Decomp, Detect, Dims, Exchange, HaloDepth, Inner, Method,
+    MethodFlags, Pc, Plan, Problem, ProcGrid, RacyRead, ReductionKind, RunConfig, SizeSpec,
+    SlowRank, Solver, Variant, MAX_SLOWDOWN,
 };
 use std::path::{Path, PathBuf};
 
@@ -101,23 +101,36 @@ pub(crate) fn parse_grid(s: &str) -> Result<ProcGrid, String> {
     ProcGrid::parse(s)
 }
 
-/// `--slowdown`: checked as it is parsed, so no run (nor sweep) starts with a factor that
-/// would never finish or overflow a duration.
 /// The longest `--timeout` (sweep, dht): a day.
 pub(crate) const MAX_TIMEOUT_S: f64 = 86_400.0;
+/// The shortest `--timeout` (sweep, dht): a millisecond, below which no job can even start
+/// (and `1e-320` would be a timeout nobody meant).
+pub(crate) const MIN_TIMEOUT_S: f64 = 1e-3;
 
-/// `--timeout` of `aiac sweep` and `aiac dht`: seconds, more than 0 and at most a day, checked
+/// A number as a message quotes it: plainly when it reads well so, in scientific notation
+/// when it is very small or very large (`1e-320` as a plain float is 320 digits).
+pub(crate) fn shown(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-4..1e6).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// `--timeout` of `aiac sweep` and `aiac dht`: seconds, from a millisecond to a day, checked
 /// as it is parsed (one rule for both, and no duration that overflows a deadline).
 pub(crate) fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= MAX_TIMEOUT_S => Ok(v),
+        Ok(v) if (MIN_TIMEOUT_S..=MAX_TIMEOUT_S).contains(&v) => Ok(v),
         _ => Err(format!(
-            "must be a number of seconds more than 0 and at most {MAX_TIMEOUT_S} (a day), got \
+            "must be a number of seconds from {MIN_TIMEOUT_S} to {MAX_TIMEOUT_S} (a day), got \
              '{s}'"
         )),
     }
 }
 
+/// `--slowdown`: checked as it is parsed, so no run (nor sweep) starts with a factor that
+/// would never finish or overflow a duration.
 pub(crate) fn parse_slowdown(s: &str) -> Result<f64, String> {
     let range = format!("a number from 1 to {MAX_SLOWDOWN} (times slower)");
     match s.trim().parse::<f64>() {
@@ -256,9 +269,9 @@ pub(crate) struct RunArgs {
     /// halo_auto); async and racy take 1.
     #[arg(long, default_value = "1", value_parser = parse_halo_depth)]
     halo_depth: HaloDepth,
-    /// R: messages in flight per channel direction (async, racy).
-    #[arg(long, default_value_t = 2)]
-    max_in_flight: usize,
+    /// R: messages in flight per channel direction (async, racy) [default: 2].
+    #[arg(long)]
+    max_in_flight: Option<usize>,
     /// The non-blocking reduction async and racy runs test: iallreduce (--backend mpi only,
     /// its default) or tree (the only one of the other backends).
     #[arg(long, value_enum)]
@@ -344,8 +357,27 @@ impl RunArgs {
                 "the racy receive (--variant racy of --solver jacobi or multisplit)",
             ));
         }
-        let nonblocking =
-            (blockwise && self.variant != Variant::Sync) || self.solver == Solver::PipeCg;
+        // R bounds the async and racy channels, and only their convergence claims are
+        // certified: sync loops and Krylov solvers test the true residual.
+        let claims = blockwise && self.variant != Variant::Sync;
+        if self.max_in_flight.is_some() && !claims {
+            return Err(variant_flag(
+                "--max-in-flight",
+                "the channels of --variant async and racy (of --solver jacobi or multisplit)",
+            ));
+        }
+        if (self.fixed.confirm || self.fixed.no_confirm) && !claims {
+            return Err(variant_flag(
+                if self.fixed.no_confirm {
+                    "--no-confirm"
+                } else {
+                    "--confirm"
+                },
+                "the convergence claims of --variant async and racy (of --solver jacobi or \
+                 multisplit): sync runs and Krylov solvers stop on the true residual",
+            ));
+        }
+        let nonblocking = claims || self.solver == Solver::PipeCg;
         if self.reduction.is_some() && !nonblocking {
             return Err(variant_flag(
                 "--reduction",
@@ -370,7 +402,9 @@ impl RunArgs {
             exchange: self.exchange,
             halo_every: self.halo_every,
             halo_depth: self.halo_depth,
-            max_in_flight: self.max_in_flight,
+            max_in_flight: self
+                .max_in_flight
+                .unwrap_or(BlockIteration::default().max_in_flight),
             racy_read: self.racy_read.unwrap_or_default(),
             detect: self.detect.unwrap_or_default(),
             // Shared memory has no reduction rounds: K only samples its history there.

@@ -614,8 +614,8 @@ pub(crate) struct DhtArgs {
         value_delimiter = ','
     )]
     ranks: Vec<usize>,
-    /// With `-t` on MPI or SHMEM: the longest a job may run, in seconds, more than 0 and at
-    /// most a day (then it is stopped and the command fails).
+    /// With `-t` on MPI or SHMEM: the longest a job may run, in seconds, from 0.001 to a
+    /// day (then it is stopped and the command fails).
     #[arg(
         long,
         value_name = "SECS",
@@ -662,10 +662,21 @@ fn check_args(a: &DhtArgs, here: &Placement) -> Result<(), Error> {
             a.total
         ));
     }
+    if let Some(twice) = a
+        .insert
+        .iter()
+        .enumerate()
+        .find_map(|(i, m)| a.insert[..i].contains(m).then_some(m))
+    {
+        return bad(format!(
+            "--insert names {} twice: each method is one run",
+            twice.name()
+        ));
+    }
     if !(0.0..=1.0).contains(&a.hit_ratio) {
         return bad(format!(
             "--hit-ratio must be from 0 to 1 (the share of lookups that are hits), got {}",
-            a.hit_ratio
+            crate::args::shown(a.hit_ratio)
         ));
     }
     if a.backend.info().launcher.is_some() && !a.ranks.is_empty() && here.rank.is_some() {
@@ -1062,7 +1073,10 @@ fn jobs(a: &DhtArgs, launcher: Launcher) -> Result<ExitCode, Error> {
         let why = match run_logged(&mut c, &log, Duration::from_secs_f64(a.timeout)) {
             Ok(Ended::Exited(st)) if st.success() => None,
             Ok(Ended::Exited(st)) => Some(format!("exited with {st}")),
-            Ok(Ended::TimedOut) => Some(format!("stopped after --timeout {} s", a.timeout)),
+            Ok(Ended::TimedOut) => Some(format!(
+                "stopped after --timeout {} s",
+                crate::args::shown(a.timeout)
+            )),
             Ok(Ended::Signalled(sig)) => {
                 let _ = std::fs::remove_dir_all(&dir);
                 eprintln!(

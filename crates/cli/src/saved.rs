@@ -48,6 +48,8 @@ pub(crate) fn applies(
             "racy" => backend == "mpi",
             _ => false,
         },
+        // Only async and racy block iterations make convergence claims to certify.
+        "--confirm" | "--no-confirm" => jacobi && variant != "sync",
         "--offset" => problem == "laplace",
         // Hybrid ranks: Jacobi's grid over the launched backends.
         "--threads-per-rank" => solver == "jacobi" && (backend == "mpi" || backend == "shmem"),
@@ -299,6 +301,9 @@ pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<Found>, String> {
                         Ok(m) if m.is_file() => None,
                         Ok(m) if m.is_dir() => Some("a directory".to_string()),
                         Ok(m) => Some(kind_of(&m).to_string()),
+                        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                            Some("a symlink loop (its links lead back to themselves)".into())
+                        }
                         Err(_) if path.is_symlink() => Some(match std::fs::read_link(&path) {
                             Ok(to) => {
                                 format!("a symlink to {}, which does not exist", to.display())

@@ -117,8 +117,8 @@ pub(crate) struct SweepArgs {
     /// Halo depths k (sync: --check-every a multiple of each), or auto.
     #[arg(long, value_delimiter = ',', default_value = "1", value_parser = crate::args::parse_halo_depth)]
     halo_depth: Vec<HaloDepth>,
-    /// R: messages in flight per channel direction (async, racy).
-    #[arg(long, value_delimiter = ',', default_value = "2")]
+    /// R: messages in flight per channel direction (async, racy) [default: 2].
+    #[arg(long, value_delimiter = ',')]
     max_in_flight: Vec<usize>,
     /// Non-blocking reductions of async and racy runs over MPI (iallreduce, tree).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -157,8 +157,8 @@ pub(crate) struct SweepArgs {
         help_heading = "Sweep"
     )]
     out: PathBuf,
-    /// Seconds a run may take before it is stopped and recorded as failed: more than 0, at
-    /// most 86400 (a day).
+    /// Seconds a run may take before it is stopped and recorded as failed: from 0.001 to
+    /// 86400 (a day).
     #[arg(
         long,
         value_name = "SECS",
@@ -385,7 +385,7 @@ impl SweepArgs {
                 argv.extend(["--slow-rank".to_string(), k.to_string()]);
             }
         }
-        if self.fixed.no_confirm {
+        if self.fixed.no_confirm && applies("--no-confirm") {
             argv.push("--no-confirm".into());
         }
         let label = if label.is_empty() {
@@ -590,7 +590,7 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
     // Checked as `aiac run --max-in-flight R` would check it (its configuration is built in
     // one place, `RunArgs::config`).
     for &r in &args.max_in_flight {
-        let run = crate::parse_run_args(["--max-in-flight".to_string(), r.to_string()])
+        let run = crate::parse_run_args(["--variant", "async", "--max-in-flight", &r.to_string()])
             .expect("any usize is a --max-in-flight value");
         run.config()?.validate()?;
     }
@@ -608,6 +608,17 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
     let (accepted, skipped) = args.accepted(&all)?;
     let taken: Vec<&Point> = accepted.iter().map(|r| r.0).collect();
     args.check_unused(&taken, &skipped)?;
+    if args.fixed.no_confirm
+        && !taken
+            .iter()
+            .any(|p| p.argv.iter().any(|a| a == "--no-confirm"))
+    {
+        return Err(Error::Invalid(
+            "--no-confirm applies to the convergence claims of --variant async and racy (of \
+             --solver jacobi or multisplit), and no run of this sweep is one"
+                .into(),
+        ));
+    }
     let n = accepted.len();
     let mut planned = Vec::with_capacity(n);
     for (i, (p, run_args, cfg, plan)) in accepted.into_iter().enumerate() {

@@ -207,7 +207,15 @@ fn bad_input_names_the_flag() {
         (&["dht", "--hit-ratio", "1.5"][..], "--hit-ratio"),
         (&["dht", "--hit-ratio", "-0.1"][..], "--hit-ratio"),
         (&["dht", "--hit-ratio", "NaN"][..], "--hit-ratio"),
+        (&["dht", "--hit-ratio", "-1e-300"][..], "got -1e-300"),
         (&["dht", "--insert", "mutex"][..], "--insert"),
+        // A method named twice was run twice, as two rows of one configuration.
+        (
+            &["dht", "--insert", "lock,lock"][..],
+            "--insert names lock twice",
+        ),
+        // A timeout no job can meet was taken, and echoed as 320 digits.
+        (&["dht", "--timeout", "1e-320"][..], "from 0.001"),
         (&["dht", "--ranks", "0"][..], "--ranks"),
         (&["dht", "--json", "/nonexistent/dir/x.json"][..], "--json"),
         (&["dht", "--from", "/nonexistent.json"][..], "--from"),

@@ -232,6 +232,9 @@ fn report_skips_broken_files_in_a_directory_and_counts_a_file_once() {
     std::os::unix::fs::symlink(dir.join("gone.json"), runs.join("c.json")).unwrap();
     std::fs::create_dir(runs.join("d.json")).unwrap();
     mkfifo(&runs.join("e.json"));
+    // Two links naming each other: a loop, not a link "to a file which does not exist".
+    std::os::unix::fs::symlink("f2.json", runs.join("f1.json")).unwrap();
+    std::os::unix::fs::symlink("f1.json", runs.join("f2.json")).unwrap();
     let r = aiac(&["report", runs.to_str().unwrap()]);
     let err = text(&r.stderr);
     assert_eq!(r.status.code(), Some(0), "{err}");
@@ -239,6 +242,8 @@ fn report_skips_broken_files_in_a_directory_and_counts_a_file_once() {
         ("c.json", "which does not exist"),
         ("d.json", "a directory"),
         ("e.json", "a FIFO"),
+        ("f1.json", "a symlink loop"),
+        ("f2.json", "a symlink loop"),
     ] {
         assert!(
             err.lines()
@@ -246,7 +251,7 @@ fn report_skips_broken_files_in_a_directory_and_counts_a_file_once() {
             "{name}: {err}"
         );
     }
-    for name in ["c.json", "d.json", "e.json"] {
+    for name in ["c.json", "d.json", "e.json", "f1.json", "f2.json"] {
         let p = runs.join(name);
         let _ = std::fs::remove_file(&p).or_else(|_| std::fs::remove_dir(&p));
     }
@@ -471,6 +476,40 @@ fn conflicting_and_meaningless_flags_are_refused() {
     refused(
         &["sweep", "--problem", "poisson", "--offset", "5"],
         &["--offset", "--problem laplace"],
+    );
+    // Flags of a loop the run does not have (each was accepted and ignored).
+    refused(
+        &["run", "--variant", "sync", "--max-in-flight", "3"],
+        &["--max-in-flight applies to", "--variant sync"],
+    );
+    refused(
+        &["run", "--solver", "cg", "--max-in-flight", "3"],
+        &["--max-in-flight applies to", "--solver cg"],
+    );
+    refused(
+        &["run", "--variant", "sync", "--no-confirm"],
+        &["--no-confirm applies to", "--variant sync"],
+    );
+    refused(
+        &["run", "--solver", "pipecg", "--confirm"],
+        &["--confirm applies to", "--solver pipecg"],
+    );
+    refused(
+        &["sweep", "--variant", "sync", "--no-confirm"],
+        &["--no-confirm applies to", "no run of this sweep"],
+    );
+    // Where they apply they are taken; a sweep passes --no-confirm to its async runs only.
+    let r = aiac(
+        &["run", "--variant", "async", "-t", "2", "--local", "8"]
+            .iter()
+            .chain(&["--max-in-flight", "3", "--no-confirm", "--quiet"])
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        matches!(r.status.code(), Some(0 | 2)),
+        "{}",
+        text(&r.stderr)
     );
 }
 

@@ -283,6 +283,19 @@ fn bad_input_fails_cleanly() {
             vec!["--experiment", "cumulative", "--count", "1"],
             "--count",
         ),
+        // Flags of another experiment (each was accepted and ignored).
+        (
+            vec!["--count", "5"],
+            "--count applies to --experiment cumulative",
+        ),
+        (
+            vec!["--experiment", "two-way", "--count", "5"],
+            "not to --experiment two-way",
+        ),
+        (
+            vec!["--experiment", "waiting", "--channel-path", "node-local"],
+            "--channel-path applies to --experiment kernel",
+        ),
     ] {
         let mut cmd = Command::new("mpirun");
         cmd.args(["-np", "2", AIAC, "probe"]).args(&args);

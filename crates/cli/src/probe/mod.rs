@@ -85,6 +85,14 @@ pub(crate) enum Experiment {
     Waiting,
 }
 
+impl Experiment {
+    /// As `--experiment` spells it.
+    fn name(self) -> String {
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_owned())
+    }
+}
+
 /// The path of the kernel's channel column (`--channel-path`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum ChannelPathArg {
@@ -105,7 +113,8 @@ pub(crate) enum ChannelPathArg {
     mpirun -np 2 aiac probe --experiment two-way --sizes 1K..1M\n  \
     mpirun -np 2 aiac probe --experiment cumulative --sizes 1K,2K,20K --count 3")]
 pub(crate) struct ProbeArgs {
-    /// Message sizes in bytes: `A..B` (the powers of two from A to B), or a comma list
+    /// Message sizes in bytes: `A..B` (A doubled while below B, then B: `1K..4M` is the
+    /// powers of two between), or a comma list
     /// (`4K,64K,1M`); suffixes K and M are 1024 and 1024².
     #[arg(long, default_value = "1K..4M")]
     pub(crate) sizes: String,
@@ -129,14 +138,18 @@ pub(crate) struct ProbeArgs {
     /// `cumulative`, `waiting`: its other experiments (docs/performance.md).
     #[arg(long, value_enum, default_value_t = Experiment::Kernel)]
     pub(crate) experiment: Experiment,
-    /// Messages in flight at once in `--experiment cumulative`, from 2 to 64.
-    #[arg(long, default_value_t = 3)]
-    pub(crate) count: usize,
+    /// Messages in flight at once in `--experiment cumulative`, from 2 to 64 [default: 3].
+    #[arg(long)]
+    pub(crate) count: Option<usize>,
     /// The path of the kernel's channel column: `two-sided` (MPI messages, as between
-    /// nodes) or `node-local` (a shared window on one node: no MPI message).
-    #[arg(long, value_enum, default_value_t = ChannelPathArg::TwoSided)]
-    pub(crate) channel_path: ChannelPathArg,
+    /// nodes) or `node-local` (a shared window on one node: no MPI message) [default:
+    /// two-sided].
+    #[arg(long, value_enum)]
+    pub(crate) channel_path: Option<ChannelPathArg>,
 }
+
+/// Messages in flight at once in `--experiment cumulative` when `--count` is not given.
+const DEFAULT_COUNT: usize = 3;
 
 /// Largest message: MPI counts are C ints, and two buffers of it per rank.
 const MAX_SIZE: usize = 1 << 30;
@@ -167,13 +180,9 @@ fn check_compute_ms(v: f64) -> Result<f64, String> {
     if (0.05..=1000.0).contains(&v) {
         return Ok(v);
     }
-    let shown = if v.is_finite() && v.abs() < 1e6 {
-        format!("{v}")
-    } else {
-        format!("{v:e}")
-    };
     Err(format!(
-        "--compute-ms {shown}: must be a number of milliseconds from 0.05 to 1000"
+        "--compute-ms {}: must be a number of milliseconds from 0.05 to 1000",
+        crate::args::shown(v)
     ))
 }
 
@@ -185,12 +194,14 @@ fn parse_sizes(spec: &str) -> Result<Vec<usize>, String> {
         if a > b {
             return Err(bad(format!("the range goes down ({a} > {b} bytes)")));
         }
+        // A, 2A, 4A … below B, then B itself: `3K..5K` is 3K and 5K, not 3K alone.
         let mut v = Vec::new();
         let mut s = a;
-        while s <= b {
+        while s < b {
             v.push(s);
             s *= 2;
         }
+        v.push(b);
         v
     } else {
         spec.split(',')
@@ -316,7 +327,7 @@ pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
     // while this process runs no other thread.
     std::env::set_var(
         "AIAC_MPI_REMOTE",
-        match args.channel_path {
+        match args.channel_path.unwrap_or(ChannelPathArg::TwoSided) {
             ChannelPathArg::TwoSided => "1",
             ChannelPathArg::NodeLocal => "0",
         },
@@ -337,9 +348,11 @@ pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
             .and_then(|mut p| {
                 let r = match args.experiment {
                     Experiment::TwoWay => p.two_way(&sizes).map(Outcome::TwoWay),
-                    Experiment::Cumulative => p
-                        .cumulative(&sizes, args.count)
-                        .map(|r| Outcome::Cumulative(args.count, r)),
+                    Experiment::Cumulative => {
+                        let count = args.count.unwrap_or(DEFAULT_COUNT);
+                        p.cumulative(&sizes, count)
+                            .map(|r| Outcome::Cumulative(count, r))
+                    }
                     _ => p.waiting(&sizes).map(Outcome::Waiting),
                 }?;
                 p.free()?;
@@ -396,10 +409,26 @@ pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
 fn check(args: &ProbeArgs, rank0: bool) -> Result<(Vec<usize>, JobPath), Error> {
     let sizes = parse_sizes(&args.sizes).map_err(Error::Invalid)?;
     check_compute_ms(args.compute_ms).map_err(Error::Invalid)?;
-    if args.experiment == Experiment::Cumulative && !(2..=64).contains(&args.count) {
+    match (args.experiment, args.count) {
+        (Experiment::Cumulative, Some(n)) if !(2..=64).contains(&n) => {
+            return Err(Error::Invalid(format!(
+                "--count {n}: must be between 2 and 64"
+            )));
+        }
+        (Experiment::Cumulative, _) | (_, None) => {}
+        (e, Some(_)) => {
+            return Err(Error::Invalid(format!(
+                "--count applies to --experiment cumulative (messages in flight at once), not \
+                 to --experiment {}",
+                e.name()
+            )))
+        }
+    }
+    if args.channel_path.is_some() && args.experiment != Experiment::Kernel {
         return Err(Error::Invalid(format!(
-            "--count {}: must be between 2 and 64",
-            args.count
+            "--channel-path applies to --experiment kernel (its channel column), not to \
+             --experiment {}",
+            args.experiment.name()
         )));
     }
     if !(1..=1000).contains(&args.reps) {
@@ -422,6 +451,9 @@ mod tests {
     #[test]
     fn sizes_parse() {
         assert_eq!(parse_sizes("1K..8K").unwrap(), vec![1024, 2048, 4096, 8192]);
+        // A range's end is measured even off A's powers of two (it measured 3K alone).
+        assert_eq!(parse_sizes("3K..5K").unwrap(), vec![3072, 5120]);
+        assert_eq!(parse_sizes("3K..12K").unwrap(), vec![3072, 6144, 12288]);
         assert_eq!(parse_sizes("64K,4K,4K").unwrap(), vec![4096, 65536]);
         assert_eq!(parse_sizes("100").unwrap(), vec![100]);
         assert_eq!(parse_sizes("1M..1M").unwrap(), vec![1 << 20]);
