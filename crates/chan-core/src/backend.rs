@@ -254,8 +254,8 @@ pub fn no_neighbor_collectives<W: ChannelHooks + ?Sized>() -> CreateError {
         backend: <W::Backend as Backend>::NAME,
         call: "neighbor_exchange",
         message: format!(
-            "the {} backend has no neighbourhood collectives (--exchange neighbor runs on \
-             --backend mpi only)",
+            "the {} backend has no neighbourhood collectives (MPI-3's are the only ones \
+             aiac has: the neighbourhood exchange needs the MPI backend)",
             <W::Backend as Backend>::NAME
         ),
     })
