@@ -125,6 +125,7 @@ mod pair;
 mod reduce;
 mod stats;
 mod transport;
+pub mod vars;
 mod window;
 
 pub use atomic::{AtomicF64, AtomicF64Slice};

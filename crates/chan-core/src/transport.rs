@@ -209,37 +209,6 @@ pub enum WaitPolicy {
     Yield,
 }
 
-/// An environment variable holds a value its reader does not accept.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("environment variable {var}={value:?}: allowed values are {allowed}")]
-pub struct EnvVarError {
-    /// The variable.
-    pub var: &'static str,
-    /// What it holds.
-    pub value: String,
-    /// What it may hold.
-    pub allowed: &'static str,
-}
-
-impl EnvVarError {
-    /// A switch read from `var`: `1` is on; unset, empty or `0` off; anything else an error
-    /// that lists `allowed` (the values, and what `1` does).
-    pub fn switch(var: &'static str, allowed: &'static str) -> Result<bool, EnvVarError> {
-        match std::env::var_os(var) {
-            None => Ok(false),
-            Some(v) => match v.to_str().map(str::trim) {
-                Some("" | "0") => Ok(false),
-                Some("1") => Ok(true),
-                _ => Err(EnvVarError {
-                    var,
-                    value: v.to_string_lossy().into_owned(),
-                    allowed,
-                }),
-            },
-        }
-    }
-}
-
 /// Spins of [`WaitPolicy::Yield`]'s `relax` before it starts yielding: a peer running on the
 /// other core answers within them.
 const YIELD_AFTER: u32 = 16;
@@ -294,48 +263,20 @@ impl IdleStreak {
     }
 }
 
-/// The node's online CPUs (`/sys/devices/system/cpu/online`, e.g. `0-3,8`), whatever this
-/// process's affinity; `None` where that cannot be read.
-fn node_cpus() -> Option<usize> {
-    let list = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
-    list.trim().split(',').try_fold(0usize, |n, part| {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-        Some(n + b.checked_sub(a)? + 1)
-    })
-}
+pub use crate::vars::EnvVarError;
 
 impl WaitPolicy {
-    /// The variable that overrides detection: `spin` or `yield` (unset or empty: detect).
-    pub const ENV: &'static str = "AIAC_WAIT";
-
-    /// The policy of this process. [`WaitPolicy::ENV`] decides when set. Otherwise the
-    /// launcher's verdict does, when it gave one (`launcher`): Open MPI's `mpirun` and `oshrun`
-    /// bind each process to its own core only when the node has a core for each
-    /// (`OMPI_MCA_orte_bound_at_launch=1`: `Some(false)`), and a user's
-    /// `OMPI_MCA_mpi_yield_when_idle` says what Open MPI's own progress loop does. Otherwise
+    /// The policy of this process. [`vars::WAIT`](crate::vars::WAIT) (`AIAC_WAIT`) decides
+    /// when set. Otherwise the launcher's verdict does, when it gave one (`launcher`: the
+    /// backend reads it from its launcher's environment, e.g. Open MPI's `mpirun` and `oshrun`
+    /// bind each process to its own core only when the node has a core for each, and a user's
+    /// `OMPI_MCA_mpi_yield_when_idle` says what Open MPI's own progress loop does). Otherwise
     /// `Yield` when `local_procs`, the job's processes on this node, exceeds the CPUs this
     /// process may use ([`std::thread::available_parallelism`], which counts its affinity and
     /// cgroup quota); else `Spin`.
     pub fn detect(launcher: Option<bool>, local_procs: Option<usize>) -> Result<Self, EnvVarError> {
-        match std::env::var(Self::ENV).as_deref().map(str::trim) {
-            Ok("spin") => return Ok(WaitPolicy::Spin),
-            Ok("yield") => return Ok(WaitPolicy::Yield),
-            Ok("") | Err(std::env::VarError::NotPresent) => {}
-            Ok(other) => {
-                return Err(EnvVarError {
-                    var: Self::ENV,
-                    value: other.to_string(),
-                    allowed: "spin, yield (unset: detect)",
-                })
-            }
-            Err(std::env::VarError::NotUnicode(v)) => {
-                return Err(EnvVarError {
-                    var: Self::ENV,
-                    value: v.to_string_lossy().into_owned(),
-                    allowed: "spin, yield (unset: detect)",
-                })
-            }
+        if let Some(policy) = crate::vars::wait_override()? {
+            return Ok(policy);
         }
         if let Some(y) = launcher {
             return Ok(if y {
@@ -349,35 +290,6 @@ impl WaitPolicy {
             Some(n) if n > cores => WaitPolicy::Yield,
             _ => WaitPolicy::Spin,
         })
-    }
-
-    /// [`WaitPolicy::detect`] for a process started by Open MPI's `mpirun` or `oshrun`, from
-    /// the environment it gives every process: a user's `OMPI_MCA_mpi_yield_when_idle`
-    /// (anything but empty, `0`, `false` or `no`: yield), else
-    /// `OMPI_MCA_orte_bound_at_launch=1` when it bound the processes (spin when the job's
-    /// processes on this node, `OMPI_COMM_WORLD_LOCAL_SIZE`, fit the node's online CPUs,
-    /// yield when they do not, as with `--bind-to core:overload-allowed`), else
-    /// `OMPI_COMM_WORLD_LOCAL_SIZE` against the CPUs this process may use. Under MPICH's
-    /// launcher, which sets none of Open MPI's variables, its `MPI_LOCALNRANKS` is the count.
-    pub fn from_open_mpi_env() -> Result<Self, EnvVarError> {
-        let var = |name| std::env::var(name).ok().map(|v| v.trim().to_owned());
-        // MPICH's launcher (Hydra) says MPI_LOCALNRANKS; it binds nothing unless asked and has
-        // no yield setting, so only the count applies there.
-        let local: Option<usize> = var("OMPI_COMM_WORLD_LOCAL_SIZE")
-            .or_else(|| var("MPI_LOCALNRANKS"))
-            .and_then(|v| v.parse().ok());
-        let verdict = match (
-            var("OMPI_MCA_mpi_yield_when_idle"),
-            var("OMPI_MCA_orte_bound_at_launch"),
-        ) {
-            (Some(y), _) if !y.is_empty() => Some(!matches!(y.as_str(), "0" | "false" | "no")),
-            // Bound is not the same as a core each: `--bind-to core:overload-allowed` binds
-            // several processes to one core and sets the flag too. A bound process sees only
-            // its own CPUs, so compare with the node's.
-            (_, Some(b)) if b == "1" => Some(local.zip(node_cpus()).is_some_and(|(n, c)| n > c)),
-            _ => None,
-        };
-        Self::detect(verdict, local)
     }
 
     /// Wait once between polls of a blocking operation; `spins` counts the polls so far.
@@ -451,11 +363,9 @@ mod tests {
 
     #[test]
     fn wait_policy_detection() {
-        if std::env::var_os(WaitPolicy::ENV).is_some() {
+        if std::env::var_os(crate::vars::WAIT).is_some() {
             return; // the override decides; nothing to detect
         }
-        let cpus = super::node_cpus().expect("this machine lists its online CPUs");
-        assert!(cpus >= std::thread::available_parallelism().map_or(1, usize::from));
         let detect = |l, n| WaitPolicy::detect(l, n).expect("no override set");
         // The launcher's verdict wins over the count.
         assert_eq!(detect(Some(true), Some(1)), WaitPolicy::Yield);

@@ -2,12 +2,13 @@
 //! channel hooks: wiring an agreed set), and a finalize that leaves no request behind.
 
 use crate::neighbor::NeighborAlltoallv;
-use crate::node::{layout, remote_from_env, MpiPeer, Node, NodeEnd, TWO_SIDED};
+use crate::node::{layout, MpiPeer, Node, NodeEnd, TWO_SIDED};
 use crate::pair::LivePairs;
 use crate::raw::{self, check, Requests};
 use crate::reduce::{Iallreduce, Ibarrier, MpiReduction, ReductionKind};
 use crate::transport::MpiEnd;
 use crate::twosided::{Core, MpiDelivery, RecvKind, Wire, HDR};
+use crate::vars::{remote_from_env, wait_policy};
 use crate::Mpi;
 use chan_core::backend::CloseReport;
 use chan_core::backend::{
@@ -366,7 +367,7 @@ impl MpiCtx {
     /// [`MpiCtx::remote_only`]).
     pub fn init() -> Result<Self, InitError> {
         // Read before MPI starts: a bad value fails init without touching the library.
-        let (wait, remote) = (WaitPolicy::from_open_mpi_env()?, remote_from_env()?);
+        let (wait, remote) = (wait_policy()?, remote_from_env()?);
         // Under SimGrid's SMPI every rank is a simulated process inside one real one: ranks
         // on one simulated host share no memory a window could map for a peer that runs
         // between this rank's MPI calls, and simulated time moves only inside MPI calls. So

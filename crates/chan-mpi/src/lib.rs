@@ -71,6 +71,7 @@ mod raw;
 mod reduce;
 mod transport;
 mod twosided;
+mod vars;
 mod window;
 
 pub use env::{is_smpi, FinalizeError, InitError, MpiCtx};

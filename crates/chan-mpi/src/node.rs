@@ -37,7 +37,7 @@
 
 use crate::env::World;
 use crate::raw::{check, misuse};
-use chan_core::backend::{Delivery, EnvVarError, WaitPolicy};
+use chan_core::backend::{Delivery, WaitPolicy};
 use chan_core::backend::{OneSidedEnd, PeerMem};
 use chan_core::{ChannelSpec, CommError, ReduceOp};
 use mpi::ffi;
@@ -46,9 +46,6 @@ use std::os::raw::{c_int, c_void};
 use std::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-
-/// The variable that forces the two-sided path to every peer: `1` (unset, empty or `0`: off).
-pub(crate) const REMOTE_ENV: &str = "AIAC_MPI_REMOTE";
 
 /// The word a rank declares for an end that takes the two-sided path.
 pub(crate) const TWO_SIDED: u64 = u64::MAX;
@@ -60,14 +57,6 @@ const WIN_SEPARATE: c_int = 1;
 
 /// Bytes a rank's segment is padded to.
 const PAGE: usize = 4096;
-
-/// `AIAC_MPI_REMOTE`: whether to treat every peer as if on another node.
-pub(crate) fn remote_from_env() -> Result<bool, EnvVarError> {
-    EnvVarError::switch(
-        REMOTE_ENV,
-        "1 (every peer takes the two-sided path), 0 or unset",
-    )
-}
 
 /// An end of one node-local channel set: its `OneSidedEnd`.
 pub(crate) type NodeEnd<D> = OneSidedEnd<D, MpiPeer>;

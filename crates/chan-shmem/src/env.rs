@@ -1,9 +1,10 @@
 //! The SHMEM environment: initialisation, the PE's [`ShmemCtx`] (chan-core's `Context`), the
 //! collective creation of channel sets, their collective reclamation, and finalize.
 
-use crate::pair::{pool_bytes_from_env, PairPiece, Pool};
+use crate::pair::{PairPiece, Pool};
 use crate::sym::{barrier_all, quiet, shmem_err, Sym};
 use crate::transport::{ShmemEnd, ShmemPeer};
+use crate::vars::{default_osc, pool_bytes_from_env, remote_from_env, wait_policy};
 use crate::Shmem;
 use chan_core::backend::{
     vote, Agreed, AgreedEnd, ChannelHooks, Collective, Delivery, EnvVarError, Lists, PairAgreed,
@@ -88,17 +89,6 @@ pub enum InitError {
     /// it does not accept.
     #[error(transparent)]
     Env(#[from] EnvVarError),
-}
-
-/// The variable that forces the between-nodes path: `1` (unset, empty or `0`: off).
-pub(crate) const REMOTE_ENV: &str = "AIAC_SHMEM_REMOTE";
-
-/// `AIAC_SHMEM_REMOTE`: whether to treat every peer as if on another node.
-fn remote_from_env() -> Result<bool, EnvVarError> {
-    EnvVarError::switch(
-        REMOTE_ENV,
-        "1 (every peer takes the between-nodes path), 0 or unset",
-    )
 }
 
 /// `finalize` found something wrong. SHMEM is finalized anyway, or, with channels still open,
@@ -417,7 +407,7 @@ impl ShmemCtx {
     /// init is acted on after it.
     pub fn init() -> Result<Self, InitError> {
         // Read before SHMEM starts: a bad value fails init without touching the library.
-        let (wait, remote) = (WaitPolicy::from_open_mpi_env()?, remote_from_env()?);
+        let (wait, remote) = (wait_policy()?, remote_from_env()?);
         let pool_bytes = pool_bytes_from_env()?;
         if STATE
             .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
@@ -425,9 +415,7 @@ impl ShmemCtx {
         {
             return Err(InitError::AlreadyInitialized);
         }
-        if std::env::var_os("OMPI_MCA_osc").is_none() {
-            std::env::set_var("OMPI_MCA_osc", "sm,ucx");
-        }
+        default_osc();
         let mut provided: c_int = -1;
         let sigterm = SigtermHeld::hold();
         // SAFETY: first and only initialisation of this process (STATE); provided is a local.

@@ -78,6 +78,7 @@ mod env;
 mod pair;
 mod sym;
 mod transport;
+mod vars;
 mod window;
 
 pub use env::{FinalizeError, InitError, ShmemCtx};

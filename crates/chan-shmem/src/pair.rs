@@ -26,7 +26,8 @@
 
 use crate::env::ShmemCtx;
 use crate::sym::{atomic_at, fence, put, put_word, quiet, shmem_err, Sym};
-use chan_core::backend::{EnvVarError, PairOffer, CLOSE_WORD, OFFER_WORDS};
+use crate::vars::POOL_ENV;
+use chan_core::backend::{PairOffer, CLOSE_WORD, OFFER_WORDS};
 use chan_core::{ChannelSpec, CommError, CreateError};
 use openshmem_sys as sys;
 use std::cell::{Cell, RefCell};
@@ -34,10 +35,6 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// The variable that sizes the pool of pairwise channels, in bytes per PE.
-pub(crate) const POOL_ENV: &str = "AIAC_SHMEM_PAIR_POOL";
-/// The pool's default size: 4 MiB per PE (about 50 mailboxes of 2500 values with R = 3).
-const DEFAULT_POOL_BYTES: usize = 4 << 20;
 const POOL_HINT: &str = "; set AIAC_SHMEM_PAIR_POOL (bytes per PE) for a larger pool";
 
 /// Words of one rendezvous slot.
@@ -52,20 +49,6 @@ const _: () = assert!(VFLAG < MEET_WORDS);
 const POSTED: u64 = 1;
 const TAKEN: u64 = 2;
 const WITHDRAWN: u64 = 3;
-
-/// `AIAC_SHMEM_PAIR_POOL`: the pool's bytes per PE (unset or empty: the default).
-pub(crate) fn pool_bytes_from_env() -> Result<usize, EnvVarError> {
-    match std::env::var(POOL_ENV) {
-        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_POOL_BYTES),
-        Ok(v) if v.trim().is_empty() => Ok(DEFAULT_POOL_BYTES),
-        Ok(v) if v.trim().parse::<usize>().is_ok() => Ok(v.trim().parse().unwrap_or(0)),
-        other => Err(EnvVarError {
-            var: POOL_ENV,
-            value: other.unwrap_or_default(),
-            allowed: "a number of bytes per PE (default 4194304)",
-        }),
-    }
-}
 
 /// One PE's pool of symmetric memory for pairwise channels (module docs).
 pub(crate) struct Pool {

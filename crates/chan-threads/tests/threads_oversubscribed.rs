@@ -31,7 +31,7 @@ fn async_neighbours_sharing_a_core_keep_exchanging() {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let n = (cpus + 1).max(3);
     let world = World::new(n).unwrap();
-    if std::env::var_os(WaitPolicy::ENV).is_none() {
+    if std::env::var_os(chan_core::vars::WAIT).is_none() {
         assert_eq!(
             world.wait_policy(),
             WaitPolicy::Yield,
@@ -50,7 +50,7 @@ fn spinning_neighbours_put_on_one_core_keep_exchanging() {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let world = World::new(2).unwrap();
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    if std::env::var_os(WaitPolicy::ENV).is_none() && cpus >= 2 {
+    if std::env::var_os(chan_core::vars::WAIT).is_none() && cpus >= 2 {
         assert_eq!(
             world.wait_policy(),
             WaitPolicy::Spin,

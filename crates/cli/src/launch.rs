@@ -119,12 +119,6 @@ pub(crate) struct Placement {
     pub(crate) local_size: Option<usize>,
 }
 
-/// The first of `vars` that is set to a number.
-fn env_number(vars: &[&str]) -> Option<usize> {
-    vars.iter()
-        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
-}
-
 /// Under SimGrid's SMPI: this simulated rank (set by [`set_simulated`] before anything else;
 /// SMPI gives each simulated rank its own copy of the program's statics).
 static SIMULATED_RANK: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -153,11 +147,12 @@ impl Placement {
                 local_size: Some(1),
             };
         }
+        let l = launch_env::Launch::from_env();
         Placement {
-            rank: env_number(&["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"]),
-            size: env_number(&["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]),
-            local_rank: env_number(&["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"]),
-            local_size: env_number(&["OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"]),
+            rank: l.rank,
+            size: l.size,
+            local_rank: l.local_rank,
+            local_size: l.local_procs,
         }
     }
 
