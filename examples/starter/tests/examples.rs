@@ -128,3 +128,50 @@ fn the_binaries_run_and_check_themselves() {
         .unwrap();
     assert!(!bad.status.success());
 }
+
+/// Copied out of the repository as the README tells a user to, with its paths pointed at this
+/// clone, the starter builds and its programs run (its manifest inherited the workspace's
+/// fields, and `cargo metadata` failed with "failed to find a workspace root"). The copy takes
+/// the workspace's lock file, so it builds the versions the workspace tests; only rsmpi's
+/// `mpi-sys`, which the workspace patches for SimGrid, is looked up in the registry's index
+/// (the MPI feature is off: it is not built).
+#[test]
+fn the_starter_builds_and_runs_copied_out_of_the_repository() {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = here.join("../..").canonicalize().unwrap();
+    let dir = std::env::temp_dir().join(format!("aiac-starter-copy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for sub in ["src/bin", "tests"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let copy = |rel: &str| std::fs::copy(here.join(rel), dir.join(rel)).unwrap();
+    for f in [
+        "src/lib.rs",
+        "src/bin/heat2d.rs",
+        "src/bin/ring.rs",
+        "src/bin/particles.rs",
+    ] {
+        copy(f);
+    }
+    let manifest = std::fs::read_to_string(here.join("Cargo.toml")).unwrap();
+    assert_eq!(manifest.matches("\"../../crates/").count(), 3, "{manifest}");
+    let crates = format!("\"{}/crates/", repo.display());
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        manifest.replace("\"../../crates/", &crates),
+    )
+    .unwrap();
+    std::fs::copy(repo.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let out = Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "--bin", "ring", "--", "3", "50"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", dir.join("target"))
+        .env_remove("CARGO_MANIFEST_DIR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the copied starter: {err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("token 150 as expected"), "{stdout}{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
