@@ -12,6 +12,8 @@
 # (a background command's input is /dev/null).
 
 bounded_pid=
+# The script's stderr, for the message of a stop that comes while a run's output is redirected.
+exec {bounded_stderr}>&2
 bounded() {
   local limit=$1 rc=0 guard=()
   shift
@@ -31,7 +33,7 @@ bounded_stop() {
     kill -TERM "$bounded_pid" 2>/dev/null || true
     wait "$bounded_pid" 2>/dev/null || true
   fi
-  echo "$(basename "$0"): stopped by $1, with what it had started" >&2
+  echo "$(basename "$0"): stopped by $1, with what it had started" >&"$bounded_stderr"
   exit "$2"
 }
 
