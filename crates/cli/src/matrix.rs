@@ -11,6 +11,7 @@
 
 use crate::args::{mem_available, RunArgs};
 use crate::error::Error;
+use crate::input::{self, MatrixFile};
 use chan_core::traits::*;
 use chan_core::ReduceOp;
 use jacobi::sparse::{
@@ -135,11 +136,24 @@ fn paths(args: &RunArgs) -> (&Path, String) {
     (path, path.display().to_string())
 }
 
+/// `--matrix` and `--rhs` must name regular files: refused by flag before either is opened
+/// (a FIFO would block every rank's open).
+fn check_inputs(args: &RunArgs) -> Result<(), Error> {
+    for (flag, p) in [("--matrix", &args.matrix), ("--rhs", &args.rhs)] {
+        if let Some(p) = p {
+            input::check(flag, p)?;
+        }
+    }
+    Ok(())
+}
+
 /// The threads backend: read the whole system once and cut the `ranks` blocks from it.
 pub(crate) fn load_all(args: &RunArgs, cfg: &Config, ranks: usize) -> Result<Loaded, Error> {
     cfg.validate_matrix()?;
     let (path, file) = paths(args);
-    let (a, kind) = read_matrix(path, mem_available().unwrap_or(u64::MAX)).map_err(bad)?;
+    check_inputs(args)?;
+    let (a, kind) =
+        read_matrix(&MatrixFile(path), mem_available().unwrap_or(u64::MAX)).map_err(bad)?;
     let n = a.n();
     if ranks > n {
         return Err(Error::Invalid(format!(
@@ -149,7 +163,7 @@ pub(crate) fn load_all(args: &RunArgs, cfg: &Config, ranks: usize) -> Result<Loa
     let bounds = row_blocks(a.row_ptr(), ranks);
     let symmetric = kind == MatrixKind::Symmetric || a.is_symmetric();
     let (b, exact) = match &args.rhs {
-        Some(p) => (read_vector(p, n).map_err(bad)?, None),
+        Some(p) => (read_vector(&MatrixFile(p), n).map_err(bad)?, None),
         None => {
             let mut b = vec![0.0; n];
             a.mul(&vec![1.0; n], &mut b);
@@ -195,13 +209,14 @@ pub(crate) fn load_rank(
 ) -> Result<Loaded, Error> {
     cfg.validate_matrix()?;
     let (path, file) = paths(args);
+    check_inputs(args)?;
     let memory = mem_available().unwrap_or(u64::MAX) / ranks_here.max(1) as u64;
-    let read = read_block(path, memory, ranks, rank).map_err(bad)?;
+    let read = read_block(&MatrixFile(path), memory, ranks, rank).map_err(bad)?;
     check(cfg, &file, &read.block, read.symmetric)?;
     let (first, rows) = (read.block.first_row(), read.block.rows());
     let (b, exact) = match &args.rhs {
         Some(p) => (
-            read_vector_block(p, read.n, first, rows).map_err(bad)?,
+            read_vector_block(&MatrixFile(p), read.n, first, rows).map_err(bad)?,
             None,
         ),
         None => (ones_rhs(&read.block), Some(1.0)),
