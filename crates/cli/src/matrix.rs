@@ -139,9 +139,10 @@ fn ones_rhs(blk: &RowBlock) -> Vec<f64> {
 
 /// The right-hand side's rows `first..first + b.len()` of `n` must give the run numbers it
 /// can compute with: every value finite (`b = A·1` overflows when a row's entries sum past
-/// f64's largest, 1.8e308), and at most √(f64::MAX / n) in size, so that ‖b‖₂, which every
-/// residual is relative to, is finite (n values each at most that square to at most
-/// f64::MAX). Checked row by row, so every rank (or the one process cutting every block)
+/// f64's largest, 1.8e308), and at most √(f64::MAX / 4n) in size, so that ‖b‖₂, which every
+/// residual is relative to, is finite: n values each at most that square to at most a quarter
+/// of f64::MAX, room for the sum's rounding and for a residual twice b's size. Checked row
+/// by row, so every rank (or the one process cutting every block)
 /// refuses the same file with the same first row. `rhs` names the --rhs file, or is None
 /// for `b = A·1`.
 fn check_rhs(
@@ -151,7 +152,7 @@ fn check_rhs(
     first: usize,
     n: usize,
 ) -> Result<(), Error> {
-    let bound = (f64::MAX / n as f64).sqrt();
+    let bound = (f64::MAX / (4.0 * n as f64)).sqrt();
     let Some((i, v)) = b
         .iter()
         .enumerate()
@@ -166,7 +167,7 @@ fn check_rhs(
     };
     Err(Error::Invalid(if v.is_finite() {
         format!(
-            "{name}: {what} is {v:e} at row {row}, past {bound:.3e} (√(f64::MAX / n), n = \
+            "{name}: {what} is {v:e} at row {row}, past {bound:.3e} (√(f64::MAX / 4n), n = \
              {n}): ‖b‖₂, which the residual is relative to, would overflow f64; scale the \
              system"
         )
