@@ -149,7 +149,7 @@ pub(crate) const MAX_THREADS: usize = 2048;
 /// The memory this machine has available for a new run (`MemAvailable` of /proc/meminfo), if
 /// it says.
 pub(crate) fn mem_available() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let info = crate::input::read_kernel_file(Path::new("/proc/meminfo")).ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb.saturating_mul(1024))
@@ -613,11 +613,20 @@ fn outputs(args: &RunArgs) -> Vec<(&'static str, &Path)> {
     .collect()
 }
 
-/// Fail before running if an output file could not be written where asked.
+/// The input files, named by their flags.
+fn inputs(args: &RunArgs) -> Vec<(&'static str, &Path)> {
+    [("--matrix", &args.matrix), ("--rhs", &args.rhs)]
+        .into_iter()
+        .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+        .collect()
+}
+
+/// Fail before running if an output file could not be written where asked, or would be
+/// written over an input file.
 pub(crate) fn check_output(args: &RunArgs) -> Result<(), Error> {
     let files = outputs(args);
     for (flag, path) in &files {
         check_file(flag, path)?;
     }
-    check_distinct(&files)
+    check_distinct(&files, &inputs(args))
 }

@@ -745,7 +745,9 @@ fn check_args(a: &DhtArgs, here: &Placement) -> Result<(), Error> {
     for (flag, p) in &files {
         check_file(flag, p)?;
     }
-    check_distinct(&files)
+    let from: Vec<(&'static str, &std::path::Path)> =
+        a.from.iter().map(|p| ("--from", p.as_path())).collect();
+    check_distinct(&files, &from)
 }
 
 impl DhtArgs {
@@ -838,9 +840,9 @@ fn load(paths: &[PathBuf]) -> Result<Vec<DhtRow>, Error> {
     let mut rows = Vec::new();
     for p in paths {
         let bad = |why: String| Error::Invalid(format!("--from {}: {why}", p.display()));
-        let text = std::fs::read_to_string(p).map_err(|e| bad(e.to_string()))?;
+        let text = crate::input::read_json(p, crate::input::MAX_JSON).map_err(bad)?;
         let mut r: Vec<DhtRow> =
-            serde_json::from_str(&text).map_err(|e| bad(format!("not a dht report: {e}")))?;
+            serde_json::from_slice(&text).map_err(|e| bad(format!("not a dht report: {e}")))?;
         rows.append(&mut r);
     }
     Ok(rows)

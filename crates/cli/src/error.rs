@@ -42,6 +42,16 @@ pub(crate) enum Error {
         /// What went wrong.
         why: String,
     },
+    /// An input file cannot be read (not a regular file, absent, too large).
+    #[error("{flag} {}: {why}", path.display())]
+    Input {
+        /// The flag that named it.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
     /// Other bad input (the message names the flag).
     #[error("{0}")]
     Invalid(String),

@@ -234,7 +234,8 @@ fn dies_with_this_process(cmd: &mut Command) {
 /// What a child's log says of its end: its ranks' errors (at most `n`), else its last `n`
 /// lines.
 pub(crate) fn log_gist(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    // Its last 16 MiB: a job's errors come at its end.
+    let text = crate::input::read_tail(path, 16 << 20);
     // The ranks' own errors say why; a launcher's text after them (MPI_ABORT's notice) does
     // not. Each once: every rank of a job can find the same.
     let mut errors: Vec<&str> = Vec::new();
@@ -311,7 +312,7 @@ fn descendants(pid: i32) -> Vec<i32> {
                 continue;
             };
             // /proc/PID/stat: "PID (COMM) STATE PPID ..."; COMM may hold spaces and ')'.
-            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            let Ok(stat) = crate::input::read_kernel_file(&e.path().join("stat")) else {
                 continue;
             };
             let Some((_, rest)) = stat.rsplit_once(')') else {

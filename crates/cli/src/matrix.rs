@@ -11,12 +11,13 @@
 
 use crate::args::{mem_available, RunArgs};
 use crate::error::Error;
+use crate::input::{self, MatrixFile};
 use chan_core::traits::*;
 use chan_core::ReduceOp;
 use jacobi::sparse::{
     read_block, read_matrix, read_vector, read_vector_block, row_blocks, MatrixKind, RowBlock,
 };
-use jacobi::{Config, Inner, MatrixInfo, Method, RunConfig, SystemBlock};
+use jacobi::{Config, Inner, MatrixInfo, Method, Pc, RunConfig, SystemBlock};
 use std::path::Path;
 
 /// What this process read of the system: one block per rank it runs, and the system's
@@ -82,15 +83,29 @@ fn bad(e: jacobi::sparse::MatrixError) -> Error {
 }
 
 /// What the method asks of the matrix, checked on the rows `first..` of `blk` (global row
-/// numbers in the messages): a nonzero diagonal for Jacobi and multisplitting, symmetry
-/// for CG and multisplitting's inner CG.
+/// numbers in the messages): a diagonal Jacobi can divide by (neither zero nor subnormal) for
+/// Jacobi and multisplitting, symmetry for CG and multisplitting's inner CG.
 fn check(cfg: &Config, file: &str, blk: &RowBlock, symmetric: bool) -> Result<(), Error> {
-    let needs_diagonal = matches!(cfg.method, Method::Jacobi(_) | Method::Multisplit(_));
-    if let (true, Some(row)) = (needs_diagonal, blk.zero_diagonal()) {
+    let divides = match cfg.method {
+        Method::Jacobi(_) | Method::Multisplit(_) => Some(
+            "Jacobi divides by it (and multisplitting's block solve needs it); use --solver cg \
+             for a symmetric positive definite matrix, or scale or reorder the system",
+        ),
+        Method::Krylov(k) if k.pc == Pc::Jacobi => {
+            Some("the Jacobi preconditioner divides by it; use --pc none, or scale the system")
+        }
+        Method::Krylov(_) => None,
+    };
+    if let (Some(then), Some((row, d))) = (divides, blk.unusable_diagonal()) {
+        let what = match d == 0.0 {
+            true => "has a zero diagonal entry".to_string(),
+            false => format!(
+                "has the diagonal entry {d:e}, subnormal (below f64's least normal number, \
+                 2.2e-308: too few significant bits, and 1/a_ii overflows below 5.6e-309)"
+            ),
+        };
         return Err(Error::Invalid(format!(
-            "{file}: row {} has a zero diagonal entry: Jacobi divides by it (and \
-             multisplitting's block solve needs it); use --solver cg for a symmetric \
-             positive definite matrix, or reorder the system",
+            "{file}: row {} {what}: {then}",
             row + 1
         )));
     }
@@ -122,6 +137,49 @@ fn ones_rhs(blk: &RowBlock) -> Vec<f64> {
     b
 }
 
+/// The right-hand side's rows `first..first + b.len()` of `n` must give the run numbers it
+/// can compute with: every value finite (`b = A·1` overflows when a row's entries sum past
+/// f64's largest, 1.8e308), and at most √(f64::MAX / 4n) in size, so that ‖b‖₂, which every
+/// residual is relative to, is finite: n values each at most that square to at most a quarter
+/// of f64::MAX, room for the sum's rounding and for a residual twice b's size. Checked row
+/// by row, so every rank (or the one process cutting every block)
+/// refuses the same file with the same first row. `rhs` names the --rhs file, or is None
+/// for `b = A·1`.
+fn check_rhs(
+    file: &str,
+    rhs: Option<&str>,
+    b: &[f64],
+    first: usize,
+    n: usize,
+) -> Result<(), Error> {
+    let bound = (f64::MAX / (4.0 * n as f64)).sqrt();
+    let Some((i, v)) = b
+        .iter()
+        .enumerate()
+        .find(|(_, v)| !v.is_finite() || v.abs() > bound)
+    else {
+        return Ok(());
+    };
+    let row = first + i + 1;
+    let (name, what) = match rhs {
+        Some(r) => (r.to_string(), "b".to_string()),
+        None => (file.to_string(), "b = A·1".to_string()),
+    };
+    Err(Error::Invalid(if v.is_finite() {
+        format!(
+            "{name}: {what} is {v:e} at row {row}, past {bound:.3e} (√(f64::MAX / 4n), n = \
+             {n}): ‖b‖₂, which the residual is relative to, would overflow f64; scale the \
+             system"
+        )
+    } else {
+        format!(
+            "{name}: {what} overflows f64 at row {row} (the row's entries sum past \
+             1.8e308); scale the system{}",
+            if rhs.is_none() { ", or give --rhs" } else { "" }
+        )
+    }))
+}
+
 fn kind_name(kind: MatrixKind) -> &'static str {
     match kind {
         MatrixKind::General => "general",
@@ -135,11 +193,28 @@ fn paths(args: &RunArgs) -> (&Path, String) {
     (path, path.display().to_string())
 }
 
+fn rhs_name(args: &RunArgs) -> Option<String> {
+    args.rhs.as_ref().map(|p| p.display().to_string())
+}
+
+/// `--matrix` and `--rhs` must name regular files: refused by flag before either is opened
+/// (a FIFO would block every rank's open).
+fn check_inputs(args: &RunArgs) -> Result<(), Error> {
+    for (flag, p) in [("--matrix", &args.matrix), ("--rhs", &args.rhs)] {
+        if let Some(p) = p {
+            input::check(flag, p)?;
+        }
+    }
+    Ok(())
+}
+
 /// The threads backend: read the whole system once and cut the `ranks` blocks from it.
 pub(crate) fn load_all(args: &RunArgs, cfg: &Config, ranks: usize) -> Result<Loaded, Error> {
     cfg.validate_matrix()?;
     let (path, file) = paths(args);
-    let (a, kind) = read_matrix(path, mem_available().unwrap_or(u64::MAX)).map_err(bad)?;
+    check_inputs(args)?;
+    let (a, kind) =
+        read_matrix(&MatrixFile(path), mem_available().unwrap_or(u64::MAX)).map_err(bad)?;
     let n = a.n();
     if ranks > n {
         return Err(Error::Invalid(format!(
@@ -149,17 +224,25 @@ pub(crate) fn load_all(args: &RunArgs, cfg: &Config, ranks: usize) -> Result<Loa
     let bounds = row_blocks(a.row_ptr(), ranks);
     let symmetric = kind == MatrixKind::Symmetric || a.is_symmetric();
     let (b, exact) = match &args.rhs {
-        Some(p) => (read_vector(p, n).map_err(bad)?, None),
+        Some(p) => (read_vector(&MatrixFile(p), n).map_err(bad)?, None),
         None => {
             let mut b = vec![0.0; n];
             a.mul(&vec![1.0; n], &mut b);
             (b, Some(1.0))
         }
     };
+    let rhs = rhs_name(args);
     let mut blocks = Vec::with_capacity(ranks);
     for r in 0..ranks {
         let block = RowBlock::from_global(&a, &bounds, r);
         check(cfg, &file, &block, symmetric)?;
+        check_rhs(
+            &file,
+            rhs.as_deref(),
+            &b[bounds[r]..bounds[r + 1]],
+            bounds[r],
+            n,
+        )?;
         blocks.push(SystemBlock {
             b: b[bounds[r]..bounds[r + 1]].to_vec(),
             block,
@@ -195,17 +278,19 @@ pub(crate) fn load_rank(
 ) -> Result<Loaded, Error> {
     cfg.validate_matrix()?;
     let (path, file) = paths(args);
+    check_inputs(args)?;
     let memory = mem_available().unwrap_or(u64::MAX) / ranks_here.max(1) as u64;
-    let read = read_block(path, memory, ranks, rank).map_err(bad)?;
+    let read = read_block(&MatrixFile(path), memory, ranks, rank).map_err(bad)?;
     check(cfg, &file, &read.block, read.symmetric)?;
     let (first, rows) = (read.block.first_row(), read.block.rows());
     let (b, exact) = match &args.rhs {
         Some(p) => (
-            read_vector_block(p, read.n, first, rows).map_err(bad)?,
+            read_vector_block(&MatrixFile(p), read.n, first, rows).map_err(bad)?,
             None,
         ),
         None => (ones_rhs(&read.block), Some(1.0)),
     };
+    check_rhs(&file, rhs_name(args).as_deref(), &b, first, read.n)?;
     Ok(Loaded {
         info: MatrixInfo {
             file,

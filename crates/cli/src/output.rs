@@ -378,19 +378,49 @@ fn identity(t: Target) -> Identity {
     }
 }
 
-/// Several output files of one command must be different files (after following symlinks,
-/// compared by device and inode or by canonical directory and name; `-` and `/dev/stdout` are
-/// the same). A device named twice (`/dev/null`) is allowed.
-pub(crate) fn check_distinct(files: &[(&'static str, &Path)]) -> Result<(), Error> {
+/// What an input file is: its device and inode (through its symlinks), or, when it cannot be
+/// found, its canonical directory and name. A name is a file's name here: `-` is a file
+/// named `-`, not standard input.
+fn input_identity(path: &Path) -> Identity {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(m) => Identity::Inode(m.dev(), m.ino()),
+        Err(_) => identity(Target::Regular(path.to_path_buf())),
+    }
+}
+
+/// The output files of one command must be different files, and none may be one of the
+/// files it reads (`inputs`): after following symlinks, compared by device and inode, or by
+/// canonical directory and name for a file that does not exist yet (`-` and `/dev/stdout`
+/// are the same output). A device named twice (`/dev/null`) is allowed. Inputs may name one
+/// file twice: reading it twice harms nothing.
+pub(crate) fn check_distinct(
+    outputs: &[(&'static str, &Path)],
+    inputs: &[(&'static str, &Path)],
+) -> Result<(), Error> {
     let target =
         |p: &Path| identity(resolve(p).unwrap_or_else(|_| Target::Regular(p.to_path_buf())));
-    for (i, (fa, a)) in files.iter().enumerate() {
-        for (fb, b) in &files[i + 1..] {
-            let (ta, tb) = (target(a), target(b));
-            if ta == tb && !matches!(ta, Identity::Other(Target::InPlace(_))) {
+    let outs: Vec<Identity> = outputs.iter().map(|(_, p)| target(p)).collect();
+    for (i, (fa, a)) in outputs.iter().enumerate() {
+        let ta = &outs[i];
+        if matches!(ta, Identity::Other(Target::InPlace(_))) {
+            continue;
+        }
+        for ((fb, b), tb) in outputs[i + 1..].iter().zip(&outs[i + 1..]) {
+            if ta == tb {
                 return Err(Error::Invalid(format!(
                     "{fa} and {fb} name the same file {}",
                     b.display()
+                )));
+            }
+        }
+        for (fi, p) in inputs {
+            if *ta == input_identity(p) {
+                return Err(Error::Invalid(format!(
+                    "{fa} {} would overwrite the input {fi} {} (the same file): give the \
+                     output another name",
+                    a.display(),
+                    p.display()
                 )));
             }
         }

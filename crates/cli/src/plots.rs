@@ -85,6 +85,9 @@ pub(crate) trait Figure {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
 }
 
+/// The plots [`draw_all`] may draw into its directory, each as `NAME.png` and `NAME.svg`.
+pub(crate) const PLOTS: [&str; 3] = ["convergence", "iterations", "batches"];
+
 /// Draw `fig` as `stem.png` and `stem.svg`, each written atomically.
 pub(crate) fn save<F: Figure>(fig: &F, stem: &Path) -> Result<Vec<PathBuf>, String> {
     register_font();
@@ -501,7 +504,7 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
             what: criterion_desc(&configs),
             title,
         };
-        files.extend(save(&fig, &dir.join("convergence"))?);
+        files.extend(save(&fig, &dir.join(PLOTS[0]))?);
     }
 
     // Iterations per rank, for the configurations with the most ranks.
@@ -530,7 +533,7 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
             series,
             log_y: false,
         };
-        files.extend(save(&fig, &dir.join("iterations"))?);
+        files.extend(save(&fig, &dir.join(PLOTS[1]))?);
     }
 
     // Arrival batch sizes of async and racy runs.
@@ -574,7 +577,7 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
             series,
             log_y: true,
         };
-        files.extend(save(&fig, &dir.join("batches"))?);
+        files.extend(save(&fig, &dir.join(PLOTS[2]))?);
     }
 
     // Time and rate against R, N and p.

@@ -1,7 +1,7 @@
 //! `aiac report`: the tables and plots again, from saved JSON, without running anything.
 
 use crate::error::Error;
-use crate::output::{check_dir, lock_dir, write_atomically};
+use crate::output::{check_dir, check_distinct, lock_dir, write_atomically};
 use crate::saved::{self, Outcome};
 use crate::{plots, summary};
 use clap::Args;
@@ -66,6 +66,22 @@ pub(crate) fn report(args: &ReportArgs) -> Result<ExitCode, Error> {
     let _lock = match &args.out {
         Some(dir) => {
             check_dir("--out", dir)?;
+            // Nothing written over a report read (one renamed runs.csv, say).
+            let written: Vec<PathBuf> = std::iter::once(dir.join("runs.csv"))
+                .chain(
+                    plots::PLOTS
+                        .iter()
+                        .flat_map(|p| ["png", "svg"].map(|ext| dir.join(p).with_extension(ext))),
+                )
+                .collect();
+            let outputs: Vec<(&'static str, &Path)> =
+                written.iter().map(|p| ("--out", p.as_path())).collect();
+            let inputs: Vec<(&'static str, &Path)> = files
+                .iter()
+                .filter(|f| f.not_a_file.is_none())
+                .map(|f| ("FILES", f.path.as_path()))
+                .collect();
+            check_distinct(&outputs, &inputs)?;
             Some(lock_dir("--out", dir)?)
         }
         None => None,

@@ -166,7 +166,8 @@ impl Outcome {
 
 /// Read a run's report or a failed run's record.
 pub(crate) fn load(path: &Path) -> Result<Outcome, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = crate::input::read_json(path, crate::input::MAX_JSON)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -235,23 +236,6 @@ pub(crate) struct Found {
     pub(crate) not_a_file: Option<String>,
 }
 
-/// What kind of thing a non-regular, non-directory file is, for messages.
-fn kind_of(m: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = m.file_type();
-    if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
-}
-
 /// The JSON files a list of paths names: files as given, directories' `*.json` (and their
 /// `runs/` subdirectory's) in name order. Hidden files (temporaries) are skipped, and so is a
 /// file named twice (by two paths, or by a path and a directory: the same file after
@@ -300,7 +284,7 @@ pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<Found>, String> {
                     let not_a_file = match std::fs::metadata(&path) {
                         Ok(m) if m.is_file() => None,
                         Ok(m) if m.is_dir() => Some("a directory".to_string()),
-                        Ok(m) => Some(kind_of(&m).to_string()),
+                        Ok(m) => Some(crate::input::kind_of(&m).to_string()),
                         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                             Some("a symlink loop (its links lead back to themselves)".into())
                         }
@@ -336,7 +320,7 @@ pub(crate) fn expand(paths: &[PathBuf]) -> Result<Vec<Found>, String> {
                 "{}: is {}, not a file: give reports saved by `aiac run --json` or a sweep's \
                  directory",
                 p.display(),
-                kind_of(&meta)
+                crate::input::kind_of(&meta)
             ));
         }
     }

@@ -3,6 +3,9 @@
 //! scheme and its rounds, and a snapshot's reduced residual is the certified one; a flag
 //! without its loop is one error and exit 1.
 
+// Tests read the reports aiac wrote directly, not through aiac's input module.
+#![allow(clippy::disallowed_methods)]
+
 use serde_json::Value;
 use std::process::Command;
 

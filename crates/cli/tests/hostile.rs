@@ -705,3 +705,327 @@ fn multisplit_flags_outside_their_solver_or_range_are_refused() {
         &["--exchange", "--solver multisplit"],
     );
 }
+
+// Issue 46: inputs are never destroyed, readers never hang or balloon, and values that
+// overflow are refused or reported.
+
+/// `aiac run --backend mpi ARGS` on two ranks of `mpirun`, stopped (ranks too) after `secs`
+/// by `timeout`, which the test then sees as exit 124.
+fn mpirun2(args: &[&str], secs: u64) -> Output {
+    let mut c = Command::new("timeout");
+    c.args(["-k", "5", &secs.to_string(), "mpirun", "-np", "2", AIAC]);
+    c.args(["run", "--backend", "mpi", "--quiet"]).args(args);
+    within(c, secs + 30)
+}
+
+/// One `aiac: error` line (however many ranks), naming every one of `words`; exit 1.
+fn one_error(what: &str, r: &Output, words: &[&str]) {
+    let err = text(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{what}: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("aiac: error")).collect();
+    assert_eq!(lines.len(), 1, "{what}: one message: {err}");
+    for w in words {
+        assert!(
+            lines[0].contains(w),
+            "{what}: does not say '{w}': {}",
+            lines[0]
+        );
+    }
+}
+
+/// A symmetric, diagonally dominant 3 × 3 matrix and a right-hand side for it.
+fn small_system(dir: &Path) -> (PathBuf, PathBuf) {
+    let a = dir.join("A.mtx");
+    std::fs::write(
+        &a,
+        "%%MatrixMarket matrix coordinate real symmetric\n3 3 5\n1 1 4\n2 1 -1\n2 2 4\n\
+         3 2 -1\n3 3 4\n",
+    )
+    .unwrap();
+    let b = dir.join("b.mtx");
+    std::fs::write(
+        &b,
+        "%%MatrixMarket matrix array real general\n3 1\n1\n2\n3\n",
+    )
+    .unwrap();
+    (a, b)
+}
+
+/// An output naming an input file (as given, `./` or absolute, through a symlink, a hard
+/// link) is refused before any work, on the threads backend and under mpirun, by `dht
+/// --from` and by `report`: one message, exit 1, the input intact.
+#[test]
+fn an_output_never_overwrites_an_input() {
+    let dir = scratch("in-out");
+    let (a, b) = small_system(&dir);
+    let (a_text, b_text) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let link = dir.join("link.mtx");
+    std::os::unix::fs::symlink("A.mtx", &link).unwrap();
+    let hard = dir.join("hard.mtx");
+    std::fs::hard_link(&a, &hard).unwrap();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let dotted = format!("{}/./A.mtx", dir.display());
+    let cases: Vec<(Vec<String>, [&str; 2])> = vec![
+        (
+            vec!["--matrix".into(), s(&a), "--solution".into(), s(&a)],
+            ["--solution", "--matrix"],
+        ),
+        (
+            vec!["--matrix".into(), s(&a), "--json".into(), dotted.clone()],
+            ["--json", "--matrix"],
+        ),
+        (
+            vec![
+                "--matrix".into(),
+                s(&a),
+                "--rhs".into(),
+                s(&b),
+                "--csv".into(),
+                format!(
+                    "{}/../{}/b.mtx",
+                    dir.display(),
+                    dir.file_name().unwrap().to_str().unwrap()
+                ),
+            ],
+            ["--csv", "--rhs"],
+        ),
+        (
+            vec!["--matrix".into(), s(&link), "--history".into(), s(&a)],
+            ["--history", "--matrix"],
+        ),
+        (
+            vec!["--matrix".into(), s(&a), "--solution".into(), s(&hard)],
+            ["--solution", "--matrix"],
+        ),
+    ];
+    for (args, flags) in &cases {
+        let mut v = vec!["run", "-t", "2", "--quiet"];
+        v.extend(args.iter().map(String::as_str));
+        one_error(
+            &format!("{args:?}"),
+            &aiac(&v),
+            &[flags[0], flags[1], "input"],
+        );
+        assert_eq!(std::fs::read(&a).unwrap(), a_text, "{args:?}: A.mtx intact");
+        assert_eq!(std::fs::read(&b).unwrap(), b_text, "{args:?}: b.mtx intact");
+    }
+    // Under mpirun: rank 0 checks the outputs, every rank exits 1 at once.
+    let r = mpirun2(&["--matrix", &s(&a), "--solution", &dotted], 60);
+    one_error("mpirun", &r, &["--solution", "--matrix"]);
+    assert_eq!(std::fs::read(&a).unwrap(), a_text, "mpirun: A.mtx intact");
+
+    // dht --from: its --json would replace a file it reads.
+    let rows = dir.join("rows.json");
+    let r = aiac(&["dht", "--local-volume", "100", "--json", &s(&rows)]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    let rows_text = std::fs::read(&rows).unwrap();
+    let r = aiac(&[
+        "dht",
+        "--from",
+        &s(&rows),
+        "--json",
+        &format!("{}/./rows.json", dir.display()),
+    ]);
+    one_error("dht", &r, &["--json", "--from"]);
+    assert_eq!(std::fs::read(&rows).unwrap(), rows_text, "dht: rows intact");
+
+    // report: a report saved as runs.csv in the --out directory.
+    let out = dir.join("plots");
+    std::fs::create_dir(&out).unwrap();
+    let saved = out.join("runs.csv");
+    let r = small_with(&["--json", &s(&saved)]);
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    let saved_text = std::fs::read(&saved).unwrap();
+    let r = aiac(&["report", &s(&saved), "--out", &s(&out)]);
+    one_error("report", &r, &["--out", "runs.csv"]);
+    assert_eq!(std::fs::read(&saved).unwrap(), saved_text, "report: intact");
+}
+
+/// A FIFO or a device given as an input is refused without being opened (a FIFO nobody
+/// writes blocked the open for ever, on both ranks of an mpirun job): one message naming the
+/// flag, exit 1, within seconds.
+#[test]
+fn a_fifo_or_device_as_input_is_refused_without_waiting() {
+    let dir = scratch("in-fifo");
+    let (a, _) = small_system(&dir);
+    let fifo = dir.join("fifo");
+    mkfifo(&fifo);
+    let (a, fifo) = (a.to_str().unwrap(), fifo.to_str().unwrap());
+    let quick = |args: &[&str]| {
+        let mut c = Command::new(AIAC);
+        c.args(args);
+        within(c, 20)
+    };
+    for (args, flag, what) in [
+        (vec!["run", "--matrix", fifo], "--matrix", "a FIFO"),
+        (vec!["run", "--matrix", a, "--rhs", fifo], "--rhs", "a FIFO"),
+        (
+            vec!["run", "--matrix", "/dev/zero"],
+            "--matrix",
+            "a character device",
+        ),
+        (
+            vec!["run", "--matrix", a, "--rhs", "/dev/zero"],
+            "--rhs",
+            "a character device",
+        ),
+        (vec!["dht", "--from", fifo], "--from", "a FIFO"),
+        (
+            vec!["dht", "--from", "/dev/zero"],
+            "--from",
+            "a character device",
+        ),
+    ] {
+        one_error(&format!("{args:?}"), &quick(&args), &[flag, what]);
+    }
+    let r = mpirun2(&["--matrix", fifo], 30);
+    assert_ne!(r.status.code(), Some(124), "mpirun --matrix FIFO hung");
+    one_error("mpirun", &r, &["--matrix", "a FIFO"]);
+}
+
+/// A file with no newline is read a bounded line at a time, never whole: a header then NUL
+/// bytes (a sparse file: no disk used), or 2 MiB of digits, is refused at its line after 1 MiB;
+/// a JSON file past 4 GiB is refused from its size without being read.
+#[test]
+fn a_line_or_file_past_its_bound_is_refused_not_read_whole() {
+    let dir = scratch("in-bound");
+    let (a, _) = small_system(&dir);
+    let nul = dir.join("nul.mtx");
+    std::fs::write(&nul, "%%MatrixMarket matrix coordinate real general\n").unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&nul).unwrap();
+    f.set_len(64 << 20).unwrap();
+    let digits = dir.join("digits.mtx");
+    std::fs::write(&digits, "7".repeat(2 << 20)).unwrap();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    for (args, at) in [
+        (
+            vec!["--matrix".to_string(), s(&nul)],
+            format!("{}:2:", s(&nul)),
+        ),
+        (
+            vec!["--matrix".into(), s(&a), "--rhs".into(), s(&nul)],
+            format!("{}:2:", s(&nul)),
+        ),
+        (
+            vec!["--matrix".into(), s(&digits)],
+            format!("{}:1:", s(&digits)),
+        ),
+    ] {
+        let mut v = vec!["run", "-t", "2", "--quiet"];
+        v.extend(args.iter().map(String::as_str));
+        let r = aiac(&v);
+        one_error(
+            &format!("{args:?}"),
+            &r,
+            &[&at, "longer than 1048576 bytes"],
+        );
+        assert!(r.stderr.len() < 4096, "{args:?}: the line is not echoed");
+    }
+    let huge = dir.join("huge.json");
+    std::fs::write(&huge, "[]").unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&huge).unwrap();
+    f.set_len(5 << 30).unwrap();
+    for args in [
+        vec!["dht", "--from", huge.to_str().unwrap()],
+        vec!["report", huge.to_str().unwrap()],
+    ] {
+        one_error(
+            &format!("{args:?}"),
+            &aiac(&args),
+            &["huge.json", "5.0 GiB", "more than"],
+        );
+    }
+}
+
+/// Values that parse and then overflow: a subnormal diagonal (Jacobi divides by it), `b =
+/// A·1` past f64, or a `b` whose norm overflows are refused by name before the run, exit 1
+/// (under mpirun too); a run that diverges to values that are not finite reports
+/// "diverged", exit 2, its residual `null` in JSON.
+#[test]
+fn values_that_overflow_are_refused_or_reported_diverged() {
+    let dir = scratch("in-overflow");
+    let write = |name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let general = "%%MatrixMarket matrix coordinate real general\n";
+    let sub = write("sub.mtx", &format!("{general}2 2 2\n1 1 1e-320\n2 2 4\n"));
+    let big = write(
+        "big.mtx",
+        &format!("{general}2 2 4\n1 1 1e308\n1 2 1e308\n2 1 1e308\n2 2 1e308\n"),
+    );
+    let sym = write(
+        "sym.mtx",
+        "%%MatrixMarket matrix coordinate real symmetric\n2 2 3\n1 1 1.5e308\n2 1 1e307\n\
+         2 2 1.5e308\n",
+    );
+    for (args, words) in [
+        (
+            vec!["--matrix", &sub, "--solver", "jacobi"],
+            vec!["sub.mtx: row 1", "subnormal"],
+        ),
+        (
+            vec!["--matrix", &sub, "--solver", "cg", "--pc", "jacobi"],
+            vec!["subnormal", "--pc none"],
+        ),
+        (
+            vec!["--matrix", &big, "--solver", "jacobi"],
+            vec!["big.mtx", "b = A·1 overflows", "row 1"],
+        ),
+        (
+            vec!["--matrix", &sym, "--solver", "cg"],
+            vec!["sym.mtx", "‖b‖₂", "overflow"],
+        ),
+    ] {
+        let mut v = vec!["run", "-t", "2", "--quiet"];
+        v.extend(&args);
+        one_error(&format!("{args:?}"), &aiac(&v), &words);
+    }
+    let r = mpirun2(&["--matrix", &sub], 60);
+    one_error("mpirun", &r, &["subnormal"]);
+
+    // Not dominant, entries of 1e300: the first sweep's residual overflows.
+    let wild = write(
+        "wild.mtx",
+        &format!("{general}2 2 4\n1 1 1\n1 2 1e300\n2 1 1e300\n2 2 1\n"),
+    );
+    let ones = write(
+        "ones.mtx",
+        "%%MatrixMarket matrix array real general\n2 1\n1\n1\n",
+    );
+    let json = dir.join("wild.json");
+    let json = json.to_str().unwrap();
+    let args = [
+        "--matrix",
+        &wild,
+        "--rhs",
+        &ones,
+        "--check-every",
+        "1",
+        "--json",
+        json,
+    ];
+    for what in ["threads", "mpirun"] {
+        let r = match what {
+            "threads" => {
+                let mut v = vec!["run", "-t", "2", "--quiet"];
+                v.extend(&args);
+                aiac(&v)
+            }
+            _ => mpirun2(&args, 60),
+        };
+        let err = text(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{what}: {err}");
+        assert!(!err.contains("aiac: error"), "{what}: {err}");
+        let report: Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
+        assert_eq!(report["stop"], "diverged", "{what}");
+        assert_eq!(report["converged"], false, "{what}");
+        assert!(
+            report["residual"]["true"].is_null(),
+            "{what}: {}",
+            report["residual"]
+        );
+        std::fs::remove_file(json).unwrap();
+    }
+}

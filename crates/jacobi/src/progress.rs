@@ -85,7 +85,11 @@ impl<'a> ProgressGate<'a> {
 ///
 /// In JSON: `[iteration, residual, time_s]`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct HistoryPoint(pub u64, pub f64, pub f64);
+pub struct HistoryPoint(
+    pub u64,
+    #[serde(deserialize_with = "crate::record::nan_if_null")] pub f64,
+    pub f64,
+);
 
 impl HistoryPoint {
     /// The iteration.

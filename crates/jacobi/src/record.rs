@@ -38,17 +38,27 @@ impl StopReason {
     }
 }
 
+/// Read a number that a run may have left not finite: JSON has no NaN or infinity, so
+/// serde_json writes them as `null`, read back here as NaN (a diverged run's residual, a
+/// norm that overflowed). Every such field is read through it: a record or report that holds
+/// one is read back, typed, instead of failing as "invalid type: null, expected f64".
+pub(crate) fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// Residuals of a run, relative as the criterion measures them.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Residuals {
     /// The last value the solver's own test saw: a sync check, or a round of the
     /// non-blocking reduction (computed from halos that may be stale). None before any.
     pub reported: Option<f64>,
-    /// The true residual of the final global iterate, after a synchronous halo swap.
-    #[serde(rename = "true")]
+    /// The true residual of the final global iterate, after a synchronous halo swap (NaN,
+    /// `null` in JSON, when it is not finite: a diverged run).
+    #[serde(rename = "true", deserialize_with = "nan_if_null")]
     pub true_residual: f64,
     /// The denominator of the relative residual: ‖b − A u_0‖₂ (Jacobi), ‖b‖₂ (Krylov
     /// solvers, PETSc's default test with x₀ = 0).
+    #[serde(deserialize_with = "nan_if_null")]
     pub initial_norm: f64,
 }
 
@@ -59,7 +69,8 @@ pub struct Certification {
     pub iteration: u64,
     /// The value that claimed convergence.
     pub reported: Option<f64>,
-    /// The true residual found.
+    /// The true residual found (NaN when not finite).
+    #[serde(deserialize_with = "nan_if_null")]
     pub true_residual: f64,
     /// True when it met the criterion (the run stopped).
     pub accepted: bool,
@@ -605,8 +616,8 @@ pub struct Report {
 pub struct ReportResiduals {
     /// Rank 0's last reported value.
     pub reported: Option<f64>,
-    /// The true final residual.
-    #[serde(rename = "true")]
+    /// The true final residual (NaN, `null` in JSON, when not finite: a diverged run).
+    #[serde(rename = "true", deserialize_with = "nan_if_null")]
     pub true_residual: f64,
 }
 
@@ -930,6 +941,7 @@ impl Report {
 mod tests {
     use super::*;
     use crate::config::{SizeSpec, Variant};
+    use chan_core::backend::Collective;
     use chan_threads::World;
 
     fn report(variant: Variant) -> Report {
@@ -959,6 +971,40 @@ mod tests {
             let back: Report = serde_json::from_str(&text).unwrap();
             assert_eq!(back, r, "{v}");
         }
+    }
+
+    /// A record whose residuals are not finite (a diverged run) is gathered, typed, and its
+    /// report is written and read back: the values read back are NaN.
+    #[test]
+    fn records_with_values_that_are_not_finite_are_gathered_and_read_back() {
+        let r = report(Variant::Sync);
+        let records = World::new(2).unwrap().run(|ctx| {
+            let mut rec = r.ranks[ctx.rank()].clone();
+            rec.residual.true_residual = f64::INFINITY;
+            rec.residual.initial_norm = f64::NAN;
+            rec.residual.reported = Some(f64::NAN);
+            rec.history = vec![crate::progress::HistoryPoint(0, f64::NEG_INFINITY, 0.0)].into();
+            rec.certifications = vec![Certification {
+                iteration: 1,
+                reported: None,
+                true_residual: f64::NAN,
+                accepted: false,
+            }];
+            gather_records(ctx, &rec).unwrap()
+        });
+        let ranks = records[0].clone().expect("rank 0 gathers");
+        assert_eq!(ranks.len(), 2);
+        let rec = &ranks[1];
+        assert!(rec.residual.true_residual.is_nan());
+        assert!(rec.residual.initial_norm.is_nan());
+        assert_eq!(rec.residual.reported, None);
+        assert!(rec.history[0].residual().is_nan());
+        assert!(rec.certifications[0].true_residual.is_nan());
+        let report = Report::new(r.config.clone(), ranks);
+        let text = serde_json::to_string_pretty(&report).unwrap();
+        let back: Report = serde_json::from_str(&text).unwrap();
+        assert!(back.residual.true_residual.is_nan());
+        assert!(back.table().contains("NaN"), "{}", back.table());
     }
 
     #[test]

@@ -27,8 +27,7 @@
 
 use super::csr::{compress, row_blocks};
 use super::dist::RowBlock;
-use super::mtx::{Entries, MatrixError, MatrixKind, BYTES_PER_ENTRY};
-use std::path::Path;
+use super::mtx::{Entries, MatrixError, MatrixKind, Source, BYTES_PER_ENTRY};
 
 /// What one rank read of a Matrix Market system.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,14 +62,14 @@ pub struct BlockRead {
 /// fit). Every rank passes over the whole file twice; every rank refuses a bad file with the
 /// same error (the file and the line), a file with fewer rows than `parts` or whose largest
 /// block would not fit on the size line.
-pub fn read_block(
-    path: &Path,
+pub fn read_block<S: Source + ?Sized>(
+    src: &S,
     memory: u64,
     parts: usize,
     rank: usize,
 ) -> Result<BlockRead, MatrixError> {
     assert!(rank < parts, "rank {rank} of {parts}");
-    let file = Entries::open(path)?;
+    let file = Entries::open(src)?;
     let (n, kind) = (file.n as usize, file.kind);
     let general = kind == MatrixKind::General;
     if n < parts {
@@ -115,7 +114,7 @@ pub fn read_block(
             .saturating_add(counts)
     };
     let worst = (0..parts).max_by_key(|&q| need(q)).expect("parts ≥ 1");
-    let file = Entries::open(path)?;
+    let file = Entries::open(src)?;
     debug_assert_eq!(file.size_line, size_line);
     file.fits(
         &format!(
@@ -229,7 +228,7 @@ mod tests {
     use super::super::{generate, read_matrix, read_vector, read_vector_block, write_matrix, Csr};
     use super::*;
     use std::collections::BTreeMap;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     const GIB: u64 = 1 << 30;
 

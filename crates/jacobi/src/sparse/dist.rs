@@ -163,6 +163,16 @@ impl RowBlock {
             .map(|i| self.first + i)
     }
 
+    /// The first global row whose diagonal entry Jacobi cannot divide by, and that entry:
+    /// zero (or not stored), or subnormal (below `f64::MIN_POSITIVE`, about 2.2e-308: it
+    /// holds too few significant bits, and its inverse overflows to infinity below 5.6e-309).
+    pub fn unusable_diagonal(&self) -> Option<(usize, f64)> {
+        (0..self.rows)
+            .map(|i| (i, self.diagonal(i)))
+            .find(|&(_, d)| !d.is_normal())
+            .map(|(i, d)| (self.first + i, d))
+    }
+
     /// The block's part of [`Csr::diagonally_dominant`]: whether every row is weakly
     /// dominant (`|a_ii| ≥ Σ_{j≠i} |a_ij|`), and whether one is strictly. The matrix is
     /// dominant when every block's rows are weakly and one block has a strict row.

@@ -137,10 +137,19 @@ impl BlockSystem {
         ([self.rank, 0, 0], Dims::new(self.rows(), 1, 1))
     }
 
-    /// The largest |x_i − exact| over the owned values `own`, when the solution is known.
+    /// The largest |x_i − exact| over the owned values `own`, when the solution is known:
+    /// NaN when one is (a diverged iterate), never the largest of the others.
     pub(crate) fn error_max(&self, own: &[f64]) -> Option<f64> {
-        self.exact
-            .map(|e| own.iter().fold(0.0f64, |m, v| m.max((v - e).abs())))
+        self.exact.map(|e| {
+            own.iter().fold(0.0f64, |m, v| {
+                let d = (v - e).abs();
+                if d > m || d.is_nan() {
+                    d
+                } else {
+                    m
+                }
+            })
+        })
     }
 }
 

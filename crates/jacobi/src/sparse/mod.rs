@@ -7,8 +7,10 @@
 //!   (`array real`, or a `coordinate` n × 1 matrix). Every malformed input is an error naming
 //!   the file and the line: a bad header, a pattern or complex matrix, a size line that does
 //!   not parse, a non-square matrix, an index out of range, a NaN or infinite value, fewer or
-//!   more entries than the size line says, a file whose matrix would not fit in the memory
-//!   given. Nothing is allocated from the size line before it is checked against that memory.
+//!   more entries than the size line says, a line longer than [`MAX_LINE`], a file whose
+//!   matrix would not fit in the memory given. Nothing is allocated from the size line before
+//!   it is checked against that memory, and no line is read past [`MAX_LINE`]. The readers
+//!   take a [`Source`]: a path, or the caller's own way of opening it.
 //! * [`read_block`] reads the same files by row blocks: each rank passes over the file twice
 //!   and keeps its own rows (and the other ranks' entries in its columns, for its send lists
 //!   and its symmetry check), never the whole matrix, and refuses a bad file alike on every
@@ -38,4 +40,7 @@ pub(crate) mod operator;
 pub use block::{read_block, BlockRead};
 pub use csr::{row_blocks, Csr};
 pub use dist::{Link, RowBlock};
-pub use mtx::{read_matrix, read_vector, read_vector_block, write_matrix, MatrixError, MatrixKind};
+pub use mtx::{
+    read_matrix, read_vector, read_vector_block, write_matrix, MatrixError, MatrixKind, Source,
+    MAX_LINE,
+};

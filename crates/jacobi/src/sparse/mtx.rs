@@ -2,12 +2,65 @@
 //! header line, `%` comments, a size line, then one entry per line with 1-based indices.
 //!
 //! A file is read line by line into one reused buffer, each line split in place: nothing is
-//! allocated per line.
+//! allocated per line. A line is at most [`MAX_LINE`] bytes: a longer one (a file with no
+//! newline, a binary file) is refused, never read whole into memory.
+//!
+//! Where the bytes come from is a [`Source`]: a path opened as it is, or the caller's own
+//! (aiac's command line opens every file it is given through one module that refuses what is
+//! not a regular file before opening it).
 
 use super::csr::Csr;
 use crate::memory::human_bytes;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
+
+/// The longest line read, in bytes (its end included): 1 MiB. The Matrix Market format
+/// limits a line to 1024 characters (NIST's `mmio.h`: `MM_MAX_LINE_LENGTH 1025`, with the
+/// terminating NUL); an entry needs under 80. A thousand times that leaves room for files
+/// that stretch the letter with long comments, and the buffer holding a line costs at most
+/// 1 MiB. A longer line is refused, naming the line: a file with no newline (a binary file,
+/// NUL bytes, a zero device) was read whole into memory before, and past it.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// A Matrix Market file: its name in messages, and its bytes from the start. The readers open
+/// it once ([`read_matrix`], [`read_vector`]) or twice ([`read_block`](super::read_block): a
+/// pass each), and read it a line at a time, each line at most [`MAX_LINE`] bytes.
+pub trait Source {
+    /// The file's name in messages (its path).
+    fn path(&self) -> &Path;
+    /// Open it at its start.
+    fn open(&self) -> std::io::Result<Box<dyn Read>>;
+}
+
+/// A path, opened as it is: whatever the process can open, a FIFO (whose open waits for a
+/// writer) or a device included. A caller given paths by others checks them first, or opens
+/// them through a [`Source`] of its own that does.
+impl Source for Path {
+    fn path(&self) -> &Path {
+        self
+    }
+
+    fn open(&self) -> std::io::Result<Box<dyn Read>> {
+        let file = std::fs::File::open(self)?;
+        if file.metadata()?.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory",
+            ));
+        }
+        Ok(Box::new(file))
+    }
+}
+
+impl Source for PathBuf {
+    fn path(&self) -> &Path {
+        self
+    }
+
+    fn open(&self) -> std::io::Result<Box<dyn Read>> {
+        self.as_path().open()
+    }
+}
 
 /// What a matrix file stores of its matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,13 +92,16 @@ pub struct MatrixError {
 pub(super) const BYTES_PER_ENTRY: u64 = 16 + 12;
 
 /// The lines of a file, numbered, comments and blank lines skipped, each read into the same
-/// buffer.
+/// buffer, each at most [`MAX_LINE`] bytes.
 struct Lines<R> {
     reader: R,
     path: PathBuf,
     number: usize,
     buf: String,
 }
+
+/// The reader of a [`Source`]'s lines.
+type Reader = std::io::BufReader<Box<dyn Read>>;
 
 impl<R: BufRead> Lines<R> {
     fn fail(&self, why: impl Into<String>) -> MatrixError {
@@ -62,20 +118,43 @@ impl<R: BufRead> Lines<R> {
 
     /// Read the next line (header and comments included) into the buffer; `false` at the end
     /// of the file.
+    ///
+    /// At most [`MAX_LINE`] bytes are read: a longer line is an error. The buffer's bytes are
+    /// read in place and checked as UTF-8 where they lie (no copy, no allocation once the
+    /// buffer has grown to the longest line).
     fn raw(&mut self) -> Result<bool, MatrixError> {
-        self.buf.clear();
-        match self.reader.read_line(&mut self.buf) {
+        let mut bytes = std::mem::take(&mut self.buf).into_bytes();
+        bytes.clear();
+        // One byte past the bound tells a line of exactly MAX_LINE bytes from a longer one.
+        let read = (&mut self.reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut bytes);
+        let long = bytes.len() > MAX_LINE;
+        // An invalid line ends the reading: its buffer is not kept.
+        let (text, ok) = match String::from_utf8(bytes) {
+            Ok(t) => (t, true),
+            Err(_) => (String::new(), false),
+        };
+        self.buf = text;
+        match read {
             Ok(0) => Ok(false),
             Ok(_) => {
                 self.number += 1;
+                if long {
+                    return Err(self.fail(format!(
+                        "a line longer than {} bytes (a Matrix Market line holds at most 1024 \
+                         characters): not a Matrix Market file, or a line without its end",
+                        MAX_LINE
+                    )));
+                }
+                if !ok {
+                    return Err(self.fail("not text (invalid UTF-8)"));
+                }
                 Ok(true)
             }
             Err(e) => {
                 self.number += 1;
-                Err(self.fail(match e.kind() {
-                    std::io::ErrorKind::InvalidData => "not text (invalid UTF-8)".to_string(),
-                    _ => e.to_string(),
-                }))
+                Err(self.fail(e.to_string()))
             }
         }
     }
@@ -115,19 +194,13 @@ struct Header {
     symmetry: String,
 }
 
-fn open(path: &Path) -> Result<Lines<std::io::BufReader<std::fs::File>>, MatrixError> {
-    let file = std::fs::File::open(path).map_err(|e| MatrixError {
+fn open<S: Source + ?Sized>(src: &S) -> Result<Lines<Reader>, MatrixError> {
+    let path = src.path();
+    let file = src.open().map_err(|e| MatrixError {
         path: path.to_path_buf(),
         line: None,
         why: e.to_string(),
     })?;
-    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-        return Err(MatrixError {
-            path: path.to_path_buf(),
-            line: None,
-            why: "is a directory".into(),
-        });
-    }
     Ok(Lines {
         reader: std::io::BufReader::with_capacity(1 << 16, file),
         path: path.to_path_buf(),
@@ -179,7 +252,7 @@ fn value<R: BufRead>(lines: &Lines<R>, word: &str) -> Result<f64, MatrixError> {
 /// reads them twice, counting then keeping one rank's share. Both check the same things, so
 /// they refuse the same files with the same error.
 pub(super) struct Entries {
-    lines: Lines<std::io::BufReader<std::fs::File>>,
+    lines: Lines<Reader>,
     /// What the file stores.
     pub kind: MatrixKind,
     /// The symmetry word as the header gives it (for messages).
@@ -195,8 +268,8 @@ pub(super) struct Entries {
 impl Entries {
     /// Open a `coordinate real|integer general|symmetric|skew-symmetric` square matrix file
     /// and read it up to its first entry.
-    pub fn open(path: &Path) -> Result<Entries, MatrixError> {
-        let mut lines = open(path)?;
+    pub fn open<S: Source + ?Sized>(src: &S) -> Result<Entries, MatrixError> {
+        let mut lines = open(src)?;
         let h = header(&mut lines)?;
         match h.format.as_str() {
             "coordinate" => {}
@@ -346,8 +419,11 @@ impl Entries {
 /// Read a square sparse matrix from a Matrix Market `coordinate` file of `real` or `integer`
 /// values, `general`, `symmetric` or `skew-symmetric` (expanded to the whole matrix), within
 /// `memory` bytes.
-pub fn read_matrix(path: &Path, memory: u64) -> Result<(Csr, MatrixKind), MatrixError> {
-    let file = Entries::open(path)?;
+pub fn read_matrix<S: Source + ?Sized>(
+    src: &S,
+    memory: u64,
+) -> Result<(Csr, MatrixKind), MatrixError> {
+    let file = Entries::open(src)?;
     let (n, kind, stored) = (file.n, file.kind, file.expanded_bound());
     file.fits(
         "holding it",
@@ -364,23 +440,23 @@ pub fn read_matrix(path: &Path, memory: u64) -> Result<(Csr, MatrixKind), Matrix
 /// Read a vector of `n` values (a right-hand side) from a Matrix Market file: `array` (one
 /// value per line, `n` rows and 1 column) or `coordinate` (an n × 1 `general` matrix, entries
 /// not listed are 0), real or integer.
-pub fn read_vector(path: &Path, n: usize) -> Result<Vec<f64>, MatrixError> {
+pub fn read_vector<S: Source + ?Sized>(src: &S, n: usize) -> Result<Vec<f64>, MatrixError> {
     let mut b = vec![0.0; n];
-    vector_entries(path, n, |i, v| b[i] += v)?;
+    vector_entries(src, n, |i, v| b[i] += v)?;
     Ok(b)
 }
 
 /// Entries `first..first + rows` of the vector [`read_vector`] reads: the whole file is
 /// checked (every rank refuses a bad file alike), only those entries are kept.
-pub fn read_vector_block(
-    path: &Path,
+pub fn read_vector_block<S: Source + ?Sized>(
+    src: &S,
     n: usize,
     first: usize,
     rows: usize,
 ) -> Result<Vec<f64>, MatrixError> {
     assert!(first + rows <= n, "rows {first}..{} of {n}", first + rows);
     let mut b = vec![0.0; rows];
-    vector_entries(path, n, |i, v| {
+    vector_entries(src, n, |i, v| {
         if let Some(x) = i.checked_sub(first).and_then(|k| b.get_mut(k)) {
             *x += v;
         }
@@ -391,12 +467,12 @@ pub fn read_vector_block(
 /// Read a vector file of `n` values, checking every line, and give each entry to `add` as
 /// `(index, value)`, 0-based (an `array` file's entries once each, a `coordinate` file's as
 /// listed: repeats are summed by the caller).
-fn vector_entries(
-    path: &Path,
+fn vector_entries<S: Source + ?Sized>(
+    src: &S,
     n: usize,
     mut add: impl FnMut(usize, f64),
 ) -> Result<(), MatrixError> {
-    let mut lines = open(path)?;
+    let mut lines = open(src)?;
     let h = header(&mut lines)?;
     if !matches!(h.field.as_str(), "real" | "integer" | "double") {
         return Err(lines.fail(format!(
@@ -666,6 +742,62 @@ pub(super) mod tests {
         let e = read_matrix(&bin.0, GIB).unwrap_err();
         assert_eq!(e.line, Some(2), "{e}");
         assert!(e.why.contains("invalid UTF-8"), "{e}");
+    }
+
+    /// Bytes from memory, as a [`Source`]: a header, then `fill` repeated `times` over.
+    struct Endless {
+        head: &'static [u8],
+        fill: u8,
+        times: u64,
+    }
+
+    impl Source for Endless {
+        fn path(&self) -> &Path {
+            Path::new("endless.mtx")
+        }
+        fn open(&self) -> std::io::Result<Box<dyn Read>> {
+            let fill = std::io::repeat(self.fill).take(self.times);
+            Ok(Box::new(self.head.chain(fill)))
+        }
+    }
+
+    /// A line is read up to [`MAX_LINE`] bytes and no further: NUL bytes or digits without a
+    /// newline (a binary file, a zero device: endless here) are refused on their line after
+    /// 1 MiB, not read whole; a line of exactly [`MAX_LINE`] bytes is read.
+    #[test]
+    fn a_line_past_the_bound_is_refused_not_read_whole() {
+        let head = b"%%MatrixMarket matrix coordinate real general\n";
+        for (fill, line) in [(0u8, 2), (b'7', 2)] {
+            let src = Endless {
+                head,
+                fill,
+                times: u64::MAX,
+            };
+            let e = read_matrix(&src, GIB).unwrap_err();
+            assert_eq!(e.line, Some(line), "{e}");
+            assert!(e.why.contains("longer than 1048576 bytes"), "{e}");
+            let e = read_vector(&src, 3).unwrap_err();
+            assert_eq!(e.line, Some(line), "{e}");
+            assert!(e.why.contains("longer than"), "{e}");
+            let e = crate::sparse::read_block(&src, GIB, 2, 1).unwrap_err();
+            assert!(e.why.contains("longer than"), "{e}");
+        }
+        // Not even the header's line is read whole.
+        let src = Endless {
+            head: b"",
+            fill: b'%',
+            times: u64::MAX,
+        };
+        assert_eq!(read_matrix(&src, GIB).unwrap_err().line, Some(1));
+        // A comment line of exactly MAX_LINE bytes (its newline included) is a line.
+        let mut text = String::from("%%MatrixMarket matrix coordinate real general\n%");
+        text.push_str(&" ".repeat(MAX_LINE - 2));
+        text.push_str("\n1 1 1\n1 1 2\n");
+        let (a, _) = matrix(&text).unwrap();
+        assert_eq!(a.get(0, 0), 2.0);
+        // One byte more is refused.
+        let text = text.replacen("% ", "%  ", 1);
+        assert_eq!(matrix(&text).unwrap_err().line, Some(2));
     }
 
     /// A size line announcing more than fits is refused before anything is allocated (a
