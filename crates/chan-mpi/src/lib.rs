@@ -62,6 +62,7 @@
 
 #![warn(missing_docs)]
 
+mod comm;
 mod env;
 mod neighbor;
 mod node;
@@ -74,6 +75,7 @@ mod twosided;
 mod vars;
 mod window;
 
+pub use comm::MpiComm;
 pub use env::{is_smpi, FinalizeError, InitError, MpiCtx};
 pub use neighbor::NeighborAlltoallv;
 pub use node::MpiPeer;
