@@ -346,7 +346,10 @@ impl Probe<'_> {
     fn together(&mut self, size: usize, k: usize) -> Result<(Vec<usize>, f64), Error> {
         let mut bufs = vec![0x5au8; k * size];
         let c = self.compute;
-        let (mut mine, mut waits) = (Vec::with_capacity(k * self.reps), Vec::new());
+        let (mut mine, mut waits) = (
+            Vec::with_capacity(k * self.reps),
+            Vec::with_capacity(self.reps),
+        );
         let mut when = vec![f64::INFINITY; k];
         for rep in 0..=self.reps {
             self.comm.barrier()?;
