@@ -1,6 +1,7 @@
 //! The MPI environment: initialisation, the rank's [`MpiCtx`] (chan-core's collectives and
 //! channel hooks: wiring an agreed set), and a finalize that leaves no request behind.
 
+use crate::comm::MpiComm;
 use crate::neighbor::NeighborAlltoallv;
 use crate::node::{layout, MpiPeer, Node, NodeEnd, TWO_SIDED};
 use crate::pair::LivePairs;
@@ -44,9 +45,9 @@ pub enum InitError {
 /// will be when the last of them is dropped).
 #[derive(Debug, thiserror::Error)]
 pub enum FinalizeError {
-    /// Channels, reductions or windows of this rank are still alive; MPI is finalized when the last one
-    /// is dropped.
-    #[error("{0} channel end(s), reduction(s) or window(s) still open at finalize; close or free them first")]
+    /// Channels, reductions, windows or communicators ([`MpiComm`](crate::MpiComm)) of this
+    /// rank are still alive; MPI is finalized when the last one is dropped.
+    #[error("{0} channel end(s), reduction(s), window(s) or communicator(s) still open at finalize; close or free them first")]
     StillOpen(usize),
     /// Requests were still active after every channel closed: a bug in aiac.
     #[error("{0} MPI request(s) still outstanding at finalize")]
@@ -310,7 +311,7 @@ impl Drop for SetComm {
         // SAFETY: this handle was made by MPI_Comm_dup for this SetComm alone and is freed
         // once, here. MPI is still initialised: cores (the only holders besides the opening
         // call) are dropped by their transports or by the world's shutdown before it
-        // finalizes.
+        // finalizes, and an `MpiComm` holds the world until after its SetComm dropped.
         let rc = unsafe { ffi::MPI_Comm_free(&mut self.0) };
         if let Err(e) = check(rc, "MPI_Comm_free") {
             eprintln!("aiac (mpi): freeing a channel set's communicator: {e}");
@@ -555,6 +556,14 @@ impl MpiCtx {
     /// repeatedly reuses the memory.
     pub fn reclaim(&mut self) -> Result<usize, CommError> {
         self.world.node.reclaim()
+    }
+
+    /// Collective: a communicator of the caller's own for raw MPI calls beside aiac's
+    /// channels (a duplicate of aiac's, errors returned), freed when dropped; MPI stays
+    /// initialised while it lives.
+    pub fn communicator(&self) -> Result<MpiComm, CommError> {
+        let comm = dup_comm(self.world.comm)?;
+        Ok(MpiComm::new(comm, Rc::clone(&self.world)))
     }
 
     /// `MPI_Wtime`.

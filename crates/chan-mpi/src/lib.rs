@@ -62,6 +62,7 @@
 
 #![warn(missing_docs)]
 
+mod comm;
 mod env;
 mod neighbor;
 mod node;
@@ -74,11 +75,13 @@ mod twosided;
 mod vars;
 mod window;
 
+pub use comm::MpiComm;
 pub use env::{is_smpi, FinalizeError, InitError, MpiCtx};
 pub use neighbor::NeighborAlltoallv;
 pub use node::MpiPeer;
-/// Helpers for code that calls MPI's C interface beside aiac's channels (`aiac probe`).
-pub use raw::{dup_returning_errors, error_string, int_count};
+/// Helpers for code that calls MPI's C interface beside aiac's channels (the `mpi-probe`
+/// crate, on an [`MpiComm`]).
+pub use raw::{error_string, int_count};
 pub use reduce::{Iallreduce, Ibarrier, MpiReduction, ReductionKind};
 pub use transport::MpiEnd;
 pub use twosided::MpiDelivery;

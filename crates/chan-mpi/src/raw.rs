@@ -47,12 +47,12 @@ pub(crate) fn check(rc: c_int, call: &'static str) -> Result<(), CommError> {
 }
 
 /// A duplicate of `comm` whose failures come back as return codes (`MPI_ERRORS_RETURN`)
-/// instead of aborting the job: what chan-mpi's world and `aiac probe` communicate on.
+/// instead of aborting the job: what chan-mpi's world communicates on.
 /// Collective over `comm`.
 ///
 /// # Safety
 /// MPI is initialised and not finalised, and `comm` is a valid communicator of this process.
-pub unsafe fn dup_returning_errors(comm: ffi::MPI_Comm) -> Result<ffi::MPI_Comm, CommError> {
+pub(crate) unsafe fn dup_returning_errors(comm: ffi::MPI_Comm) -> Result<ffi::MPI_Comm, CommError> {
     // SAFETY: null handle constant, overwritten by MPI_Comm_dup.
     let mut dup = unsafe { ffi::RSMPI_COMM_NULL };
     // SAFETY: the caller's contract (MPI live, `comm` valid); MPI_Comm_dup writes only `dup`.

@@ -1,413 +1,18 @@
-//! `aiac probe --experiment`: Saif and Parashar's other experiments, on the same two ranks,
-//! clocks and causality as the kernel ([`super::measure`]).
-//!
-//! * **two-way**: both ranks `MPI_Isend` a message to each other. Timed part: each posts its
-//!   `MPI_Irecv` first, then the `Isend`, computes C and `Wait`s the send, then the receive.
-//!   Verdict part: each `Isend`s, computes 4C calling `MPI_Test` on its send every C/4, and
-//!   posts its receive only then. A send that completed before the peer posted its receive
-//!   went eagerly (a rendezvous send cannot: its data waits for the receive). Both ranks'
-//!   sends completing with no receive posted is exactly what a blocking `MPI_Send` on both
-//!   sides needs to return (each process blocked in `MPI_Send` only progresses, as the tests
-//!   do): when either direction never completed so, the blocking exchange would deadlock. The
-//!   bounded test loop stands in for the blocking send, so nothing hangs: once the deadline
-//!   passed the receives are posted and every request completes.
-//! * **cumulative**: rank 0 posts `--count` sends of one size at once, rank 1 posts their
-//!   receives only after 4C (calling `MPI_Iprobe` every C/4 meanwhile); each message's
-//!   verdict is the kernel's (completed before its receive was posted: eager). The same size
-//!   sent alone is the reference: a message that goes eagerly alone and by rendezvous among
-//!   others shows a limit on the bytes in flight, not only on the message.
-//! * **waiting**: one message from rank 0 to rank 1, both computing C. Each side either
-//!   waits after its computation (`after`), waits right after posting and then computes
-//!   (`early`), or calls `MPI_Test` every C/4 inside its computation and waits after it
-//!   (`tests`). The combinations ([`WAITING`]): both `after`; `early` or `tests` on one side,
-//!   the other waiting after; `tests` on both. The time a side spends inside MPI (post, tests
-//!   and waits: the computation is the same work whatever the strategy) is what the strategy
-//!   costs it; overlap is `1 - that / transfer`, clamped to [0, 1].
+//! The reporting side of `aiac probe --experiment` (rank 0): the table, `EXPERIMENT.json`,
+//! `.csv` and the plot, from the rows `mpi_probe`'s experiments gathered (its
+//! `src/experiments.rs` describes them).
 
-use super::measure::{
-    compute_until, median, mono, test, wait_all, wait_timed, Kernel, Probe, Region,
-};
 use super::report::{bytes, Lines};
 use super::JobPath;
 use crate::error::Error;
 use crate::output::{write_atomically, Csv};
 use crate::plots;
+use mpi_probe::{CumulativeRow, Protocol, TwoWayRow, WaitingRow, WAITING};
 use std::path::Path;
-use std::time::{Duration, Instant};
 
-/// The verdict kernels' receives are posted this many C after the start, and the ranks call
-/// MPI every C/4 until then (as [`Kernel::Unexpected`]).
-const LATE: u32 = 4;
-
-/// A two-way row: per rank, medians of the timed part and the verdict part's counts.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct TwoWayRow {
-    pub(super) size: usize,
-    /// Per rank: its `Isend`, its send's `Wait` after the computation, then its receive's.
-    pub(super) isend: [f64; 2],
-    pub(super) send_wait: [f64; 2],
-    pub(super) recv_wait: [f64; 2],
-    /// Repetitions whose send from rank `i` completed before the other rank posted its
-    /// receive.
-    pub(super) early: [usize; 2],
-    /// Repetitions where both did (reported; the verdict does not need them together).
-    pub(super) both_early: usize,
-}
-
-impl TwoWayRow {
-    pub(super) fn protocol(&self, from: usize) -> &'static str {
-        if self.early[from] > 0 {
-            "eager"
-        } else {
-            "rendezvous"
-        }
-    }
-
-    /// What `MPI_Send` on both ranks before their receives does: it returns when both sends
-    /// can complete with no receive posted, that is when both go eagerly (each direction's
-    /// verdict, so that a repetition in which a descheduled rank delayed one of them does not
-    /// count against it).
-    pub(super) fn blocking(&self) -> &'static str {
-        if self.early[0] > 0 && self.early[1] > 0 {
-            "completes"
-        } else {
-            "would deadlock"
-        }
-    }
-}
-
-/// A cumulative row: `count` messages of `size` posted at once.
-#[derive(Debug, Clone, Default)]
-pub(super) struct CumulativeRow {
-    pub(super) size: usize,
-    /// Repetitions in which the message sent alone completed before its receive was posted.
-    pub(super) alone_early: usize,
-    /// The same for each of the `count` messages sent together, in posting order.
-    pub(super) early: Vec<usize>,
-    /// The sender's `Waitall` after its test loop (median): alone, together.
-    pub(super) wait: [f64; 2],
-}
-
+/// "eager" or "rendezvous", from the repetitions that went early.
 fn verdict(early: usize) -> &'static str {
-    if early > 0 {
-        "eager"
-    } else {
-        "rendezvous"
-    }
-}
-
-impl CumulativeRow {
-    pub(super) fn verdict(&self) -> &'static str {
-        let alone = self.alone_early > 0;
-        let together = self.early.iter().filter(|&&e| e > 0).count();
-        match (alone, together == self.early.len(), together == 0) {
-            (true, true, _) => "no cumulative effect (all eager)",
-            (false, _, true) => "rendezvous alone and together",
-            (true, false, _) => "cumulative: eager alone, not all eager together",
-            (false, _, false) => "eager together, rendezvous alone (load?)",
-        }
-    }
-}
-
-/// Where a side places its waits ([`Probe::waiting`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Strategy {
-    After,
-    Early,
-    Tests,
-}
-
-impl Strategy {
-    fn name(self) -> &'static str {
-        match self {
-            Strategy::After => "after",
-            Strategy::Early => "early",
-            Strategy::Tests => "tests",
-        }
-    }
-}
-
-/// The combinations measured: (sender, receiver).
-pub(super) const WAITING: [(Strategy, Strategy); 6] = [
-    (Strategy::After, Strategy::After),
-    (Strategy::Early, Strategy::After),
-    (Strategy::Tests, Strategy::After),
-    (Strategy::After, Strategy::Early),
-    (Strategy::After, Strategy::Tests),
-    (Strategy::Tests, Strategy::Tests),
-];
-
-/// A waiting row: one size, every combination of [`WAITING`].
-#[derive(Debug, Clone, Default)]
-pub(super) struct WaitingRow {
-    pub(super) size: usize,
-    pub(super) transfer: f64,
-    /// Per combination: the sender's and the receiver's post (medians).
-    pub(super) post: Vec<[f64; 2]>,
-    /// Per combination: the sender's and the receiver's time inside MPI, the post included
-    /// (medians; each repetition's is at least its post, so the median is too).
-    pub(super) mpi: Vec<[f64; 2]>,
-}
-
-impl WaitingRow {
-    pub(super) fn overlap(&self, i: usize, side: usize) -> f64 {
-        if self.transfer <= 0.0 {
-            return 0.0;
-        }
-        (1.0 - self.mpi[i][side] / self.transfer).clamp(0.0, 1.0)
-    }
-}
-
-impl Probe {
-    /// Repetitions (of `reps` on both ranks) in which the time `done[i]` of rank `from` came
-    /// before the other rank's `posted[i]` by more than the margin, with `all` as
-    /// [`Probe::gather_into`] leaves it at rank 0 from each rank's `[done.., posted..]`.
-    fn early_in(&self, all: &[f64], from: usize) -> Vec<bool> {
-        let n = self.reps;
-        let margin = self.compute.as_secs_f64() / 4.0;
-        let (r0, r1) = all.split_at(2 * n);
-        let (done, posted, shift) = if from == 0 {
-            (&r0[..n], &r1[n..], self.offset)
-        } else {
-            (&r1[..n], &r0[n..], -self.offset)
-        };
-        done.iter()
-            .zip(posted)
-            .map(|(d, p)| *d + shift < *p - margin)
-            .collect()
-    }
-
-    /// The two-way experiment for every size (rank 0's rows are complete).
-    pub(super) fn two_way(&mut self, sizes: &[usize]) -> Result<Vec<TwoWayRow>, String> {
-        let mut rows = Vec::with_capacity(sizes.len());
-        for &size in sizes {
-            // `bufs` is not touched again until every request completed: the requests hold
-            // pointers into it, taken once (Region).
-            let mut bufs = vec![0x5au8; 2 * size];
-            let whole = Region::of(&mut bufs);
-            let (send, recv) = (whole.part(0, 2), whole.part(1, 2));
-            let c = self.compute;
-            // Timed part: one warm-up, then the repetitions.
-            let mut t = [Vec::new(), Vec::new(), Vec::new()];
-            for rep in 0..=self.reps {
-                self.barrier()?;
-                let start = Instant::now();
-                // SAFETY: `recv` follows the Region rule: `bufs` outlives the request, which
-                // completes before the region is posted again.
-                let mut rr = unsafe { self.post(false, recv, 0)? };
-                let t0 = Instant::now();
-                // SAFETY: the same for `send`.
-                let mut sr = unsafe { self.post(true, send, 0)? };
-                let isend = t0.elapsed().as_secs_f64();
-                compute_until(start + c);
-                let sw = wait_timed(&mut sr)?;
-                let rw = wait_timed(&mut rr)?;
-                if rep > 0 {
-                    for (v, x) in t.iter_mut().zip([isend, sw, rw]) {
-                        v.push(x);
-                    }
-                }
-            }
-            let mine: Vec<f64> = t.iter_mut().map(|v| median(v)).collect();
-            let mut all = [0.0; 6];
-            self.gather_into(&mine, &mut all)?;
-            // Verdict part.
-            let (mut done, mut posted) = (Vec::new(), Vec::new());
-            for _ in 0..self.reps {
-                self.barrier()?;
-                let start = Instant::now();
-                // SAFETY: `send` follows the Region rule; the Waitall below completes the
-                // request.
-                let mut sr = unsafe { self.post(true, send, 0)? };
-                let mut when = f64::INFINITY;
-                for q in 1..LATE * 4 {
-                    compute_until(start + c * q / 4);
-                    if when.is_infinite() {
-                        if test(&mut sr)? {
-                            when = mono();
-                        }
-                    } else {
-                        self.idle_call()?;
-                    }
-                }
-                compute_until(start + c * LATE);
-                posted.push(mono());
-                // SAFETY: the same for `recv`.
-                let rr = unsafe { self.post(false, recv, 0)? };
-                wait_all(&mut [sr, rr])?;
-                done.push(when);
-            }
-            done.extend(posted);
-            let mut times = vec![0.0; 4 * self.reps];
-            self.gather_into(&done, &mut times)?;
-            let mut row = TwoWayRow {
-                size,
-                isend: [all[0], all[3]],
-                send_wait: [all[1], all[4]],
-                recv_wait: [all[2], all[5]],
-                ..Default::default()
-            };
-            if self.rank == 0 {
-                let (a, b) = (self.early_in(&times, 0), self.early_in(&times, 1));
-                row.early = [
-                    a.iter().filter(|&&x| x).count(),
-                    b.iter().filter(|&&x| x).count(),
-                ];
-                row.both_early = a.iter().zip(&b).filter(|(x, y)| **x && **y).count();
-            }
-            rows.push(row);
-        }
-        Ok(rows)
-    }
-
-    /// `k` messages of `size` from rank 0, their receives posted late: per message, the
-    /// repetitions in which it completed before its receive was posted (rank 0), and the
-    /// sender's median `Waitall` after its test loop.
-    fn together(&mut self, size: usize, k: usize) -> Result<(Vec<usize>, f64), String> {
-        // `bufs` is not touched again until every request completed: the requests hold
-        // pointers into it, taken once (Region).
-        let mut bufs = vec![0x5au8; k * size];
-        let whole = Region::of(&mut bufs);
-        let c = self.compute;
-        let (mut mine, mut waits) = (Vec::new(), Vec::new());
-        for rep in 0..=self.reps {
-            self.barrier()?;
-            let start = Instant::now();
-            let mut reqs = Vec::with_capacity(k);
-            if self.rank == 0 {
-                for i in 0..k {
-                    // SAFETY: part `i` follows the Region rule; the Waitall below completes
-                    // every request.
-                    reqs.push(unsafe { self.post(true, whole.part(i, k), 0)? });
-                }
-                let mut when = vec![f64::INFINITY; k];
-                for q in 1..LATE * 4 {
-                    compute_until(start + c * q / 4);
-                    for (r, w) in reqs.iter_mut().zip(when.iter_mut()) {
-                        if w.is_infinite() && test(r)? {
-                            *w = mono();
-                        }
-                    }
-                }
-                let t = Instant::now();
-                wait_all(&mut reqs)?;
-                if rep > 0 {
-                    waits.push(t.elapsed().as_secs_f64());
-                    mine.extend(when);
-                }
-            } else {
-                for q in 1..LATE * 4 {
-                    compute_until(start + c * q / 4);
-                    self.idle_call()?;
-                }
-                compute_until(start + c * LATE);
-                let posted = mono();
-                for i in 0..k {
-                    // SAFETY: as for the sends.
-                    reqs.push(unsafe { self.post(false, whole.part(i, k), 0)? });
-                }
-                wait_all(&mut reqs)?;
-                if rep > 0 {
-                    mine.extend(std::iter::repeat_n(posted, k));
-                }
-            }
-        }
-        let mut all = vec![0.0; 2 * mine.len()];
-        self.gather_into(&mine, &mut all)?;
-        let (done, posted) = all.split_at(mine.len());
-        let margin = c.as_secs_f64() / 4.0;
-        let mut early = vec![0; k];
-        for (i, (d, p)) in done.iter().zip(posted).enumerate() {
-            if *d + self.offset < *p - margin {
-                early[i % k] += 1;
-            }
-        }
-        let wait = if waits.is_empty() {
-            0.0
-        } else {
-            median(&mut waits)
-        };
-        Ok((early, wait))
-    }
-
-    /// The cumulative experiment: every size alone, then `k` of it at once.
-    pub(super) fn cumulative(
-        &mut self,
-        sizes: &[usize],
-        k: usize,
-    ) -> Result<Vec<CumulativeRow>, String> {
-        let mut rows = Vec::with_capacity(sizes.len());
-        for &size in sizes {
-            let (alone, w1) = self.together(size, 1)?;
-            let (early, wk) = self.together(size, k)?;
-            rows.push(CumulativeRow {
-                size,
-                alone_early: alone[0],
-                early,
-                wait: [w1, wk],
-            });
-        }
-        Ok(rows)
-    }
-
-    /// One repetition of the waiting experiment: this rank's post, and its time inside MPI
-    /// (the post included).
-    fn waiting_once(&mut self, r: Region, mine: Strategy) -> Result<[f64; 2], String> {
-        let c = self.compute;
-        self.barrier()?;
-        let t0 = Instant::now();
-        // SAFETY: `r` follows the Region rule (the caller's); the wait below completes the
-        // request.
-        let mut req = unsafe { self.post(self.rank == 0, r, 0)? };
-        let post = t0.elapsed();
-        let mut mpi = post;
-        // The computation is the same work whatever the strategy: its deadlines move by the
-        // time spent inside MPI.
-        match mine {
-            Strategy::Early => {
-                mpi += Duration::from_secs_f64(wait_timed(&mut req)?);
-                compute_until(t0 + mpi + c);
-            }
-            Strategy::After => compute_until(t0 + mpi + c),
-            Strategy::Tests => {
-                for q in 1..4 {
-                    compute_until(t0 + mpi + c * q / 4);
-                    let t = Instant::now();
-                    test(&mut req)?;
-                    mpi += t.elapsed();
-                }
-                compute_until(t0 + mpi + c);
-            }
-        }
-        mpi += Duration::from_secs_f64(wait_timed(&mut req)?);
-        Ok([post.as_secs_f64(), mpi.as_secs_f64()])
-    }
-
-    /// The waiting experiment for every size.
-    pub(super) fn waiting(&mut self, sizes: &[usize]) -> Result<Vec<WaitingRow>, String> {
-        let mut rows = Vec::with_capacity(sizes.len());
-        for &size in sizes {
-            self.size_buffers(size);
-            let transfer = self.medians(|p| p.raw_once(size, Kernel::Transfer))?[3];
-            // Not touched again until every request completed (the Region rule).
-            let mut bufs = vec![0x5au8; size];
-            let r = Region::of(&mut bufs);
-            let (mut post, mut mpi) = (Vec::new(), Vec::new());
-            for (s, rcv) in WAITING {
-                let mine = if self.rank == 0 { s } else { rcv };
-                let m = self.medians(|p| p.waiting_once(r, mine))?;
-                post.push([m[0], m[2]]);
-                mpi.push([m[1], m[3]]);
-            }
-            rows.push(WaitingRow {
-                size,
-                transfer,
-                post,
-                mpi,
-            });
-        }
-        Ok(rows)
-    }
+    Protocol::of_early(early).as_str()
 }
 
 /// What rank 0 prints and writes for an experiment.
@@ -478,9 +83,9 @@ impl ExperimentReport {
                         us(r.recv_wait[1]),
                         format!("{}/{n}", r.early[0]),
                         format!("{}/{n}", r.early[1]),
-                        r.protocol(0),
-                        r.protocol(1),
-                        r.blocking(),
+                        r.protocol(0).as_str(),
+                        r.protocol(1).as_str(),
+                        r.blocking().as_str(),
                     );
                 }
                 let _ = writeln!(
@@ -520,7 +125,7 @@ impl ExperimentReport {
                         per.join(" "),
                         us(r.wait[0]),
                         us(r.wait[1]),
-                        r.verdict(),
+                        r.verdict().as_str(),
                         width = 6 * k + 10,
                     );
                 }
@@ -577,8 +182,8 @@ impl ExperimentReport {
                         "recv_wait_s": r.recv_wait,
                         "early": r.early,
                         "both_early": r.both_early,
-                        "protocol": [r.protocol(0), r.protocol(1)],
-                        "blocking_exchange": r.blocking(),
+                        "protocol": [r.protocol(0).as_str(), r.protocol(1).as_str()],
+                        "blocking_exchange": r.blocking().as_str(),
                     })
                 })
                 .collect(),
@@ -593,7 +198,7 @@ impl ExperimentReport {
                         "early": r.early,
                         "together": r.early.iter().map(|&e| verdict(e)).collect::<Vec<_>>(),
                         "send_wait_s": {"alone": r.wait[0], "together": r.wait[1]},
-                        "verdict": r.verdict(),
+                        "verdict": r.verdict().as_str(),
                     })
                 })
                 .collect(),
@@ -658,7 +263,7 @@ impl ExperimentReport {
                         e(r.recv_wait[1]),
                         r.early[0].to_string(),
                         r.early[1].to_string(),
-                        r.blocking().to_string(),
+                        r.blocking().as_str().to_string(),
                     ]);
                 }
                 csv

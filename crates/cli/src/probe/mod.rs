@@ -1,52 +1,17 @@
 //! `aiac probe`: the test kernel of Saif and Parashar ("Understanding the behavior and
-//! performance of non-blocking communications in MPI", Euro-Par 2004), run under
-//! `mpirun -np 2` on the user's own MPI.
+//! performance of non-blocking communications in MPI", Euro-Par 2004) and their other
+//! experiments, run under `mpirun -np 2` on the user's own MPI by the `mpi-probe` crate (whose
+//! docs describe each measurement). Here: the flags and their checks, the transport's check
+//! and the eager limit the job is configured with (from the launcher's environment and
+//! `ompi_info`), starting MPI with the ranks agreeing, and rank 0's table, JSON, CSV and plot
+//! ([`report`], [`experiments`]).
 //!
-//! For every message size, after a barrier, rank 0 `MPI_Isend`s and computes for `C`
-//! (`--compute-ms`), rank 1 `MPI_Irecv`s and computes for `2C`, then each `MPI_Wait`s. The
-//! receiver is busy longer on purpose: a send still waiting for the receiver when the
-//! sender's computation ends shows as a sender `Wait` of about `C`. Kernels ([`Kernel`]):
-//!
-//! * **plain**: nothing between the post and the `Wait`;
-//! * **test**: the receiver calls `MPI_Test` once, a quarter into its computation (before the
-//!   sender's computation ends);
-//! * **channel**: the same kernel through an aiac Sync channel (R = 1) of the message size:
-//!   `send` on rank 0, one `try_recv` on rank 1 at the test's point and `recv` at the end; the
-//!   sender's `Wait` polls `in_flight` until its send completed. The probe runs the channel on
-//!   chan-mpi's two-sided path (`--channel-path`, default `two-sided`: it sets
-//!   `AIAC_MPI_REMOTE=1` before MPI starts), where a message is a standard-mode send into a
-//!   receive the peer pre-posted (`MPI_Send` up to 1 KiB of message, `MPI_Isend` above), so
-//!   the channel meets MPI's eager limit as the raw kernels do; on one node chan-mpi would
-//!   otherwise write the peer's slot of a shared window, with no MPI message to measure. The
-//!   report names the path the channel took. The row shows what the channel's rule (every
-//!   call progresses) gets from the one call a solver makes anyway;
-//! * **unexpected** (the protocol test): the receive is posted only after a computation of
-//!   4C, during which the receiver calls MPI every C/4 (`MPI_Iprobe` for a tag nobody sends).
-//!   An eager message is delivered then as an unexpected message and the sender's request
-//!   can complete; a rendezvous message cannot move before its receive is posted. A size
-//!   whose send completed before the receive was posted in at least one repetition went
-//!   eagerly; a rendezvous send never can, whatever the load (causality), so the verdict
-//!   does not depend on medians. Both ranks' times are read on `CLOCK_MONOTONIC`, one clock
-//!   per node; across nodes the offset is estimated by ping-pong (error: half a round trip,
-//!   against a margin of `C/4`);
-//! * **sender silent**: the sender computes `2C` without calling MPI, the receiver `C`: does
-//!   the receiver need the sender's progress to finish (TCP's rendezvous does; Open MPI's
-//!   single-copy shared memory, where the receiver reads the sender's buffer, does not)?
-//! * **transfer**: both wait at once, no computation: the time the message takes.
-//!
-//! Between the largest eager and the smallest rendezvous size of the grid, bisection finds
-//! the threshold to 1/64 of it.
-//!
-//! `--experiment` runs the paper's other experiments instead (two-way, cumulative, waiting:
-//! see [`experiments`]).
-//!
-//! Overlap is the share of the transfer time hidden behind the receiver's computation:
-//! `1 - (receiver's time inside MPI after posting) / transfer`, clamped to [0, 1]. The time a
-//! `Test` spends moving data counts as exposed: on one node the receiver copies a rendezvous
-//! message itself (Open MPI's single-copy `process_vm_readv`), inside whichever call finds it.
+//! `--compute-ms` is the kernel's C. The channel column runs on chan-mpi's two-sided path
+//! unless `--channel-path node-local`: the probe sets `AIAC_MPI_REMOTE=1` before MPI starts,
+//! so that the channel meets MPI's eager limit as the raw kernels do. `--experiment` runs the
+//! paper's other experiments instead (two-way, cumulative, waiting).
 
 mod experiments;
-mod measure;
 mod report;
 
 use crate::error::Error;
@@ -55,10 +20,11 @@ use crate::output::check_dir;
 use chan_mpi::MpiCtx;
 use clap::{Args, ValueEnum};
 use experiments::{ExperimentReport, Outcome};
-use measure::{library_version, Probe};
+use mpi_probe::{library_version, Probe, SettingError, Settings};
 use report::Report;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
+use std::time::Duration;
 
 /// The transport `--transport` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -125,10 +91,11 @@ pub(crate) struct ProbeArgs {
     pub(crate) transport: Transport,
     /// The sender's computation per repetition, milliseconds, from 0.05 to 1000 (the
     /// kernel's receiver computes twice that; in `--experiment`, both ranks compute it).
-    #[arg(long, default_value_t = 5.0, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = mpi_probe::DEFAULT_COMPUTE.as_secs_f64() * 1e3,
+          allow_hyphen_values = true)]
     pub(crate) compute_ms: f64,
     /// Repetitions per size and variant (the table shows medians).
-    #[arg(long, default_value_t = 7)]
+    #[arg(long, default_value_t = mpi_probe::DEFAULT_REPS)]
     pub(crate) reps: usize,
     /// Directory for probe.json, probe.csv and the plot probe.png / probe.svg (an
     /// experiment: EXPERIMENT.json, .csv, and its plot when it has one).
@@ -148,11 +115,8 @@ pub(crate) struct ProbeArgs {
     pub(crate) channel_path: Option<ChannelPathArg>,
 }
 
-/// Messages in flight at once in `--experiment cumulative` when `--count` is not given.
-const DEFAULT_COUNT: usize = 3;
-
-/// Largest message: MPI counts are C ints, and two buffers of it per rank.
-const MAX_SIZE: usize = 1 << 30;
+/// The largest message (`mpi_probe::MAX_SIZE`, 1G).
+const MAX_SIZE: usize = mpi_probe::MAX_SIZE;
 
 /// Parse `1K`, `64`, `4M`, `1G` (binary units).
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -173,17 +137,20 @@ fn parse_size(s: &str) -> Result<usize, String> {
     Ok(v)
 }
 
-/// `--compute-ms` from 0.05 to 1000. Checked with the other arguments, after parsing, so
-/// that under a launcher only rank 0 reports it; the value is quoted short (`1e300` as a
-/// plain float is 301 digits).
-fn check_compute_ms(v: f64) -> Result<f64, String> {
-    if (0.05..=1000.0).contains(&v) {
-        return Ok(v);
+/// `--compute-ms`, within the library's range (0.05 to 1000 ms). Checked with the other
+/// arguments, after parsing, so that under a launcher only rank 0 reports it; the value is
+/// quoted short (`1e300` as a plain float is 301 digits).
+fn check_compute_ms(v: f64) -> Result<Duration, String> {
+    let ms = |d: &Duration| d.as_secs_f64() * 1e3;
+    match Duration::try_from_secs_f64(v * 1e-3) {
+        Ok(d) if mpi_probe::check_compute(d).is_ok() => Ok(d),
+        _ => Err(format!(
+            "--compute-ms {}: must be a number of milliseconds from {} to {}",
+            crate::args::shown(v),
+            ms(mpi_probe::COMPUTE.start()),
+            ms(mpi_probe::COMPUTE.end())
+        )),
     }
-    Err(format!(
-        "--compute-ms {}: must be a number of milliseconds from 0.05 to 1000",
-        crate::args::shown(v)
-    ))
 }
 
 /// The sizes `--sizes` names, ascending and distinct.
@@ -211,9 +178,11 @@ fn parse_sizes(spec: &str) -> Result<Vec<usize>, String> {
     };
     sizes.sort_unstable();
     sizes.dedup();
-    if sizes.len() > 40 {
-        return Err(bad(format!("{} sizes; at most 40", sizes.len())));
-    }
+    // The library's own rule (at most 40 sizes) on the sorted, distinct sizes.
+    mpi_probe::check_sizes(&sizes).map_err(|e| match e {
+        SettingError::Sizes(e) => bad(e.to_string()),
+        e => bad(e.to_string()),
+    })?;
     Ok(sizes)
 }
 
@@ -341,33 +310,37 @@ pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
              {size}"
         ))),
     });
-    let (mut rank, (sizes, path)) = rank.agree(checked)?;
-    let me = rank.rank();
+    let (
+        mut rank,
+        Checked {
+            sizes,
+            path,
+            settings,
+        },
+    ) = rank.agree(checked)?;
+    let compute = args.compute_ms * 1e-3;
     if args.experiment != Experiment::Kernel {
-        let outcome = Probe::new(rank.ctx(), args.compute_ms * 1e-3, args.reps)
-            .and_then(|mut p| {
-                let r = match args.experiment {
-                    Experiment::TwoWay => p.two_way(&sizes).map(Outcome::TwoWay),
-                    Experiment::Cumulative => {
-                        let count = args.count.unwrap_or(DEFAULT_COUNT);
-                        p.cumulative(&sizes, count)
-                            .map(|r| Outcome::Cumulative(count, r))
-                    }
-                    _ => p.waiting(&sizes).map(Outcome::Waiting),
-                }?;
-                p.free()?;
-                Ok(r)
+        let measured = Probe::new(rank.ctx(), settings)
+            .and_then(|mut p| match args.experiment {
+                Experiment::TwoWay => Ok(p.two_way(&sizes)?.map(Outcome::TwoWay)),
+                Experiment::Cumulative => {
+                    let count = args.count.unwrap_or(mpi_probe::DEFAULT_COUNT);
+                    Ok(p.cumulative(&sizes, count)?
+                        .map(|r| Outcome::Cumulative(count, r)))
+                }
+                _ => Ok(p.waiting(&sizes)?.map(Outcome::Waiting)),
             })
             .map_err(|e| format!("probe: {e}"));
-        let result = rank.or_abort(outcome);
+        let result = rank.or_abort(measured);
         rank.stop()?;
-        if me != 0 {
+        // Gathered at rank 0, which reports.
+        let Some(result) = result else {
             return Ok(ExitCode::SUCCESS);
-        }
+        };
         let report = ExperimentReport {
             library: library_version(),
             path,
-            compute: args.compute_ms * 1e-3,
+            compute,
             reps: args.reps,
             result,
         };
@@ -377,25 +350,20 @@ pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let outcome = Probe::new(rank.ctx(), args.compute_ms * 1e-3, args.reps)
-        .and_then(|mut p| {
-            let r = p.run_all(rank.ctx(), &sizes)?;
-            Ok((r, p.channel_path))
-        })
+    let measured = Probe::new(rank.ctx(), settings)
+        .and_then(|mut p| p.run_kernel(&sizes))
         .map_err(|e| format!("probe: {e}"));
-    let ((rows, threshold), channel) = rank.or_abort(outcome);
+    let measured = rank.or_abort(measured);
     rank.stop()?;
-    if me != 0 {
+    let Some(measured) = measured else {
         return Ok(ExitCode::SUCCESS);
-    }
+    };
     let report = Report {
         library: library_version(),
         path,
-        compute: args.compute_ms * 1e-3,
+        compute,
         reps: args.reps,
-        rows,
-        threshold,
-        channel: channel.map_or("not opened", |c| c.label()),
+        measured,
     };
     print!("{}", report.table());
     if let Some(dir) = &args.out {
@@ -404,15 +372,24 @@ pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What the checks give the ranks to agree on.
+struct Checked {
+    sizes: Vec<usize>,
+    path: JobPath,
+    settings: Settings,
+}
+
 /// Every check of the arguments: the sizes, the kernel's parameters, the output directory
 /// (rank 0, which writes it) and `--transport`. The path the job runs on, when they pass.
-fn check(args: &ProbeArgs, rank0: bool) -> Result<(Vec<usize>, JobPath), Error> {
+fn check(args: &ProbeArgs, rank0: bool) -> Result<Checked, Error> {
     let sizes = parse_sizes(&args.sizes).map_err(Error::Invalid)?;
-    check_compute_ms(args.compute_ms).map_err(Error::Invalid)?;
+    let compute = check_compute_ms(args.compute_ms).map_err(Error::Invalid)?;
     match (args.experiment, args.count) {
-        (Experiment::Cumulative, Some(n)) if !(2..=64).contains(&n) => {
+        (Experiment::Cumulative, Some(n)) if mpi_probe::check_count(n).is_err() => {
             return Err(Error::Invalid(format!(
-                "--count {n}: must be between 2 and 64"
+                "--count {n}: must be between {} and {}",
+                mpi_probe::COUNT.start(),
+                mpi_probe::COUNT.end()
             )));
         }
         (Experiment::Cumulative, _) | (_, None) => {}
@@ -431,17 +408,26 @@ fn check(args: &ProbeArgs, rank0: bool) -> Result<(Vec<usize>, JobPath), Error> 
             args.experiment.name()
         )));
     }
-    if !(1..=1000).contains(&args.reps) {
-        return Err(Error::Invalid(format!(
-            "--reps {}: must be between 1 and 1000",
-            args.reps
-        )));
-    }
+    let settings = Settings::new(compute, args.reps).map_err(|e| {
+        Error::Invalid(match e {
+            SettingError::Reps(n) => format!(
+                "--reps {n}: must be between {} and {}",
+                mpi_probe::REPS.start(),
+                mpi_probe::REPS.end()
+            ),
+            // --compute-ms was checked above.
+            e => e.to_string(),
+        })
+    })?;
     if let (Some(dir), true) = (&args.out, rank0) {
         check_dir("--out", dir)?;
     }
     let path = path_of(args, rank0).map_err(Error::Invalid)?;
-    Ok((sizes, path))
+    Ok(Checked {
+        sizes,
+        path,
+        settings,
+    })
 }
 
 #[cfg(test)]
@@ -469,8 +455,10 @@ mod tests {
     /// `--compute-ms` out of range is refused with its value short, not 300 digits.
     #[test]
     fn compute_ms_is_checked_as_parsed() {
-        assert_eq!(check_compute_ms(5.0).unwrap(), 5.0);
-        for bad in [1e300, 0.0, -1.0, f64::NAN, f64::INFINITY, 1001.0] {
+        assert_eq!(check_compute_ms(5.0).unwrap(), Duration::from_millis(5));
+        assert_eq!(check_compute_ms(0.05).unwrap(), Duration::from_micros(50));
+        assert_eq!(check_compute_ms(1000.0).unwrap(), Duration::from_secs(1));
+        for bad in [1e300, 0.0, -1.0, f64::NAN, f64::INFINITY, 1001.0, 0.049] {
             let e = check_compute_ms(bad).unwrap_err();
             assert!(e.contains("0.05 to 1000") && e.len() < 90, "{bad}: {e}");
         }

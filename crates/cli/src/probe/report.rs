@@ -1,11 +1,11 @@
 //! The reporting side of `aiac probe` (rank 0): the table, probe.json, probe.csv and the
-//! plot, from the rows [`super::measure`] gathered.
+//! plot, from the kernel's report (`mpi_probe::KernelReport`).
 
-use super::measure::{Row, Threshold};
 use super::JobPath;
 use crate::error::Error;
 use crate::output::{write_atomically, Csv};
 use crate::plots;
+use mpi_probe::{KernelReport, Row, Threshold};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -27,15 +27,17 @@ pub(super) struct Report {
     pub(super) path: JobPath,
     pub(super) compute: f64,
     pub(super) reps: usize,
-    pub(super) rows: Vec<Row>,
-    pub(super) threshold: Threshold,
-    /// The path the channel column's channel took (`ChannelPath::label`).
-    pub(super) channel: &'static str,
+    /// The rows, the threshold and the channel column's path.
+    pub(super) measured: KernelReport,
 }
 
 impl Report {
     fn threshold_text(&self) -> String {
-        match self.threshold {
+        let Threshold {
+            last_eager,
+            first_rendezvous,
+        } = self.measured.threshold;
+        match (last_eager, first_rendezvous) {
             (Some(lo), Some(hi)) => format!(
                 "eager up to {lo} B, rendezvous from {hi} B (threshold {})",
                 bytes(lo)
@@ -62,7 +64,7 @@ impl Report {
         let _ = writeln!(
             t,
             "channel column: an aiac Sync channel on chan-mpi's {} path",
-            self.channel
+            self.measured.channel.label()
         );
         let _ = writeln!(
             t,
@@ -91,30 +93,27 @@ impl Report {
             "early",
             "rW silnt",
         );
-        for r in &self.rows {
+        for r in &self.measured.rows {
+            let (w, m, o) = (r.send_wait, r.recv_exposed, r.overlap());
             let _ = writeln!(
                 t,
                 "{:>6} {:>7} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>8} | {:>4} {:>4} {:>4} | {:>8} {:>5} {:>8} {}",
                 bytes(r.size),
                 us(r.isend),
-                us(r.send_wait[0]),
-                us(r.send_wait[1]),
-                us(r.send_wait[2]),
-                us(r.recv_exposed[0]),
-                us(r.recv_exposed[1]),
-                us(r.recv_exposed[2]),
+                us(w.plain),
+                us(w.test),
+                us(w.channel),
+                us(m.plain),
+                us(m.test),
+                us(m.channel),
                 us(r.transfer),
-                pc(r.overlap(0)),
-                pc(r.overlap(1)),
-                pc(r.overlap(2)),
+                pc(o.plain),
+                pc(o.test),
+                pc(o.channel),
                 us(r.unexpected_wait),
                 format!("{}/{}", r.early, self.reps),
                 us(r.silent_wait),
-                if r.rendezvous() {
-                    "rendezvous"
-                } else {
-                    "eager"
-                }
+                r.protocol().as_str()
             );
         }
         let _ = writeln!(
@@ -144,29 +143,32 @@ impl Report {
 
     fn json(&self) -> serde_json::Value {
         let rows: Vec<_> = self
+            .measured
             .rows
             .iter()
             .map(|r| {
+                let (w, m, o) = (r.send_wait, r.recv_exposed, r.overlap());
                 serde_json::json!({
                     "size": r.size,
-                    "protocol": if r.rendezvous() { "rendezvous" } else { "eager" },
+                    "protocol": r.protocol().as_str(),
                     "isend_s": r.isend,
-                    "send_wait_s": {"plain": r.send_wait[0], "test": r.send_wait[1], "channel": r.send_wait[2], "unexpected": r.unexpected_wait},
-                    "recv_mpi_s": {"plain": r.recv_exposed[0], "test": r.recv_exposed[1], "channel": r.recv_exposed[2]},
+                    "send_wait_s": {"plain": w.plain, "test": w.test, "channel": w.channel, "unexpected": r.unexpected_wait},
+                    "recv_mpi_s": {"plain": m.plain, "test": m.test, "channel": m.channel},
                     "transfer_s": r.transfer,
-                    "overlap": {"plain": r.overlap(0), "test": r.overlap(1), "channel": r.overlap(2)},
+                    "overlap": {"plain": o.plain, "test": o.test, "channel": o.channel},
                 })
             })
             .collect();
+        let threshold = self.measured.threshold;
         serde_json::json!({
             "schema": "aiac.probe/1",
             "mpi": self.library,
             "path": self.path.label,
-            "channel_path": self.channel,
+            "channel_path": self.measured.channel.label(),
             "configured_eager_limit": self.path.eager.as_ref().map(|(n, v)| serde_json::json!({"param": n, "bytes": v})),
             "compute_s": self.compute,
             "reps": self.reps,
-            "threshold": {"last_eager": self.threshold.0, "first_rendezvous": self.threshold.1},
+            "threshold": {"last_eager": threshold.last_eager, "first_rendezvous": threshold.first_rendezvous},
             "rows": rows,
         })
     }
@@ -194,22 +196,19 @@ impl Report {
             "recv_mpi_channel_s",
             "transfer_s",
         ]);
-        for r in &self.rows {
-            let proto = if r.rendezvous() {
-                "rendezvous"
-            } else {
-                "eager"
-            };
+        for r in &self.measured.rows {
             csv.row(
-                [r.size.to_string(), proto.to_string()].into_iter().chain(
-                    [r.isend]
-                        .iter()
-                        .chain(&r.send_wait)
-                        .chain([&r.unexpected_wait])
-                        .chain(&r.recv_exposed)
-                        .chain([&r.transfer])
-                        .map(|v| format!("{v:e}")),
-                ),
+                [r.size.to_string(), r.protocol().as_str().to_string()]
+                    .into_iter()
+                    .chain(
+                        [r.isend]
+                            .into_iter()
+                            .chain(r.send_wait.values())
+                            .chain([r.unexpected_wait])
+                            .chain(r.recv_exposed.values())
+                            .chain([r.transfer])
+                            .map(|v| format!("{v:e}")),
+                    ),
             );
         }
         let path = dir.join("probe.csv");
@@ -227,17 +226,21 @@ impl Report {
 fn figure(r: &Report) -> Lines {
     type Series = (&'static str, fn(&Row) -> f64);
     let series: [Series; 8] = [
-        ("sender Wait, plain", |x| x.send_wait[0]),
-        ("sender Wait, receiver tests", |x| x.send_wait[1]),
-        ("sender Wait, aiac channel", |x| x.send_wait[2]),
-        ("receiver in MPI, plain", |x| x.recv_exposed[0]),
-        ("receiver in MPI, tests", |x| x.recv_exposed[1]),
-        ("receiver in MPI, channel", |x| x.recv_exposed[2]),
+        ("sender Wait, plain", |x| x.send_wait.plain),
+        ("sender Wait, receiver tests", |x| x.send_wait.test),
+        ("sender Wait, aiac channel", |x| x.send_wait.channel),
+        ("receiver in MPI, plain", |x| x.recv_exposed.plain),
+        ("receiver in MPI, tests", |x| x.recv_exposed.test),
+        ("receiver in MPI, channel", |x| x.recv_exposed.channel),
         ("transfer (no compute)", |x| x.transfer),
         ("sender Wait, receive posted late", |x| x.unexpected_wait),
     ];
     let mut marks = Vec::new();
-    if let (Some(lo), Some(_)) = r.threshold {
+    if let Threshold {
+        last_eager: Some(lo),
+        first_rendezvous: Some(_),
+    } = r.measured.threshold
+    {
         marks.push(Mark {
             label: format!("threshold found: {lo} B"),
             at: lo as f64,
@@ -255,10 +258,10 @@ fn figure(r: &Report) -> Lines {
     }
     Lines {
         title: format!("aiac probe: {}", r.path.label),
-        sizes: r.rows.iter().map(|x| x.size).collect(),
+        sizes: r.measured.rows.iter().map(|x| x.size).collect(),
         series: series
             .iter()
-            .map(|(label, f)| (label.to_string(), r.rows.iter().map(*f).collect()))
+            .map(|(label, f)| (label.to_string(), r.measured.rows.iter().map(*f).collect()))
             .collect(),
         marks,
     }
