@@ -5,7 +5,6 @@
 use crate::geometry::Dims;
 use crate::kernel::{Region, Shape};
 use crate::linalg::{self, CgVectors, PipeVectors, SEVEN_POINT};
-use crate::single;
 
 /// One `n`³ block's vectors, and a run of each kernel on them.
 #[derive(Debug)]
@@ -112,14 +111,14 @@ impl KrylovBlock {
                 };
                 linalg::pipe_update(sh, 1e-4, 0.5, v)[0]
             }
-            6 => single::residual(sh, SEVEN_POINT, u, Some(f), &mut self.s32),
+            6 => linalg::residual(sh, SEVEN_POINT, u, Some(f), &mut self.s32, None)[0],
             7 => {
                 let (p, y) = (&mut self.p32, &mut self.y32);
-                single::direction_apply(sh, SEVEN_POINT as f32, r32, 0.5, p, y)
+                linalg::direction_apply(sh, SEVEN_POINT as f32, r32, 0.5, p, y)
             }
             _ => {
                 let (d, s) = (&mut self.d32, &mut self.s32);
-                single::update(sh, 1e-4, false, d, s, r32, q32)
+                linalg::update(sh, 1e-4, 1.0, d, s, r32, q32)
             }
         }
     }

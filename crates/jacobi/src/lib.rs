@@ -59,6 +59,7 @@ mod iterate;
 mod kernel;
 mod krylov;
 mod krylov_bench;
+mod lane;
 mod linalg;
 mod memory;
 mod method;
