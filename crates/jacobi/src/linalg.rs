@@ -868,9 +868,11 @@ mod avx2 {
         acc.total()
     }
 
-    /// [`super::direction`] on the planes `zs`.
+    /// [`super::direction`] on the planes `zs`. Out of line: inlined into
+    /// [`direction_apply`], it made that kernel 2–3% slower on a 24³ block, in double and in
+    /// single precision (`benches/linalg_ab.rs`).
     #[target_feature(enable = "avx2")]
-    #[inline]
+    #[inline(never)]
     pub(super) fn direction_planes<L: Lane<N>, const N: usize>(
         sh: &Shape,
         zs: std::ops::Range<usize>,
