@@ -106,13 +106,14 @@ pub(crate) fn chunk_mut<T, const M: usize>(s: &mut [T], k: usize) -> &mut [T; M]
     (&mut s[k..k + M]).try_into().expect("a whole chunk")
 }
 
-/// The AVX2 form of the lane types: 256-bit vectors of `N` lanes ([`V`]) and double-precision
-/// lane sums ([`Acc`]), made only through an [`Avx2`] token, the proof that the CPU runs
-/// AVX2. Each operation is one intrinsic (two for the single-precision sums, which widen
-/// each half), in the order the kernel writes it: nothing contracts into fused
-/// multiply-adds.
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
+    //! The AVX2 form of the lane types: 256-bit vectors of `N` lanes ([`V`]) and
+    //! double-precision lane sums ([`Acc`]), made only through an [`Avx2`] token, the proof
+    //! that the CPU runs AVX2. Each operation is one intrinsic (two for the single-precision
+    //! sums, which widen each half), in the order the kernel writes it: nothing contracts
+    //! into fused multiply-adds.
+
     use super::{chunk, chunk_mut, Lane};
     use std::arch::x86_64::*;
 
