@@ -11,7 +11,9 @@
 //!    handshake did.
 //!
 //! 3. [`WindowHooks`]: one-sided windows ([`RawWindow`]: put, get, compare-and-swap,
-//!    fetch-add, flush), see [`crate::Window`].
+//!    fetch-add, flush), see [`crate::Window`]. chan-core checks every access first and hands
+//!    the backend a [`Span`] (the target's words, in range), so each operation is the
+//!    library's call alone.
 //!
 //! Every type implementing [`ChannelHooks`] is a [`crate::Context`] (a blanket impl), which
 //! is all a solver needs, and every type implementing [`WindowHooks`] is a
@@ -26,7 +28,7 @@ pub use crate::transport::{
     Arrival, Backend, CloseReport, EnvVarError, Header, IdleStreak, MailboxTransport, RacyPoll,
     RacyTransport, Transport, WaitPolicy, SPIN_IDLE_YIELD,
 };
-pub use crate::window::{RawWindow, WindowHooks, WindowMode, WordOp};
+pub use crate::window::{RawWindow, Span, WindowHooks, WindowMode, WordOp};
 
 use crate::config::ChannelSpec;
 use crate::error::{CommError, CreateError};

@@ -123,9 +123,76 @@ pub struct WordOp {
     pub result: u64,
 }
 
+/// Words `offset..offset + count` of rank `target`'s window, checked against the window's
+/// world and length: what chan-core hands each [`RawWindow`] operation, so that a backend's
+/// operation is its library call alone. Only chan-core makes one, after the check
+/// ([`WindowError::BadTarget`], [`WindowError::OutOfRange`]); a backend takes its fields as
+/// in range: `target < size`, `offset + count <= len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    target: usize,
+    offset: usize,
+    count: usize,
+}
+
+impl Span {
+    /// Words `offset..offset + count` of `target` in a window of `len` words per rank over
+    /// `size` ranks, or why they are not.
+    pub(crate) fn checked(
+        target: usize,
+        offset: usize,
+        count: usize,
+        size: usize,
+        len: usize,
+    ) -> Result<Span, WindowError> {
+        checked_target(target, size)?;
+        if offset.checked_add(count).is_none_or(|end| end > len) {
+            return Err(WindowError::OutOfRange { offset, count, len });
+        }
+        Ok(Span {
+            target,
+            offset,
+            count,
+        })
+    }
+
+    /// The rank whose words these are.
+    #[inline]
+    pub fn target(self) -> usize {
+        self.target
+    }
+
+    /// The first word.
+    #[inline]
+    pub fn offset(self) -> usize {
+        self.offset
+    }
+
+    /// How many words.
+    #[inline]
+    pub fn count(self) -> usize {
+        self.count
+    }
+
+    /// How many bytes (8 a word).
+    #[inline]
+    pub fn bytes(self) -> usize {
+        self.count * 8
+    }
+}
+
+/// `target` when it is a rank of a world of `size`.
+fn checked_target(target: usize, size: usize) -> Result<usize, WindowError> {
+    if target >= size {
+        return Err(WindowError::BadTarget { target, size });
+    }
+    Ok(target)
+}
+
 /// A backend's window: one rank's handle on `len` words per rank, made by
-/// [`WindowHooks::make_window`]. chan-core checks every target and offset before it calls
-/// these, and keeps every buffer it passes alive and untouched until the next flush.
+/// [`WindowHooks::make_window`]. chan-core checks every target and range before it calls
+/// these (a [`Span`], or a target below the world's size), and keeps every buffer it passes
+/// alive and untouched until the next flush.
 ///
 /// # Safety
 /// Implementors write only where told: `get` into `dst..dst+count`, the atomics into
@@ -145,74 +212,46 @@ pub unsafe trait RawWindow {
         self.len() == 0
     }
 
-    /// Start writing `count` words from `src` to words `offset..` of `target`.
+    /// Start writing `at.count()` words from `src` to the words `at`.
     ///
     /// # Safety
-    /// `target < size`, `offset + count <= len()`; `src..src+count` is readable and unchanged
-    /// until the next flush covering `target` returns.
-    unsafe fn put(
-        &mut self,
-        target: usize,
-        offset: usize,
-        src: *const u64,
-        count: usize,
-    ) -> Result<(), CommError>;
+    /// `at` was checked against this window; `src..src+at.count()` is readable and unchanged
+    /// until the next flush covering `at.target()` returns.
+    unsafe fn put(&mut self, at: Span, src: *const u64) -> Result<(), CommError>;
 
-    /// Start reading `count` words `offset..` of `target` into `dst`.
+    /// Start reading the words `at` into `dst`.
     ///
     /// # Safety
-    /// `target < size`, `offset + count <= len()`; `dst..dst+count` is writable and nothing
-    /// else reads or writes it until the next flush covering `target` returns.
-    unsafe fn get(
-        &mut self,
-        target: usize,
-        offset: usize,
-        dst: *mut u64,
-        count: usize,
-    ) -> Result<(), CommError>;
+    /// `at` was checked against this window; `dst..dst+at.count()` is writable and nothing
+    /// else reads or writes it until the next flush covering `at.target()` returns.
+    unsafe fn get(&mut self, at: Span, dst: *mut u64) -> Result<(), CommError>;
 
-    /// Read `count` words `offset..` of `target` into `dst`, complete on return (what the
-    /// blocking [`Window::get`] calls). The default starts a [`RawWindow::get`] and flushes
-    /// `target`; a backend with a cheaper blocking get (SHMEM's `shmem_getmem`) overrides it.
+    /// Read the words `at` into `dst`, complete on return (what the blocking [`Window::get`]
+    /// calls). The default starts a [`RawWindow::get`] and flushes the target; a backend with a
+    /// cheaper blocking get (SHMEM's `shmem_getmem`) overrides it.
     ///
     /// # Safety
     /// As [`RawWindow::get`]; `dst` is ours until this returns.
-    unsafe fn get_now(
-        &mut self,
-        target: usize,
-        offset: usize,
-        dst: *mut u64,
-        count: usize,
-    ) -> Result<(), CommError> {
+    unsafe fn get_now(&mut self, at: Span, dst: *mut u64) -> Result<(), CommError> {
         // SAFETY: the caller's contract, and the flush completes the get before we return.
-        unsafe { self.get(target, offset, dst, count)? };
-        self.flush(target)
+        unsafe { self.get(at, dst)? };
+        self.flush(at.target())
     }
 
-    /// Start an atomic compare-and-swap of word `offset` of `target`: if it equals
+    /// Start an atomic compare-and-swap of the word `at` (one word): if it equals
     /// `op.compare` it becomes `op.operand`; its old value goes to `op.result`.
     ///
     /// # Safety
-    /// `target < size`, `offset < len()`; `*op` stays valid and is neither read nor written by
-    /// anyone else until the next flush covering `target` returns.
-    unsafe fn compare_and_swap(
-        &mut self,
-        target: usize,
-        offset: usize,
-        op: *mut WordOp,
-    ) -> Result<(), CommError>;
+    /// `at` was checked against this window and is one word; `*op` stays valid and is neither
+    /// read nor written by anyone else until the next flush covering `at.target()` returns.
+    unsafe fn compare_and_swap(&mut self, at: Span, op: *mut WordOp) -> Result<(), CommError>;
 
-    /// Start an atomic wrapping add of `op.operand` to word `offset` of `target`; its old
-    /// value goes to `op.result`. Safety as [`RawWindow::compare_and_swap`].
+    /// Start an atomic wrapping add of `op.operand` to the word `at` (one word); its old
+    /// value goes to `op.result`.
     ///
     /// # Safety
     /// As [`RawWindow::compare_and_swap`].
-    unsafe fn fetch_add(
-        &mut self,
-        target: usize,
-        offset: usize,
-        op: *mut WordOp,
-    ) -> Result<(), CommError>;
+    unsafe fn fetch_add(&mut self, at: Span, op: *mut WordOp) -> Result<(), CommError>;
 
     /// Complete every operation this rank started to `target`.
     fn flush(&mut self, target: usize) -> Result<(), CommError>;
@@ -586,22 +625,6 @@ impl<R: RawWindow, T: Word> std::fmt::Debug for Window<R, T> {
     }
 }
 
-fn check(
-    target: usize,
-    offset: usize,
-    count: usize,
-    size: usize,
-    len: usize,
-) -> Result<(), WindowError> {
-    if target >= size {
-        return Err(WindowError::BadTarget { target, size });
-    }
-    if offset.checked_add(count).is_none_or(|end| end > len) {
-        return Err(WindowError::OutOfRange { offset, count, len });
-    }
-    Ok(())
-}
-
 impl<R: RawWindow, T: Word> Window<R, T> {
     /// Words of `T` per rank.
     pub fn len(&self) -> usize {
@@ -623,28 +646,24 @@ impl<R: RawWindow, T: Word> Window<R, T> {
         self.size
     }
 
-    fn check(&self, target: usize, offset: usize, count: usize) -> Result<(), WindowError> {
-        check(target, offset, count, self.size, self.len)
+    fn span(&self, target: usize, offset: usize, count: usize) -> Result<Span, WindowError> {
+        Span::checked(target, offset, count, self.size, self.len)
     }
 
     /// Write `src` to words `offset..` of `target`; complete at the target on return.
     pub fn put(&mut self, target: usize, offset: usize, src: &[T]) -> Result<(), WindowError> {
-        self.check(target, offset, src.len())?;
-        let src = as_words(src);
+        let at = self.span(target, offset, src.len())?;
         // SAFETY: checked range; src is borrowed until the flush below returns.
-        unsafe { self.raw.put(target, offset, src.as_ptr(), src.len())? };
+        unsafe { self.raw.put(at, as_words(src).as_ptr())? };
         Ok(self.raw.flush(target)?)
     }
 
     /// Read words `offset..offset + dst.len()` of `target` into `dst`.
     pub fn get(&mut self, target: usize, offset: usize, dst: &mut [T]) -> Result<(), WindowError> {
-        self.check(target, offset, dst.len())?;
+        let at = self.span(target, offset, dst.len())?;
         // SAFETY: checked range; dst is borrowed mutably (nothing else touches it) until
         // get_now, which completes the get, returns; any bits are a valid T (Word's contract).
-        unsafe {
-            self.raw
-                .get_now(target, offset, dst.as_mut_ptr().cast::<u64>(), dst.len())?
-        };
+        unsafe { self.raw.get_now(at, dst.as_mut_ptr().cast::<u64>())? };
         Ok(())
     }
 
@@ -664,14 +683,14 @@ impl<R: RawWindow, T: Word> Window<R, T> {
         expected: T,
         new: T,
     ) -> Result<T, WindowError> {
-        self.check(target, offset, 1)?;
+        let at = self.span(target, offset, 1)?;
         let mut op = WordOp {
             operand: new.to_bits(),
             compare: expected.to_bits(),
             result: 0,
         };
         // SAFETY: checked range; op lives on this frame until the flush below returns.
-        unsafe { self.raw.compare_and_swap(target, offset, &mut op)? };
+        unsafe { self.raw.compare_and_swap(at, &mut op)? };
         self.raw.flush(target)?;
         Ok(T::from_bits(op.result))
     }
@@ -748,14 +767,14 @@ impl<R: RawWindow, T: Word> Window<R, T> {
 impl<R: RawWindow, T: IntWord> Window<R, T> {
     /// Atomically add `delta` (wrapping) to word `offset` of `target`; returns its old value.
     pub fn fetch_add(&mut self, target: usize, offset: usize, delta: T) -> Result<T, WindowError> {
-        self.check(target, offset, 1)?;
+        let at = self.span(target, offset, 1)?;
         let mut op = WordOp {
             operand: delta.to_bits(),
             compare: 0,
             result: 0,
         };
         // SAFETY: checked range; op lives on this frame until the flush below returns.
-        unsafe { self.raw.fetch_add(target, offset, &mut op)? };
+        unsafe { self.raw.fetch_add(at, &mut op)? };
         self.raw.flush(target)?;
         Ok(T::from_bits(op.result))
     }
@@ -838,13 +857,7 @@ impl<R: RawWindow, T: Word> LockedWindow<R, T> {
 
     /// Wait until this rank holds `target`'s exclusive lock.
     pub fn lock(&mut self, target: usize) -> Result<TargetLock<'_, R, T>, WindowError> {
-        if target >= self.win.size {
-            return Err(WindowError::BadTarget {
-                target,
-                size: self.win.size,
-            });
-        }
-        self.win.raw.lock(target)?;
+        self.win.raw.lock(checked_target(target, self.win.size)?)?;
         Ok(TargetLock {
             win: &mut self.win,
             target,
@@ -998,19 +1011,18 @@ impl<'s, 'env, T: Word> PendingGet<'s, 'env, T> {
 }
 
 impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
-    fn check(&self, target: usize, offset: usize, count: usize) -> Result<(), WindowError> {
-        check(target, offset, count, self.size, self.len)
+    fn span(&self, target: usize, offset: usize, count: usize) -> Result<Span, WindowError> {
+        Span::checked(target, offset, count, self.size, self.len)
     }
 
     /// Start writing `src` to words `offset..` of `target`. `src` stays borrowed until the
     /// epoch ends.
     pub fn put(&mut self, target: usize, offset: usize, src: &'env [T]) -> Result<(), WindowError> {
-        self.check(target, offset, src.len())?;
-        let src = as_words(src);
+        let at = self.span(target, offset, src.len())?;
         *self.dirty = true;
         // SAFETY: checked range; src is borrowed for 'env, which outlives the epoch, whose
         // end flushes every operation (FlushGuard even when unwinding).
-        unsafe { self.raw.put(target, offset, src.as_ptr(), src.len())? };
+        unsafe { self.raw.put(at, as_words(src).as_ptr())? };
         Ok(())
     }
 
@@ -1021,15 +1033,12 @@ impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
         offset: usize,
         dst: &'env mut [T],
     ) -> Result<PendingGet<'s, 'env, T>, WindowError> {
-        self.check(target, offset, dst.len())?;
+        let at = self.span(target, offset, dst.len())?;
         *self.dirty = true;
         // SAFETY: checked range; dst is borrowed mutably for 'env by the handle (nothing
         // else reads it; the handle gives it back only with a Flushed made after this
         // call), and the epoch's end flushes before 'env can end. Any bits are a valid T.
-        unsafe {
-            self.raw
-                .get(target, offset, dst.as_mut_ptr().cast::<u64>(), dst.len())?
-        };
+        unsafe { self.raw.get(at, dst.as_mut_ptr().cast::<u64>())? };
         Ok(PendingGet {
             dst,
             _brand: PhantomData,
@@ -1038,15 +1047,12 @@ impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
 
     /// Start reading word `offset` of `target`.
     pub fn get(&mut self, target: usize, offset: usize) -> Result<PendingWord<'s, T>, WindowError> {
-        self.check(target, offset, 1)?;
+        let at = self.span(target, offset, 1)?;
         let (slot, op) = self.slots.next(WordOp::default());
         *self.dirty = true;
         // SAFETY: checked range; the slot's `result` is a stable u64 nothing else touches
         // until a flush (Slots never move; handed out once per epoch).
-        unsafe {
-            self.raw
-                .get(target, offset, std::ptr::addr_of_mut!((*op).result), 1)?
-        };
+        unsafe { self.raw.get(at, std::ptr::addr_of_mut!((*op).result))? };
         Ok(pending(slot))
     }
 
@@ -1058,7 +1064,7 @@ impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
         expected: T,
         new: T,
     ) -> Result<PendingWord<'s, T>, WindowError> {
-        self.check(target, offset, 1)?;
+        let at = self.span(target, offset, 1)?;
         let (slot, op) = self.slots.next(WordOp {
             operand: new.to_bits(),
             compare: expected.to_bits(),
@@ -1066,7 +1072,7 @@ impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
         });
         *self.dirty = true;
         // SAFETY: checked range; the slot is stable and untouched until a flush.
-        unsafe { self.raw.compare_and_swap(target, offset, op)? };
+        unsafe { self.raw.compare_and_swap(at, op)? };
         Ok(pending(slot))
     }
 
@@ -1083,13 +1089,7 @@ impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
     /// Complete every operation started so far to `target` (the others may still be in
     /// flight); handles to other targets must wait for a full [`Epoch::flush`].
     pub fn flush_target(&mut self, target: usize) -> Result<(), WindowError> {
-        if target >= self.size {
-            return Err(WindowError::BadTarget {
-                target,
-                size: self.size,
-            });
-        }
-        Ok(self.raw.flush(target)?)
+        Ok(self.raw.flush(checked_target(target, self.size)?)?)
     }
 }
 
@@ -1101,7 +1101,7 @@ impl<'s, 'env, R: RawWindow, T: IntWord> Epoch<'s, 'env, R, T> {
         offset: usize,
         delta: T,
     ) -> Result<PendingWord<'s, T>, WindowError> {
-        self.check(target, offset, 1)?;
+        let at = self.span(target, offset, 1)?;
         let (slot, op) = self.slots.next(WordOp {
             operand: delta.to_bits(),
             compare: 0,
@@ -1109,7 +1109,7 @@ impl<'s, 'env, R: RawWindow, T: IntWord> Epoch<'s, 'env, R, T> {
         });
         *self.dirty = true;
         // SAFETY: checked range; the slot is stable and untouched until a flush.
-        unsafe { self.raw.fetch_add(target, offset, op)? };
+        unsafe { self.raw.fetch_add(at, op)? };
         Ok(pending(slot))
     }
 }
@@ -1119,5 +1119,32 @@ fn pending<'s, T: Word>(slot: usize) -> PendingWord<'s, T> {
         slot,
         _brand: PhantomData,
         _word: PhantomData,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A span is in range or the error that says why: the end may reach the window's length
+    /// but not pass it, an end that overflows is out of range, and the target is checked first.
+    #[test]
+    fn a_span_is_checked_against_the_world_and_the_length() {
+        let (size, len) = (3, 16);
+        let span = Span::checked(2, 12, 4, size, len).unwrap();
+        assert_eq!((span.target(), span.offset(), span.count()), (2, 12, 4));
+        assert_eq!(span.bytes(), 32);
+        assert!(Span::checked(0, len, 0, size, len).is_ok());
+        let oor = |offset, count| WindowError::OutOfRange { offset, count, len };
+        assert_eq!(Span::checked(1, 13, 4, size, len), Err(oor(13, 4)));
+        assert_eq!(Span::checked(1, len, 1, size, len), Err(oor(len, 1)));
+        assert_eq!(
+            Span::checked(1, usize::MAX, 2, size, len),
+            Err(oor(usize::MAX, 2))
+        );
+        let bad = WindowError::BadTarget { target: 3, size };
+        assert_eq!(Span::checked(3, 0, 1, size, len), Err(bad.clone()));
+        assert_eq!(Span::checked(3, len, 1, size, len), Err(bad));
+        assert_eq!(checked_target(2, size), Ok(2));
     }
 }

@@ -43,7 +43,7 @@
 use crate::env::World;
 use crate::raw::{check, misuse, u64_type};
 use crate::MpiCtx;
-use chan_core::backend::{vote, RawWindow, WaitPolicy, WindowHooks, WindowMode, WordOp};
+use chan_core::backend::{vote, RawWindow, Span, WaitPolicy, WindowHooks, WindowMode, WordOp};
 use chan_core::{CommError, CreateError};
 use mpi::ffi;
 use std::os::raw::{c_int, c_void};
@@ -94,6 +94,12 @@ fn words(len: usize) -> usize {
 fn int(v: usize) -> c_int {
     debug_assert!(v <= c_int::MAX as usize);
     v as c_int
+}
+
+/// The target displacement of a span's first word (the displacement unit is a word).
+#[inline(always)]
+fn disp(at: Span) -> ffi::MPI_Aint {
+    at.offset() as ffi::MPI_Aint
 }
 
 impl WindowHooks for MpiCtx {
@@ -311,64 +317,29 @@ unsafe impl RawWindow for MpiWindow {
     }
 
     #[inline]
-    unsafe fn put(
-        &mut self,
-        target: usize,
-        offset: usize,
-        src: *const u64,
-        count: usize,
-    ) -> Result<(), CommError> {
-        // SAFETY: the caller's contract: target and range checked, src readable and unchanged
-        // until the flush. An access epoch to target is open: an atomic window's lock-all
-        // (start) lasts its life; a locked window is reached only through chan-core's
-        // TargetLock, which holds target's exclusive lock (lock()) until after the flush.
-        let rc = unsafe {
-            ffi::MPI_Put(
-                src.cast::<c_void>(),
-                int(count),
-                u64_type(),
-                int(target),
-                offset as ffi::MPI_Aint,
-                int(count),
-                u64_type(),
-                self.win,
-            )
-        };
+    unsafe fn put(&mut self, at: Span, src: *const u64) -> Result<(), CommError> {
+        let (t, n, off) = (int(at.target()), int(at.count()), disp(at));
+        // SAFETY: the caller's contract: span checked, src readable and unchanged until the
+        // flush. An access epoch to target is open: an atomic window's lock-all (start) lasts
+        // its life; a locked window is reached only through chan-core's TargetLock, which
+        // holds target's exclusive lock (lock()) until after the flush.
+        let rc =
+            unsafe { ffi::MPI_Put(src.cast(), n, u64_type(), t, off, n, u64_type(), self.win) };
         check(rc, "MPI_Put")
     }
 
     #[inline]
-    unsafe fn get(
-        &mut self,
-        target: usize,
-        offset: usize,
-        dst: *mut u64,
-        count: usize,
-    ) -> Result<(), CommError> {
-        // SAFETY: the caller's contract: target and range checked, dst ours until the flush;
-        // an access epoch to target is open, as for put.
-        let rc = unsafe {
-            ffi::MPI_Get(
-                dst.cast::<c_void>(),
-                int(count),
-                u64_type(),
-                int(target),
-                offset as ffi::MPI_Aint,
-                int(count),
-                u64_type(),
-                self.win,
-            )
-        };
+    unsafe fn get(&mut self, at: Span, dst: *mut u64) -> Result<(), CommError> {
+        let (t, n, off) = (int(at.target()), int(at.count()), disp(at));
+        // SAFETY: the caller's contract: span checked, dst ours until the flush; an access
+        // epoch to target is open, as for put.
+        let rc =
+            unsafe { ffi::MPI_Get(dst.cast(), n, u64_type(), t, off, n, u64_type(), self.win) };
         check(rc, "MPI_Get")
     }
 
     #[inline]
-    unsafe fn compare_and_swap(
-        &mut self,
-        target: usize,
-        offset: usize,
-        op: *mut WordOp,
-    ) -> Result<(), CommError> {
+    unsafe fn compare_and_swap(&mut self, at: Span, op: *mut WordOp) -> Result<(), CommError> {
         // SAFETY: the caller's contract: *op is ours until the flush, which is when MPI reads
         // the operand and compare words and writes the result; an access epoch to target is
         // open, as for put.
@@ -378,37 +349,32 @@ unsafe impl RawWindow for MpiWindow {
                 std::ptr::addr_of!((*op).compare).cast::<c_void>(),
                 std::ptr::addr_of_mut!((*op).result).cast::<c_void>(),
                 u64_type(),
-                int(target),
-                offset as ffi::MPI_Aint,
+                int(at.target()),
+                disp(at),
                 self.win,
             )
         };
         check(rc, "MPI_Compare_and_swap")?;
-        self.atomics[target] = true;
+        self.atomics[at.target()] = true;
         Ok(())
     }
 
     #[inline]
-    unsafe fn fetch_add(
-        &mut self,
-        target: usize,
-        offset: usize,
-        op: *mut WordOp,
-    ) -> Result<(), CommError> {
+    unsafe fn fetch_add(&mut self, at: Span, op: *mut WordOp) -> Result<(), CommError> {
         // SAFETY: as compare_and_swap; MPI_SUM on MPI_UINT64_T wraps (unsigned arithmetic).
         let rc = unsafe {
             ffi::MPI_Fetch_and_op(
                 std::ptr::addr_of!((*op).operand).cast::<c_void>(),
                 std::ptr::addr_of_mut!((*op).result).cast::<c_void>(),
                 u64_type(),
-                int(target),
-                offset as ffi::MPI_Aint,
+                int(at.target()),
+                disp(at),
                 ffi::RSMPI_SUM,
                 self.win,
             )
         };
         check(rc, "MPI_Fetch_and_op")?;
-        self.atomics[target] = true;
+        self.atomics[at.target()] = true;
         Ok(())
     }
 

@@ -13,7 +13,7 @@
 use crate::env::Shared;
 use crate::sym::{atomic_at, barrier_all, quiet, Sym};
 use crate::ShmemCtx;
-use chan_core::backend::{vote, RawWindow, WindowHooks, WindowMode, WordOp};
+use chan_core::backend::{vote, RawWindow, Span, WindowHooks, WindowMode, WordOp};
 use chan_core::{CommError, CreateError};
 use openshmem_sys as sys;
 use std::os::raw::{c_int, c_long, c_ulong, c_void};
@@ -85,13 +85,12 @@ impl WindowHooks for ShmemCtx {
 }
 
 impl ShmemWindow {
-    /// The symmetric address of word `offset` (valid on every PE).
+    /// The symmetric address of word `offset` (valid on every PE for offset ≤ len, as a
+    /// span's and a local word's are; a SHMEM call's contract is what makes it so).
     #[inline(always)]
     fn at(&self, offset: usize) -> *mut u64 {
         debug_assert!(offset <= self.len);
-        // SAFETY: offset ≤ len (chan-core checked the range), inside or one past the
-        // allocation.
-        unsafe { self.base.add(offset) }
+        self.base.wrapping_add(offset)
     }
 
     /// PE `target`'s lock (a locked window's; module docs).
@@ -124,104 +123,58 @@ unsafe impl RawWindow for ShmemWindow {
     }
 
     #[inline]
-    unsafe fn put(
-        &mut self,
-        target: usize,
-        offset: usize,
-        src: *const u64,
-        count: usize,
-    ) -> Result<(), CommError> {
+    unsafe fn put(&mut self, at: Span, src: *const u64) -> Result<(), CommError> {
         self.pending = true;
+        let dst = self.at(at.offset()).cast::<c_void>();
         // SAFETY: the caller's contract (range checked, src unchanged until the quiet); the
         // destination is the same symmetric range on `target`.
-        unsafe {
-            sys::shmem_putmem_nbi(
-                self.at(offset).cast::<c_void>(),
-                src.cast::<c_void>(),
-                count * 8,
-                pe(target),
-            )
-        };
+        unsafe { sys::shmem_putmem_nbi(dst, src.cast(), at.bytes(), pe(at.target())) };
         Ok(())
     }
 
     #[inline]
-    unsafe fn get(
-        &mut self,
-        target: usize,
-        offset: usize,
-        dst: *mut u64,
-        count: usize,
-    ) -> Result<(), CommError> {
+    unsafe fn get(&mut self, at: Span, dst: *mut u64) -> Result<(), CommError> {
         self.pending = true;
+        let src = self.at(at.offset()).cast_const().cast::<c_void>();
         // SAFETY: the caller's contract (range checked, dst ours until the quiet).
-        unsafe {
-            sys::shmem_getmem_nbi(
-                dst.cast::<c_void>(),
-                self.at(offset).cast::<c_void>().cast_const(),
-                count * 8,
-                pe(target),
-            )
-        };
+        unsafe { sys::shmem_getmem_nbi(dst.cast(), src, at.bytes(), pe(at.target())) };
         Ok(())
     }
 
     /// `shmem_getmem`: blocking, returns with the data (cheaper than nbi + quiet).
     #[inline]
-    unsafe fn get_now(
-        &mut self,
-        target: usize,
-        offset: usize,
-        dst: *mut u64,
-        count: usize,
-    ) -> Result<(), CommError> {
+    unsafe fn get_now(&mut self, at: Span, dst: *mut u64) -> Result<(), CommError> {
+        let src = self.at(at.offset()).cast_const().cast::<c_void>();
         // SAFETY: the caller's contract (range checked, dst ours until this returns).
-        unsafe {
-            sys::shmem_getmem(
-                dst.cast::<c_void>(),
-                self.at(offset).cast::<c_void>().cast_const(),
-                count * 8,
-                pe(target),
-            )
-        };
+        unsafe { sys::shmem_getmem(dst.cast(), src, at.bytes(), pe(at.target())) };
         Ok(())
     }
 
     #[inline]
-    unsafe fn compare_and_swap(
-        &mut self,
-        target: usize,
-        offset: usize,
-        op: *mut WordOp,
-    ) -> Result<(), CommError> {
+    unsafe fn compare_and_swap(&mut self, at: Span, op: *mut WordOp) -> Result<(), CommError> {
+        let word = self.at(at.offset()).cast::<c_ulong>();
         // SAFETY: the caller's contract: *op is ours; the word is an aligned symmetric word.
         unsafe {
             let o = &mut *op;
             o.result = sys::shmem_ulong_atomic_compare_swap(
-                self.at(offset).cast::<c_ulong>(),
+                word,
                 o.compare as c_ulong,
                 o.operand as c_ulong,
-                pe(target),
+                pe(at.target()),
             ) as u64;
         }
         Ok(())
     }
 
     #[inline]
-    unsafe fn fetch_add(
-        &mut self,
-        target: usize,
-        offset: usize,
-        op: *mut WordOp,
-    ) -> Result<(), CommError> {
+    unsafe fn fetch_add(&mut self, at: Span, op: *mut WordOp) -> Result<(), CommError> {
+        let word = self.at(at.offset()).cast::<c_ulong>();
         // SAFETY: as compare_and_swap; unsigned long addition wraps.
         unsafe {
             let o = &mut *op;
-            o.result = sys::shmem_ulong_atomic_fetch_add(
-                self.at(offset).cast::<c_ulong>(),
-                o.operand as c_ulong,
-                pe(target),
-            ) as u64;
+            o.result =
+                sys::shmem_ulong_atomic_fetch_add(word, o.operand as c_ulong, pe(at.target()))
+                    as u64;
         }
         Ok(())
     }

@@ -13,7 +13,7 @@
 //! `read_local` loads `Acquire` for the same reason.
 
 use crate::world::Shared;
-use chan_core::backend::{RawWindow, WordOp};
+use chan_core::backend::{RawWindow, Span, WordOp};
 use chan_core::{CommError, ReduceOp};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -66,18 +66,11 @@ impl ThreadWindow {
         }
     }
 
-    /// The word `offset` of `target` (chan-core checked both).
+    /// The words `at` (a span chan-core checked against this window).
     #[inline(always)]
-    fn word(&self, target: usize, offset: usize) -> &AtomicU64 {
-        &self.words(target, offset, 1)[0]
-    }
-
-    /// Words `offset..offset + count` of `target` (chan-core checked the range).
-    #[inline(always)]
-    fn words(&self, target: usize, offset: usize, count: usize) -> &[AtomicU64] {
-        debug_assert!(offset + count <= self.len);
-        let base = target * self.len + offset;
-        &self.mem.words[base..base + count]
+    fn words(&self, at: Span) -> &[AtomicU64] {
+        let base = at.target() * self.len + at.offset();
+        &self.mem.words[base..base + at.count()]
     }
 }
 
@@ -90,49 +83,32 @@ unsafe impl RawWindow for ThreadWindow {
         self.len
     }
 
-    unsafe fn put(
-        &mut self,
-        target: usize,
-        offset: usize,
-        src: *const u64,
-        count: usize,
-    ) -> Result<(), CommError> {
+    unsafe fn put(&mut self, at: Span, src: *const u64) -> Result<(), CommError> {
         // SAFETY: the caller's contract: src..src+count is readable now.
-        let src = unsafe { std::slice::from_raw_parts(src, count) };
-        for (w, &v) in self.words(target, offset, count).iter().zip(src) {
+        let src = unsafe { std::slice::from_raw_parts(src, at.count()) };
+        for (w, &v) in self.words(at).iter().zip(src) {
             // Release: pairs with the Acquire load of a get (module docs).
             w.store(v, Ordering::Release);
         }
         Ok(())
     }
 
-    unsafe fn get(
-        &mut self,
-        target: usize,
-        offset: usize,
-        dst: *mut u64,
-        count: usize,
-    ) -> Result<(), CommError> {
+    unsafe fn get(&mut self, at: Span, dst: *mut u64) -> Result<(), CommError> {
         // SAFETY: the caller's contract: dst..dst+count is writable and nobody else touches
         // it until the flush that follows.
-        let dst = unsafe { std::slice::from_raw_parts_mut(dst, count) };
-        for (d, w) in dst.iter_mut().zip(self.words(target, offset, count)) {
+        let dst = unsafe { std::slice::from_raw_parts_mut(dst, at.count()) };
+        for (d, w) in dst.iter_mut().zip(self.words(at)) {
             // Acquire: pairs with the Release store of a put (module docs).
             *d = w.load(Ordering::Acquire);
         }
         Ok(())
     }
 
-    unsafe fn compare_and_swap(
-        &mut self,
-        target: usize,
-        offset: usize,
-        op: *mut WordOp,
-    ) -> Result<(), CommError> {
+    unsafe fn compare_and_swap(&mut self, at: Span, op: *mut WordOp) -> Result<(), CommError> {
         // SAFETY: the caller's contract: *op is valid and ours until the flush.
         let op = unsafe { &mut *op };
         // AcqRel / Acquire: see the module docs.
-        op.result = match self.word(target, offset).compare_exchange(
+        op.result = match self.words(at)[0].compare_exchange(
             op.compare,
             op.operand,
             Ordering::AcqRel,
@@ -143,18 +119,11 @@ unsafe impl RawWindow for ThreadWindow {
         Ok(())
     }
 
-    unsafe fn fetch_add(
-        &mut self,
-        target: usize,
-        offset: usize,
-        op: *mut WordOp,
-    ) -> Result<(), CommError> {
+    unsafe fn fetch_add(&mut self, at: Span, op: *mut WordOp) -> Result<(), CommError> {
         // SAFETY: the caller's contract: *op is valid and ours until the flush.
         let op = unsafe { &mut *op };
         // AcqRel: see the module docs. fetch_add wraps, as the model says.
-        op.result = self
-            .word(target, offset)
-            .fetch_add(op.operand, Ordering::AcqRel);
+        op.result = self.words(at)[0].fetch_add(op.operand, Ordering::AcqRel);
         Ok(())
     }
 

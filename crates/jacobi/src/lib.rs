@@ -58,6 +58,8 @@ mod hybrid;
 mod iterate;
 mod kernel;
 mod krylov;
+mod krylov_bench;
+mod lane;
 mod linalg;
 mod memory;
 mod method;
@@ -105,4 +107,5 @@ pub mod bench_api {
     pub use crate::kernel::{
         step, step_region, sweep, sweep_reference, sweep_then_copy, Grid, Region, Shape,
     };
+    pub use crate::krylov_bench::KrylovBlock;
 }

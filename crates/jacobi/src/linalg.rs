@@ -8,22 +8,26 @@
 //! values at faces with a neighbour, zero (direction vectors) or the Dirichlet values (the
 //! iterate, for b − A x) at the edge of the domain.
 //!
-//! Every kernel works row by row over the owned points, with four accumulator lanes summed
-//! in a fixed order, four points at a time (then the row's tail). Each has a portable body;
-//! the operator, the residual, the direction update and the unpreconditioned updates of CG
-//! and pipelined CG ([`apply`], [`residual`], [`direction`], [`cg_update`], [`pipe_update`])
-//! have AVX2 kernels too, written with intrinsics and chosen at run time (module `avx2`,
-//! which says why). Nothing contracts into fused multiply-adds, so both give the same bits.
-//! The preconditioned updates and the dot products ([`scale`], [`dot`], [`dot3`]) are the
-//! portable bodies, compiled also inside an AVX2 function.
+//! The operator, the residual, the direction update and CG's unpreconditioned update
+//! ([`apply`], [`residual`], [`direction`], [`direction_apply`], [`update`]) are written once
+//! over the vectors' value type ([`Lane`]: `f64` here, `f32` for multisplitting's inner CG in
+//! single precision, `single.rs`). Every kernel works row by row over the owned points, `N`
+//! points at a time (4 `f64`s, 8 `f32`s: a 256-bit register) then the row's tail, with `N`
+//! double-precision accumulator lanes summed in a fixed order. Each has a portable body (the
+//! reference) and an AVX2 kernel over the same lanes, chosen at run time (module `avx2`, which
+//! says why); so has pipelined CG's unpreconditioned update ([`pipe_update`]). Nothing
+//! contracts into fused multiply-adds, so both forms give the same bits. The preconditioned
+//! updates and the dot products ([`scale`], [`dot`], [`dot3`], [`cg_update`] with a
+//! preconditioner) are portable bodies only, compiled also inside an AVX2 function.
 
-// The four-lane loops index a dozen arrays and the lane accumulators by the same counter.
+// The lane loops index a dozen arrays and the lane accumulators by the same counter.
 #![allow(clippy::needless_range_loop)]
 
 use crate::field::{pack_layer, unpack_layer};
 use crate::geometry::Face;
 use crate::halo::Halo;
 use crate::kernel::{Grid, Region, Shape};
+use crate::lane::{chunk_mut, sum4, Lane};
 
 /// The diagonal of the 7-point Laplacian, `A = 6I − adjacency`.
 pub(crate) const SEVEN_POINT: f64 = 6.0;
@@ -101,26 +105,6 @@ pub(crate) fn stencil_rows<T>(u: &[T], b: usize, m: usize, sx: usize, pl: usize)
     ]
 }
 
-/// Σ of four lanes in a fixed order.
-#[inline(always)]
-pub(crate) fn lanes(a: [f64; 4]) -> f64 {
-    (a[0] + a[1]) + (a[2] + a[3])
-}
-
-/// The four values of `s` from `k` on, as an array: one bounds check per four values, and
-/// a loop over the lanes of such arrays is one the compiler turns into vector instructions
-/// (indexing the row slices lane by lane kept a bounds check per value, and scalar code).
-#[inline(always)]
-pub(crate) fn w4(s: &[f64], k: usize) -> &[f64; 4] {
-    (&s[k..k + 4]).try_into().expect("four values")
-}
-
-/// [`w4`], writable.
-#[inline(always)]
-fn w4m(s: &mut [f64], k: usize) -> &mut [f64; 4] {
-    (&mut s[k..k + 4]).try_into().expect("four values")
-}
-
 /// Runs `$body` (a call of an `#[inline(always)]` kernel body) compiled with AVX2 when the
 /// CPU has it, as written otherwise.
 macro_rules! multiversion {
@@ -151,7 +135,7 @@ macro_rules! multiversion {
     }};
 }
 
-fn check(sh: &Shape, arrays: &[&[f64]]) {
+pub(crate) fn check<T>(sh: &Shape, arrays: &[&[T]]) {
     for a in arrays {
         assert_eq!(a.len(), sh.len, "a vector does not have the block's shape");
     }
@@ -170,7 +154,13 @@ fn check_region(sh: &Shape, r: &Region) {
 /// `y = A p` on the points of `region` (`A = diag·I − adjacency`, neighbours beyond the
 /// owned points read from p's halo); returns Σ p·(A p) over them: the SpMV of CG fused with
 /// its dot product.
-pub(crate) fn apply(sh: &Shape, diag: f64, p: &[f64], y: &mut [f64], region: &Region) -> f64 {
+pub(crate) fn apply<L: Lane<N>, const N: usize>(
+    sh: &Shape,
+    diag: L,
+    p: &[L],
+    y: &mut [L],
+    region: &Region,
+) -> f64 {
     check(sh, &[p, y]);
     check_region(sh, region);
     multiversion!(
@@ -180,21 +170,27 @@ pub(crate) fn apply(sh: &Shape, diag: f64, p: &[f64], y: &mut [f64], region: &Re
 }
 
 #[inline(always)]
-fn apply_body(sh: &Shape, diag: f64, p: &[f64], y: &mut [f64], region: &Region) -> f64 {
-    let mut acc = [0.0f64; 4];
+fn apply_body<L: Lane<N>, const N: usize>(
+    sh: &Shape,
+    diag: L,
+    p: &[L],
+    y: &mut [L],
+    region: &Region,
+) -> f64 {
+    let mut acc = [0.0f64; N];
     apply_lanes(sh, diag, p, y, region, &mut acc);
-    lanes(acc)
+    L::total(acc)
 }
 
 /// [`apply_body`] adding Σ p·(A p) into the lanes `acc`.
 #[inline(always)]
-fn apply_lanes(
+fn apply_lanes<L: Lane<N>, const N: usize>(
     sh: &Shape,
-    diag: f64,
-    p: &[f64],
-    y: &mut [f64],
+    diag: L,
+    p: &[L],
+    y: &mut [L],
     region: &Region,
-    acc: &mut [f64; 4],
+    acc: &mut [f64; N],
 ) {
     let (sx, pl) = (sh.sx, sh.plane);
     let m = region.x.len();
@@ -204,41 +200,48 @@ fn apply_lanes(
             let [c, xm, xp, ym, yp, zm, zp] = stencil_rows(p, b, m, sx, pl);
             let out = &mut y[b..b + m];
             let mut k = 0;
-            while k + 4 <= m {
-                let (c, xm, xp) = (w4(c, k), w4(xm, k), w4(xp, k));
-                let (ym, yp, zm, zp) = (w4(ym, k), w4(yp, k), w4(zm, k), w4(zp, k));
-                let out = w4m(out, k);
-                for l in 0..4 {
+            while k + N <= m {
+                let (c, xm, xp) = (L::chunk(c, k), L::chunk(xm, k), L::chunk(xp, k));
+                let (ym, yp, zm, zp) = (
+                    L::chunk(ym, k),
+                    L::chunk(yp, k),
+                    L::chunk(zm, k),
+                    L::chunk(zp, k),
+                );
+                let out = L::chunk_mut(out, k);
+                for l in 0..N {
                     let s = xm[l] + xp[l] + ym[l] + yp[l] + zm[l] + zp[l];
                     let v = diag * c[l] - s;
                     out[l] = v;
-                    acc[l] += c[l] * v;
+                    acc[l] += (c[l] * v).wide();
                 }
-                k += 4;
+                k += N;
             }
             for i in k..m {
                 let s = xm[i] + xp[i] + ym[i] + yp[i] + zm[i] + zp[i];
                 let v = diag * c[i] - s;
                 out[i] = v;
-                acc[i - k] += c[i] * v;
+                acc[i - k] += (c[i] * v).wide();
             }
         }
     }
 }
 
 /// The residual of the iterate `u` (halo holding the Dirichlet values and the neighbours'
-/// values): `r = b − A u = (h²f + Σ neighbours) − diag·u` at every owned point, written into
-/// `r`, and `rec`, when given, compared with it: returns `[Σ r², Σ (r − rec)²]`.
-pub(crate) fn residual(
+/// values): `r = b − A u = (h²f + Σ neighbours) − diag·u` at every owned point, computed in
+/// double precision and written into `r` (rounded to single precision for an `f32` r), and
+/// `rec`, when given, compared with it: returns `[Σ r², Σ (r − rec)²]` of the double-precision
+/// values, in four lanes.
+pub(crate) fn residual<L: Lane<N>, const N: usize>(
     sh: &Shape,
     diag: f64,
     u: &[f64],
     rhs: Option<&[f64]>,
-    r: &mut [f64],
+    r: &mut [L],
     rec: Option<&[f64]>,
 ) -> [f64; 2] {
-    check(sh, &[u, r]);
-    check(sh, &[rhs.unwrap_or(u), rec.unwrap_or(u)]);
+    check(sh, &[u, rhs.unwrap_or(u), rec.unwrap_or(u)]);
+    check(sh, &[r]);
     multiversion!(
         avx2: avx2::residual(sh, diag, u, rhs, r, rec),
         portable: residual_body(sh, diag, u, rhs, r, rec)
@@ -246,12 +249,12 @@ pub(crate) fn residual(
 }
 
 #[inline(always)]
-fn residual_body(
+fn residual_body<L: Lane<N>, const N: usize>(
     sh: &Shape,
     diag: f64,
     u: &[f64],
     rhs: Option<&[f64]>,
-    r: &mut [f64],
+    r: &mut [L],
     rec: Option<&[f64]>,
 ) -> [f64; 2] {
     let (sx, pl) = (sh.sx, sh.plane);
@@ -263,28 +266,34 @@ fn residual_body(
         let out = &mut r[b..b + m];
         let mut k = 0;
         while k + 4 <= m {
-            let (cc, xm, xp) = (w4(c, k), w4(xm, k), w4(xp, k));
-            let (ym, yp, zm, zp) = (w4(ym, k), w4(yp, k), w4(zm, k), w4(zp, k));
+            let (cc, xm, xp) = (f64::chunk(c, k), f64::chunk(xm, k), f64::chunk(xp, k));
+            let (ym, yp, zm, zp) = (
+                f64::chunk(ym, k),
+                f64::chunk(yp, k),
+                f64::chunk(zm, k),
+                f64::chunk(zp, k),
+            );
             let mut s = [0.0f64; 4];
             for l in 0..4 {
                 s[l] = xm[l] + xp[l] + ym[l] + yp[l] + zm[l] + zp[l];
             }
             if let Some(f) = f {
-                let f = w4(f, k);
+                let f = f64::chunk(f, k);
                 for l in 0..4 {
                     s[l] += f[l];
                 }
             }
-            let o = w4m(out, k);
+            let o = chunk_mut::<L, 4>(out, k);
             for l in 0..4 {
                 let v = s[l] - diag * cc[l];
-                o[l] = v;
+                o[l] = L::narrow(v);
                 rr[l] += v * v;
+                s[l] = v;
             }
             if let Some(old) = old {
-                let old = w4(old, k);
+                let old = f64::chunk(old, k);
                 for l in 0..4 {
-                    let d = o[l] - old[l];
+                    let d = s[l] - old[l];
                     gap[l] += d * d;
                 }
             }
@@ -296,7 +305,7 @@ fn residual_body(
                 s += f[i];
             }
             let v = s - diag * c[i];
-            out[i] = v;
+            out[i] = L::narrow(v);
             rr[i - k] += v * v;
             if let Some(o) = old {
                 let d = v - o[i];
@@ -304,7 +313,7 @@ fn residual_body(
             }
         }
     }
-    [lanes(rr), lanes(gap)]
+    [sum4(rr), sum4(gap)]
 }
 
 /// `dst = d ⊙ src` at every owned point (the Jacobi preconditioner, `d` the inverse
@@ -325,7 +334,7 @@ fn scale_body(sh: &Shape, d: &[f64], src: &[f64], dst: &mut [f64]) -> f64 {
         let (d, src, dst) = (&d[b..b + m], &src[b..b + m], &mut dst[b..b + m]);
         let mut k = 0;
         while k + 4 <= m {
-            let (d, src, dst) = (w4(d, k), w4(src, k), w4m(dst, k));
+            let (d, src, dst) = (f64::chunk(d, k), f64::chunk(src, k), f64::chunk_mut(dst, k));
             for l in 0..4 {
                 dst[l] = d[l] * src[l];
                 acc[l] += src[l] * dst[l];
@@ -337,7 +346,7 @@ fn scale_body(sh: &Shape, d: &[f64], src: &[f64], dst: &mut [f64]) -> f64 {
             acc[i - k] += src[i] * dst[i];
         }
     }
-    lanes(acc)
+    sum4(acc)
 }
 
 /// Σ a·b over the owned points.
@@ -357,7 +366,7 @@ fn dot_body(sh: &Shape, a: &[f64], b: &[f64]) -> f64 {
         let (a, b) = (&a[s..s + m], &b[s..s + m]);
         let mut k = 0;
         while k + 4 <= m {
-            let (a, b) = (w4(a, k), w4(b, k));
+            let (a, b) = (f64::chunk(a, k), f64::chunk(b, k));
             for l in 0..4 {
                 acc[l] += a[l] * b[l];
             }
@@ -367,7 +376,7 @@ fn dot_body(sh: &Shape, a: &[f64], b: &[f64]) -> f64 {
             acc[i - k] += a[i] * b[i];
         }
     }
-    lanes(acc)
+    sum4(acc)
 }
 
 /// Σ a·d·b over the owned points (a dot product in the metric of a diagonal).
@@ -387,7 +396,7 @@ fn dot3_body(sh: &Shape, a: &[f64], d: &[f64], b: &[f64]) -> f64 {
         let (a, d, b) = (&a[s..s + m], &d[s..s + m], &b[s..s + m]);
         let mut k = 0;
         while k + 4 <= m {
-            let (a, d, b) = (w4(a, k), w4(d, k), w4(b, k));
+            let (a, d, b) = (f64::chunk(a, k), f64::chunk(d, k), f64::chunk(b, k));
             for l in 0..4 {
                 acc[l] += a[l] * (d[l] * b[l]);
             }
@@ -397,22 +406,32 @@ fn dot3_body(sh: &Shape, a: &[f64], d: &[f64], b: &[f64]) -> f64 {
             acc[i - k] += a[i] * (d[i] * b[i]);
         }
     }
-    lanes(acc)
+    sum4(acc)
 }
 
 /// `p = z + β p` at every owned point (CG's new direction; `z` the preconditioned residual).
-pub(crate) fn direction(sh: &Shape, z: &[f64], beta: f64, p: &mut [f64]) {
+pub(crate) fn direction<L: Lane<N>, const N: usize>(sh: &Shape, z: &[L], beta: L, p: &mut [L]) {
     check(sh, &[z, p]);
     multiversion!(
-        avx2: avx2::direction(sh, z, beta, p),
-        portable: {
-            for (b, m) in rows(sh) {
-                for (pi, zi) in p[b..b + m].iter_mut().zip(&z[b..b + m]) {
-                    *pi = zi + beta * *pi;
-                }
-            }
-        }
+        avx2: avx2::direction_planes(sh, 1..sh.n.z + 1, z, beta, p),
+        portable: direction_planes(sh, 1..sh.n.z + 1, z, beta, p)
     )
+}
+
+/// [`direction`] on the planes `zs`.
+#[inline(always)]
+fn direction_planes<L: Lane<N>, const N: usize>(
+    sh: &Shape,
+    zs: std::ops::Range<usize>,
+    z: &[L],
+    beta: L,
+    p: &mut [L],
+) {
+    for (b, m) in rows_in(sh, zs) {
+        for (pi, zi) in p[b..b + m].iter_mut().zip(&z[b..b + m]) {
+            *pi = *zi + beta * *pi;
+        }
+    }
 }
 
 /// `p ← z + β p`, then `y = A p` and Σ p·(A p), in one pass over the block: plane k + 1 of
@@ -420,50 +439,121 @@ pub(crate) fn direction(sh: &Shape, z: &[f64], beta: f64, p: &mut [f64]) {
 /// the operator reads p from cache rather than memory. The same bits as [`direction`] then
 /// [`apply`] on every owned point. Only for a p whose halo nobody writes in between
 /// (multisplitting's inner CG, where it is zero).
-pub(crate) fn direction_apply(
+pub(crate) fn direction_apply<L: Lane<N>, const N: usize>(
     sh: &Shape,
-    diag: f64,
-    z: &[f64],
-    beta: f64,
-    p: &mut [f64],
-    y: &mut [f64],
+    diag: L,
+    z: &[L],
+    beta: L,
+    p: &mut [L],
+    y: &mut [L],
 ) -> f64 {
     check(sh, &[z, p, y]);
     multiversion!(
         avx2: avx2::direction_apply(sh, diag, z, beta, p, y),
-        portable: {
-            let nz = sh.n.z;
-            let mut acc = [0.0f64; 4];
-            for k in 1..=nz {
-                for (b, m) in rows_in(sh, if k == 1 { 1 } else { k + 1 }..(k + 2).min(nz + 1)) {
-                    for i in b..b + m {
-                        p[i] = z[i] + beta * p[i];
-                    }
-                }
-                apply_lanes(sh, diag, p, y, &Region::planes(sh.n, k..k + 1), &mut acc);
-            }
-            lanes(acc)
-        }
+        portable: direction_apply_body(sh, diag, z, beta, p, y)
     )
+}
+
+#[inline(always)]
+fn direction_apply_body<L: Lane<N>, const N: usize>(
+    sh: &Shape,
+    diag: L,
+    z: &[L],
+    beta: L,
+    p: &mut [L],
+    y: &mut [L],
+) -> f64 {
+    let nz = sh.n.z;
+    let mut acc = [0.0f64; N];
+    for k in 1..=nz {
+        direction_planes(sh, ahead(k, nz), z, beta, p);
+        apply_lanes(sh, diag, p, y, &Region::planes(sh.n, k..k + 1), &mut acc);
+    }
+    L::total(acc)
+}
+
+/// The planes of p that [`direction_apply`] updates before the operator's plane `k` of `nz`:
+/// all three it reads at the first, the one ahead after that.
+#[inline(always)]
+fn ahead(k: usize, nz: usize) -> std::ops::Range<usize> {
+    let first = if k == 1 { 1 } else { k + 1 };
+    first..(k + 2).min(nz + 1)
+}
+
+/// CG's update of the iterate and the residual, `x = κ x + α p`, `r −= α q` (q = A p), with
+/// `keep` κ = 1 (CG's update) or 0 (the first step of a correction that starts at zero,
+/// `single.rs`); returns Σ r² of the new residual.
+pub(crate) fn update<L: Lane<N>, const N: usize>(
+    sh: &Shape,
+    alpha: L,
+    keep: L,
+    x: &mut [L],
+    r: &mut [L],
+    p: &[L],
+    q: &[L],
+) -> f64 {
+    check(sh, &[&*x, &*r, p, q]);
+    multiversion!(
+        avx2: avx2::update(sh, alpha, keep, x, r, p, q),
+        portable: update_body(sh, alpha, keep, x, r, p, q)
+    )
+}
+
+#[inline(always)]
+fn update_body<L: Lane<N>, const N: usize>(
+    sh: &Shape,
+    alpha: L,
+    keep: L,
+    x: &mut [L],
+    r: &mut [L],
+    p: &[L],
+    q: &[L],
+) -> f64 {
+    let mut acc = [0.0f64; N];
+    for (b, m) in rows(sh) {
+        let (x, r) = (&mut x[b..b + m], &mut r[b..b + m]);
+        let (p, q) = (&p[b..b + m], &q[b..b + m]);
+        let mut k = 0;
+        while k + N <= m {
+            let (x, r) = (L::chunk_mut(x, k), L::chunk_mut(r, k));
+            let (p, q) = (L::chunk(p, k), L::chunk(q, k));
+            for l in 0..N {
+                x[l] = keep * x[l] + alpha * p[l];
+                r[l] = r[l] - alpha * q[l];
+                acc[l] += (r[l] * r[l]).wide();
+            }
+            k += N;
+        }
+        for i in k..m {
+            x[i] = keep * x[i] + alpha * p[i];
+            r[i] = r[i] - alpha * q[i];
+            acc[i - k] += (r[i] * r[i]).wide();
+        }
+    }
+    L::total(acc)
 }
 
 /// CG's update, fused with the next reduction's dot products: `x += α p`, `r −= α q`
 /// (q = A p), and with a preconditioner (`d`, the inverse diagonal) `z = d ⊙ r`. Returns
-/// `[Σ r·z, Σ r·r]` of the new residual (`z = r` without a preconditioner).
+/// `[Σ r·z, Σ r·r]` of the new residual (`z = r` without a preconditioner: [`update`]).
 pub(crate) fn cg_update(sh: &Shape, alpha: f64, v: CgVectors<'_>) -> [f64; 2] {
-    check(sh, &[v.x, v.r, v.p, v.q]);
-    if let Some((d, z)) = &v.pc {
-        check(sh, &[d, z]);
-    }
-    if v.pc.is_none() {
-        multiversion!(
-            avx2: avx2::cg_update(sh, alpha, v),
-            portable: return cg_update_body(sh, alpha, v)
-        )
-    }
+    let CgVectors { x, r, p, q, pc } = v;
+    let Some(pc) = pc else {
+        let rr = update(sh, alpha, 1.0, x, r, p, q);
+        return [rr, rr];
+    };
+    check(sh, &[&*x, &*r, p, q, pc.0, &*pc.1]);
     multiversion!(
-        fn cg_update_avx2(sh: &Shape, alpha: f64, v: CgVectors<'_>) -> [f64; 2] {
-            cg_update_body(sh, alpha, v)
+        fn cg_update_avx2(
+            sh: &Shape,
+            alpha: f64,
+            x: &mut [f64],
+            r: &mut [f64],
+            p: &[f64],
+            q: &[f64],
+            pc: (&[f64], &mut [f64]),
+        ) -> [f64; 2] {
+            cg_update_body(sh, alpha, x, r, p, q, pc)
         }
     )
 }
@@ -482,58 +572,49 @@ pub(crate) struct CgVectors<'a> {
     pub(crate) pc: Option<(&'a [f64], &'a mut [f64])>,
 }
 
+/// [`cg_update`] with a preconditioner `(d, z)`.
 #[inline(always)]
-fn cg_update_body(sh: &Shape, alpha: f64, v: CgVectors<'_>) -> [f64; 2] {
-    let CgVectors { x, r, p, q, mut pc } = v;
+fn cg_update_body(
+    sh: &Shape,
+    alpha: f64,
+    x: &mut [f64],
+    r: &mut [f64],
+    p: &[f64],
+    q: &[f64],
+    (d, z): (&[f64], &mut [f64]),
+) -> [f64; 2] {
     let (mut rz, mut rr) = ([0.0f64; 4], [0.0f64; 4]);
     for (b, m) in rows(sh) {
         let (x, r) = (&mut x[b..b + m], &mut r[b..b + m]);
         let (p, q) = (&p[b..b + m], &q[b..b + m]);
-        match &mut pc {
-            None => {
-                let mut k = 0;
-                while k + 4 <= m {
-                    let (x, r, p, q) = (w4m(x, k), w4m(r, k), w4(p, k), w4(q, k));
-                    for l in 0..4 {
-                        x[l] += alpha * p[l];
-                        r[l] -= alpha * q[l];
-                        rr[l] += r[l] * r[l];
-                    }
-                    k += 4;
-                }
-                for i in k..m {
-                    x[i] += alpha * p[i];
-                    r[i] -= alpha * q[i];
-                    rr[i - k] += r[i] * r[i];
-                }
+        let (d, z) = (&d[b..b + m], &mut z[b..b + m]);
+        let mut k = 0;
+        while k + 4 <= m {
+            let (x, r) = (f64::chunk_mut(x, k), f64::chunk_mut(r, k));
+            let (p, q, d, z) = (
+                f64::chunk(p, k),
+                f64::chunk(q, k),
+                f64::chunk(d, k),
+                f64::chunk_mut(z, k),
+            );
+            for l in 0..4 {
+                x[l] += alpha * p[l];
+                r[l] -= alpha * q[l];
+                z[l] = d[l] * r[l];
+                rz[l] += r[l] * z[l];
+                rr[l] += r[l] * r[l];
             }
-            Some((d, z)) => {
-                let (d, z) = (&d[b..b + m], &mut z[b..b + m]);
-                let mut k = 0;
-                while k + 4 <= m {
-                    let (x, r, p, q) = (w4m(x, k), w4m(r, k), w4(p, k), w4(q, k));
-                    let (d, z) = (w4(d, k), w4m(z, k));
-                    for l in 0..4 {
-                        x[l] += alpha * p[l];
-                        r[l] -= alpha * q[l];
-                        z[l] = d[l] * r[l];
-                        rz[l] += r[l] * z[l];
-                        rr[l] += r[l] * r[l];
-                    }
-                    k += 4;
-                }
-                for i in k..m {
-                    x[i] += alpha * p[i];
-                    r[i] -= alpha * q[i];
-                    z[i] = d[i] * r[i];
-                    rz[i - k] += r[i] * z[i];
-                    rr[i - k] += r[i] * r[i];
-                }
-            }
+            k += 4;
+        }
+        for i in k..m {
+            x[i] += alpha * p[i];
+            r[i] -= alpha * q[i];
+            z[i] = d[i] * r[i];
+            rz[i - k] += r[i] * z[i];
+            rr[i - k] += r[i] * r[i];
         }
     }
-    let rr = lanes(rr);
-    [if pc.is_some() { lanes(rz) } else { rr }, rr]
+    [sum4(rz), sum4(rr)]
 }
 
 /// The vectors of pipelined CG (Ghysels and Vanroose, *Hiding global synchronization
@@ -615,8 +696,13 @@ fn pipe_update_body(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f
             None => {
                 let mut k = 0;
                 while k + 4 <= m {
-                    let (x, r, w, n) = (w4m(x, k), w4m(r, k), w4m(w, k), w4(n, k));
-                    let (z, s, p) = (w4m(z, k), w4m(s, k), w4m(p, k));
+                    let (x, r) = (f64::chunk_mut(x, k), f64::chunk_mut(r, k));
+                    let (w, n) = (f64::chunk_mut(w, k), f64::chunk(n, k));
+                    let (z, s, p) = (
+                        f64::chunk_mut(z, k),
+                        f64::chunk_mut(s, k),
+                        f64::chunk_mut(p, k),
+                    );
                     for l in 0..4 {
                         z[l] = n[l] + beta * z[l];
                         s[l] = w[l] + beta * s[l];
@@ -644,9 +730,14 @@ fn pipe_update_body(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f
                 let (dg, mm) = (&dg[rg.clone()], &mut mm[rg.clone()]);
                 let mut k = 0;
                 while k + 4 <= m {
-                    let (x, r, w, n) = (w4m(x, k), w4m(r, k), w4m(w, k), w4(n, k));
-                    let (z, s, p) = (w4m(z, k), w4m(s, k), w4m(p, k));
-                    let (dg, mm) = (w4(dg, k), w4m(mm, k));
+                    let (x, r) = (f64::chunk_mut(x, k), f64::chunk_mut(r, k));
+                    let (w, n) = (f64::chunk_mut(w, k), f64::chunk(n, k));
+                    let (z, s, p) = (
+                        f64::chunk_mut(z, k),
+                        f64::chunk_mut(s, k),
+                        f64::chunk_mut(p, k),
+                    );
+                    let (dg, mm) = (f64::chunk(dg, k), f64::chunk_mut(mm, k));
                     for l in 0..4 {
                         z[l] = n[l] + beta * z[l];
                         s[l] = w[l] + beta * s[l];
@@ -678,149 +769,125 @@ fn pipe_update_body(sh: &Shape, alpha: f64, beta: f64, v: PipeVectors<'_>) -> [f
             }
         }
     }
-    let rr = lanes(rr);
-    let gamma = if pc.is_some() { lanes(g) } else { rr };
-    [gamma, lanes(d), rr]
+    let rr = sum4(rr);
+    let gamma = if pc.is_some() { sum4(g) } else { rr };
+    [gamma, sum4(d), rr]
 }
 
-/// The hottest kernels written with AVX2 intrinsics: the compiler, given the portable bodies
-/// inside an AVX2 function, vectorised none of them to 256 bits (the operator's loop came
-/// out scalar, then as 128-bit pairs with shuffles, 3× slower per point than the Jacobi
-/// sweep that does the same loads). Each full chunk of four points is one 256-bit operation
-/// per step of the portable body, in its order and without fused multiply-adds; a row's last
-/// partial chunk goes point by point into the same lanes. So both give the same bits
-/// (`avx2_kernels_match_the_portable_ones`).
+/// The hottest kernels in AVX2, over [`Lane`]'s 256-bit form (`crate::lane::avx2`): the
+/// compiler, given the portable bodies inside an AVX2 function, vectorised none of them to
+/// 256 bits (the operator's loop came out scalar, then as 128-bit pairs with shuffles, 3×
+/// slower per point than the Jacobi sweep that does the same loads). Each full chunk of `N`
+/// points is one 256-bit operation per step of the portable body, in its order and without
+/// fused multiply-adds; a row's last partial chunk goes point by point into the same lanes.
+/// So both give the same bits (`avx2_kernels_match_the_portable_ones`).
 #[cfg(target_arch = "x86_64")]
-pub(crate) mod avx2 {
-    use super::{rows, rows_in, stencil_rows, w4, w4m, CgVectors, PipeVectors, Region, Shape};
-    use std::arch::x86_64::*;
-
-    /// The four values of `s` from `k` on.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    pub(crate) fn ld(s: &[f64], k: usize) -> __m256d {
-        let a = w4(s, k);
-        // SAFETY: `a` is four contiguous f64s, what an unaligned load reads.
-        unsafe { _mm256_loadu_pd(a.as_ptr()) }
-    }
-
-    /// Stores `v` into the four values of `s` from `k` on.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    pub(crate) fn st(s: &mut [f64], k: usize, v: __m256d) {
-        let a = w4m(s, k);
-        // SAFETY: `a` is four contiguous f64s, borrowed mutably: what an unaligned store
-        // writes.
-        unsafe { _mm256_storeu_pd(a.as_mut_ptr(), v) }
-    }
-
-    /// The lanes of `v`, for a row's scalar tail.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    pub(crate) fn lanes_of(v: __m256d) -> [f64; 4] {
-        let mut a = [0.0; 4];
-        st(&mut a, 0, v);
-        a
-    }
+mod avx2 {
+    use super::{ahead, rows, rows_in, stencil_rows, PipeVectors, Region, Shape};
+    use crate::lane::avx2::{Acc, Avx2};
+    use crate::lane::Lane;
 
     /// [`super::apply`].
     #[target_feature(enable = "avx2")]
-    pub(super) fn apply(sh: &Shape, diag: f64, p: &[f64], y: &mut [f64], region: &Region) -> f64 {
-        let mut acc = _mm256_setzero_pd();
+    pub(super) fn apply<L: Lane<N>, const N: usize>(
+        sh: &Shape,
+        diag: L,
+        p: &[L],
+        y: &mut [L],
+        region: &Region,
+    ) -> f64 {
+        let mut acc = Avx2::here().sums();
         apply_into(sh, diag, p, y, region, &mut acc);
-        super::lanes(lanes_of(acc))
+        acc.total()
     }
 
     /// [`apply`] adding Σ p·(A p) into the lanes `acc`.
     #[target_feature(enable = "avx2")]
     #[inline]
-    fn apply_into(
+    fn apply_into<L: Lane<N>, const N: usize>(
         sh: &Shape,
-        diag: f64,
-        p: &[f64],
-        y: &mut [f64],
+        diag: L,
+        p: &[L],
+        y: &mut [L],
         region: &Region,
-        acc: &mut __m256d,
+        acc: &mut Acc<L, N>,
     ) {
+        let t = Avx2::here();
         let (sx, pl) = (sh.sx, sh.plane);
         let m = region.x.len();
-        let dg = _mm256_set1_pd(diag);
+        let dg = t.splat(diag);
         for z in region.z.clone() {
             for yy in region.y.clone() {
                 let b = sh.index(region.x.start, yy, z);
                 let [c, xm, xp, ym, yp, zm, zp] = stencil_rows(p, b, m, sx, pl);
                 let out = &mut y[b..b + m];
                 let mut k = 0;
-                while k + 4 <= m {
-                    let mut s = _mm256_add_pd(ld(xm, k), ld(xp, k));
-                    s = _mm256_add_pd(s, ld(ym, k));
-                    s = _mm256_add_pd(s, ld(yp, k));
-                    s = _mm256_add_pd(s, ld(zm, k));
-                    s = _mm256_add_pd(s, ld(zp, k));
-                    let cv = ld(c, k);
-                    let v = _mm256_sub_pd(_mm256_mul_pd(dg, cv), s);
-                    st(out, k, v);
-                    *acc = _mm256_add_pd(*acc, _mm256_mul_pd(cv, v));
-                    k += 4;
+                while k + N <= m {
+                    let s = t.ld(xm, k)
+                        + t.ld(xp, k)
+                        + t.ld(ym, k)
+                        + t.ld(yp, k)
+                        + t.ld(zm, k)
+                        + t.ld(zp, k);
+                    let cv = t.ld(c, k);
+                    let v = dg * cv - s;
+                    t.st(out, k, v);
+                    acc.add(cv * v);
+                    k += N;
                 }
                 if k < m {
-                    let mut a = lanes_of(*acc);
+                    let mut a = acc.lanes();
                     for i in k..m {
                         let s = xm[i] + xp[i] + ym[i] + yp[i] + zm[i] + zp[i];
                         let v = diag * c[i] - s;
                         out[i] = v;
-                        a[i - k] += c[i] * v;
+                        a[i - k] += (c[i] * v).wide();
                     }
-                    *acc = ld(&a, 0);
+                    *acc = t.sums_of(a);
                 }
             }
         }
     }
 
-    /// [`super::direction`].
-    #[target_feature(enable = "avx2")]
-    pub(super) fn direction(sh: &Shape, z: &[f64], beta: f64, p: &mut [f64]) {
-        direction_planes(sh, 1..sh.n.z + 1, z, beta, p);
-    }
-
     /// [`super::direction_apply`].
     #[target_feature(enable = "avx2")]
-    pub(super) fn direction_apply(
+    pub(super) fn direction_apply<L: Lane<N>, const N: usize>(
         sh: &Shape,
-        diag: f64,
-        z: &[f64],
-        beta: f64,
-        p: &mut [f64],
-        y: &mut [f64],
+        diag: L,
+        z: &[L],
+        beta: L,
+        p: &mut [L],
+        y: &mut [L],
     ) -> f64 {
         let nz = sh.n.z;
-        let mut acc = _mm256_setzero_pd();
+        let mut acc = Avx2::here().sums();
         for k in 1..=nz {
-            let first = if k == 1 { 1 } else { k + 1 };
-            direction_planes(sh, first..(k + 2).min(nz + 1), z, beta, p);
+            direction_planes(sh, ahead(k, nz), z, beta, p);
             apply_into(sh, diag, p, y, &Region::planes(sh.n, k..k + 1), &mut acc);
         }
-        super::lanes(lanes_of(acc))
+        acc.total()
     }
 
-    /// [`super::direction`] on the planes `zs`.
+    /// [`super::direction`] on the planes `zs`. Out of line: inlined into
+    /// [`direction_apply`], it made that kernel 2–3% slower on a 24³ block, in double and in
+    /// single precision (`benches/linalg_ab.rs`).
     #[target_feature(enable = "avx2")]
-    #[inline]
-    fn direction_planes(
+    #[inline(never)]
+    pub(super) fn direction_planes<L: Lane<N>, const N: usize>(
         sh: &Shape,
         zs: std::ops::Range<usize>,
-        z: &[f64],
-        beta: f64,
-        p: &mut [f64],
+        z: &[L],
+        beta: L,
+        p: &mut [L],
     ) {
-        let bv = _mm256_set1_pd(beta);
+        let t = Avx2::here();
+        let bv = t.splat(beta);
         for (b, m) in rows_in(sh, zs) {
             let (z, p) = (&z[b..b + m], &mut p[b..b + m]);
             let mut k = 0;
-            while k + 4 <= m {
-                let v = _mm256_add_pd(ld(z, k), _mm256_mul_pd(bv, ld(p, k)));
-                st(p, k, v);
-                k += 4;
+            while k + N <= m {
+                t.st(p, k, t.ld(z, k) + bv * t.ld(p, k));
+                k += N;
             }
             for i in k..m {
                 p[i] = z[i] + beta * p[i];
@@ -828,51 +895,77 @@ pub(crate) mod avx2 {
         }
     }
 
-    /// [`super::cg_update`] without a preconditioner.
+    /// [`super::update`].
     #[target_feature(enable = "avx2")]
-    pub(super) fn cg_update(sh: &Shape, alpha: f64, v: CgVectors<'_>) -> [f64; 2] {
-        let CgVectors { x, r, p, q, pc } = v;
-        debug_assert!(pc.is_none());
-        let av = _mm256_set1_pd(alpha);
-        let mut acc = _mm256_setzero_pd();
+    pub(super) fn update<L: Lane<N>, const N: usize>(
+        sh: &Shape,
+        alpha: L,
+        keep: L,
+        x: &mut [L],
+        r: &mut [L],
+        p: &[L],
+        q: &[L],
+    ) -> f64 {
+        let t = Avx2::here();
+        let (av, kv) = (t.splat(alpha), t.splat(keep));
+        let mut acc = t.sums();
         for (b, m) in rows(sh) {
             let (x, r) = (&mut x[b..b + m], &mut r[b..b + m]);
             let (p, q) = (&p[b..b + m], &q[b..b + m]);
             let mut k = 0;
-            while k + 4 <= m {
-                st(x, k, _mm256_add_pd(ld(x, k), _mm256_mul_pd(av, ld(p, k))));
-                let rv = _mm256_sub_pd(ld(r, k), _mm256_mul_pd(av, ld(q, k)));
-                st(r, k, rv);
-                acc = _mm256_add_pd(acc, _mm256_mul_pd(rv, rv));
-                k += 4;
+            while k + N <= m {
+                t.st(x, k, kv * t.ld(x, k) + av * t.ld(p, k));
+                let rv = t.ld(r, k) - av * t.ld(q, k);
+                t.st(r, k, rv);
+                acc.add(rv * rv);
+                k += N;
             }
             if k < m {
-                let mut a = lanes_of(acc);
+                let mut a = acc.lanes();
                 for i in k..m {
-                    x[i] += alpha * p[i];
-                    r[i] -= alpha * q[i];
-                    a[i - k] += r[i] * r[i];
+                    x[i] = keep * x[i] + alpha * p[i];
+                    r[i] = r[i] - alpha * q[i];
+                    a[i - k] += (r[i] * r[i]).wide();
                 }
-                acc = ld(&a, 0);
+                acc = t.sums_of(a);
             }
         }
-        let rr = super::lanes(lanes_of(acc));
-        [rr, rr]
+        acc.total()
     }
 
-    /// [`super::residual`].
+    /// [`super::residual`]: computed in double precision, four points a step, stored as `L`.
     #[target_feature(enable = "avx2")]
-    pub(super) fn residual(
+    pub(super) fn residual<L: Lane<N>, const N: usize>(
         sh: &Shape,
         diag: f64,
         u: &[f64],
         rhs: Option<&[f64]>,
-        r: &mut [f64],
+        r: &mut [L],
+        rec: Option<&[f64]>,
+    ) -> [f64; 2] {
+        let t = Avx2::here();
+        // A copy of the loop without the comparison with `rec` (the one single precision
+        // runs), and one with it.
+        match rec {
+            None => residual_rows(t, sh, diag, u, rhs, r, None),
+            Some(rec) => residual_rows(t, sh, diag, u, rhs, r, Some(rec)),
+        }
+    }
+
+    /// [`residual`]'s loop.
+    #[inline(always)]
+    fn residual_rows<L: Lane<N>, const N: usize>(
+        t: Avx2,
+        sh: &Shape,
+        diag: f64,
+        u: &[f64],
+        rhs: Option<&[f64]>,
+        r: &mut [L],
         rec: Option<&[f64]>,
     ) -> [f64; 2] {
         let (sx, pl) = (sh.sx, sh.plane);
-        let dg = _mm256_set1_pd(diag);
-        let (mut rr, mut gap) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+        let dg = t.splat(diag);
+        let (mut rr, mut gap) = (t.sums::<f64, 4>(), t.sums::<f64, 4>());
         for (b, m) in rows(sh) {
             let [c, xm, xp, ym, yp, zm, zp] = stencil_rows(u, b, m, sx, pl);
             let f = rhs.map(|f| &f[b..b + m]);
@@ -880,42 +973,43 @@ pub(crate) mod avx2 {
             let out = &mut r[b..b + m];
             let mut k = 0;
             while k + 4 <= m {
-                let mut s = _mm256_add_pd(ld(xm, k), ld(xp, k));
-                s = _mm256_add_pd(s, ld(ym, k));
-                s = _mm256_add_pd(s, ld(yp, k));
-                s = _mm256_add_pd(s, ld(zm, k));
-                s = _mm256_add_pd(s, ld(zp, k));
+                let mut s = t.ld(xm, k)
+                    + t.ld(xp, k)
+                    + t.ld(ym, k)
+                    + t.ld(yp, k)
+                    + t.ld(zm, k)
+                    + t.ld(zp, k);
                 if let Some(f) = f {
-                    s = _mm256_add_pd(s, ld(f, k));
+                    s = s + t.ld(f, k);
                 }
-                let v = _mm256_sub_pd(s, _mm256_mul_pd(dg, ld(c, k)));
-                st(out, k, v);
-                rr = _mm256_add_pd(rr, _mm256_mul_pd(v, v));
+                let v = s - dg * t.ld(c, k);
+                t.st_narrow(out, k, v);
+                rr.add(v * v);
                 if let Some(o) = old {
-                    let d = _mm256_sub_pd(v, ld(o, k));
-                    gap = _mm256_add_pd(gap, _mm256_mul_pd(d, d));
+                    let d = v - t.ld(o, k);
+                    gap.add(d * d);
                 }
                 k += 4;
             }
             if k < m {
-                let (mut a, mut g) = (lanes_of(rr), lanes_of(gap));
+                let (mut a, mut g) = (rr.lanes(), gap.lanes());
                 for i in k..m {
                     let mut s = xm[i] + xp[i] + ym[i] + yp[i] + zm[i] + zp[i];
                     if let Some(f) = f {
                         s += f[i];
                     }
                     let v = s - diag * c[i];
-                    out[i] = v;
+                    out[i] = L::narrow(v);
                     a[i - k] += v * v;
                     if let Some(o) = old {
                         let d = v - o[i];
                         g[i - k] += d * d;
                     }
                 }
-                (rr, gap) = (ld(&a, 0), ld(&g, 0));
+                (rr, gap) = (t.sums_of(a), t.sums_of(g));
             }
         }
-        [super::lanes(lanes_of(rr)), super::lanes(lanes_of(gap))]
+        [rr.total(), gap.total()]
     }
 
     /// [`super::pipe_update`] without a preconditioner.
@@ -932,8 +1026,9 @@ pub(crate) mod avx2 {
             pc,
         } = v;
         debug_assert!(pc.is_none());
-        let (av, bv) = (_mm256_set1_pd(alpha), _mm256_set1_pd(beta));
-        let (mut rr, mut d) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+        let t = Avx2::here();
+        let (av, bv) = (t.splat(alpha), t.splat(beta));
+        let (mut rr, mut d) = (t.sums::<f64, 4>(), t.sums::<f64, 4>());
         for (b, m) in rows(sh) {
             let rg = b..b + m;
             let (x, r, w) = (&mut x[rg.clone()], &mut r[rg.clone()], &mut w[rg.clone()]);
@@ -945,24 +1040,24 @@ pub(crate) mod avx2 {
             );
             let mut k = 0;
             while k + 4 <= m {
-                let zv = _mm256_add_pd(ld(n, k), _mm256_mul_pd(bv, ld(z, k)));
-                let sv = _mm256_add_pd(ld(w, k), _mm256_mul_pd(bv, ld(s, k)));
-                let rv = ld(r, k);
-                let pv = _mm256_add_pd(rv, _mm256_mul_pd(bv, ld(p, k)));
-                st(z, k, zv);
-                st(s, k, sv);
-                st(p, k, pv);
-                st(x, k, _mm256_add_pd(ld(x, k), _mm256_mul_pd(av, pv)));
-                let rv = _mm256_sub_pd(rv, _mm256_mul_pd(av, sv));
-                let wv = _mm256_sub_pd(ld(w, k), _mm256_mul_pd(av, zv));
-                st(r, k, rv);
-                st(w, k, wv);
-                rr = _mm256_add_pd(rr, _mm256_mul_pd(rv, rv));
-                d = _mm256_add_pd(d, _mm256_mul_pd(wv, rv));
+                let zv = t.ld(n, k) + bv * t.ld(z, k);
+                let sv = t.ld(w, k) + bv * t.ld(s, k);
+                let rv = t.ld(r, k);
+                let pv = rv + bv * t.ld(p, k);
+                t.st(z, k, zv);
+                t.st(s, k, sv);
+                t.st(p, k, pv);
+                t.st(x, k, t.ld(x, k) + av * pv);
+                let rv = rv - av * sv;
+                let wv = t.ld(w, k) - av * zv;
+                t.st(r, k, rv);
+                t.st(w, k, wv);
+                rr.add(rv * rv);
+                d.add(wv * rv);
                 k += 4;
             }
             if k < m {
-                let (mut a, mut e) = (lanes_of(rr), lanes_of(d));
+                let (mut a, mut e) = (rr.lanes(), d.lanes());
                 for i in k..m {
                     z[i] = n[i] + beta * z[i];
                     s[i] = w[i] + beta * s[i];
@@ -973,11 +1068,11 @@ pub(crate) mod avx2 {
                     a[i - k] += r[i] * r[i];
                     e[i - k] += w[i] * r[i];
                 }
-                (rr, d) = (ld(&a, 0), ld(&e, 0));
+                (rr, d) = (t.sums_of(a), t.sums_of(e));
             }
         }
-        let rr = super::lanes(lanes_of(rr));
-        [rr, super::lanes(lanes_of(d)), rr]
+        let rr = rr.total();
+        [rr, d.total(), rr]
     }
 }
 
@@ -1059,35 +1154,29 @@ mod tests {
             }
             let (mut p1, mut p2) = (b.clone(), b.clone());
             // SAFETY: AVX2 was detected above.
-            unsafe { avx2::direction(&sh, &a, 0.7, &mut p1) };
+            unsafe { avx2::direction_planes(&sh, 1..n.z + 1, &a, 0.7, &mut p1) };
             for (bb, m) in rows(&sh) {
                 for i in bb..bb + m {
                     p2[i] = a[i] + 0.7 * p2[i];
                 }
             }
             assert_eq!(p1, p2, "direction {n:?}");
-            let (mut x1, mut r1, mut x2, mut r2) = (a.clone(), b.clone(), a.clone(), b.clone());
-            let v1 = CgVectors {
-                x: &mut x1,
-                r: &mut r1,
-                p: &c,
-                q: &d,
-                pc: None,
-            };
-            let v2 = CgVectors {
-                x: &mut x2,
-                r: &mut r2,
-                p: &c,
-                q: &d,
-                pc: None,
-            };
+            let (mut p1, mut y1, mut p2, mut y2) = (b.clone(), c.clone(), b.clone(), c.clone());
             // SAFETY: AVX2 was detected above.
-            let fast = unsafe { avx2::cg_update(&sh, 0.3, v1) };
-            let slow = cg_update_body(&sh, 0.3, v2);
-            assert_eq!(
-                (fast.map(f64::to_bits), &x1, &r1),
-                (slow.map(f64::to_bits), &x2, &r2)
-            );
+            let fast = unsafe { avx2::direction_apply(&sh, 6.0, &a, 0.7, &mut p1, &mut y1) };
+            let slow = direction_apply_body(&sh, 6.0, &a, 0.7, &mut p2, &mut y2);
+            assert_eq!((fast.to_bits(), &p1, &y1), (slow.to_bits(), &p2, &y2));
+            let (mut x1, mut r1, mut x2, mut r2) = (a.clone(), b.clone(), a.clone(), b.clone());
+            // SAFETY: AVX2 was detected above.
+            let fast = unsafe { avx2::update(&sh, 0.3, 1.0, &mut x1, &mut r1, &c, &d) };
+            let slow = update_body(&sh, 0.3, 1.0, &mut x2, &mut r2, &c, &d);
+            assert_eq!((fast.to_bits(), &x1, &r1), (slow.to_bits(), &x2, &r2));
+            // κ = 1 is CG's `x += α p` to the bit.
+            for (bb, m) in rows(&sh) {
+                for i in bb..bb + m {
+                    assert_eq!(x1[i], a[i] + 0.3 * c[i]);
+                }
+            }
             let mut one = [
                 a.clone(),
                 b.clone(),
@@ -1122,6 +1211,71 @@ mod tests {
                 (slow.map(f64::to_bits), &two)
             );
         }
+    }
+
+    /// The kernels' single-precision form (`single.rs`): the AVX2 kernels give the portable
+    /// bodies' bits, on rows with no tail, a tail, and only a tail.
+    #[test]
+    fn avx2_kernels_match_the_portable_ones_in_single_precision() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let noise32 =
+            |len, seed| -> Vec<f32> { noise(len, seed).into_iter().map(|v| v as f32).collect() };
+        for n in [Dims::new(16, 3, 2), Dims::new(19, 5, 6), Dims::new(5, 4, 3)] {
+            let sh = Shape::new(n);
+            let u = noise(sh.len, 1);
+            let f = noise(sh.len, 2);
+            for rhs in [None, Some(&f[..])] {
+                let (mut r1, mut r2) = (vec![0.0f32; sh.len], vec![0.0f32; sh.len]);
+                // SAFETY: AVX2 was detected above.
+                let fast = unsafe { avx2::residual(&sh, 6.0, &u, rhs, &mut r1, None) };
+                let slow = residual_body(&sh, 6.0, &u, rhs, &mut r2, None);
+                assert_eq!(
+                    (fast.map(f64::to_bits), &r1),
+                    (slow.map(f64::to_bits), &r2),
+                    "residual {n:?}"
+                );
+            }
+            let r = noise32(sh.len, 3);
+            let mut p0 = noise32(sh.len, 4);
+            for (x, owned) in p0.iter_mut().zip(owned(&sh)) {
+                if !owned {
+                    *x = 0.0;
+                }
+            }
+            let (mut p1, mut q1) = (p0.clone(), vec![0.0f32; sh.len]);
+            let (mut p2, mut q2) = (p0.clone(), vec![0.0f32; sh.len]);
+            // SAFETY: AVX2 was detected above.
+            let fast = unsafe { avx2::direction_apply(&sh, 6.0, &r, 0.3, &mut p1, &mut q1) };
+            let slow = direction_apply_body(&sh, 6.0, &r, 0.3, &mut p2, &mut q2);
+            assert_eq!(
+                (fast.to_bits(), &p1, &q1),
+                (slow.to_bits(), &p2, &q2),
+                "{n:?}"
+            );
+            for keep in [0.0, 1.0] {
+                let (mut d1, mut r1) = (noise32(sh.len, 5), noise32(sh.len, 6));
+                let (mut d2, mut r2) = (d1.clone(), r1.clone());
+                // SAFETY: AVX2 was detected above.
+                let fast = unsafe { avx2::update(&sh, 0.7, keep, &mut d1, &mut r1, &p1, &q1) };
+                let slow = update_body(&sh, 0.7, keep, &mut d2, &mut r2, &p1, &q1);
+                assert_eq!(
+                    (fast.to_bits(), &d1, &r1),
+                    (slow.to_bits(), &d2, &r2),
+                    "{n:?}"
+                );
+            }
+        }
+    }
+
+    /// Which points of the block's shape are owned (not halo or padding).
+    fn owned(sh: &Shape) -> Vec<bool> {
+        let mut owned = vec![false; sh.len];
+        for (b, m) in rows(sh) {
+            owned[b..b + m].fill(true);
+        }
+        owned
     }
 
     /// The fused direction update and operator give the bits of the two done one after the

@@ -268,7 +268,14 @@ fn cg32(
 ) -> Result<(f64, u64, bool), Error> {
     let sh = *field.shape();
     let [r, p, q, d] = v;
-    let r0 = single::residual(&sh, SEVEN_POINT, field.iterate(), field.rhs(), &mut r.v);
+    let r0 = linalg::residual(
+        &sh,
+        SEVEN_POINT,
+        field.iterate(),
+        field.rhs(),
+        &mut r.v,
+        None,
+    )[0];
     let stop = spec.tol * spec.tol * r0;
     work.done(field);
     if r0 == 0.0 {
@@ -283,13 +290,15 @@ fn cg32(
             cut = true;
             break;
         }
-        let pap = single::direction_apply(&sh, SEVEN_POINT as f32, &r.v, beta, &mut p.v, &mut q.v);
+        let pap = linalg::direction_apply(&sh, SEVEN_POINT as f32, &r.v, beta, &mut p.v, &mut q.v);
         if pap.is_nan() || pap <= 0.0 {
             work.done(field);
             break;
         }
         let alpha = (rr / pap) as f32;
-        let rr_new = single::update(&sh, alpha, k == 0, &mut d.v, &mut r.v, &p.v, &q.v);
+        // d = 0·d + α p on the first step: the correction starts at zero.
+        let keep = if k == 0 { 0.0 } else { 1.0 };
+        let rr_new = linalg::update(&sh, alpha, keep, &mut d.v, &mut r.v, &p.v, &q.v);
         k += 1;
         if rr_new <= stop || !rr_new.is_finite() {
             work.done(field);
