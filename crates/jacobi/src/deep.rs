@@ -752,7 +752,10 @@ impl DeepField {
                         z: z - self.off[2],
                     };
                     let exact = problem.exact(self.geom.position(self.geom.to_global(l)))?;
-                    worst = worst.max((self.u[self.shape.index(x, y, z)] - exact).abs());
+                    worst = crate::field::worse(
+                        worst,
+                        (self.u[self.shape.index(x, y, z)] - exact).abs(),
+                    );
                 }
             }
         }

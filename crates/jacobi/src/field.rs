@@ -200,7 +200,8 @@ impl Field {
         kernel::residual_sq(&self.shape, &self.u, self.rhs.as_deref())
     }
 
-    /// The largest |u − exact| over the owned points, for a problem with a known solution.
+    /// The largest |u − exact| over the owned points, for a problem with a known solution (NaN
+    /// when a value is not a number: a diverged run has no error of 0).
     pub fn error_max(&self, problem: &Problem) -> Option<f64> {
         let n = self.geom.local;
         let mut worst = 0.0f64;
@@ -209,7 +210,7 @@ impl Field {
                 for x in 1..=n.x {
                     let l = LocalIdx { x, y, z };
                     let exact = problem.exact(self.geom.position(self.geom.to_global(l)))?;
-                    worst = worst.max((self.u[self.shape.at(l)] - exact).abs());
+                    worst = worse(worst, (self.u[self.shape.at(l)] - exact).abs());
                 }
             }
         }
@@ -491,8 +492,30 @@ pub fn assemble(global: Dims, blocks: &[(Geometry, Vec<f64>)]) -> Vec<f64> {
     out
 }
 
+/// The worse of an error so far `m` and a new one `d`: the larger, and NaN once either is
+/// (`f64::max` drops a NaN, and a diverged run would report the error of its finite points).
+pub(crate) fn worse(m: f64, d: f64) -> f64 {
+    if d > m || d.is_nan() {
+        d
+    } else {
+        m
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    /// A NaN difference makes the error NaN wherever it comes (`f64::max` dropped it).
+    #[test]
+    fn a_nan_error_is_kept() {
+        assert_eq!(super::worse(1.0, 2.0), 2.0);
+        assert_eq!(super::worse(2.0, 1.0), 2.0);
+        assert!(super::worse(1.0, f64::NAN).is_nan());
+        assert!(super::worse(f64::NAN, 2.0).is_nan());
+        let e = [0.5, f64::NAN, 0.25].iter().fold(0.0, |m, &d| super::worse(m, d));
+        assert!(e.is_nan());
+    }
+
     use super::*;
     use crate::geometry::{Plan, ProcGrid};
 

@@ -141,14 +141,8 @@ impl BlockSystem {
     /// NaN when one is (a diverged iterate), never the largest of the others.
     pub(crate) fn error_max(&self, own: &[f64]) -> Option<f64> {
         self.exact.map(|e| {
-            own.iter().fold(0.0f64, |m, v| {
-                let d = (v - e).abs();
-                if d > m || d.is_nan() {
-                    d
-                } else {
-                    m
-                }
-            })
+            own.iter()
+                .fold(0.0f64, |m, v| crate::field::worse(m, (v - e).abs()))
         })
     }
 }
