@@ -286,7 +286,7 @@ impl<B: Backend> Reduction for TreeReduction<B> {
         let mut spins = 0u32;
         while !self.step()? {
             spins = spins.saturating_add(1);
-            if spins % 1024 == 0 {
+            if spins.is_multiple_of(1024) {
                 // A rank that died never answers: fail instead of waiting for it.
                 for c in self.parent.iter().chain(&self.children) {
                     c.check_world()?;

@@ -493,7 +493,7 @@ unsafe impl PeerMem for MpiPeer {
     /// Never called while `map` maps every peer (the transport then stores into the peer's
     /// slots itself); written whole words all the same, as a racy buffer needs.
     unsafe fn put(&self, dst: *mut u8, src: *const u8, bytes: usize) {
-        debug_assert!(bytes % 8 == 0 && dst.cast::<u64>().is_aligned());
+        debug_assert!(bytes.is_multiple_of(8) && dst.cast::<u64>().is_aligned());
         for i in 0..bytes / 8 {
             // SAFETY: (caller) dst..dst + bytes is an aligned part of the peer's region that
             // it reads through atomics or only after the protocol says it landed; src..src

@@ -167,7 +167,7 @@ impl MpiWindow {
         // SAFETY: a valid window just allocated; the constant is an immutable handle.
         let rc = unsafe { ffi::MPI_Win_set_errhandler(self.win, ffi::RSMPI_ERRORS_RETURN) };
         check(rc, "MPI_Win_set_errhandler")?;
-        if self.base.is_null() || (self.base as usize) % 8 != 0 {
+        if self.base.is_null() || !(self.base as usize).is_multiple_of(8) {
             return Err(misuse("MPI_Win_allocate", "no aligned memory for the window").into());
         }
         match self.mode {

@@ -230,7 +230,7 @@ fn async_held_message_intact(ctx: &mut ShmemCtx) -> Check {
                 ch.try_send_with(|b| testkit::fill(b, seq))
                     .map_err(|e| e.to_string())?;
             }
-            if round % 3 == 0 {
+            if round.is_multiple_of(3) {
                 if let Some(m) = ch.recv().map_err(|e| e.to_string())? {
                     held = m.seq();
                 }

@@ -1152,7 +1152,7 @@ pub fn fast_sender_slow_receiver<C: Context>(
     r: usize,
     racy_bound: Option<u64>,
 ) -> Check {
-    let sender = ctx.rank() % 2 == 0;
+    let sender = ctx.rank().is_multiple_of(2);
     let bound = Some(r as u64 + 1);
     let specs = pair_specs(ctx, 1, r, 900)?;
     let mut s = ctx.open::<Sync>(&specs).map_err(|e| e.to_string())?;

@@ -661,7 +661,7 @@ impl Config {
         let mut out: Vec<u64> = vec![1];
         for k in 2..=MAX_HALO_DEPTH.min(self.max_iters) {
             let last = *out.last().expect("1 is first");
-            if self.check_every % k == 0 && fits(k) && 2 * k >= 3 * last {
+            if self.check_every.is_multiple_of(k) && fits(k) && 2 * k >= 3 * last {
                 out.push(k);
             }
         }
@@ -1042,7 +1042,7 @@ impl Config {
                  --halo-every 1, got {}",
                 j.iteration.halo_every
             )
-        } else if self.check_every % depth != 0 {
+        } else if !self.check_every.is_multiple_of(depth) {
             format!(
                 "needs --check-every to be a multiple of {depth} (the residual is taken at the \
                  end of a block of {depth} sweeps), got {}",

@@ -1230,7 +1230,7 @@ mod tests {
                     for step in 0..3 * k as u64 {
                         // A message on some faces now and then: the ages differ by face.
                         for (fi, &f) in faces.iter().enumerate() {
-                            if (step + fi as u64) % (k as u64 + 1) == 0 {
+                            if (step + fi as u64).is_multiple_of(k as u64 + 1) {
                                 let len = plain.face_len(f);
                                 assert_eq!(padded.face_len(f), len);
                                 let msg = noise(len, step * 10 + fi as u64);

@@ -512,7 +512,9 @@ mod tests {
         assert_eq!(super::worse(2.0, 1.0), 2.0);
         assert!(super::worse(1.0, f64::NAN).is_nan());
         assert!(super::worse(f64::NAN, 2.0).is_nan());
-        let e = [0.5, f64::NAN, 0.25].iter().fold(0.0, |m, &d| super::worse(m, d));
+        let e = [0.5, f64::NAN, 0.25]
+            .iter()
+            .fold(0.0, |m, &d| super::worse(m, d));
         assert!(e.is_nan());
     }
 

@@ -173,7 +173,7 @@ impl ProcGrid {
             if p * p > n {
                 p = n;
             }
-            while n % p == 0 {
+            while n.is_multiple_of(p) {
                 d[k % 3] *= p;
                 k += 1;
                 n /= p;

@@ -749,7 +749,7 @@ impl<O: Operator> Krylov<'_, O> {
                 if claim && !self.cfg.confirm {
                     break 'run StopReason::Criterion;
                 }
-                if claim || self.it % self.cfg.check_every == 0 {
+                if claim || self.it.is_multiple_of(self.cfg.check_every) {
                     let (t, replace) = if claim {
                         let (t, ok) = self.certify(ctx, chans, &mut scratch, &r)?;
                         if ok {
@@ -909,7 +909,7 @@ impl<O: Operator> Krylov<'_, O> {
             self.computed(t);
             self.it += 1;
             (gamma_old, alpha_old) = (gamma, alpha);
-            if self.it % self.cfg.check_every == 0 {
+            if self.it.is_multiple_of(self.cfg.check_every) {
                 let (t, drifted) = self.check(ctx, chans, &mut scratch, &v.r)?;
                 known = Some((self.it, t));
                 if drifted {

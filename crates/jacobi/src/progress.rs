@@ -145,12 +145,12 @@ impl History {
         let k = self.checks;
         self.checks += 1;
         self.last = Some(p);
-        if k % self.stride != 0 {
+        if !k.is_multiple_of(self.stride) {
             return;
         }
         if self.points.len() >= Self::CAP {
             self.thin();
-            if k % self.stride != 0 {
+            if !k.is_multiple_of(self.stride) {
                 return;
             }
         }

@@ -287,7 +287,7 @@ fn sync(
     debug_assert!(ends
         .iter()
         .all(|e| e.iterations == it && e.stop == ends[0].stop));
-    let u: &[f64] = if it % 2 == 0 { &a } else { &b };
+    let u: &[f64] = if it.is_multiple_of(2) { &a } else { &b };
     let SyncEnd {
         stop,
         residual,
@@ -434,7 +434,7 @@ impl SyncTeam<'_> {
                     };
                     // Σ r² only where a check reads it (as the threads backend does): the
                     // other sweeps skip the centre load and the accumulation, same bits.
-                    let r = if (it + 1) % cfg.check_every == 0 {
+                    let r = if (it + 1).is_multiple_of(cfg.check_every) {
                         kernel::sweep_planes(sh, u, rhs, next, zs.clone())
                     } else {
                         kernel::step_planes(sh, u, rhs, next, zs.clone());
@@ -451,7 +451,7 @@ impl SyncTeam<'_> {
                 bar.wait();
                 it += 1;
                 true_is_current = false;
-                if it % cfg.check_every == 0 {
+                if it.is_multiple_of(cfg.check_every) {
                     let v = crit.measure(self.swept[parity].sum(), res0);
                     reported = Some(v);
                     if lead {
@@ -532,7 +532,10 @@ impl<'a> SweepArrays<'a> {
             b.len(),
             "the two arrays of a sweep differ in length"
         );
-        assert!(plane > 0 && a.len() % plane == 0, "arrays of whole planes");
+        assert!(
+            plane > 0 && a.len().is_multiple_of(plane),
+            "arrays of whole planes"
+        );
         SweepArrays {
             arrays: [a.as_mut_ptr(), b.as_mut_ptr()],
             len: a.len(),
@@ -820,7 +823,7 @@ fn asynchronous<P: BoundaryPlanes>(
                 }
                 let s = team.sum.load();
                 let value = crit.measure(s, res0);
-                if it % cfg.check_every == 0 {
+                if it.is_multiple_of(cfg.check_every) {
                     let elapsed = start.elapsed();
                     history.record(HistoryPoint(it, value, elapsed.as_secs_f64()));
                     gate.offer(it, value, elapsed);

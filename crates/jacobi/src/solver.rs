@@ -1044,7 +1044,7 @@ impl<F: Iterate> Run<'_, F> {
         };
         let channel_of = |faces: &[F::Link], l: F::Link| faces.iter().position(|&g| g == l);
         for axis in [Axis::X, Axis::Y, Axis::Z] {
-            let even = coords[axis.index()] % 2 == 0;
+            let even = coords[axis.index()].is_multiple_of(2);
             for high in [true, false] {
                 let out = link(&self.field, Face::new(axis, high));
                 let back = link(&self.field, Face::new(axis, high).opposite());
@@ -1115,14 +1115,14 @@ impl<F: Iterate> Run<'_, F> {
             StopReason::Criterion
         } else {
             loop {
-                let swap = !fresh && self.it % self.scheme.halo_every == 0;
+                let swap = !fresh && self.it.is_multiple_of(self.scheme.halo_every);
                 // A block of sweeps: one, or up to k with a deep halo.
                 let m = self
                     .field
                     .block_len(self.cfg.max_iters.saturating_sub(self.it));
                 // Only a check reads the block's residual: the others skip it, as the C
                 // programs do.
-                let resid = (self.it + m) % self.cfg.check_every == 0;
+                let resid = (self.it + m).is_multiple_of(self.cfg.check_every);
                 let r = match (swap, self.exchange) {
                     (true, Exchange::Overlap) => self.overlapped_sweep(&mut chans, resid)?,
                     (true, Exchange::Blocking) => {
@@ -1142,7 +1142,7 @@ impl<F: Iterate> Run<'_, F> {
                 };
                 fresh = false;
                 last_true = None;
-                if self.it % self.cfg.check_every == 0 {
+                if self.it.is_multiple_of(self.cfg.check_every) {
                     let t = Instant::now();
                     let g = sum_all(ctx, r)?;
                     self.parts.reduced(t);
@@ -1303,7 +1303,7 @@ impl<F: Iterate> Run<'_, F> {
                 // until one does.)
                 let idle = self.inner.is_some()
                     && self.it > 0
-                    && self.it % self.scheme.halo_every == 0
+                    && self.it.is_multiple_of(self.scheme.halo_every)
                     && !resolve
                     && !fresh.is_empty()
                     && {
@@ -1376,7 +1376,7 @@ impl<F: Iterate> Run<'_, F> {
                         s.sent_mid_solve += mid_sent;
                     }
                     // Offer the new faces.
-                    if self.it % self.scheme.halo_every == 0 {
+                    if self.it.is_multiple_of(self.scheme.halo_every) {
                         outbox.iter_mut().for_each(|o| o.unsent = true);
                         self.offer(&mut chans, &mut outbox)?;
                     }

@@ -115,7 +115,7 @@ impl Grid {
         // Element `off + 1` on a 32-byte boundary; f64 alignment makes one of 0..4 work.
         let addr = buf.as_ptr() as usize;
         let off = (0..ROW_ALIGN)
-            .find(|k| (addr + (k + 1) * 8) % 32 == 0)
+            .find(|k| (addr + (k + 1) * 8).is_multiple_of(32))
             .unwrap_or(0)
             + shift;
         Grid { buf, off, len }
