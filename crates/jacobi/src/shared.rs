@@ -28,9 +28,12 @@ use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopRea
 use crate::slow::Slowdown;
 use crate::team::{team_cpus, BreakOnPanic, Slots, SpinBarrier, Waiter};
 use crate::Error;
-use chan_core::backend::EnvVarError;
+use chan_core::backend::{EnvVarError, IdleStreak, WaitPolicy};
 use chan_core::{AtomicF64, AtomicF64Slice};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64, AtomicU8,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::{Barrier, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -167,10 +170,24 @@ fn solve_pinned(
     let gate = ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters);
     let variant = cfg.variant();
     let pool = pool(threads, pin && variant == Variant::Sync)?;
+    // As a threads-backend world of as many ranks waits (`chan_threads::World::new`).
+    let policy = || WaitPolicy::detect(None, Some(threads)).map_err(|e| Error::Pool(e.to_string()));
     match variant {
         Variant::Sync => Ok(sync(cfg, plan, &pool, gate)),
-        Variant::Async => Ok(asynchronous::<LockedPlanes>(cfg, plan, &pool, gate)),
-        Variant::Racy => Ok(asynchronous::<AtomicPlanes>(cfg, plan, &pool, gate)),
+        Variant::Async => Ok(asynchronous::<LockedPlanes>(
+            cfg,
+            plan,
+            &pool,
+            gate,
+            policy()?,
+        )),
+        Variant::Racy => Ok(asynchronous::<AtomicPlanes>(
+            cfg,
+            plan,
+            &pool,
+            gate,
+            policy()?,
+        )),
     }
 }
 
@@ -570,20 +587,32 @@ impl<'a> SweepArrays<'a> {
 }
 
 /// The boundary planes threads share in the async and racy variants: for each thread, its
-/// lowest and highest owned plane, written by it and read by its neighbours.
+/// lowest and highest owned plane, written by it and read by its neighbours, each with the
+/// stamp of the sweep that wrote it (the owner's iteration count), so that a reader knows
+/// whether there is anything new to read.
 trait BoundaryPlanes: std::marker::Sync + Sized {
     /// Planes for `threads` threads of `len` values each.
     fn new(threads: usize, len: usize) -> Self;
-    /// Thread `t` publishes its owned layer next to `face` (z− or z+).
-    fn publish(&self, t: usize, face: Face, field: &Field);
-    /// Copy thread `owner`'s plane next to `owner_face` into `field`'s halo beyond `face`.
-    fn read(&self, owner: usize, owner_face: Face, field: &mut Field, face: Face);
+    /// Thread `t` publishes its owned layer next to `face` (z− or z+), stamped `stamp`.
+    fn publish(&self, t: usize, face: Face, field: &Field, stamp: u64);
+    /// Copy thread `owner`'s plane next to `owner_face` into `field`'s halo beyond `face` if
+    /// its stamp differs from `seen` (always with `force`), and set `seen` to the stamp
+    /// read. True when the halo was written.
+    fn read(
+        &self,
+        owner: usize,
+        owner_face: Face,
+        field: &mut Field,
+        face: Face,
+        seen: &mut u64,
+        force: bool,
+    ) -> bool;
 }
 
-/// Async: a lock per boundary plane, held while the plane is written or read.
-struct LockedPlanes(Vec<[Mutex<Vec<f64>>; 2]>);
+/// Async: a lock per boundary plane, held while the plane (and its stamp) is written or read.
+struct LockedPlanes(Vec<[Mutex<(u64, Vec<f64>)>; 2]>);
 
-fn lock(m: &Mutex<Vec<f64>>) -> MutexGuard<'_, Vec<f64>> {
+fn lock(m: &Mutex<(u64, Vec<f64>)>) -> MutexGuard<'_, (u64, Vec<f64>)> {
     // A thread that panicked while holding the plane left whole values in it (the writes are
     // plain stores of f64); the run is failing anyway, keep going.
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -591,36 +620,69 @@ fn lock(m: &Mutex<Vec<f64>>) -> MutexGuard<'_, Vec<f64>> {
 
 impl BoundaryPlanes for LockedPlanes {
     fn new(threads: usize, len: usize) -> Self {
-        LockedPlanes(
-            (0..threads)
-                .map(|_| [Mutex::new(vec![0.0; len]), Mutex::new(vec![0.0; len])])
-                .collect(),
-        )
+        let plane = || Mutex::new((0, vec![0.0; len]));
+        LockedPlanes((0..threads).map(|_| [plane(), plane()]).collect())
     }
-    fn publish(&self, t: usize, face: Face, field: &Field) {
-        field.pack(face, &mut lock(&self.0[t][usize::from(face.high)]));
+    fn publish(&self, t: usize, face: Face, field: &Field, stamp: u64) {
+        let mut p = lock(&self.0[t][usize::from(face.high)]);
+        field.pack(face, &mut p.1);
+        p.0 = stamp;
     }
-    fn read(&self, owner: usize, owner_face: Face, field: &mut Field, face: Face) {
-        field.unpack(face, &lock(&self.0[owner][usize::from(owner_face.high)]));
+    fn read(
+        &self,
+        owner: usize,
+        owner_face: Face,
+        field: &mut Field,
+        face: Face,
+        seen: &mut u64,
+        force: bool,
+    ) -> bool {
+        let p = lock(&self.0[owner][usize::from(owner_face.high)]);
+        if !force && p.0 == *seen {
+            return false;
+        }
+        field.unpack(face, &p.1);
+        *seen = p.0;
+        true
     }
 }
 
 /// Racy: atomic boundary planes, no locks; relaxed loads and stores, so a reader may see a
-/// plane half old, half new (each value whole).
-struct AtomicPlanes(Vec<[Box<[AtomicF64]>; 2]>);
+/// plane half old, half new (each value whole). The stamp is stored after the values
+/// (Release) and loaded before them (Acquire): a reader that sees stamp s reads values of
+/// sweep s or newer, and any newer sweep changes the stamp, so none is missed for good.
+struct AtomicPlanes(Vec<[(AtomicU64, Box<[AtomicF64]>); 2]>);
 
 impl BoundaryPlanes for AtomicPlanes {
     fn new(threads: usize, len: usize) -> Self {
-        let plane = || (0..len).map(|_| AtomicF64::new(0.0)).collect::<Box<[_]>>();
+        let plane = || {
+            let vals = (0..len).map(|_| AtomicF64::new(0.0)).collect::<Box<[_]>>();
+            (AtomicU64::new(0), vals)
+        };
         AtomicPlanes((0..threads).map(|_| [plane(), plane()]).collect())
     }
-    fn publish(&self, t: usize, face: Face, field: &Field) {
-        let view = AtomicF64Slice::from_atomics(&self.0[t][usize::from(face.high)]);
-        field.pack_atomic(face, view);
+    fn publish(&self, t: usize, face: Face, field: &Field, stamp: u64) {
+        let (s, vals) = &self.0[t][usize::from(face.high)];
+        field.pack_atomic(face, AtomicF64Slice::from_atomics(vals));
+        s.store(stamp, Release);
     }
-    fn read(&self, owner: usize, owner_face: Face, field: &mut Field, face: Face) {
-        let view = AtomicF64Slice::from_atomics(&self.0[owner][usize::from(owner_face.high)]);
-        field.unpack_atomic(face, view);
+    fn read(
+        &self,
+        owner: usize,
+        owner_face: Face,
+        field: &mut Field,
+        face: Face,
+        seen: &mut u64,
+        force: bool,
+    ) -> bool {
+        let (s, vals) = &self.0[owner][usize::from(owner_face.high)];
+        let stamp = s.load(Acquire);
+        if !force && stamp == *seen {
+            return false;
+        }
+        field.unpack_atomic(face, AtomicF64Slice::from_atomics(vals));
+        *seen = stamp;
+        true
     }
 }
 
@@ -662,6 +724,16 @@ struct Team<P> {
     /// Each thread's Σ r² at a rendezvous.
     slots: Vec<SharedSum>,
     barrier: Barrier,
+    /// How a thread that finds nothing new in a neighbour's plane waits.
+    policy: WaitPolicy,
+}
+
+/// What a thread of an async or racy run knows of its neighbours' planes (z−, z+): the stamp
+/// of the plane it last read, and its reads in a row that found nothing new.
+#[derive(Default)]
+struct Seen {
+    stamps: [u64; 2],
+    idle: [IdleStreak; 2],
 }
 
 /// The result of a rendezvous, the same on every thread.
@@ -673,33 +745,67 @@ struct Verdict {
 }
 
 impl<P: BoundaryPlanes> Team<P> {
-    fn read_halos(&self, t: usize, threads: usize, field: &mut Field) {
+    /// Read the neighbours' planes into `field`'s halo: those with a stamp `seen` has not
+    /// (all of them with `force`). A neighbour with nothing new counts as an empty poll: the
+    /// thread gives its core away as the run's [`WaitPolicy`] says, as a threads-backend
+    /// receive does. Without it, on a machine with fewer free cores than threads, the two
+    /// outer threads of three swept thousands of times a time slice on the plane of a middle
+    /// thread that was not running (docs/performance.md, "Shared-memory async and racy").
+    fn read_halos(
+        &self,
+        t: usize,
+        threads: usize,
+        field: &mut Field,
+        seen: &mut Seen,
+        force: bool,
+    ) {
         let (lo, hi) = (Face::new(Axis::Z, false), Face::new(Axis::Z, true));
-        if t > 0 {
-            self.planes.read(t - 1, hi, field, lo);
-        }
-        if t + 1 < threads {
-            self.planes.read(t + 1, lo, field, hi);
+        let sides = [
+            (t.checked_sub(1), hi, lo),
+            (Some(t + 1).filter(|&n| n < threads), lo, hi),
+        ];
+        for (k, (owner, owner_face, face)) in sides.into_iter().enumerate() {
+            let Some(owner) = owner else { continue };
+            let new = self
+                .planes
+                .read(owner, owner_face, field, face, &mut seen.stamps[k], force);
+            if force {
+                continue;
+            }
+            if new {
+                seen.idle[k].found();
+            } else {
+                seen.idle[k].empty(self.policy);
+            }
         }
     }
 
-    fn publish(&self, t: usize, threads: usize, field: &Field) {
+    fn publish(&self, t: usize, threads: usize, field: &Field, stamp: u64) {
         if t > 0 {
-            self.planes.publish(t, Face::new(Axis::Z, false), field);
+            self.planes
+                .publish(t, Face::new(Axis::Z, false), field, stamp);
         }
         if t + 1 < threads {
-            self.planes.publish(t, Face::new(Axis::Z, true), field);
+            self.planes
+                .publish(t, Face::new(Axis::Z, true), field, stamp);
         }
     }
 
     /// All threads: stop, swap current planes, sum the true residual, decide alike.
     /// Every thread has published its planes after its last sweep before it gets here.
-    fn rendezvous(&self, t: usize, field: &mut Field, cfg: &Config, res0: f64) -> Verdict {
+    fn rendezvous(
+        &self,
+        t: usize,
+        field: &mut Field,
+        seen: &mut Seen,
+        cfg: &Config,
+        res0: f64,
+    ) -> Verdict {
         let threads = self.slots.len();
         self.barrier.wait();
         // Stable until the third barrier: every thread is inside the rendezvous.
         let req = self.request.load(Relaxed);
-        self.read_halos(t, threads, field);
+        self.read_halos(t, threads, field, seen, true);
         self.slots[t].store(field.residual_sq());
         self.barrier.wait();
         let total: f64 = self.slots.iter().map(SharedSum::load).sum();
@@ -734,6 +840,7 @@ fn asynchronous<P: BoundaryPlanes>(
     plan: &Plan,
     pool: &rayon::ThreadPool,
     gate: ProgressGate<'_>,
+    policy: WaitPolicy,
 ) -> SharedOutcome {
     let threads = plan.procs.size();
     let plane_len = plan.local.x * plan.local.y;
@@ -746,6 +853,7 @@ fn asynchronous<P: BoundaryPlanes>(
             .map(|_| SharedSum(AtomicU64::new(0f64.to_bits())))
             .collect(),
         barrier: Barrier::new(threads),
+        policy,
     };
     let crit = cfg.criterion;
     let results: Vec<(RankRecord, crate::geometry::Geometry, Vec<f64>)> = pool.broadcast(|b| {
@@ -757,9 +865,10 @@ fn asynchronous<P: BoundaryPlanes>(
         team.barrier.wait();
         let start = Instant::now();
         // The initial residual, from published planes.
-        team.publish(t, threads, &field);
+        let mut seen = Seen::default();
+        team.publish(t, threads, &field, 0);
         team.barrier.wait();
-        team.read_halos(t, threads, &mut field);
+        team.read_halos(t, threads, &mut field, &mut seen, true);
         let mine = field.residual_sq();
         team.slots[t].store(mine);
         team.sum.add(mine);
@@ -784,7 +893,7 @@ fn asynchronous<P: BoundaryPlanes>(
             loop {
                 if team.request.load(Relaxed) != 0 {
                     let tc = Instant::now();
-                    let v = team.rendezvous(t, &mut field, cfg, res0);
+                    let v = team.rendezvous(t, &mut field, &mut seen, cfg, res0);
                     comm += tc.elapsed();
                     true_value = v.true_value;
                     if v.claimed {
@@ -804,7 +913,7 @@ fn asynchronous<P: BoundaryPlanes>(
                     last = team.slots[t].load();
                 }
                 let tc = Instant::now();
-                team.read_halos(t, threads, &mut field);
+                team.read_halos(t, threads, &mut field, &mut seen, false);
                 comm += tc.elapsed();
                 let t0 = Instant::now();
                 let r = field.sweep();
@@ -812,7 +921,7 @@ fn asynchronous<P: BoundaryPlanes>(
                 compute += t0.elapsed();
                 it += 1;
                 let tc = Instant::now();
-                team.publish(t, threads, &field);
+                team.publish(t, threads, &field, it);
                 team.sum.add(r - last);
                 last = r;
                 if it >= cfg.max_iters {
