@@ -13,9 +13,13 @@
 //! * **racy**: the same with atomic boundary planes ([`AtomicF64`], relaxed) and no locks;
 //!   the slabs' interior stays plain `f64`, so the sweep vectorises.
 //!
-//! Async and racy keep the global residual as a running shared sum: after each sweep a
-//! thread adds the change of its slab's Σ r². When the sum meets the criterion (or a thread
-//! reaches `max_iters`) the threads meet at a barrier, compute the true residual from current
+//! A thread that finds nothing new in a neighbour's plane gives its core away as the run's
+//! wait policy says (chan-core's `WaitPolicy`, as a threads-backend receive does).
+//!
+//! Async and racy estimate the global residual by rounds: each thread keeps its newest
+//! slab Σ r² in a slot, and once every thread has swept since a round opened, the last one
+//! sums the slots ([`Team`]). When a round's sum meets the criterion (or a thread reaches
+//! `max_iters`) the threads meet at a barrier, compute the true residual from current
 //! planes, and stop or carry on, all alike (`confirm`; without it they stop at once).
 
 use crate::config::{Config, ConfigError, Variant};
@@ -26,11 +30,14 @@ use crate::method::Method;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
 use crate::slow::Slowdown;
-use crate::team::{team_cpus, BreakOnPanic, Slots, SpinBarrier, Waiter};
+use crate::team::{team_cpus, BreakOnPanic, CacheLine, Slots, SpinBarrier, Waiter};
 use crate::Error;
-use chan_core::backend::EnvVarError;
+use chan_core::backend::{EnvVarError, IdleStreak, WaitPolicy};
 use chan_core::{AtomicF64, AtomicF64Slice};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64, AtomicU8, AtomicUsize,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
+};
 use std::sync::{Barrier, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -167,10 +174,24 @@ fn solve_pinned(
     let gate = ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters);
     let variant = cfg.variant();
     let pool = pool(threads, pin && variant == Variant::Sync)?;
+    // As a threads-backend world of as many ranks waits (`chan_threads::World::new`).
+    let policy = || WaitPolicy::detect(None, Some(threads)).map_err(|e| Error::Pool(e.to_string()));
     match variant {
         Variant::Sync => Ok(sync(cfg, plan, &pool, gate)),
-        Variant::Async => Ok(asynchronous::<LockedPlanes>(cfg, plan, &pool, gate)),
-        Variant::Racy => Ok(asynchronous::<AtomicPlanes>(cfg, plan, &pool, gate)),
+        Variant::Async => Ok(asynchronous::<LockedPlanes>(
+            cfg,
+            plan,
+            &pool,
+            gate,
+            policy()?,
+        )),
+        Variant::Racy => Ok(asynchronous::<AtomicPlanes>(
+            cfg,
+            plan,
+            &pool,
+            gate,
+            policy()?,
+        )),
     }
 }
 
@@ -573,20 +594,35 @@ impl<'a> SweepArrays<'a> {
 }
 
 /// The boundary planes threads share in the async and racy variants: for each thread, its
-/// lowest and highest owned plane, written by it and read by its neighbours.
+/// lowest and highest owned plane, written by it and read by its neighbours, each with the
+/// stamp of the sweep that wrote it (the owner's iteration count), so that a reader knows
+/// whether there is anything new to read.
 trait BoundaryPlanes: std::marker::Sync + Sized {
     /// Planes for `threads` threads of `len` values each.
     fn new(threads: usize, len: usize) -> Self;
-    /// Thread `t` publishes its owned layer next to `face` (z− or z+).
-    fn publish(&self, t: usize, face: Face, field: &Field);
-    /// Copy thread `owner`'s plane next to `owner_face` into `field`'s halo beyond `face`.
-    fn read(&self, owner: usize, owner_face: Face, field: &mut Field, face: Face);
+    /// Thread `t` publishes its owned layer next to `face` (z− or z+), stamped `stamp`.
+    fn publish(&self, t: usize, face: Face, field: &Field, stamp: u64);
+    /// Copy thread `owner`'s plane next to `owner_face` into `field`'s halo beyond `face` if
+    /// its stamp differs from `seen` (always with `force`), and set `seen` to the stamp
+    /// read. True when the halo was written.
+    fn read(
+        &self,
+        owner: usize,
+        owner_face: Face,
+        field: &mut Field,
+        face: Face,
+        seen: &mut u64,
+        force: bool,
+    ) -> bool;
 }
 
-/// Async: a lock per boundary plane, held while the plane is written or read.
-struct LockedPlanes(Vec<[Mutex<Vec<f64>>; 2]>);
+/// Async: a lock per boundary plane, held while the plane (and its stamp) is written or read.
+struct LockedPlanes(Vec<[LockedPlane; 2]>);
 
-fn lock(m: &Mutex<Vec<f64>>) -> MutexGuard<'_, Vec<f64>> {
+/// A boundary plane under its lock: the stamp of the sweep that wrote it, and its values.
+type LockedPlane = Mutex<(u64, Vec<f64>)>;
+
+fn lock(m: &LockedPlane) -> MutexGuard<'_, (u64, Vec<f64>)> {
     // A thread that panicked while holding the plane left whole values in it (the writes are
     // plain stores of f64); the run is failing anyway, keep going.
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -594,45 +630,76 @@ fn lock(m: &Mutex<Vec<f64>>) -> MutexGuard<'_, Vec<f64>> {
 
 impl BoundaryPlanes for LockedPlanes {
     fn new(threads: usize, len: usize) -> Self {
-        LockedPlanes(
-            (0..threads)
-                .map(|_| [Mutex::new(vec![0.0; len]), Mutex::new(vec![0.0; len])])
-                .collect(),
-        )
+        let plane = || Mutex::new((0, vec![0.0; len]));
+        LockedPlanes((0..threads).map(|_| [plane(), plane()]).collect())
     }
-    fn publish(&self, t: usize, face: Face, field: &Field) {
-        field.pack(face, &mut lock(&self.0[t][usize::from(face.high)]));
+    fn publish(&self, t: usize, face: Face, field: &Field, stamp: u64) {
+        let mut p = lock(&self.0[t][usize::from(face.high)]);
+        field.pack(face, &mut p.1);
+        p.0 = stamp;
     }
-    fn read(&self, owner: usize, owner_face: Face, field: &mut Field, face: Face) {
-        field.unpack(face, &lock(&self.0[owner][usize::from(owner_face.high)]));
+    fn read(
+        &self,
+        owner: usize,
+        owner_face: Face,
+        field: &mut Field,
+        face: Face,
+        seen: &mut u64,
+        force: bool,
+    ) -> bool {
+        let p = lock(&self.0[owner][usize::from(owner_face.high)]);
+        if !force && p.0 == *seen {
+            return false;
+        }
+        field.unpack(face, &p.1);
+        *seen = p.0;
+        true
     }
 }
 
 /// Racy: atomic boundary planes, no locks; relaxed loads and stores, so a reader may see a
-/// plane half old, half new (each value whole).
-struct AtomicPlanes(Vec<[Box<[AtomicF64]>; 2]>);
+/// plane half old, half new (each value whole). The stamp is stored after the values
+/// (Release) and loaded before them (Acquire): a reader that sees stamp s reads values of
+/// sweep s or newer, and any newer sweep changes the stamp, so none is missed for good.
+struct AtomicPlanes(Vec<[AtomicPlane; 2]>);
+
+/// A racy boundary plane: the stamp of the newest sweep that wrote it, and its values.
+type AtomicPlane = (AtomicU64, Box<[AtomicF64]>);
 
 impl BoundaryPlanes for AtomicPlanes {
     fn new(threads: usize, len: usize) -> Self {
-        let plane = || (0..len).map(|_| AtomicF64::new(0.0)).collect::<Box<[_]>>();
+        let plane = || {
+            let vals = (0..len).map(|_| AtomicF64::new(0.0)).collect::<Box<[_]>>();
+            (AtomicU64::new(0), vals)
+        };
         AtomicPlanes((0..threads).map(|_| [plane(), plane()]).collect())
     }
-    fn publish(&self, t: usize, face: Face, field: &Field) {
-        let view = AtomicF64Slice::from_atomics(&self.0[t][usize::from(face.high)]);
-        field.pack_atomic(face, view);
+    fn publish(&self, t: usize, face: Face, field: &Field, stamp: u64) {
+        let (s, vals) = &self.0[t][usize::from(face.high)];
+        field.pack_atomic(face, AtomicF64Slice::from_atomics(vals));
+        s.store(stamp, Release);
     }
-    fn read(&self, owner: usize, owner_face: Face, field: &mut Field, face: Face) {
-        let view = AtomicF64Slice::from_atomics(&self.0[owner][usize::from(owner_face.high)]);
-        field.unpack_atomic(face, view);
+    fn read(
+        &self,
+        owner: usize,
+        owner_face: Face,
+        field: &mut Field,
+        face: Face,
+        seen: &mut u64,
+        force: bool,
+    ) -> bool {
+        let (s, vals) = &self.0[owner][usize::from(owner_face.high)];
+        let stamp = s.load(Acquire);
+        if !force && stamp == *seen {
+            return false;
+        }
+        field.unpack_atomic(face, AtomicF64Slice::from_atomics(vals));
+        *seen = stamp;
+        true
     }
 }
 
-/// An f64 running sum shared by the threads, updated by deltas with compare-and-swap.
-///
-/// ## Memory ordering
-/// Relaxed throughout: the sum is a hint that triggers a rendezvous; no other data is read
-/// on the strength of it. Exact values are exchanged at the rendezvous, whose [`Barrier`]
-/// orders everything written before it.
+/// An f64 shared by the threads (Relaxed: see [`Team`]'s memory ordering).
 struct SharedSum(AtomicU64);
 
 impl SharedSum {
@@ -642,11 +709,6 @@ impl SharedSum {
     fn store(&self, v: f64) {
         self.0.store(v.to_bits(), Relaxed)
     }
-    fn add(&self, d: f64) {
-        let _ = self.0.fetch_update(Relaxed, Relaxed, |b| {
-            Some((f64::from_bits(b) + d).to_bits())
-        });
-    }
 }
 
 /// Bits of the rendezvous request.
@@ -654,17 +716,62 @@ const CONVERGED: u8 = 1;
 const AT_MAX_ITERS: u8 = 2;
 
 /// What the threads of an async or racy run share.
+///
+/// ## The global residual: rounds
+/// Each thread keeps its newest Σ r² in its slot of `mine` (that of the iterate its last
+/// sweep started from, with the halo it read for that sweep; after a rendezvous, the exact
+/// one). The estimate is the sum of the slots over a **round**, as the non-blocking
+/// reduction of the channel backends reduces the ranks' residuals (`solver.rs`, `Rounds`):
+/// a round is open from its start until every thread has swept once from halos read since,
+/// and the last thread to join it sums the slots in thread order, records the sum (`latest`), calls a
+/// rendezvous if it meets the criterion, and opens the next round at once. So no thread's
+/// share of a claim predates the round: a thread that was not running, or whose neighbour's
+/// planes have not reached it yet, holds the round open instead of adding a stale share.
+///
+/// It replaces a running sum that each thread updated with the change of its share, which
+/// failed in two ways: a share computed against a neighbour's plane many sweeps old stayed
+/// in the sum (the outer threads of three, sweeping alone while the middle one waited for a
+/// core, summed to 2.8e-5 while the true residual was 2e-2), and the deltas' rounding
+/// errors, about ε times the initial Σ r² each, made a floor under the estimate near a
+/// relative residual of 1e-8 (at `--tol 1e-10` it read 0 where the truth was 5.8e-9).
+/// Summing the slots has no such floor, and costs one load of `round` a sweep and, once a
+/// round, an increment of `joined` and, for the last thread, T loads.
+///
+/// ## Memory ordering
+/// A thread stores its slot (Relaxed) before it joins a round with an AcqRel increment of
+/// `joined`; the increments form a release sequence, so the last one sees every joiner's
+/// slot as of its join or newer. It resets `joined` before it stores the next round number
+/// (Release), and a thread joins a round only after loading its number (Acquire), so every
+/// increment of a round follows the reset. A rendezvous resets the rounds between two
+/// barriers, while no thread is in its loop. `request`, `trigger` and `latest` are Relaxed:
+/// the rendezvous barrier orders the first two with what follows; `latest` is a report.
 struct Team<P> {
     planes: P,
-    sum: SharedSum,
+    threads: usize,
+    /// Each thread's newest Σ r².
+    mine: Slots,
+    /// The open round's number, odd; each next one is 2 more.
+    round: CacheLine<AtomicU64>,
+    /// The threads that joined the open round.
+    joined: CacheLine<AtomicUsize>,
+    /// The sum of the last round that closed (before any: the initial Σ r²).
+    latest: SharedSum,
     /// Set by any thread to call a rendezvous (CONVERGED | AT_MAX_ITERS); Relaxed: the
     /// rendezvous barrier orders it with everything that follows.
     request: AtomicU8,
-    /// The running sum's value when CONVERGED was first requested.
+    /// The sum of the round that requested CONVERGED.
     trigger: SharedSum,
-    /// Each thread's Σ r² at a rendezvous.
-    slots: Vec<SharedSum>,
     barrier: Barrier,
+    /// How a thread that finds nothing new in a neighbour's plane waits.
+    policy: WaitPolicy,
+}
+
+/// What a thread of an async or racy run knows of its neighbours' planes (z−, z+): the stamp
+/// of the plane it last read, and its reads in a row that found nothing new.
+#[derive(Default)]
+struct Seen {
+    stamps: [u64; 2],
+    idle: [IdleStreak; 2],
 }
 
 /// The result of a rendezvous, the same on every thread.
@@ -676,36 +783,124 @@ struct Verdict {
 }
 
 impl<P: BoundaryPlanes> Team<P> {
-    fn read_halos(&self, t: usize, threads: usize, field: &mut Field) {
+    /// Read the neighbours' planes into `field`'s halo: those with a stamp `seen` has not
+    /// (all of them with `force`). A neighbour with nothing new counts as an empty poll: the
+    /// thread gives its core away as the run's [`WaitPolicy`] says, as a threads-backend
+    /// receive does. Without it, on a machine with fewer free cores than threads, the two
+    /// outer threads of three swept thousands of times a time slice on the plane of a middle
+    /// thread that was not running (docs/performance.md, "Shared-memory async and racy").
+    fn read_halos(
+        &self,
+        t: usize,
+        threads: usize,
+        field: &mut Field,
+        seen: &mut Seen,
+        force: bool,
+    ) {
         let (lo, hi) = (Face::new(Axis::Z, false), Face::new(Axis::Z, true));
-        if t > 0 {
-            self.planes.read(t - 1, hi, field, lo);
-        }
-        if t + 1 < threads {
-            self.planes.read(t + 1, lo, field, hi);
+        let sides = [
+            (t.checked_sub(1), hi, lo),
+            (Some(t + 1).filter(|&n| n < threads), lo, hi),
+        ];
+        for (k, (owner, owner_face, face)) in sides.into_iter().enumerate() {
+            let Some(owner) = owner else { continue };
+            let new = self
+                .planes
+                .read(owner, owner_face, field, face, &mut seen.stamps[k], force);
+            if force {
+                continue;
+            }
+            if new {
+                seen.idle[k].found();
+            } else {
+                seen.idle[k].empty(self.policy);
+            }
         }
     }
 
-    fn publish(&self, t: usize, threads: usize, field: &Field) {
+    fn publish(&self, t: usize, threads: usize, field: &Field, stamp: u64) {
         if t > 0 {
-            self.planes.publish(t, Face::new(Axis::Z, false), field);
+            self.planes
+                .publish(t, Face::new(Axis::Z, false), field, stamp);
         }
         if t + 1 < threads {
-            self.planes.publish(t, Face::new(Axis::Z, true), field);
+            self.planes
+                .publish(t, Face::new(Axis::Z, true), field, stamp);
         }
+    }
+
+    /// The open round's number, loaded before a thread reads its halos for a sweep.
+    fn open_round(&self) -> u64 {
+        // Acquire: pairs with the Release store that opened the round.
+        self.round.0.load(Acquire)
+    }
+
+    /// Thread `t`'s sweep started from an iterate of Σ r² = `r`, with the halos it read
+    /// while round `read_in` was open: its new share. It joins that round if the round is
+    /// still open and it has not joined it yet (`joined`: the last round it joined); the
+    /// last to join closes the round ([`Team`]). A share read before the open round began
+    /// joins none: the thread that was not running while the others swept is the one
+    /// that joins last, and its share, read before it stopped, missed every plane they
+    /// published meanwhile (claims 10 to 40 times the true residual, under load).
+    fn contribute(
+        &self,
+        t: usize,
+        r: f64,
+        read_in: u64,
+        joined: &mut u64,
+        cfg: &Config,
+        res0: f64,
+    ) {
+        self.mine.put(t, r);
+        // A round closes only once every thread joined it, this one too: when it is still
+        // open here, the increment below counts in it.
+        if *joined == read_in || self.open_round() != read_in {
+            return;
+        }
+        *joined = read_in;
+        let round = read_in;
+        // AcqRel: see the type's memory ordering.
+        if self.joined.0.fetch_add(1, AcqRel) + 1 < self.threads {
+            return;
+        }
+        // Every thread has swept since the round opened.
+        let s = self.mine.sum();
+        self.latest.store(s);
+        if cfg.criterion.met(cfg.criterion.measure(s, res0))
+            && self.request.load(Relaxed) & CONVERGED == 0
+        {
+            // Only the closer of a round requests CONVERGED, and the next round cannot
+            // close before this one has opened it: no other thread writes the trigger now.
+            self.trigger.store(s);
+            self.request.fetch_or(CONVERGED, Relaxed);
+        }
+        self.open_next(round);
+    }
+
+    /// Open the round after `round`: reset the count, then publish the number.
+    fn open_next(&self, round: u64) {
+        self.joined.0.store(0, Relaxed);
+        // Release: pairs with the joiners' Acquire load (the reset comes first).
+        self.round.0.store(round + 2, Release);
     }
 
     /// All threads: stop, swap current planes, sum the true residual, decide alike.
     /// Every thread has published its planes after its last sweep before it gets here.
-    fn rendezvous(&self, t: usize, field: &mut Field, cfg: &Config, res0: f64) -> Verdict {
-        let threads = self.slots.len();
+    fn rendezvous(
+        &self,
+        t: usize,
+        field: &mut Field,
+        seen: &mut Seen,
+        cfg: &Config,
+        res0: f64,
+    ) -> Verdict {
         self.barrier.wait();
         // Stable until the third barrier: every thread is inside the rendezvous.
         let req = self.request.load(Relaxed);
-        self.read_halos(t, threads, field);
-        self.slots[t].store(field.residual_sq());
+        self.read_halos(t, self.threads, field, seen, true);
+        self.mine.put(t, field.residual_sq());
         self.barrier.wait();
-        let total: f64 = self.slots.iter().map(SharedSum::load).sum();
+        let total = self.mine.sum();
         let true_value = cfg.criterion.measure(total, res0);
         let claimed = req & CONVERGED != 0;
         let stop = if claimed && (!cfg.confirm || cfg.criterion.met(true_value)) {
@@ -717,9 +912,11 @@ impl<P: BoundaryPlanes> Team<P> {
         };
         let reported = cfg.criterion.measure(self.trigger.load(), res0);
         if stop.is_none() && t == 0 {
-            // Carry on from exact values: re-base the running sum, clear the request.
-            self.sum.store(total);
+            // Carry on from exact shares: clear the request, and start a round afresh (no
+            // thread is in its loop: the round and its count are not in use).
+            self.latest.store(total);
             self.request.store(0, Relaxed);
+            self.open_next(self.round.0.load(Relaxed));
         }
         self.barrier.wait();
         Verdict {
@@ -737,18 +934,21 @@ fn asynchronous<P: BoundaryPlanes>(
     plan: &Plan,
     pool: &rayon::ThreadPool,
     gate: ProgressGate<'_>,
+    policy: WaitPolicy,
 ) -> SharedOutcome {
     let threads = plan.procs.size();
     let plane_len = plan.local.x * plan.local.y;
     let team = Team {
         planes: P::new(threads, plane_len),
-        sum: SharedSum(AtomicU64::new(0f64.to_bits())),
+        threads,
+        mine: Slots::new(threads),
+        round: CacheLine(AtomicU64::new(1)),
+        joined: CacheLine(AtomicUsize::new(0)),
+        latest: SharedSum(AtomicU64::new(0f64.to_bits())),
         request: AtomicU8::new(0),
         trigger: SharedSum(AtomicU64::new(0f64.to_bits())),
-        slots: (0..threads)
-            .map(|_| SharedSum(AtomicU64::new(0f64.to_bits())))
-            .collect(),
         barrier: Barrier::new(threads),
+        policy,
     };
     let crit = cfg.criterion;
     let results: Vec<(RankRecord, crate::geometry::Geometry, Vec<f64>)> = pool.broadcast(|b| {
@@ -760,15 +960,22 @@ fn asynchronous<P: BoundaryPlanes>(
         team.barrier.wait();
         let start = Instant::now();
         // The initial residual, from published planes.
-        team.publish(t, threads, &field);
+        let mut seen = Seen::default();
+        team.publish(t, threads, &field, 0);
         team.barrier.wait();
-        team.read_halos(t, threads, &mut field);
-        let mine = field.residual_sq();
-        team.slots[t].store(mine);
-        team.sum.add(mine);
+        team.read_halos(t, threads, &mut field, &mut seen, true);
+        team.mine.put(t, field.residual_sq());
         team.barrier.wait();
-        let res0: f64 = team.slots.iter().map(SharedSum::load).sum();
-        let mut last = mine;
+        let res0 = team.mine.sum();
+        if t == 0 {
+            team.latest.store(res0);
+        }
+        // Every thread has summed the initial shares before any sweep overwrites one: a
+        // thread whose initial Σ r² differed from the others' would measure every residual
+        // differently, decide differently at a rendezvous, and leave them waiting there.
+        team.barrier.wait();
+        // The last round this thread joined (none yet: round numbers are odd).
+        let mut joined = 0u64;
         let mut it = 0u64;
         let mut certs = Vec::new();
         let mut reported = None;
@@ -787,7 +994,7 @@ fn asynchronous<P: BoundaryPlanes>(
             loop {
                 if team.request.load(Relaxed) != 0 {
                     let tc = Instant::now();
-                    let v = team.rendezvous(t, &mut field, cfg, res0);
+                    let v = team.rendezvous(t, &mut field, &mut seen, cfg, res0);
                     comm += tc.elapsed();
                     true_value = v.true_value;
                     if v.claimed {
@@ -804,10 +1011,10 @@ fn asynchronous<P: BoundaryPlanes>(
                     if let Some(s) = v.stop {
                         break s;
                     }
-                    last = team.slots[t].load();
                 }
                 let tc = Instant::now();
-                team.read_halos(t, threads, &mut field);
+                let read_in = team.open_round();
+                team.read_halos(t, threads, &mut field, &mut seen, false);
                 comm += tc.elapsed();
                 let t0 = Instant::now();
                 let r = field.sweep();
@@ -815,24 +1022,16 @@ fn asynchronous<P: BoundaryPlanes>(
                 compute += t0.elapsed();
                 it += 1;
                 let tc = Instant::now();
-                team.publish(t, threads, &field);
-                team.sum.add(r - last);
-                last = r;
+                team.publish(t, threads, &field, it);
+                team.contribute(t, r, read_in, &mut joined, cfg, res0);
                 if it >= cfg.max_iters {
                     team.request.fetch_or(AT_MAX_ITERS, Relaxed);
                 }
-                let s = team.sum.load();
-                let value = crit.measure(s, res0);
                 if it.is_multiple_of(cfg.check_every) {
+                    let value = crit.measure(team.latest.load(), res0);
                     let elapsed = start.elapsed();
                     history.record(HistoryPoint(it, value, elapsed.as_secs_f64()));
                     gate.offer(it, value, elapsed);
-                }
-                if crit.met(value) {
-                    let before = team.request.fetch_or(CONVERGED, Relaxed);
-                    if before & CONVERGED == 0 {
-                        team.trigger.store(s);
-                    }
                 }
                 comm += tc.elapsed();
             }

@@ -9,6 +9,7 @@ mod krylov;
 mod matrix;
 mod multisplit;
 mod poisson;
+mod shared_async;
 mod shared_sync;
 mod solution_properties;
 mod sync_agreement;
