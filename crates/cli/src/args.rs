@@ -7,10 +7,11 @@ use crate::launch::{not_built, Launcher};
 use crate::output::{check_distinct, check_file};
 use clap::{Args, ValueEnum};
 use jacobi::{
-    BlockIteration, Config, ConfigError, Decomp, Detect, Dims, Exchange, HaloDepth, Inner, Method,
-    MethodFlags, Pc, Plan, Problem, ProcGrid, RacyRead, ReductionKind, RunConfig, SizeSpec,
-    SlowRank, Solver, Variant, MAX_SLOWDOWN,
+    Applies, Config, ConfigError, Context, Decomp, Detect, Dims, Exchange, HaloDepth, Inner,
+    Method, Operator, Pc, Plan, Problem, ProcGrid, RacyRead, ReductionKind, RunConfig, Setting,
+    SizeSpec, SlowRank, Solver, Variant, MAX_SLOWDOWN,
 };
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 /// `--backend`: where the ranks run.
@@ -37,12 +38,10 @@ pub(crate) struct BackendInfo {
     pub(crate) flag: &'static str,
     /// The launcher that starts its processes, if it needs one.
     pub(crate) launcher: Option<Launcher>,
-    /// Has a native non-blocking all-reduce (`--reduction iallreduce`); others use the tree.
-    pub(crate) iallreduce: bool,
-    /// Has neighbourhood collectives (`--exchange neighbor`).
-    pub(crate) neighbor_collectives: bool,
     /// Decomposes for shared memory (planes per thread) rather than over ranks.
     pub(crate) shared_memory: bool,
+    /// What the settings' rule knows of it ([`jacobi::Setting::applies`]).
+    pub(crate) backend: jacobi::Backend,
 }
 
 impl BackendArg {
@@ -54,13 +53,22 @@ impl BackendArg {
             BackendArg::Mpi => ("mpi", "--backend mpi", Some(Launcher::Mpirun)),
             BackendArg::Shmem => ("shmem", "--backend shmem", Some(Launcher::Oshrun)),
         };
+        let mpi = self == BackendArg::Mpi;
         BackendInfo {
             name,
             flag,
             launcher,
-            iallreduce: self == BackendArg::Mpi,
-            neighbor_collectives: self == BackendArg::Mpi,
             shared_memory: self == BackendArg::Shared,
+            backend: jacobi::Backend {
+                name,
+                shared_memory: self == BackendArg::Shared,
+                // Hybrid ranks: a team of threads in each of the launcher's processes.
+                process_ranks: launcher.is_some(),
+                native_iallreduce: mpi,
+                neighbor_collectives: mpi,
+                // A racy send over threads or SHMEM has completed when it returns.
+                racy_in_flight: mpi,
+            },
         }
     }
 }
@@ -335,7 +343,7 @@ impl RunArgs {
         let size = match (self.local, self.global) {
             (_, Some(g)) => SizeSpec::Global(g),
             (Some(l), None) => SizeSpec::Local(l),
-            (None, None) => SizeSpec::Local(Dims::cube(50)),
+            (None, None) => SizeSpec::Local(Dims::cube(jacobi::DEFAULT_LOCAL)),
         };
         let problem = match self.problem {
             Problem::Laplace { .. } => Problem::Laplace {
@@ -343,79 +351,47 @@ impl RunArgs {
             },
             p => p,
         };
-        // Flags of a loop this run does not have are refused, not ignored.
-        let blockwise = matches!(self.solver, Solver::Jacobi | Solver::Multisplit);
-        let variant_flag = |flag, applies| ConfigError::VariantFlag {
-            flag,
-            applies,
-            solver: self.solver,
-            variant: self.variant,
-        };
-        if self.racy_read.is_some() && !(blockwise && self.variant == Variant::Racy) {
-            return Err(variant_flag(
-                "--racy-read",
-                "the racy receive (--variant racy of --solver jacobi or multisplit)",
-            ));
+        // A setting given where it means nothing is refused, not ignored (one rule, the
+        // library's).
+        let ctx = self.context();
+        jacobi::check_given(
+            &ctx,
+            self.given()
+                .iter()
+                .map(|(s, v)| (*s, Cow::Borrowed(v.as_str()))),
+        )?;
+        let mut method = Method::new(self.solver, self.variant)?;
+        if let Some(it) = method.iteration_mut() {
+            it.halo_every = self.halo_every;
+            if let Some(r) = self.max_in_flight {
+                it.max_in_flight = r;
+            }
+            if let Some(r) = self.racy_read {
+                it.racy_read = r;
+            }
+            if let Some(d) = self.detect {
+                it.detect = d;
+            }
+            // K paces the reductions of async and racy runs over channels (shared memory
+            // has no rounds: K only samples its history there).
+            it.pace_reductions = self.check_every.is_some()
+                && it.variant != Variant::Sync
+                && Setting::CheckEvery.applies(&ctx) == Applies::Yes;
         }
-        // R bounds the async and racy channels, and only their convergence claims are
-        // certified: sync loops and Krylov solvers test the true residual.
-        let claims = blockwise && self.variant != Variant::Sync;
-        if self.max_in_flight.is_some() && !claims {
-            return Err(variant_flag(
-                "--max-in-flight",
-                "the channels of --variant async and racy (of --solver jacobi or multisplit)",
-            ));
+        if let Some(j) = method.jacobi_mut() {
+            j.exchange = self.exchange;
+            j.halo_depth = self.halo_depth;
         }
-        if (self.fixed.confirm || self.fixed.no_confirm) && !claims {
-            return Err(variant_flag(
-                if self.fixed.no_confirm {
-                    "--no-confirm"
-                } else {
-                    "--confirm"
-                },
-                "the convergence claims of --variant async and racy (of --solver jacobi or \
-                 multisplit): sync runs and Krylov solvers stop on the true residual",
-            ));
+        if let Some(k) = method.krylov_mut() {
+            k.pc = self.pc;
+            k.exchange = self.exchange;
         }
-        let nonblocking = claims || self.solver == Solver::PipeCg;
-        if self.reduction.is_some() && !nonblocking {
-            return Err(variant_flag(
-                "--reduction",
-                "the non-blocking reduction of --variant async and racy and of --solver \
-                 pipecg (the others reduce with blocking all-reduces)",
-            ));
+        if let Some(i) = method.inner_mut() {
+            i.solver = self.inner.unwrap_or(i.solver);
+            i.tol = self.inner_tol.unwrap_or(i.tol);
+            i.max = self.inner_max.unwrap_or(i.max);
         }
-        // Which solvers and variants take `--detect` is the method's rule (Method::from_flags,
-        // below); the backend's is here.
-        if self.detect.is_some_and(|d| d != Detect::Reduction) && self.backend == BackendArg::Shared
-        {
-            return Err(ConfigError::Unsupported {
-                flag: "--detect",
-                backend: "--backend shared",
-                why: "its async and racy threads keep a running shared residual, with no \
-                      rounds to detect by (--detect reduction)",
-            });
-        }
-        let flags = MethodFlags {
-            pc: self.pc,
-            variant: self.variant,
-            exchange: self.exchange,
-            halo_every: self.halo_every,
-            halo_depth: self.halo_depth,
-            max_in_flight: self
-                .max_in_flight
-                .unwrap_or(BlockIteration::default().max_in_flight),
-            racy_read: self.racy_read.unwrap_or_default(),
-            detect: self.detect.unwrap_or_default(),
-            // Shared memory has no reduction rounds: K only samples its history there.
-            pace_reductions: self.check_every.is_some()
-                && self.variant != Variant::Sync
-                && self.backend != BackendArg::Shared,
-            inner: self.inner,
-            inner_tol: self.inner_tol,
-            inner_max: self.inner_max,
-        };
-        let defaults = Config::new(problem, Method::from_flags(self.solver, &flags)?);
+        let defaults = Config::new(problem, method);
         Ok(Config {
             size,
             grid: self.grid,
@@ -428,10 +404,68 @@ impl RunArgs {
             confirm: !self.fixed.no_confirm,
             slow: self.fixed.slow_rank.map(|rank| SlowRank {
                 rank,
-                factor: self.slowdown.unwrap_or(2.0),
+                factor: self.slowdown.unwrap_or(jacobi::DEFAULT_SLOWDOWN),
             }),
             ..defaults
         })
+    }
+
+    /// Where this run runs, for the settings' rule: the method, the backend, the team of each
+    /// rank and the operator.
+    pub(crate) fn context(&self) -> Context {
+        Context {
+            solver: self.solver,
+            variant: self.variant,
+            backend: self.backend.info().backend,
+            threads_per_rank: self.threads_per_rank(),
+            operator: match self.matrix {
+                Some(_) => Operator::Matrix,
+                None => Operator::Grid(self.problem),
+            },
+        }
+    }
+
+    /// The settings given, with their values as given (a flag with a default counts when
+    /// it is not at it).
+    fn given(&self) -> Vec<(Setting, String)> {
+        fn some<T: ToString>(s: Setting, v: &Option<T>) -> Option<(Setting, String)> {
+            v.as_ref().map(|v| (s, v.to_string()))
+        }
+        fn named<T: ValueEnum>(s: Setting, v: &Option<T>) -> Option<(Setting, String)> {
+            let name = v.as_ref()?.to_possible_value()?.get_name().to_string();
+            Some((s, name))
+        }
+        fn not_default<T: PartialEq + Default + ValueEnum>(
+            s: Setting,
+            v: T,
+        ) -> Option<(Setting, String)> {
+            named(s, &(v != T::default()).then_some(v))
+        }
+        let confirm = (self.fixed.confirm || self.fixed.no_confirm)
+            .then(|| (Setting::Confirm, (!self.fixed.no_confirm).to_string()));
+        [
+            not_default(Setting::Variant, self.variant),
+            not_default(Setting::Pc, self.pc),
+            named(Setting::Inner, &self.inner),
+            some(Setting::InnerTol, &self.inner_tol),
+            some(Setting::InnerMax, &self.inner_max),
+            some(Setting::ThreadsPerRank, &self.threads_per_rank),
+            not_default(Setting::Exchange, self.exchange),
+            (self.halo_every != jacobi::DEFAULT_HALO_EVERY)
+                .then(|| (Setting::HaloEvery, self.halo_every.to_string())),
+            self.halo_depth
+                .is_deep()
+                .then(|| (Setting::HaloDepth, self.halo_depth.to_string())),
+            some(Setting::MaxInFlight, &self.max_in_flight),
+            named(Setting::Reduction, &self.reduction),
+            named(Setting::RacyRead, &self.racy_read),
+            named(Setting::Detect, &self.detect),
+            some(Setting::Offset, &self.offset),
+            confirm,
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 }
 
@@ -454,17 +488,7 @@ impl RunArgs {
     /// The reduction this run's backend builds: `--reduction`, or the backend's default
     /// (MPI_Iallreduce for MPI, the tree elsewhere). Only MPI has an MPI_Iallreduce.
     pub(crate) fn reduction(&self) -> Result<ReductionKind, ConfigError> {
-        let info = self.backend.info();
-        match (info.iallreduce, self.reduction) {
-            (true, None | Some(ReductionKind::Iallreduce)) => Ok(ReductionKind::Iallreduce),
-            (_, None | Some(ReductionKind::Tree)) => Ok(ReductionKind::Tree),
-            (false, Some(ReductionKind::Iallreduce)) => Err(ConfigError::Unsupported {
-                flag: "--reduction iallreduce",
-                backend: info.flag,
-                why: "MPI_Iallreduce is MPI's: this backend reduces over chan-core's tree \
-                      (--reduction tree)",
-            }),
-        }
+        self.backend.info().backend.reduction(self.reduction)
     }
 
     /// [`RunArgs::check`] without the output files: what `aiac sweep` checks for every run
@@ -485,10 +509,7 @@ impl RunArgs {
             )));
         }
         self.reduction()?;
-        let plan = match info.shared_memory {
-            false => cfg.plan(n)?,
-            true => cfg.shared_plan(n)?,
-        };
+        let plan = cfg.plan_in(&self.context(), n)?;
         match info.launcher {
             Some(l @ Launcher::Mpirun) if !cfg!(feature = "mpi") => return Err(not_built(l)),
             Some(l @ Launcher::Oshrun) if !cfg!(feature = "shmem") => return Err(not_built(l)),
@@ -508,30 +529,17 @@ impl RunArgs {
         plan: &Plan,
         ranks_here: usize,
     ) -> Result<(), Error> {
-        self.check_threads_per_rank(cfg, plan)?;
-        let info = self.backend.info();
+        // What the world size and the backend decide (`plan` may be any channel
+        // backend's: a launched rank plans before it knows more).
+        cfg.check_in(&self.context())?;
+        if let Some(t) = self.threads_per_rank {
+            cfg.check_threads_per_rank(t, plan)?;
+        }
         if self.exchange == Exchange::Neighbor && crate::launch::simulated() {
-            return Err(ConfigError::Unsupported {
-                flag: "--exchange neighbor",
-                backend: "SimGrid's SMPI",
-                why: "SMPI declares MPI_Dist_graph_create_adjacent and MPI_Ineighbor_alltoallv \
-                      without running them: use --exchange waitall",
-            }
-            .into());
-        }
-        if self.exchange == Exchange::Neighbor && !info.neighbor_collectives {
-            return Err(ConfigError::Unsupported {
-                flag: "--exchange neighbor",
-                backend: info.flag,
-                why: "it is MPI-3's MPI_Ineighbor_alltoallv: this backend swaps halos over \
-                      its channels (--exchange waitall)",
-            }
-            .into());
-        }
-        if let (Some(_), Problem::Poisson) = (self.offset, self.problem) {
             return Err(Error::Invalid(
-                "--offset applies to --problem laplace only: the Poisson problem's boundary \
-                 values are 0 and its exact solution is fixed"
+                "--exchange neighbor is not supported with SimGrid's SMPI: SMPI declares \
+                 MPI_Dist_graph_create_adjacent and MPI_Ineighbor_alltoallv without running \
+                 them: use --exchange waitall"
                     .into(),
             ));
         }
@@ -560,29 +568,6 @@ impl RunArgs {
     /// `--threads-per-rank`, 1 when not given.
     pub(crate) fn threads_per_rank(&self) -> usize {
         self.threads_per_rank.unwrap_or(1)
-    }
-
-    /// `--threads-per-rank T`: hybrid ranks are MPI and SHMEM ranks on the grid, and the
-    /// configuration must suit them ([`Config::check_threads_per_rank`]).
-    fn check_threads_per_rank(&self, cfg: &Config, plan: &Plan) -> Result<(), Error> {
-        let Some(t) = self.threads_per_rank else {
-            return Ok(());
-        };
-        let info = self.backend.info();
-        let refuse = |why: String| Err(ConfigError::ThreadsPerRank { threads: t, why }.into());
-        if info.launcher.is_none() && t != 1 {
-            return refuse(format!(
-                "applies to --backend mpi and shmem (hybrid ranks): {} already runs every \
-             rank as a thread of this process (-t/--threads sets how many)",
-                info.flag
-            ));
-        }
-        if self.matrix.is_some() && t != 1 {
-            return refuse(
-                "--matrix runs one thread per rank: hybrid ranks sweep the grid's problem".into(),
-            );
-        }
-        Ok(cfg.check_threads_per_rank(t, plan)?)
     }
 
     /// The `config` object this run's report will have (what `aiac sweep` records for a run

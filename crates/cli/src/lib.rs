@@ -19,6 +19,7 @@
 mod args;
 mod dht;
 mod error;
+mod flags;
 mod launch;
 mod matrix;
 mod output;

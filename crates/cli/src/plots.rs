@@ -592,7 +592,7 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
             "against R, the messages in flight per channel",
             "R (messages in flight per channel direction)",
             |c| {
-                c.applies("--max-in-flight")
+                c.applies(jacobi::Setting::MaxInFlight)
                     .then_some(c.config.method.flags().max_in_flight as f64)
             },
             |c| {

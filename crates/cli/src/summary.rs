@@ -101,7 +101,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "pc",
         name: "pc",
         value: |c| {
-            if c.applies("--pc") {
+            if c.applies(jacobi::Setting::Pc) {
                 c.config.method.flags().pc.name().into()
             } else {
                 "-".into()
@@ -113,7 +113,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "variant",
         name: "",
         value: |c| {
-            if c.applies("--variant") {
+            if c.applies(jacobi::Setting::Variant) {
                 c.config.variant().name().into()
             } else {
                 "-".into()
@@ -173,7 +173,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "exchange",
         name: "",
         value: |c| {
-            if c.applies("--exchange") {
+            if c.applies(jacobi::Setting::Exchange) {
                 c.config.method.flags().exchange.name().into()
             } else {
                 "-".into()
@@ -185,7 +185,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "R",
         name: "R",
         value: |c| {
-            if c.applies("--max-in-flight") {
+            if c.applies(jacobi::Setting::MaxInFlight) {
                 c.config.method.flags().max_in_flight.to_string()
             } else {
                 "-".into()
@@ -197,7 +197,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "reduction",
         name: "",
         value: |c| {
-            if c.applies("--reduction") {
+            if c.applies(jacobi::Setting::Reduction) {
                 c.reduction.name().into()
             } else {
                 "-".into()
@@ -209,7 +209,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "detect",
         name: "detect",
         value: |c| {
-            if c.applies("--detect") {
+            if c.applies(jacobi::Setting::Detect) {
                 c.config.method.flags().detect.name().into()
             } else {
                 "-".into()
@@ -221,7 +221,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "N",
         name: "N",
         value: |c| {
-            if c.applies("--halo-every") {
+            if c.applies(jacobi::Setting::HaloEvery) {
                 c.config.method.flags().halo_every.to_string()
             } else {
                 "-".into()
@@ -233,7 +233,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "k",
         name: "k",
         value: |c| {
-            if c.applies("--halo-depth") {
+            if c.applies(jacobi::Setting::HaloDepth) {
                 c.config.halo_depth().to_string()
             } else {
                 "-".into()
@@ -248,7 +248,7 @@ pub(crate) const COLUMNS: &[Column] = &[
             let paced = c.config.method.flags().pace_reductions
                 || c.config.variant() == jacobi::Variant::Sync
                 || c.config.solver().is_krylov();
-            if c.applies("--check-every") && paced {
+            if c.applies(jacobi::Setting::CheckEvery) && paced {
                 c.config.check_every.to_string()
             } else {
                 "-".into()

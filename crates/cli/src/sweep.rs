@@ -7,21 +7,19 @@
 //! failed and the sweep goes on. Then it writes one CSV, the plots, and prints the summary
 //! table (and speedup and efficiency when p varies).
 //!
-//! Combinations a flag does not apply to are run once, not once per value: `--exchange` applies
-//! to sync Jacobi and to CG over channels (CG takes `waitall` and `neighbor`: its combinations
-//! with `blocking` or `overlap` are skipped), `--check-every` to sync and to async and racy over channels,
-//! `--reduction` to async and racy over MPI, `--detect` to async and racy Jacobi over channels,
-//! `--max-in-flight` (R) to async over channels and
-//! to racy over MPI only (a racy send over threads or SHMEM has completed when it returns, so R
-//! never binds it), `--offset` to the Laplace problem, `--threads-per-rank` to Jacobi over
-//! mpi and shmem; `--variant`, `--halo-every`
-//! and R to the Jacobi solver (`--variant`, `--halo-every` and R to multisplit
-//! too), `--pc` to the Krylov solvers, `--inner`, `--inner-tol` and `--inner-max` to
-//! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them). A combination `aiac run`
-//! refuses (T = 4 workers on a block of 2 planes) is skipped, with its reason, while its values
-//! run in the combinations they fit; a value that no run of the sweep can take (every
-//! combination with it refused, or dropped the flag and `aiac run` refuses each of them given
-//! it) is refused before anything runs, with `aiac run`'s message.
+//! A combination is run once, not once per value, where a flag changes nothing: which setting
+//! applies where is jacobi's one rule (`Setting::applies`), which `aiac run` refuses by and the
+//! tables blank their columns by. So `--exchange` varies sync Jacobi and CG over channels, R
+//! (`--max-in-flight`) async runs over channels and racy runs over MPI only (a racy send over
+//! threads or SHMEM has completed when it returns, so R never binds it), `--reduction` async,
+//! racy and pipecg runs over MPI, `--detect` async and racy Jacobi over channels,
+//! `--threads-per-rank` Jacobi over mpi and shmem, `--pc` the Krylov solvers, `--inner`,
+//! `--inner-tol` and `--inner-max` multisplit (`--solver jacobi,cg,pipecg,multisplit`
+//! compares them). A combination `aiac run` refuses (CG with `--exchange blocking`, T = 4
+//! workers on a block of 2 planes) is skipped, with its reason, while its values run in the
+//! combinations they fit; a value that no run of the sweep can take (every combination with it
+//! refused, or dropped the flag and `aiac run` refuses each of them given it) is refused before
+//! anything runs, with `aiac run`'s message.
 
 use crate::args::{
     is_laplace, parse_dims, parse_grid, parse_slowdown, parse_timeout, problem_parser, BackendArg,
@@ -35,8 +33,8 @@ use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
 use clap::{Args, ValueEnum};
 use jacobi::{
-    Config, Decomp, Detect, Dims, Exchange, HaloDepth, Inner, Pc, Plan, Problem, ProcGrid,
-    ReductionKind, Solver, Variant,
+    Applies, Config, Context, Decomp, Detect, Dims, Exchange, HaloDepth, Inner, Operator, Pc, Plan,
+    Problem, ProcGrid, ReductionKind, Setting, Solver, Variant,
 };
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -182,6 +180,8 @@ fn name_of<T: ValueEnum>(v: &T) -> String {
 /// One axis of the grid: a flag and its values (empty: the flag is not given).
 struct Axis {
     flag: &'static str,
+    /// The setting it sets.
+    setting: Setting,
     /// Short name in labels (`R`), empty for values that name themselves (`sync`).
     short: &'static str,
     values: Vec<String>,
@@ -205,126 +205,151 @@ impl SweepArgs {
         vec![
             Axis {
                 flag: "--solver",
+                setting: Setting::Solver,
                 short: "",
                 values: self.solver.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "--pc",
+                setting: Setting::Pc,
                 short: "pc",
                 values: self.pc.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "--inner",
+                setting: Setting::Inner,
                 short: "inner",
                 values: self.inner.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "--inner-tol",
+                setting: Setting::InnerTol,
                 short: "itol",
                 values: s(&self.inner_tol),
             },
             Axis {
                 flag: "--inner-max",
+                setting: Setting::InnerMax,
                 short: "imax",
                 values: self.inner_max.iter().map(u64::to_string).collect(),
             },
             Axis {
                 flag: "--variant",
+                setting: Setting::Variant,
                 short: "",
                 values: self.variant.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "--backend",
+                setting: Setting::Backend,
                 short: "",
                 values: self.backend.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "-t",
+                setting: Setting::Ranks,
                 short: "p",
                 values: self.ranks.iter().map(usize::to_string).collect(),
             },
             Axis {
                 flag: "--threads-per-rank",
+                setting: Setting::ThreadsPerRank,
                 short: "T",
                 values: self.threads_per_rank.iter().map(usize::to_string).collect(),
             },
             Axis {
                 flag: "--problem",
+                setting: Setting::Problem,
                 short: "",
                 values: self.problem.iter().map(|p| p.name().to_string()).collect(),
             },
             Axis {
                 flag: "--local",
+                setting: Setting::Local,
                 short: "local",
                 values: self.local.iter().map(Dims::to_string).collect(),
             },
             Axis {
                 flag: "--global",
+                setting: Setting::Global,
                 short: "global",
                 values: self.global.iter().map(Dims::to_string).collect(),
             },
             Axis {
                 flag: "--grid",
+                setting: Setting::Grid,
                 short: "grid",
                 values: self.grid.iter().map(ProcGrid::to_string).collect(),
             },
             Axis {
                 flag: "--decomp",
+                setting: Setting::Decomp,
                 short: "decomp",
                 values: self.decomp.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "--exchange",
+                setting: Setting::Exchange,
                 short: "",
                 values: self.exchange.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "--tol",
+                setting: Setting::Tol,
                 short: "tol",
                 values: s(&self.tol),
             },
             Axis {
                 flag: "--check-every",
+                setting: Setting::CheckEvery,
                 short: "K",
                 values: self.check_every.iter().map(u64::to_string).collect(),
             },
             Axis {
                 flag: "--halo-every",
+                setting: Setting::HaloEvery,
                 short: "N",
                 values: self.halo_every.iter().map(u64::to_string).collect(),
             },
             Axis {
                 flag: "--halo-depth",
+                setting: Setting::HaloDepth,
                 short: "k",
                 values: self.halo_depth.iter().map(HaloDepth::to_string).collect(),
             },
             Axis {
                 flag: "--max-in-flight",
+                setting: Setting::MaxInFlight,
                 short: "R",
                 values: self.max_in_flight.iter().map(usize::to_string).collect(),
             },
             Axis {
                 flag: "--reduction",
+                setting: Setting::Reduction,
                 short: "",
                 values: self.reduction.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "--detect",
+                setting: Setting::Detect,
                 short: "detect",
                 values: self.detect.iter().map(name_of).collect(),
             },
             Axis {
                 flag: "--max-iters",
+                setting: Setting::MaxIters,
                 short: "max-iters",
                 values: self.max_iters.iter().map(u64::to_string).collect(),
             },
             Axis {
                 flag: "--offset",
+                setting: Setting::Offset,
                 short: "offset",
                 values: s(&self.offset),
             },
             Axis {
                 flag: "--slowdown",
+                setting: Setting::Slowdown,
                 short: "slowdown",
                 values: s(&self.slowdown),
             },
@@ -356,14 +381,27 @@ impl SweepArgs {
         };
         let variant = val("--variant").unwrap_or("sync");
         let backend = val("--backend").unwrap_or("threads");
-        let problem = val("--problem").unwrap_or("laplace");
         let solver = val("--solver").unwrap_or("jacobi");
-        let applies = |flag: &str| saved::applies(flag, solver, variant, backend, problem);
+        let backend_arg = BackendArg::from_str(backend, false).unwrap_or(BackendArg::Threads);
+        let ctx = Context {
+            solver: Solver::from_str(solver, false).unwrap_or_default(),
+            variant: Variant::from_str(variant, false).unwrap_or(Variant::Sync),
+            backend: backend_arg.info().backend,
+            threads_per_rank: val("--threads-per-rank")
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(1),
+            operator: Operator::Grid(match val("--problem") {
+                Some("poisson") => Problem::Poisson,
+                _ => Problem::Laplace { offset: 0.0 },
+            }),
+        };
+        // The settings' rule: a flag that changes nothing here is not passed.
+        let applies = |s: Setting| s.applies(&ctx) == Applies::Yes;
         let mut argv = Vec::new();
         let mut label = Vec::new();
         for (a, &i) in axes.iter().zip(idx) {
             let Some(v) = a.values.get(i) else { continue };
-            if collapse && !applies(a.flag) {
+            if collapse && !applies(a.setting) {
                 continue;
             }
             if a.flag == "--slowdown" {
@@ -385,7 +423,7 @@ impl SweepArgs {
                 argv.extend(["--slow-rank".to_string(), k.to_string()]);
             }
         }
-        if self.fixed.no_confirm && applies("--no-confirm") {
+        if self.fixed.no_confirm && applies(Setting::Confirm) {
             argv.push("--no-confirm".into());
         }
         let label = if label.is_empty() {
@@ -397,29 +435,13 @@ impl SweepArgs {
         } else {
             label.join(" ")
         };
-        let backend = BackendArg::from_str(backend, false).unwrap_or(BackendArg::Threads);
         let ranks = val("-t").and_then(|v| v.parse().ok()).unwrap_or(1);
-        (argv, label, backend, ranks)
+        (argv, label, backend_arg, ranks)
     }
 
     /// The number of combinations of the grid of `axes`.
     fn combinations(axes: &[Axis]) -> usize {
         axes.iter().map(|a| a.values.len().max(1)).product()
-    }
-
-    /// Whether combination `idx` gives a flag a value its solver does not take (CG with
-    /// `--exchange blocking` or `overlap`): the sweep skips it.
-    fn skipped(axes: &[Axis], idx: &[usize]) -> bool {
-        let val = |flag: &str| -> Option<&str> {
-            let i = axes.iter().position(|a| a.flag == flag)?;
-            axes[i].values.get(idx[i]).map(String::as_str)
-        };
-        let solver = val("--solver").unwrap_or("jacobi");
-        axes.iter().zip(idx).any(|(a, &i)| {
-            a.values
-                .get(i)
-                .is_some_and(|v| !saved::takes(a.flag, v, solver))
-        })
     }
 
     /// Every run, in order: each configuration's repeats one after the other.
@@ -429,9 +451,6 @@ impl SweepArgs {
         let mut out = Vec::new();
         for n in 0..Self::combinations(&axes) {
             let idx = Self::odometer(&axes, n);
-            if Self::skipped(&axes, &idx) {
-                continue;
-            }
             let (argv, label, backend, ranks) = self.combination(&axes, &idx, true);
             if seen.contains(&argv) {
                 continue;
@@ -502,10 +521,6 @@ impl SweepArgs {
                  every combination, the first being {label})"
             ))
         };
-        if let ([], [(p, e), ..]) = (runs, skipped) {
-            let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
-            return Err(Error::Invalid(format!("{first} (in the run {})", p.label)));
-        }
         for (ai, a) in axes.iter().enumerate() {
             for (vi, v) in a.values.iter().enumerate() {
                 if runs.iter().any(|p| has(p, a.flag, v)) {
@@ -538,6 +553,11 @@ impl SweepArgs {
                     return Err(refuse(&e, a.flag, v, &label));
                 }
             }
+        }
+        // Every run refused, each value taken by some other refused run.
+        if let ([], [(p, e), ..]) = (runs, skipped) {
+            let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
+            return Err(Error::Invalid(format!("{first} (in the run {})", p.label)));
         }
         Ok(())
     }
@@ -855,15 +875,20 @@ mod tests {
 
     #[test]
     fn cg_sweeps_its_two_exchanges_and_skips_jacobis() {
-        let p = points(&[
+        let s = T::try_parse_from([
+            "x",
             "--solver",
             "jacobi,cg",
             "--exchange",
             "blocking,waitall,neighbor",
             "--backend",
             "mpi",
-        ]);
-        let labels: Vec<&str> = p.iter().map(|p| p.label.as_str()).collect();
+        ])
+        .unwrap()
+        .s;
+        let all = s.points();
+        let (ok, skipped) = s.accepted(&all).unwrap();
+        let labels: Vec<&str> = ok.iter().map(|r| r.0.label.as_str()).collect();
         assert_eq!(
             labels,
             [
@@ -874,10 +899,21 @@ mod tests {
                 "cg neighbor"
             ]
         );
-        assert!(p[4]
+        assert!(ok[4]
+            .0
             .argv
             .windows(2)
             .any(|w| w == ["--exchange", "neighbor"]));
+        // CG's blocking exchange is Jacobi's: skipped, with `aiac run`'s reason.
+        assert_eq!(skipped.len(), 1);
+        assert_eq!(skipped[0].0.label, "cg blocking");
+        assert!(
+            skipped[0]
+                .1
+                .contains("--exchange blocking applies to --solver jacobi"),
+            "{}",
+            skipped[0].1
+        );
         // Shared memory swaps no halos: CG runs once, without the flag.
         let p = points(&[
             "--solver",
@@ -962,7 +998,7 @@ mod tests {
             ),
             (
                 &["--solver", "cg", "--exchange", "blocking"][..],
-                "--exchange blocking|overlap",
+                "--exchange blocking applies to --solver jacobi",
             ),
         ] {
             let e = unused(argv).expect_err(&format!("{argv:?} refused"));

@@ -1319,7 +1319,7 @@ fn neighbor_exchange_is_refused_where_it_cannot_run() {
     ));
     outs.push((
         launch(mpi, 2, &with(&["--solver", "pipecg"]), &json),
-        "--exchange applies to --solver jacobi and cg",
+        "--exchange neighbor applies to --solver jacobi and cg",
     ));
     for (out, needle) in outs {
         let err = String::from_utf8_lossy(&out.stderr);

@@ -1,15 +1,17 @@
 //! The iterative method of a run, as a sum type: each method holds only the settings it reads,
 //! so a Krylov run has no halo period and a Jacobi run no preconditioner.
 //!
-//! Flags arrive flat (`--solver`, `--variant`, `--pc`, …, each with a default), and reports
-//! store them flat (docs/json-schema.md). [`MethodFlags`] is that flat form: [`Method::from_flags`]
-//! resolves it for a [`Solver`], refusing a flag given a value the method would not read, and
-//! [`Method::flags`] gives it back with every setting the method does not read at its default.
+//! Reports store them flat (docs/json-schema.md). [`MethodFlags`] is that flat form:
+//! [`Method::from_flags`] resolves it for a [`Solver`], refusing a setting the method does not
+//! hold, and [`Method::flags`] gives it back with every setting the method does not read at its
+//! default.
 
 use crate::config::{
     ConfigError, Detect, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead, Solver, Variant,
-    DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_HALO_DEPTH,
+    DEFAULT_INNER_MAX, DEFAULT_INNER_TOL,
 };
+use crate::problem::Problem;
+use crate::settings::{check_given, Backend, Context, Operator, Setting};
 use serde::{Deserialize, Serialize};
 
 /// What the solve iterates: Jacobi, a Krylov solver or multisplitting.
@@ -44,13 +46,23 @@ pub struct BlockIteration {
     pub detect: Detect,
 }
 
+/// The default halo period N: a halo every iteration, the paper's.
+pub const DEFAULT_HALO_EVERY: u64 = 1;
+
+/// The default R, messages in flight per channel direction: 2, so that a new message can be
+/// sent while the last one is read.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 2;
+
+/// The default iteration limit.
+pub const DEFAULT_MAX_ITERS: u64 = 1_000_000;
+
 impl Default for BlockIteration {
     /// Sync, a halo every iteration, R = 2, racy views read once landed, unpaced reductions.
     fn default() -> Self {
         BlockIteration {
             variant: Variant::Sync,
-            halo_every: 1,
-            max_in_flight: 2,
+            halo_every: DEFAULT_HALO_EVERY,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             racy_read: RacyRead::Landed,
             pace_reductions: false,
             detect: Detect::Reduction,
@@ -70,12 +82,10 @@ impl BlockIteration {
     /// N at least 1, R in the channel layer's range.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.halo_every == 0 {
-            return Err(ConfigError::HaloEvery);
+            return Err(ConfigError::Zero(Setting::HaloEvery));
         }
         // The channel layer's own check (R ≥ 1 and its upper limit), as one message.
-        if let Err(e) = chan_core::ChannelConfig::new(1, self.max_in_flight) {
-            return Err(ConfigError::MaxInFlight(e.to_string()));
-        }
+        chan_core::ChannelConfig::new(1, self.max_in_flight).map_err(ConfigError::MaxInFlight)?;
         Ok(())
     }
 }
@@ -262,7 +272,27 @@ impl Default for MethodFlags {
 }
 
 impl Method {
-    /// The `--solver` value.
+    /// `solver` in `variant` with its defaults; the Krylov solvers are sync only.
+    pub fn new(solver: Solver, variant: Variant) -> Result<Method, ConfigError> {
+        let ctx = Context {
+            solver,
+            variant,
+            backend: Backend::CHANNELS,
+            threads_per_rank: 1,
+            operator: Operator::Grid(Problem::default()),
+        };
+        check_given(&ctx, [(Setting::Variant, variant.name().into())])?;
+        let krylov = |k: KrylovSolver| Ok(Method::from(k));
+        match solver {
+            Solver::Jacobi => Ok(Jacobi::new(variant).into()),
+            Solver::Cg => krylov(KrylovSolver::Cg),
+            Solver::CgOverlap => krylov(KrylovSolver::CgOverlap),
+            Solver::PipeCg => krylov(KrylovSolver::PipeCg),
+            Solver::Multisplit => Ok(Multisplit::new(variant, Inner::default()).into()),
+        }
+    }
+
+    /// The solver.
     pub fn solver(&self) -> Solver {
         match self {
             Method::Jacobi(_) => Solver::Jacobi,
@@ -302,6 +332,22 @@ impl Method {
         }
     }
 
+    /// A Krylov solver's settings, to change them (`None` for the other methods).
+    pub fn krylov_mut(&mut self) -> Option<&mut Krylov> {
+        match self {
+            Method::Krylov(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// Multisplitting's inner solve, to change it (`None` for the other methods).
+    pub fn inner_mut(&mut self) -> Option<&mut InnerSpec> {
+        match self {
+            Method::Multisplit(m) => Some(&mut m.inner),
+            _ => None,
+        }
+    }
+
     /// The flat form: every setting this method does not read at its default.
     pub fn flags(&self) -> MethodFlags {
         let it = self.iteration().copied().unwrap_or_default();
@@ -334,8 +380,10 @@ impl Method {
         }
     }
 
-    /// `solver` with the settings `f` gives. A flag whose value differs from its default is
-    /// an error when `solver` does not read it, naming the flag.
+    /// `solver` with the settings `f` gives, as a report of schema 3 or earlier stores them.
+    /// A setting the method does not hold, away from its default, is refused as a run
+    /// refuses it ([`Setting::applies`]); what a Krylov solver never read (R, the racy read,
+    /// the pacing of reductions), at any value in an earlier report, is dropped.
     pub fn from_flags(solver: Solver, f: &MethodFlags) -> Result<Method, ConfigError> {
         let iteration = BlockIteration {
             variant: f.variant,
@@ -345,131 +393,82 @@ impl Method {
             pace_reductions: f.pace_reductions,
             detect: f.detect,
         };
-        // Every flag in its range, read or not: a bad value is a typo to report.
+        // Every setting in its range, read or not: a bad value is a typo to report.
         iteration.validate()?;
         if let HaloDepth::Fixed(k) = f.halo_depth {
-            if !(1..=MAX_HALO_DEPTH).contains(&k) {
-                return Err(ConfigError::HaloDepth(k));
+            if !(1..=crate::MAX_HALO_DEPTH).contains(&k) {
+                return Err(ConfigError::HaloDepthValue(k.to_string()));
             }
         }
-        let unused = |flag, applies| ConfigError::SolverFlag {
-            flag,
-            applies,
+        let ctx = Context {
             solver,
+            variant: f.variant,
+            backend: Backend::CHANNELS,
+            threads_per_rank: 1,
+            operator: Operator::Grid(Problem::Laplace { offset: 0.0 }),
         };
-        if solver != Solver::Multisplit {
-            let given = [
-                (f.inner.is_some(), "--inner"),
-                (f.inner_tol.is_some(), "--inner-tol"),
-                (f.inner_max.is_some(), "--inner-max"),
-            ];
-            if let Some((_, flag)) = given.into_iter().find(|g| g.0) {
-                return Err(unused(flag, "--solver multisplit"));
-            }
-        }
-        let krylov = match solver {
-            Solver::Cg => Some(KrylovSolver::Cg),
-            Solver::CgOverlap => Some(KrylovSolver::CgOverlap),
-            Solver::PipeCg => Some(KrylovSolver::PipeCg),
-            Solver::Jacobi | Solver::Multisplit => None,
-        };
-        if krylov.is_none() && f.pc != Pc::None {
-            return Err(unused(
-                "--pc",
-                "the Krylov solvers (--solver cg, cg-overlap, pipecg)",
-            ));
-        }
-        if f.halo_depth.is_deep() && solver != Solver::Jacobi {
-            return Err(ConfigError::HaloDepthWith {
-                depth: f.halo_depth,
-                why: format!("applies to --solver jacobi, not to --solver {solver}"),
-            });
-        }
-        if f.detect != Detect::Reduction {
-            if solver != Solver::Jacobi {
-                return Err(unused("--detect", "--solver jacobi"));
-            }
-            if f.detect == Detect::Snapshot && matches!(f.halo_depth, HaloDepth::Fixed(k) if k > 1)
-            {
-                return Err(ConfigError::SnapshotOf(
-                    "a deep halo (--halo-depth above 1)",
-                ));
-            }
-            if f.variant == Variant::Sync {
-                return Err(ConfigError::VariantFlag {
-                    flag: "--detect",
-                    applies: "the async and racy variants (a sync run checks its residual \
-                              with blocking all-reduces)",
-                    solver,
-                    variant: f.variant,
-                });
-            }
-        }
-        Ok(match krylov {
-            Some(solver) => {
-                if f.variant != Variant::Sync {
-                    return Err(ConfigError::KrylovVariant {
-                        solver: solver.solver(),
-                        variant: f.variant,
-                    });
-                }
-                let jacobi_only = |flag| {
-                    unused(
-                        flag,
-                        "--solver jacobi (cg-overlap overlaps the halo exchange of CG)",
-                    )
-                };
-                match (solver, f.exchange) {
-                    (_, Exchange::Waitall) | (KrylovSolver::Cg, Exchange::Neighbor) => {}
-                    (KrylovSolver::Cg, _) => {
-                        return Err(unused(
-                            "--exchange blocking|overlap",
-                            "--solver jacobi (CG takes --exchange waitall or neighbor; \
-                             cg-overlap overlaps the halo exchange of CG)",
-                        ))
-                    }
-                    _ => {
-                        return Err(unused(
-                            "--exchange",
-                            "--solver jacobi and cg (cg-overlap and pipecg overlap their halo \
-                             exchange with computation over channels)",
-                        ))
-                    }
-                }
-                if f.halo_every != 1 {
-                    return Err(jacobi_only("--halo-every"));
-                }
-                // R, the racy read and the pacing of reductions have no effect on a
-                // synchronous solver; reports of earlier runs carry them at any value.
-                Method::Krylov(Krylov {
-                    solver,
-                    pc: f.pc,
-                    exchange: f.exchange,
-                })
-            }
-            None if solver == Solver::Multisplit => {
-                if f.exchange != Exchange::Waitall {
-                    return Err(unused(
-                        "--exchange",
-                        "--solver jacobi (an outer iteration of multisplit swaps every halo, \
-                         then solves its block)",
-                    ));
-                }
-                Method::Multisplit(Multisplit {
+        let held = [
+            (Setting::Pc, f.pc != Pc::None, f.pc.name().to_string()),
+            (Setting::Inner, f.inner.is_some(), String::new()),
+            (Setting::InnerTol, f.inner_tol.is_some(), String::new()),
+            (Setting::InnerMax, f.inner_max.is_some(), String::new()),
+            (
+                Setting::HaloEvery,
+                f.halo_every != DEFAULT_HALO_EVERY,
+                f.halo_every.to_string(),
+            ),
+            (
+                Setting::HaloDepth,
+                f.halo_depth.is_deep(),
+                f.halo_depth.to_string(),
+            ),
+            (
+                Setting::Exchange,
+                f.exchange != Exchange::Waitall,
+                f.exchange.name().to_string(),
+            ),
+            (
+                Setting::Detect,
+                f.detect != Detect::Reduction,
+                f.detect.name().to_string(),
+            ),
+        ];
+        check_given(
+            &ctx,
+            held.into_iter()
+                .filter(|h| h.1)
+                .map(|(s, _, v)| (s, std::borrow::Cow::Owned(v))),
+        )?;
+        let mut method = Method::new(solver, f.variant)?;
+        match &mut method {
+            Method::Jacobi(j) => {
+                *j = Jacobi {
                     iteration,
-                    inner: InnerSpec {
-                        solver: f.inner.unwrap_or_default(),
-                        tol: f.inner_tol.unwrap_or(DEFAULT_INNER_TOL),
-                        max: f.inner_max.unwrap_or(DEFAULT_INNER_MAX),
-                    },
-                })
+                    exchange: f.exchange,
+                    halo_depth: f.halo_depth,
+                }
             }
-            None => Method::Jacobi(Jacobi {
-                iteration,
-                exchange: f.exchange,
-                halo_depth: f.halo_depth,
-            }),
-        })
+            Method::Krylov(k) => {
+                k.pc = f.pc;
+                k.exchange = f.exchange;
+            }
+            Method::Multisplit(m) => {
+                m.iteration = iteration;
+                m.inner = InnerSpec {
+                    solver: f.inner.unwrap_or_default(),
+                    tol: f.inner_tol.unwrap_or(DEFAULT_INNER_TOL),
+                    max: f.inner_max.unwrap_or(DEFAULT_INNER_MAX),
+                };
+            }
+        }
+        if let Method::Krylov(k) = &method {
+            if k.solver == KrylovSolver::Cg
+                && matches!(k.exchange, Exchange::Blocking | Exchange::Overlap)
+            {
+                return Err(ConfigError::CgExchange(k.exchange));
+            }
+        }
+        Ok(method)
     }
 }
 
@@ -509,7 +508,7 @@ mod tests {
         assert_eq!(MethodFlags::default(), Method::default().flags());
     }
 
-    /// A flag set away from its default for a method that does not read it names the flag.
+    /// A setting away from its default for a method that does not hold it is refused, named.
     #[test]
     fn flags_of_another_method_are_refused() {
         let with = |f: fn(&mut MethodFlags)| {
@@ -517,49 +516,57 @@ mod tests {
             f(&mut flags);
             flags
         };
-        let cases: [(Solver, MethodFlags, &str); 10] = [
-            (Solver::Jacobi, with(|f| f.pc = Pc::Jacobi), "--pc"),
+        let cases: [(Solver, MethodFlags, Setting); 10] = [
+            (Solver::Jacobi, with(|f| f.pc = Pc::Jacobi), Setting::Pc),
             (
                 Solver::Jacobi,
                 with(|f| f.inner = Some(Inner::Cg)),
-                "--inner",
+                Setting::Inner,
             ),
-            (Solver::Cg, with(|f| f.inner_max = Some(3)), "--inner-max"),
+            (
+                Solver::Cg,
+                with(|f| f.inner_max = Some(3)),
+                Setting::InnerMax,
+            ),
             (
                 Solver::Cg,
                 with(|f| f.variant = Variant::Async),
-                "is synchronous",
+                Setting::Variant,
             ),
-            (Solver::PipeCg, with(|f| f.halo_every = 2), "--halo-every"),
+            (
+                Solver::PipeCg,
+                with(|f| f.halo_every = 2),
+                Setting::HaloEvery,
+            ),
             (
                 Solver::CgOverlap,
                 with(|f| f.exchange = Exchange::Overlap),
-                "--exchange",
+                Setting::Exchange,
             ),
             (
                 Solver::Multisplit,
                 with(|f| f.exchange = Exchange::Blocking),
-                "--exchange",
+                Setting::Exchange,
             ),
             (
                 Solver::PipeCg,
                 with(|f| f.exchange = Exchange::Neighbor),
-                "--exchange",
+                Setting::Exchange,
             ),
             (
                 Solver::Cg,
                 with(|f| f.exchange = Exchange::Blocking),
-                "--exchange",
+                Setting::Exchange,
             ),
             (
                 Solver::Multisplit,
                 with(|f| f.halo_depth = HaloDepth::Auto),
-                "--halo-depth",
+                Setting::HaloDepth,
             ),
         ];
-        for (solver, flags, flag) in cases {
-            let e = Method::from_flags(solver, &flags).unwrap_err().to_string();
-            assert!(e.contains(flag), "{solver}: '{e}' does not name {flag}");
+        for (solver, flags, setting) in cases {
+            let e = Method::from_flags(solver, &flags).unwrap_err();
+            assert_eq!(e.setting(), setting, "{solver}: '{e}'");
         }
         // What a Krylov solver does not read, at any value in an earlier report, is dropped.
         let k = Method::from_flags(Solver::Cg, &with(|f| f.max_in_flight = 9)).unwrap();

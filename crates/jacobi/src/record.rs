@@ -901,7 +901,10 @@ impl Report {
             match (self.converged, self.stop) {
                 (true, _) => "converged".to_string(),
                 (false, StopReason::MaxIters) => {
-                    format!("NOT converged within --max-iters {}", c.config.max_iters)
+                    format!(
+                        "NOT converged within the iteration limit, {}",
+                        c.config.max_iters
+                    )
                 }
                 (false, StopReason::Criterion) => {
                     "NOT converged: the unconfirmed claim was wrong (true residual above tol)"

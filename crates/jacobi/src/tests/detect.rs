@@ -180,22 +180,31 @@ fn detection_without_its_loop_is_refused() {
         ..Default::default()
     };
     let e = Method::from_flags(crate::Solver::Jacobi, &flags).unwrap_err();
-    assert!(e.to_string().contains("--detect"), "{e}");
+    assert_eq!(e.setting(), crate::Setting::Detect, "{e}");
+    assert!(e.to_string().contains("the async and racy variants"), "{e}");
     flags.variant = Variant::Async;
     for solver in [crate::Solver::Multisplit, crate::Solver::Cg] {
         let e = Method::from_flags(solver, &flags).unwrap_err();
-        assert!(e.to_string().contains("--detect"), "{solver}: {e}");
+        assert_eq!(e.setting(), crate::Setting::Detect, "{solver}: {e}");
     }
     assert!(Method::from_flags(crate::Solver::Jacobi, &flags).is_ok());
     flags.halo_depth = HaloDepth::Fixed(2);
-    let e = Method::from_flags(crate::Solver::Jacobi, &flags).unwrap_err();
-    assert!(matches!(e, ConfigError::SnapshotOf(_)), "{e}");
+    let deep = crate::Config {
+        method: Method::from_flags(crate::Solver::Jacobi, &flags).unwrap(),
+        ..crate::Config::default()
+    };
+    let e = deep.validate().unwrap_err();
+    assert_eq!(e, ConfigError::SnapshotOf(crate::Setting::HaloDepth), "{e}");
     flags.detect = Detect::Ibarrier;
     assert!(Method::from_flags(crate::Solver::Jacobi, &flags).is_ok());
 
     let mut c = detecting(Variant::Async, Detect::Snapshot, true);
     c.method.jacobi_mut().unwrap().halo_depth = HaloDepth::Fixed(2);
-    let plan = c.plan(2).unwrap();
+    // Validation refuses it; the run refuses it too, should a caller skip the validation.
+    assert!(c.plan(2).is_err());
+    let mut by_reduction = c.clone();
+    by_reduction.method.iteration_mut().unwrap().detect = Detect::Reduction;
+    let plan = by_reduction.plan(2).unwrap();
     let errs = World::new(2).unwrap().run(|ctx| {
         crate::dispatch::solve_rank(
             ctx,
