@@ -319,7 +319,7 @@ pub(crate) struct RunArgs {
         requires = "matrix"
     )]
     pub(crate) solution: Option<PathBuf>,
-    /// Write the whole report as JSON to FILE (schema aiac.run/3, docs/json-schema.md).
+    /// Write the whole report as JSON to FILE (schema aiac.run/4, docs/json-schema.md).
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(crate) json: Option<PathBuf>,
     /// Write one CSV row per rank to FILE (iterations, times, messages, residuals).

@@ -1,9 +1,10 @@
 //! Saved runs, read back from JSON: a run's report (`aiac run --json`, a [`jacobi::Report`],
-//! schema `aiac.run/3`, see docs/json-schema.md) or the record `aiac sweep` leaves for a run
-//! that failed (`aiac.failed-run/1`). The tables, CSV files and plots are all made from these
+//! schema `aiac.run/4`, see docs/json-schema.md) or the record `aiac sweep` leaves for a run
+//! that failed (`aiac.failed-run/2`; `/1`, whose `config` is schema 3's, reads too). The tables, CSV files and plots are all made from these
 //! typed values, so `aiac report` redraws exactly what `aiac run` and `aiac sweep` drew.
-//! Reports of the earlier schemas `aiac.run/2` (before multisplitting) and `aiac.run/1` (Jacobi only) are read too: their missing
-//! fields take the values every run had then (solver jacobi, no preconditioner).
+//! Reports of the earlier schemas are read too: `aiac.run/3` (the method's settings flat),
+//! `aiac.run/2` (before multisplitting) and `aiac.run/1` (Jacobi only), their missing fields
+//! taking the values every run had then (solver jacobi, no preconditioner).
 
 use crate::args::BackendArg;
 use chan_core::{ChannelStats, Histogram, ModeKind};
@@ -16,7 +17,10 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The schema of a failed run's record.
-pub(crate) const FAILED_SCHEMA: &str = "aiac.failed-run/1";
+pub(crate) const FAILED_SCHEMA: &str = "aiac.failed-run/2";
+
+/// The schema of a failed run's record before `aiac.run/4`: its `config` is schema 3's.
+pub(crate) const FAILED_SCHEMA_V1: &str = "aiac.failed-run/1";
 
 /// What the tables and plots ask of a run's configuration.
 pub(crate) trait ConfigExt {
@@ -82,7 +86,7 @@ impl ConfigExt for RunConfig {
     }
 }
 
-/// What `aiac sweep` records for a run that failed or timed out (`aiac.failed-run/1`).
+/// What `aiac sweep` records for a run that failed or timed out (`aiac.failed-run/2`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct FailedRun {
     pub(crate) schema: String,
@@ -147,6 +151,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Outcome, String> {
     }
     if [
         jacobi::REPORT_SCHEMA,
+        jacobi::REPORT_SCHEMA_V3,
         jacobi::REPORT_SCHEMA_V2,
         jacobi::REPORT_SCHEMA_V1,
     ]
@@ -160,21 +165,23 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Outcome, String> {
             ));
         }
         Ok(Outcome::Ok(Box::new(r)))
-    } else if schema == FAILED_SCHEMA {
+    } else if [FAILED_SCHEMA, FAILED_SCHEMA_V1].contains(&schema) {
         serde_json::from_value(v)
             .map(|r| Outcome::Failed(Box::new(r)))
-            .map_err(|e| format!("not a valid {FAILED_SCHEMA} record: {e}"))
+            .map_err(|e| format!("not a valid {schema} record: {e}"))
     } else if schema.is_empty() {
         Err(format!(
-            "no \"schema\" field: not an aiac report ({}, {}, {} or {FAILED_SCHEMA})",
+            "no \"schema\" field: not an aiac report ({}, {}, {}, {} or {FAILED_SCHEMA})",
             jacobi::REPORT_SCHEMA,
+            jacobi::REPORT_SCHEMA_V3,
             jacobi::REPORT_SCHEMA_V2,
             jacobi::REPORT_SCHEMA_V1
         ))
     } else {
         Err(format!(
-            "schema \"{schema}\" is not one this aiac reads ({}, {}, {} or {FAILED_SCHEMA})",
+            "schema \"{schema}\" is not one this aiac reads ({}, {}, {}, {} or {FAILED_SCHEMA})",
             jacobi::REPORT_SCHEMA,
+            jacobi::REPORT_SCHEMA_V3,
             jacobi::REPORT_SCHEMA_V2,
             jacobi::REPORT_SCHEMA_V1
         ))

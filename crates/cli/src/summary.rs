@@ -74,6 +74,11 @@ pub(crate) struct Column {
     pub(crate) always: bool,
 }
 
+/// The block iteration of `c`'s method (the defaults for a Krylov solver, which has none).
+pub(crate) fn iteration(c: &RunConfig) -> jacobi::BlockIteration {
+    c.config.method.iteration().copied().unwrap_or_default()
+}
+
 /// A number as the JSON report writes it (`2.0`, `0.0001`).
 fn num(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| serde_json::Value::from(v).to_string())
@@ -102,7 +107,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         name: "pc",
         value: |c| {
             if c.applies(jacobi::Setting::Pc) {
-                c.config.method.flags().pc.name().into()
+                c.config.method.pc().name().into()
             } else {
                 "-".into()
             }
@@ -174,7 +179,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         name: "",
         value: |c| {
             if c.applies(jacobi::Setting::Exchange) {
-                c.config.method.flags().exchange.name().into()
+                c.config.method.exchange().name().into()
             } else {
                 "-".into()
             }
@@ -186,7 +191,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         name: "R",
         value: |c| {
             if c.applies(jacobi::Setting::MaxInFlight) {
-                c.config.method.flags().max_in_flight.to_string()
+                iteration(c).max_in_flight.to_string()
             } else {
                 "-".into()
             }
@@ -210,7 +215,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         name: "detect",
         value: |c| {
             if c.applies(jacobi::Setting::Detect) {
-                c.config.method.flags().detect.name().into()
+                iteration(c).detect.name().into()
             } else {
                 "-".into()
             }
@@ -222,7 +227,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         name: "N",
         value: |c| {
             if c.applies(jacobi::Setting::HaloEvery) {
-                c.config.method.flags().halo_every.to_string()
+                iteration(c).halo_every.to_string()
             } else {
                 "-".into()
             }
@@ -245,7 +250,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "K",
         name: "K",
         value: |c| {
-            let paced = c.config.method.flags().pace_reductions
+            let paced = iteration(c).pace_reductions
                 || c.config.variant() == jacobi::Variant::Sync
                 || c.config.solver().is_krylov();
             if c.applies(jacobi::Setting::CheckEvery) && paced {
@@ -636,7 +641,7 @@ pub(crate) fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
             col("size"),
             col("exchange"),
             col("R"),
-            c.config.method.flags().halo_every.to_string(),
+            iteration(c).halo_every.to_string(),
             col("K"),
             col("tol"),
             c.config.max_iters.to_string(),

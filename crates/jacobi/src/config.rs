@@ -2,7 +2,7 @@
 //! of a solver. It is checked before anything starts (`settings/check.rs`).
 
 use crate::geometry::{Dims, Plan, ProcGrid};
-use crate::method::{Method, MethodFlags};
+use crate::method::Method;
 use crate::problem::{Problem, StopCriterion};
 pub use crate::settings::ConfigError;
 use serde::{Deserialize, Serialize};
@@ -491,10 +491,10 @@ pub struct SlowRank {
 /// One run of the solver: the problem, the method, the grid, when to stop. What only one
 /// method reads lives in its [`Method`].
 ///
-/// A report stores it flat, as the flags are given (`solver`, `variant`, `pc`, …: the
-/// [`MethodFlags`] of the method, every setting the method does not read at its default).
+/// A report stores it with its [`Method`] tagged (`method.kind`); reports of the earlier
+/// schemas, which stored the method's settings flat beside `solver`, read as before.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "ConfigRecord", into = "ConfigRecord")]
+#[serde(try_from = "crate::legacy::ConfigRecord")]
 pub struct Config {
     /// The equation, its boundary values and starting guess.
     pub problem: Problem,
@@ -524,63 +524,9 @@ pub struct Config {
     pub slow: Option<SlowRank>,
 }
 
-/// [`Config`] as a report stores it: the method's settings flat beside `solver`.
-#[derive(Serialize, Deserialize)]
-struct ConfigRecord {
-    problem: Problem,
-    #[serde(default)]
-    solver: Solver,
-    #[serde(flatten)]
-    method: MethodFlags,
-    size: SizeSpec,
-    grid: Option<ProcGrid>,
-    decomp: Decomp,
-    criterion: StopCriterion,
-    check_every: u64,
-    max_iters: u64,
-    confirm: bool,
-    slow: Option<SlowRank>,
-}
-
-impl TryFrom<ConfigRecord> for Config {
-    type Error = ConfigError;
-    fn try_from(r: ConfigRecord) -> Result<Self, ConfigError> {
-        Ok(Config {
-            problem: r.problem,
-            method: Method::from_flags(r.solver, &r.method)?,
-            size: r.size,
-            grid: r.grid,
-            decomp: r.decomp,
-            criterion: r.criterion,
-            check_every: r.check_every,
-            max_iters: r.max_iters,
-            confirm: r.confirm,
-            slow: r.slow,
-        })
-    }
-}
-
-impl From<Config> for ConfigRecord {
-    fn from(c: Config) -> Self {
-        ConfigRecord {
-            problem: c.problem,
-            solver: c.method.solver(),
-            method: c.method.flags(),
-            size: c.size,
-            grid: c.grid,
-            decomp: c.decomp,
-            criterion: c.criterion,
-            check_every: c.check_every,
-            max_iters: c.max_iters,
-            confirm: c.confirm,
-            slow: c.slow,
-        }
-    }
-}
-
 /// Multisplitting's inner solve, resolved: the solver, its relative tolerance, its iteration
 /// limit.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct InnerSpec {
     /// The inner solver.
     pub solver: Inner,
@@ -734,7 +680,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Setting;
+    use crate::{Context, Setting};
 
     fn with(f: impl FnOnce(&mut Config)) -> Config {
         let mut c = Config::default();
@@ -921,31 +867,77 @@ mod tests {
         );
     }
 
-    /// A report's `config` is flat, as before the method type: every method goes to JSON and
-    /// back unchanged, and a multisplit report that left its inner solver `null` reads with
-    /// the defaults.
+    /// A report's `config` holds the method tagged by its kind: every method goes to JSON and
+    /// back unchanged. A `config` of the earlier schemas, the method's settings flat beside
+    /// `solver`, reads as the same method; a multisplit one that left its inner solver `null`
+    /// reads with the defaults; one with a setting its method does not hold is refused.
     #[test]
-    fn reports_store_the_method_flat() {
+    fn reports_store_the_method_tagged_and_read_it_flat() {
         let mut ms = crate::Multisplit::new(Variant::Racy, Inner::Jacobi);
         ms.inner.max = 7;
-        for method in [
-            Method::default(),
-            crate::KrylovSolver::PipeCg.into(),
-            ms.into(),
+        let mut deep = crate::Jacobi::new(Variant::Async);
+        deep.halo_depth = HaloDepth::Auto;
+        deep.iteration.max_in_flight = 5;
+        for (method, kind) in [
+            (Method::default(), "jacobi"),
+            (deep.into(), "jacobi"),
+            (crate::KrylovSolver::PipeCg.into(), "krylov"),
+            (ms.into(), "multisplit"),
         ] {
             let c = Config::new(Problem::Poisson, method);
             let v = serde_json::to_value(&c).unwrap();
-            assert_eq!(v["solver"], c.solver().name(), "{v}");
-            assert_eq!(v["variant"], c.variant().name(), "{v}");
-            assert!(v.get("method").is_none(), "{v}");
-            assert_eq!(serde_json::from_value::<Config>(v).unwrap(), c);
+            assert_eq!(v["method"]["kind"], kind, "{v}");
+            for flat in ["solver", "variant", "pc", "inner"] {
+                assert!(v.get(flat).is_none(), "{v}");
+            }
+            assert_eq!(serde_json::from_value::<Config>(v.clone()).unwrap(), c);
+            // As schema 3 wrote it.
+            let mut old = v.clone();
+            let o = old.as_object_mut().unwrap();
+            o.remove("method");
+            let flat = crate::legacy::FlatMethod::of(&method);
+            o.insert("solver".into(), c.solver().name().into());
+            o.insert("variant".into(), flat.variant.name().into());
+            o.insert("pc".into(), flat.pc.name().into());
+            o.insert("exchange".into(), flat.exchange.name().into());
+            o.insert("halo_every".into(), flat.halo_every.into());
+            o.insert(
+                "halo_depth".into(),
+                serde_json::to_value(flat.halo_depth).unwrap(),
+            );
+            o.insert("max_in_flight".into(), flat.max_in_flight.into());
+            o.insert("inner".into(), serde_json::to_value(flat.inner).unwrap());
+            o.insert(
+                "inner_tol".into(),
+                serde_json::to_value(flat.inner_tol).unwrap(),
+            );
+            o.insert(
+                "inner_max".into(),
+                serde_json::to_value(flat.inner_max).unwrap(),
+            );
+            assert_eq!(serde_json::from_value::<Config>(old).unwrap(), c, "{kind}");
         }
-        let mut v = serde_json::to_value(Config::new(Problem::Poisson, ms.into())).unwrap();
-        for k in ["inner", "inner_tol", "inner_max"] {
-            v[k] = serde_json::Value::Null;
+        assert_eq!(
+            serde_json::to_value(Config::new(Problem::Poisson, ms.into())).unwrap()["method"]
+                ["inner"]["max"],
+            7
+        );
+        let mut v = serde_json::to_value(Config::default()).unwrap();
+        v.as_object_mut().unwrap().remove("method");
+        for (k, val) in [
+            ("solver", "multisplit".into()),
+            ("variant", "sync".into()),
+            ("exchange", "waitall".into()),
+            ("halo_every", 1.into()),
+            ("max_in_flight", 2.into()),
+            ("inner", serde_json::Value::Null),
+            ("inner_max", serde_json::Value::Null),
+        ] {
+            v[k] = val;
         }
         let back: Config = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(back.inner_spec().unwrap().max, DEFAULT_INNER_MAX);
+        assert_eq!(back.inner_spec().unwrap().solver, Inner::Cg);
         // A setting the method does not hold is refused on reading too.
         v["solver"] = "jacobi".into();
         v["pc"] = "jacobi".into();
@@ -953,8 +945,8 @@ mod tests {
         assert!(e.contains("the preconditioner jacobi applies to"), "{e}");
     }
 
-    /// `--halo-depth`: a number or `auto`, as a flag and in a report (a number as before,
-    /// `auto` as the string); anything else is one message naming the flag.
+    /// The halo depth: a number or `auto`, as a setting and in a report (a number as before,
+    /// `auto` as the string); anything else is one message naming the setting.
     #[test]
     fn halo_depth_is_a_number_or_auto() {
         assert_eq!("auto".parse::<HaloDepth>().unwrap(), HaloDepth::Auto);
@@ -973,29 +965,26 @@ mod tests {
                 HaloDepth::Auto => serde_json::json!("auto"),
                 HaloDepth::Fixed(k) => serde_json::json!(k),
             };
-            assert_eq!(v["halo_depth"], want);
+            assert_eq!(v["method"]["halo_depth"], want);
             assert_eq!(serde_json::from_value::<Config>(v).unwrap(), c);
             assert_eq!(d.to_string().parse::<HaloDepth>().unwrap(), d);
         }
         let mut v = serde_json::to_value(Config::default()).unwrap();
-        v["halo_depth"] = 3.into();
+        v["method"]["halo_depth"] = 3.into();
         v["check_every"] = 9.into();
         let c: Config = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(c.halo_depth(), HaloDepth::Fixed(3));
-        v["halo_depth"] = "deeper".into();
+        v["method"]["halo_depth"] = "deeper".into();
         let e = serde_json::from_value::<Config>(v.clone())
             .unwrap_err()
             .to_string();
         assert!(e.contains("the halo depth k"), "{e}");
-        v["halo_depth"] = 0.into();
-        let e = serde_json::from_value::<Config>(v).unwrap_err().to_string();
-        assert!(e.contains("the halo depth k"), "{e}");
-        // auto applies to Jacobi over channels only.
-        let flags = MethodFlags {
-            halo_depth: HaloDepth::Auto,
-            ..Default::default()
+        // auto applies to Jacobi only.
+        let cg = Context {
+            solver: Solver::Cg,
+            ..Config::default().context(crate::Backend::CHANNELS)
         };
-        let e = Method::from_flags(Solver::Cg, &flags)
+        let e = crate::check_given(&cg, [(Setting::HaloDepth, "auto".into())])
             .unwrap_err()
             .to_string();
         assert!(
@@ -1004,6 +993,7 @@ mod tests {
             ),
             "{e}"
         );
+        assert!(crate::check_given(&cg, [(Setting::HaloDepth, "1".into())]).is_ok());
     }
 
     /// The depths `auto` tries: those a fixed k would run with, about 1.5 times apart.

@@ -874,7 +874,7 @@ mod tests {
     use crate::geometry::{Dims, Plan, ProcGrid};
     use crate::record::{RankRecord, StopReason};
     use crate::tests::common::{cfg, noise, run_threads};
-    use crate::{Jacobi, Method, SizeSpec, Variant};
+    use crate::{Jacobi, SizeSpec, Variant};
 
     /// A run's residual history, bit for bit.
     fn history_bits(r: &RankRecord) -> Vec<(u64, u64)> {
@@ -1432,18 +1432,18 @@ mod tests {
         assert!(err(base(|j| j.exchange = crate::Exchange::Overlap))
             .contains("does not combine with the halo exchange overlap"));
         // The other methods have no deep halo: the flag is refused for them.
-        let flags = crate::MethodFlags {
+        let flags = crate::legacy::FlatMethod {
             halo_depth: HaloDepth::Fixed(2),
             ..Default::default()
         };
-        let from = |solver| Method::from_flags(solver, &flags).unwrap_err().to_string();
+        let from = |solver| flags.method(solver).unwrap_err().to_string();
         assert!(
             from(crate::Solver::Cg).contains("applies to the solver jacobi, not to the solver cg")
         );
         // The deep loop sweeps: multisplit's inner solve has no deep form.
         for variant in [Variant::Sync, Variant::Async] {
-            let flags = crate::MethodFlags { variant, ..flags };
-            let e = Method::from_flags(crate::Solver::Multisplit, &flags).unwrap_err();
+            let flags = crate::legacy::FlatMethod { variant, ..flags };
+            let e = flags.method(crate::Solver::Multisplit).unwrap_err();
             assert!(
                 e.to_string().contains("not to the solver multisplit"),
                 "{e}"

@@ -58,6 +58,7 @@ mod hybrid;
 mod iterate;
 mod kernel;
 mod krylov;
+mod legacy;
 mod linalg;
 mod memory;
 mod method;
@@ -91,15 +92,15 @@ pub use geometry::{Dims, Plan, ProcGrid};
 pub use hybrid::{RankTeam, MAX_THREADS_PER_RANK};
 pub use memory::{human_bytes, MemoryNeed};
 pub use method::{
-    BlockIteration, Jacobi, Krylov, KrylovSolver, Method, MethodFlags, Multisplit,
-    DEFAULT_HALO_EVERY, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_ITERS,
+    BlockIteration, Jacobi, Krylov, KrylovSolver, Method, Multisplit, DEFAULT_HALO_EVERY,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_ITERS,
 };
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{
     gather_records, Breakdown, Certification, DepthProbe, HaloAuto, KrylovRecord, MatrixInfo,
     MessageTotals, MultisplitRecord, RankRecord, Report, ReportResiduals, Residuals, RunConfig,
-    Spread, StopReason, REPORT_SCHEMA, REPORT_SCHEMA_V1, REPORT_SCHEMA_V2,
+    Spread, StopReason, REPORT_SCHEMA, REPORT_SCHEMA_V1, REPORT_SCHEMA_V2, REPORT_SCHEMA_V3,
 };
 pub use settings::{
     check_given, Applies, Backend, Context, DepthConflict, Limit, Named, Names, NotApplicable,

@@ -1,10 +1,8 @@
 //! The iterative method of a run, as a sum type: each method holds only the settings it reads,
 //! so a Krylov run has no halo period and a Jacobi run no preconditioner.
 //!
-//! Reports store them flat (docs/json-schema.md). [`MethodFlags`] is that flat form:
-//! [`Method::from_flags`] resolves it for a [`Solver`], refusing a setting the method does not
-//! hold, and [`Method::flags`] gives it back with every setting the method does not read at its
-//! default.
+//! A report stores the method as it is, tagged by its `kind` (docs/json-schema.md; reports of
+//! the earlier, flat schemas read through `legacy.rs`).
 
 use crate::config::{
     ConfigError, Detect, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead, Solver, Variant,
@@ -14,8 +12,10 @@ use crate::problem::Problem;
 use crate::settings::{check_given, Backend, Context, Operator, Setting};
 use serde::{Deserialize, Serialize};
 
-/// What the solve iterates: Jacobi, a Krylov solver or multisplitting.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What the solve iterates: Jacobi, a Krylov solver or multisplitting. A report stores it
+/// tagged: `{"kind": "jacobi", "variant": "async", …}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Method {
     /// The paper's Jacobi iteration, in any [`Variant`].
     Jacobi(Jacobi),
@@ -28,7 +28,7 @@ pub enum Method {
 }
 
 /// How a block iteration runs over channels: Jacobi's, and multisplitting's outer one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockIteration {
     /// sync, async or racy.
     pub variant: Variant,
@@ -91,9 +91,10 @@ impl BlockIteration {
 }
 
 /// Jacobi's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Jacobi {
     /// The iteration over channels.
+    #[serde(flatten)]
     pub iteration: BlockIteration,
     /// `--exchange`: how the sync variant swaps halos.
     pub exchange: Exchange,
@@ -124,7 +125,8 @@ impl Jacobi {
 }
 
 /// Which Krylov solver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum KrylovSolver {
     /// Conjugate gradients: halos through Sync channels, two blocking all-reduces an
     /// iteration.
@@ -133,6 +135,7 @@ pub enum KrylovSolver {
     /// (Hoefler et al.).
     CgOverlap,
     /// Pipelined CG (Ghysels and Vanroose): one non-blocking reduction an iteration.
+    #[serde(rename = "pipecg")]
     PipeCg,
 }
 
@@ -148,7 +151,7 @@ impl KrylovSolver {
 }
 
 /// A Krylov solver's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Krylov {
     /// Which one.
     pub solver: KrylovSolver,
@@ -171,9 +174,10 @@ impl Krylov {
 }
 
 /// Multisplitting's settings.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Multisplit {
     /// The outer iteration over channels.
+    #[serde(flatten)]
     pub iteration: BlockIteration,
     /// The inner solve of each block.
     pub inner: InnerSpec,
@@ -221,53 +225,6 @@ impl From<KrylovSolver> for Method {
 impl From<Multisplit> for Method {
     fn from(m: Multisplit) -> Self {
         Method::Multisplit(m)
-    }
-}
-
-/// Every method's settings flat, each at its default unless given: the flags of `aiac run`
-/// and the `config` object of a report.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct MethodFlags {
-    /// The Krylov solvers' preconditioner.
-    #[serde(default)]
-    pub pc: Pc,
-    /// sync, async or racy (Jacobi, multisplit; the Krylov solvers are sync only).
-    pub variant: Variant,
-    /// `--exchange` (Jacobi).
-    pub exchange: Exchange,
-    /// `--halo-every` (Jacobi, multisplit).
-    pub halo_every: u64,
-    /// `--halo-depth` (Jacobi): k, or `"auto"`. Absent in reports written before the flag
-    /// existed: 1.
-    #[serde(default)]
-    pub halo_depth: HaloDepth,
-    /// `--max-in-flight` (Jacobi, multisplit).
-    pub max_in_flight: usize,
-    /// `--racy-read` (Jacobi, multisplit).
-    #[serde(default)]
-    pub racy_read: RacyRead,
-    /// `--check-every` given, with async or racy (Jacobi, multisplit).
-    #[serde(default)]
-    pub pace_reductions: bool,
-    /// `--detect` (Jacobi async and racy). Absent in reports written before the flag existed:
-    /// the reduction.
-    #[serde(default)]
-    pub detect: Detect,
-    /// `--inner` (multisplit; [`Inner::Cg`] when not given).
-    #[serde(default)]
-    pub inner: Option<Inner>,
-    /// `--inner-tol` (multisplit; [`DEFAULT_INNER_TOL`] when not given).
-    #[serde(default)]
-    pub inner_tol: Option<f64>,
-    /// `--inner-max` (multisplit; [`DEFAULT_INNER_MAX`] when not given).
-    #[serde(default)]
-    pub inner_max: Option<u64>,
-}
-
-impl Default for MethodFlags {
-    /// No flag given.
-    fn default() -> Self {
-        Method::default().flags()
     }
 }
 
@@ -324,6 +281,24 @@ impl Method {
         }
     }
 
+    /// How halos are swapped: Jacobi's and the Krylov solvers' exchange (multisplitting's
+    /// outer iteration swaps every halo at once, as `waitall`).
+    pub fn exchange(&self) -> Exchange {
+        match self {
+            Method::Jacobi(j) => j.exchange,
+            Method::Krylov(k) => k.exchange,
+            Method::Multisplit(_) => Exchange::Waitall,
+        }
+    }
+
+    /// The Krylov solvers' preconditioner (none for the other methods).
+    pub fn pc(&self) -> Pc {
+        match self {
+            Method::Krylov(k) => k.pc,
+            _ => Pc::None,
+        }
+    }
+
     /// Jacobi's settings, to change them (`None` for the other methods).
     pub fn jacobi_mut(&mut self) -> Option<&mut Jacobi> {
         match self {
@@ -346,230 +321,5 @@ impl Method {
             Method::Multisplit(m) => Some(&mut m.inner),
             _ => None,
         }
-    }
-
-    /// The flat form: every setting this method does not read at its default.
-    pub fn flags(&self) -> MethodFlags {
-        let it = self.iteration().copied().unwrap_or_default();
-        let (exchange, halo_depth) = match self {
-            Method::Jacobi(j) => (j.exchange, j.halo_depth),
-            Method::Krylov(k) => (k.exchange, HaloDepth::Fixed(1)),
-            _ => (Exchange::Waitall, HaloDepth::Fixed(1)),
-        };
-        let pc = match self {
-            Method::Krylov(k) => k.pc,
-            _ => Pc::None,
-        };
-        let inner = match self {
-            Method::Multisplit(m) => Some(m.inner),
-            _ => None,
-        };
-        MethodFlags {
-            pc,
-            variant: it.variant,
-            exchange,
-            halo_every: it.halo_every,
-            halo_depth,
-            max_in_flight: it.max_in_flight,
-            racy_read: it.racy_read,
-            pace_reductions: it.pace_reductions,
-            detect: it.detect,
-            inner: inner.map(|i| i.solver),
-            inner_tol: inner.map(|i| i.tol),
-            inner_max: inner.map(|i| i.max),
-        }
-    }
-
-    /// `solver` with the settings `f` gives, as a report of schema 3 or earlier stores them.
-    /// A setting the method does not hold, away from its default, is refused as a run
-    /// refuses it ([`Setting::applies`]); what a Krylov solver never read (R, the racy read,
-    /// the pacing of reductions), at any value in an earlier report, is dropped.
-    pub fn from_flags(solver: Solver, f: &MethodFlags) -> Result<Method, ConfigError> {
-        let iteration = BlockIteration {
-            variant: f.variant,
-            halo_every: f.halo_every,
-            max_in_flight: f.max_in_flight,
-            racy_read: f.racy_read,
-            pace_reductions: f.pace_reductions,
-            detect: f.detect,
-        };
-        // Every setting in its range, read or not: a bad value is a typo to report.
-        iteration.validate()?;
-        if let HaloDepth::Fixed(k) = f.halo_depth {
-            if !(1..=crate::MAX_HALO_DEPTH).contains(&k) {
-                return Err(ConfigError::HaloDepthValue(k.to_string()));
-            }
-        }
-        let ctx = Context {
-            solver,
-            variant: f.variant,
-            backend: Backend::CHANNELS,
-            threads_per_rank: 1,
-            operator: Operator::Grid(Problem::Laplace { offset: 0.0 }),
-        };
-        let held = [
-            (Setting::Pc, f.pc != Pc::None, f.pc.name().to_string()),
-            (Setting::Inner, f.inner.is_some(), String::new()),
-            (Setting::InnerTol, f.inner_tol.is_some(), String::new()),
-            (Setting::InnerMax, f.inner_max.is_some(), String::new()),
-            (
-                Setting::HaloEvery,
-                f.halo_every != DEFAULT_HALO_EVERY,
-                f.halo_every.to_string(),
-            ),
-            (
-                Setting::HaloDepth,
-                f.halo_depth.is_deep(),
-                f.halo_depth.to_string(),
-            ),
-            (
-                Setting::Exchange,
-                f.exchange != Exchange::Waitall,
-                f.exchange.name().to_string(),
-            ),
-            (
-                Setting::Detect,
-                f.detect != Detect::Reduction,
-                f.detect.name().to_string(),
-            ),
-        ];
-        check_given(
-            &ctx,
-            held.into_iter()
-                .filter(|h| h.1)
-                .map(|(s, _, v)| (s, std::borrow::Cow::Owned(v))),
-        )?;
-        let mut method = Method::new(solver, f.variant)?;
-        match &mut method {
-            Method::Jacobi(j) => {
-                *j = Jacobi {
-                    iteration,
-                    exchange: f.exchange,
-                    halo_depth: f.halo_depth,
-                }
-            }
-            Method::Krylov(k) => {
-                k.pc = f.pc;
-                k.exchange = f.exchange;
-            }
-            Method::Multisplit(m) => {
-                m.iteration = iteration;
-                m.inner = InnerSpec {
-                    solver: f.inner.unwrap_or_default(),
-                    tol: f.inner_tol.unwrap_or(DEFAULT_INNER_TOL),
-                    max: f.inner_max.unwrap_or(DEFAULT_INNER_MAX),
-                };
-            }
-        }
-        if let Method::Krylov(k) = &method {
-            if k.solver == KrylovSolver::Cg
-                && matches!(k.exchange, Exchange::Blocking | Exchange::Overlap)
-            {
-                return Err(ConfigError::CgExchange(k.exchange));
-            }
-        }
-        Ok(method)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every method goes to its flat form and back unchanged.
-    #[test]
-    fn flags_round_trip() {
-        let mut deep = Jacobi::new(Variant::Racy);
-        deep.halo_depth = HaloDepth::Fixed(4);
-        deep.iteration.max_in_flight = 7;
-        let mut ms = Multisplit::new(Variant::Async, Inner::Jacobi);
-        ms.inner.tol = 0.3;
-        ms.iteration.halo_every = 3;
-        let methods: [Method; 5] = [
-            Method::default(),
-            deep.into(),
-            Krylov {
-                solver: KrylovSolver::PipeCg,
-                pc: Pc::Jacobi,
-                exchange: Exchange::Waitall,
-            }
-            .into(),
-            Krylov {
-                solver: KrylovSolver::Cg,
-                pc: Pc::None,
-                exchange: Exchange::Neighbor,
-            }
-            .into(),
-            ms.into(),
-        ];
-        for m in methods {
-            assert_eq!(Method::from_flags(m.solver(), &m.flags()).unwrap(), m);
-        }
-        assert_eq!(MethodFlags::default(), Method::default().flags());
-    }
-
-    /// A setting away from its default for a method that does not hold it is refused, named.
-    #[test]
-    fn flags_of_another_method_are_refused() {
-        let with = |f: fn(&mut MethodFlags)| {
-            let mut flags = MethodFlags::default();
-            f(&mut flags);
-            flags
-        };
-        let cases: [(Solver, MethodFlags, Setting); 10] = [
-            (Solver::Jacobi, with(|f| f.pc = Pc::Jacobi), Setting::Pc),
-            (
-                Solver::Jacobi,
-                with(|f| f.inner = Some(Inner::Cg)),
-                Setting::Inner,
-            ),
-            (
-                Solver::Cg,
-                with(|f| f.inner_max = Some(3)),
-                Setting::InnerMax,
-            ),
-            (
-                Solver::Cg,
-                with(|f| f.variant = Variant::Async),
-                Setting::Variant,
-            ),
-            (
-                Solver::PipeCg,
-                with(|f| f.halo_every = 2),
-                Setting::HaloEvery,
-            ),
-            (
-                Solver::CgOverlap,
-                with(|f| f.exchange = Exchange::Overlap),
-                Setting::Exchange,
-            ),
-            (
-                Solver::Multisplit,
-                with(|f| f.exchange = Exchange::Blocking),
-                Setting::Exchange,
-            ),
-            (
-                Solver::PipeCg,
-                with(|f| f.exchange = Exchange::Neighbor),
-                Setting::Exchange,
-            ),
-            (
-                Solver::Cg,
-                with(|f| f.exchange = Exchange::Blocking),
-                Setting::Exchange,
-            ),
-            (
-                Solver::Multisplit,
-                with(|f| f.halo_depth = HaloDepth::Auto),
-                Setting::HaloDepth,
-            ),
-        ];
-        for (solver, flags, setting) in cases {
-            let e = Method::from_flags(solver, &flags).unwrap_err();
-            assert_eq!(e.setting(), setting, "{solver}: '{e}'");
-        }
-        // What a Krylov solver does not read, at any value in an earlier report, is dropped.
-        let k = Method::from_flags(Solver::Cg, &with(|f| f.max_in_flight = 9)).unwrap();
-        assert_eq!(k, Method::from(KrylovSolver::Cg));
     }
 }
