@@ -280,7 +280,7 @@ fn an_indefinite_operator_is_a_breakdown_not_a_nan() {
 }
 
 /// Krylov solvers are synchronous; the flags of the Jacobi solver and the shared-memory
-/// backend are refused with a message naming the flag.
+/// backend are refused with a message naming the setting.
 #[test]
 fn bad_combinations_name_their_flags() {
     let base = krylov(
