@@ -53,7 +53,7 @@ pub enum Setting {
     Grid,
     /// The shape of the process grid when none is given ([`crate::Decomp`]).
     Decomp,
-    /// How the sync variant swaps its halos ([`Exchange`]).
+    /// How the sync variant swaps its halos ([`crate::Exchange`]).
     Exchange,
     /// The stopping tolerance.
     Tol,
@@ -63,7 +63,7 @@ pub enum Setting {
     CheckEvery,
     /// N, the halo period.
     HaloEvery,
-    /// k, the halo depth ([`HaloDepth`]).
+    /// k, the halo depth ([`crate::HaloDepth`]).
     HaloDepth,
     /// R, messages in flight per channel direction.
     MaxInFlight,
@@ -353,7 +353,7 @@ pub struct Backend {
     pub process_ranks: bool,
     /// A native non-blocking all-reduce beside chan-core's tree (`MPI_Iallreduce`).
     pub native_iallreduce: bool,
-    /// Neighbourhood collectives ([`Exchange::Neighbor`]).
+    /// Neighbourhood collectives ([`crate::Exchange::Neighbor`]).
     pub neighbor_collectives: bool,
     /// A racy send can still be in flight when it returns, so R bounds racy channels too
     /// (elsewhere a racy send has completed when it returns, and R never binds).
