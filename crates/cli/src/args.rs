@@ -7,10 +7,11 @@ use crate::launch::{not_built, Launcher};
 use crate::output::{check_distinct, check_file};
 use clap::{Args, ValueEnum};
 use jacobi::{
-    BlockIteration, Config, ConfigError, Decomp, Detect, Dims, Exchange, HaloDepth, Inner, Method,
-    MethodFlags, Pc, Plan, Problem, ProcGrid, RacyRead, ReductionKind, RunConfig, SizeSpec,
-    SlowRank, Solver, Variant, MAX_SLOWDOWN,
+    Applies, Config, ConfigError, Context, Decomp, Detect, Dims, Exchange, HaloDepth, Inner,
+    Method, Operator, Pc, Plan, Problem, ProcGrid, RacyRead, ReductionKind, RunConfig, Setting,
+    SizeSpec, SlowRank, Solver, Variant, MAX_SLOWDOWN,
 };
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 /// `--backend`: where the ranks run.
@@ -37,12 +38,10 @@ pub(crate) struct BackendInfo {
     pub(crate) flag: &'static str,
     /// The launcher that starts its processes, if it needs one.
     pub(crate) launcher: Option<Launcher>,
-    /// Has a native non-blocking all-reduce (`--reduction iallreduce`); others use the tree.
-    pub(crate) iallreduce: bool,
-    /// Has neighbourhood collectives (`--exchange neighbor`).
-    pub(crate) neighbor_collectives: bool,
     /// Decomposes for shared memory (planes per thread) rather than over ranks.
     pub(crate) shared_memory: bool,
+    /// What the settings' rule knows of it ([`jacobi::Setting::applies`]).
+    pub(crate) backend: jacobi::Backend,
 }
 
 impl BackendArg {
@@ -54,13 +53,22 @@ impl BackendArg {
             BackendArg::Mpi => ("mpi", "--backend mpi", Some(Launcher::Mpirun)),
             BackendArg::Shmem => ("shmem", "--backend shmem", Some(Launcher::Oshrun)),
         };
+        let mpi = self == BackendArg::Mpi;
         BackendInfo {
             name,
             flag,
             launcher,
-            iallreduce: self == BackendArg::Mpi,
-            neighbor_collectives: self == BackendArg::Mpi,
             shared_memory: self == BackendArg::Shared,
+            backend: jacobi::Backend {
+                name,
+                shared_memory: self == BackendArg::Shared,
+                // Hybrid ranks: a team of threads in each of the launcher's processes.
+                process_ranks: launcher.is_some(),
+                native_iallreduce: mpi,
+                neighbor_collectives: mpi,
+                // A racy send over threads or SHMEM has completed when it returns.
+                racy_in_flight: mpi,
+            },
         }
     }
 }
@@ -170,50 +178,281 @@ pub(crate) struct Fixed {
     pub(crate) slow_rank: Option<usize>,
 }
 
-/// `aiac run`'s flags.
-#[derive(Debug, Args)]
-pub(crate) struct RunArgs {
-    /// Where the ranks run.
-    #[arg(long, value_enum, default_value_t = BackendArg::Threads)]
-    pub(crate) backend: BackendArg,
+/// Declares once the flags of `aiac run` that set a run's settings, and makes of them both
+/// [`RunSettings`] (one value of each, `None` when not given: the library's default) and
+/// [`SweepSettings`] (a comma-separated list of each: `aiac sweep` runs every combination),
+/// with the same names, help, parsers and relations. Each flag names its [`Setting`] and its
+/// label in a sweep's run names (`R=2`; empty: the value names itself, `async`). A flag whose
+/// default is the CLI's own (the backend) gives it after `=`; the help of every flag the
+/// library has a default for shows it ([`Setting::default_value`], added by [`with_default`]).
+macro_rules! settings {
+    // `aiac run`'s settings, one value each: `Option` (clap reads the field's type as it is
+    // written, so the struct is built field by field).
+    (@run [$($done:tt)*]) => {
+        /// `aiac run`'s settings, one value each.
+        #[derive(Debug, Args)]
+        #[command(mut_args(with_default))]
+        pub(crate) struct RunSettings {
+            $($done)*
+        }
+    };
+    (@run [$($done:tt)*] $(#[$attr:meta])* $name:ident: $ty:ty = $default:expr => $setting:ident,
+        $label:literal; $($rest:tt)*) => {
+        settings!(@run [$($done)* $(#[$attr])* #[arg(default_value_t = $default)]
+            pub(crate) $name: $ty,] $($rest)*);
+    };
+    (@run [$($done:tt)*] $(#[$attr:meta])* $name:ident: $ty:ty => $setting:ident,
+        $label:literal; $($rest:tt)*) => {
+        settings!(@run [$($done)* $(#[$attr])* pub(crate) $name: Option<$ty>,] $($rest)*);
+    };
+    // A setting given: one whose default is the CLI's is always there, and always applies.
+    (@given $self:ident, $out:ident, $name:ident, $setting:ident) => {
+        if let Some(v) = &$self.$name {
+            $out.push((Setting::$setting, v.shown()));
+        }
+    };
+    (@given $self:ident, $out:ident, $name:ident, $setting:ident, $default:expr) => {};
+    ($(
+        $(#[$attr:meta])*
+        $name:ident: $ty:ty $(= $default:expr)? => $setting:ident, $label:literal;
+    )*) => {
+        settings!(@run [] $($(#[$attr])* $name: $ty $(= $default)? => $setting, $label;)*);
+
+        /// `aiac sweep`'s lists of `aiac run`'s settings.
+        #[derive(Debug, Args)]
+        #[command(mut_args(with_default))]
+        pub(crate) struct SweepSettings {
+            $(
+                $(#[$attr])*
+                #[arg(value_delimiter = ',')]
+                pub(crate) $name: Vec<$ty>,
+            )*
+        }
+
+        /// The setting an argument id sets.
+        fn setting_of(id: &str) -> Option<Setting> {
+            match id {
+                $(stringify!($name) => Some(Setting::$setting),)*
+                _ => None,
+            }
+        }
+
+        impl RunSettings {
+            /// The settings given, with their values as [`Setting::default_value`] writes
+            /// them (the backend, which always applies, aside).
+            fn given(&self) -> Vec<(Setting, String)> {
+                let mut out = Vec::new();
+                $(settings!(@given self, out, $name, $setting $(, $default)?);)*
+                out
+            }
+        }
+
+        impl SweepSettings {
+            /// One axis per setting, in declaration order (the first varies slowest).
+            pub(crate) fn axes(&self) -> Vec<crate::sweep::Axis> {
+                vec![$(
+                    crate::sweep::Axis {
+                        id: stringify!($name),
+                        setting: Setting::$setting,
+                        short: $label,
+                        values: self.$name.iter().map(Shown::shown).collect(),
+                    },
+                )*]
+            }
+        }
+    };
+}
+
+settings! {
     /// The iterative method. The Krylov solvers (cg, cg-overlap, pipecg) are synchronous,
     /// stop on ‖b − A x‖₂/‖b‖₂ < TOL (default 1e-8) and run over channels (not --backend
     /// shared).
-    #[arg(long, value_enum, default_value_t = Solver::Jacobi)]
-    solver: Solver,
-    /// The Krylov solvers' preconditioner.
-    #[arg(long, value_enum, default_value_t = Pc::None)]
-    pc: Pc,
-    /// Multisplit: the inner solver of each rank's block (default cg).
     #[arg(long, value_enum)]
-    inner: Option<Inner>,
+    solver: Solver => Solver, "";
+    /// The Krylov solvers' preconditioner.
+    #[arg(long, value_enum)]
+    pc: Pc => Pc, "pc";
+    /// Multisplit: the inner solver of each rank's block.
+    #[arg(long, value_enum)]
+    inner: Inner => Inner, "inner";
     /// Multisplit: an inner solve stops when it has reduced its block's residual by this
-    /// factor, above 0 and below 1 (default 0.1).
+    /// factor, above 0 and below 1.
     #[arg(long, allow_hyphen_values = true)]
-    inner_tol: Option<f64>,
-    /// Multisplit: inner iterations per outer iteration at most, at least 1 (default 10).
+    inner_tol: f64 => InnerTol, "itol";
+    /// Multisplit: inner iterations per outer iteration at most, at least 1.
     #[arg(long)]
-    inner_max: Option<u64>,
+    inner_max: u64 => InnerMax, "imax";
     /// sync: halo swap and reduction in lock-step; async: newest whole message; racy: atomic
     /// view of a buffer written at any time.
-    #[arg(long, value_enum, default_value_t = Variant::Sync)]
-    variant: Variant,
+    #[arg(long, value_enum)]
+    variant: Variant => Variant, "";
+    /// Where the ranks run (mpi runs are started with `mpirun -np P`, shmem runs with
+    /// `oshrun -np P`).
+    #[arg(long, value_enum)]
+    backend: BackendArg = BackendArg::Threads => Backend, "";
     /// Number of ranks (threads backend) or threads (shared backend): from 1 (the default) to
     /// 2048. With `--backend mpi` the ranks are mpirun's processes; a value given here must
     /// match them.
-    #[arg(short = 't', long = "threads")]
-    pub(crate) threads: Option<usize>,
+    #[arg(short = 't', long = "threads", visible_alias = "ranks")]
+    threads: usize => Ranks, "p";
     /// --backend mpi and shmem: sweep each rank's block with T threads (hybrid ranks), each
     /// owning a fixed range of its z-planes, pinned to the CPUs the rank may use (start the
     /// job with `mpirun --bind-to none` or `--map-by slot:PE=T`: by default Open MPI binds a
-    /// rank to one core, and the threads then run unpinned). Jacobi on the grid, --halo-depth
-    /// 1, --exchange waitall or blocking; from 1 (the default) to 256, at most the z-planes
-    /// of a rank's block. Sync runs give the iterates of one thread per rank, bit for bit.
+    /// rank to one core, and the threads then run unpinned; a sweep starts such runs so).
+    /// Jacobi on the grid, --halo-depth 1, --exchange waitall or blocking; from 1 to 256, at
+    /// most the z-planes of a rank's block. Sync runs give the iterates of one thread per
+    /// rank, bit for bit.
     #[arg(long, value_name = "T")]
-    pub(crate) threads_per_rank: Option<usize>,
+    threads_per_rank: usize => ThreadsPerRank, "T";
     /// The problem.
-    #[arg(long, value_parser = problem_parser(), default_value = "laplace")]
-    problem: Problem,
+    #[arg(long, value_parser = problem_parser())]
+    problem: Problem => Problem, "";
+    /// Interior points per rank: N or NXxNYxNZ (weak scaling).
+    #[arg(long, value_parser = parse_dims, conflicts_with = "global")]
+    local: Dims => Local, "local";
+    /// Interior points of the whole grid, N or NXxNYxNZ, split over the process grid (strong
+    /// scaling).
+    #[arg(long, value_parser = parse_dims)]
+    global: Dims => Global, "global";
+    /// Process grid PXxPYxPZ (default: as --decomp says; it must have as many ranks as the
+    /// run).
+    #[arg(long, value_parser = parse_grid)]
+    grid: ProcGrid => Grid, "grid";
+    /// The shape of the process grid when --grid is not given.
+    #[arg(long, value_enum)]
+    decomp: Decomp => Decomp, "decomp";
+    /// How the sync variant swaps its halos (CG: waitall or neighbor; neighbor: --backend mpi
+    /// only).
+    #[arg(long, value_enum)]
+    exchange: Exchange => Exchange, "";
+    /// Jacobi on Laplace: stop when ‖b − A u_k‖₂ / ‖b − A u_0‖₂ < TOL (default 1e-4); on
+    /// Poisson: when ‖u_k − u_{k−1}‖₂ ≤ TOL (default 1e-6). Krylov solvers: when
+    /// ‖b − A x‖₂ / ‖b‖₂ < TOL (default 1e-8, both problems). From 2.2e-16, f64's machine
+    /// epsilon (a relative residual at most 1).
+    #[arg(long, allow_hyphen_values = true)]
+    tol: f64 => Tol, "tol";
+    /// Krylov solvers: compute the true residual every K iterations (default 100) and
+    /// replace the recurrence residual when it has drifted. Sync: test the criterion (a global
+    /// reduction) every K iterations (default: 100 for Laplace, as the paper; 1 for Poisson,
+    /// as Wang & Gobbert). Async and racy: start a
+    /// round of the non-blocking reduction no sooner than K iterations after the previous one
+    /// started (without the flag, the paper's scheme: as soon as the previous one returns).
+    /// From 1 to --max-iters.
+    #[arg(long, value_name = "K")]
+    check_every: u64 => CheckEvery, "K";
+    /// Exchange halos every N iterations.
+    #[arg(long, value_name = "N")]
+    halo_every: u64 => HaloEvery, "N";
+    /// Jacobi: halos k planes deep. Sync: exchange every k iterations and do the k sweeps on
+    /// the block grown by the ghost zone, as one wavefront (temporal blocking); the iterates
+    /// are bit for bit those of k = 1, and --check-every must be a multiple of k. Async and
+    /// racy: send k-deep faces every N iterations (--halo-every) and advance a fresh ghost
+    /// zone with the block. From 1 to 16, or auto: sync Jacobi measures the candidate depths
+    /// on this run's blocks and channels before the solve and takes the fastest (the report's
+    /// halo_auto); async and racy take 1.
+    #[arg(long, value_name = "k", value_parser = parse_halo_depth)]
+    halo_depth: HaloDepth => HaloDepth, "k";
+    /// R: messages in flight per channel direction (async, racy).
+    #[arg(long, value_name = "R")]
+    max_in_flight: usize => MaxInFlight, "R";
+    /// The non-blocking reduction async and racy runs test: iallreduce (--backend mpi only,
+    /// its default) or tree (the only one of the other backends).
+    #[arg(long, value_enum)]
+    reduction: ReductionKind => Reduction, "";
+    /// Racy: read the halo view once a newer send has landed (landed), or every iteration as
+    /// the paper's racy receive does (always).
+    #[arg(long, value_enum)]
+    racy_read: RacyRead => RacyRead, "racy-read";
+    /// Async and racy Jacobi over channels: how convergence is detected before it is
+    /// certified. reduction: rounds of the non-blocking reduction of the residuals the sweeps
+    /// saw (the only value the other runs take); snapshot: rounds of a consistent snapshot of
+    /// the iterate, its faces sent over their own channels, its residual reduced, the run
+    /// stopped on the snapshot; ibarrier: a non-blocking barrier (MPI_Ibarrier; the tree
+    /// reduction on the other backends) each rank enters once its residual is below its share
+    /// of the tolerance.
+    #[arg(long, value_enum)]
+    detect: Detect => Detect, "detect";
+    /// No rank iterates more than this (fix one for scaling sweeps: a run that stops
+    /// unconverged at the limit still times its iterations).
+    #[arg(long)]
+    max_iters: u64 => MaxIters, "max-iters";
+    /// Laplace only: add C to the boundary values and start the interior at C.
+    /// |C| is bounded by what f64 resolves at --tol on the grid (about 2.7e10 at 50³, tol 1e-4):
+    /// a larger offset swamps the solution's digits.
+    #[arg(long, allow_hyphen_values = true)]
+    offset: f64 => Offset, "offset";
+    /// How many times slower the --slow-rank sweeps: from 1 to 1000.
+    #[arg(long, requires = "slow_rank", allow_hyphen_values = true, value_parser = parse_slowdown)]
+    slowdown: f64 => Slowdown, "slowdown";
+}
+
+/// A setting's value as a flag takes it and a report names it (`async`, `8x8x8`, `0.1`).
+pub(crate) trait Shown {
+    fn shown(&self) -> String;
+}
+
+macro_rules! shown_by_name {
+    ($($t:ty),*) => {$(
+        impl Shown for $t {
+            fn shown(&self) -> String {
+                self.to_possible_value()
+                    .map(|p| p.get_name().to_string())
+                    .unwrap_or_default()
+            }
+        }
+    )*};
+}
+shown_by_name!(
+    BackendArg,
+    Solver,
+    Pc,
+    Inner,
+    Variant,
+    Decomp,
+    Exchange,
+    ReductionKind,
+    RacyRead,
+    Detect
+);
+
+macro_rules! shown_as_written {
+    ($($t:ty),*) => {$(
+        impl Shown for $t {
+            fn shown(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+shown_as_written!(f64, u64, usize, Dims, ProcGrid, HaloDepth);
+
+impl Shown for Problem {
+    fn shown(&self) -> String {
+        self.name().into()
+    }
+}
+
+/// `arg`'s help, with the library's default for its setting when it has one for every run.
+fn with_default(arg: clap::Arg) -> clap::Arg {
+    let Some(default) = setting_of(arg.get_id().as_str()).and_then(Setting::default_value) else {
+        return arg;
+    };
+    let mut arg = arg;
+    if let Some(help) = arg.get_help().map(ToString::to_string) {
+        arg = arg.help(format!("{help} [default: {default}]"));
+    }
+    if let Some(help) = arg.get_long_help().map(ToString::to_string) {
+        arg = arg.long_help(format!("{help}\n\n[default: {default}]"));
+    }
+    arg
+}
+
+/// `aiac run`'s flags: its settings ([`RunSettings`], read through `Deref`), the flags it
+/// shares with `aiac sweep`, and its own inputs and outputs.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) settings: RunSettings,
     /// Solve the sparse system in this Matrix Market file instead of the grid's problem
     /// (`coordinate real|integer general|symmetric|skew-symmetric`), from x = 0, until
     /// ‖b − A x‖₂/‖b‖₂ < TOL. Every rank reads it and keeps a contiguous block of rows,
@@ -226,82 +465,8 @@ pub(crate) struct RunArgs {
     /// `coordinate` matrix (default: b = A·1, whose solution is 1).
     #[arg(long, value_name = "FILE", requires = "matrix")]
     pub(crate) rhs: Option<PathBuf>,
-    /// Interior points per rank: N or NX,NY,NZ (default 50, weak scaling).
-    #[arg(long, value_parser = parse_dims, conflicts_with = "global")]
-    local: Option<Dims>,
-    /// Interior points of the whole grid, N or NX,NY,NZ, split over the process grid.
-    #[arg(long, value_parser = parse_dims)]
-    global: Option<Dims>,
-    /// Process grid PXxPYxPZ (default: as --decomp says).
-    #[arg(long, value_parser = parse_grid)]
-    grid: Option<ProcGrid>,
-    /// The shape of the process grid when --grid is not given.
-    #[arg(long, value_enum, default_value_t = Decomp::Paper)]
-    decomp: Decomp,
-    /// How the sync variant swaps its halos (CG: waitall or neighbor; neighbor: --backend mpi
-    /// only).
-    #[arg(long, value_enum, default_value_t = Exchange::Waitall)]
-    exchange: Exchange,
-    /// Jacobi on Laplace: stop when ‖b − A u_k‖₂ / ‖b − A u_0‖₂ < TOL (default 1e-4); on
-    /// Poisson: when ‖u_k − u_{k−1}‖₂ ≤ TOL (default 1e-6). Krylov solvers: when
-    /// ‖b − A x‖₂ / ‖b‖₂ < TOL (default 1e-8, both problems). From 2.2e-16, f64's machine
-    /// epsilon (a relative residual at most 1).
-    #[arg(long, allow_hyphen_values = true)]
-    tol: Option<f64>,
-    /// Krylov solvers: compute the true residual every K iterations (default 100) and
-    /// replace the recurrence residual when it has drifted. Sync: test the criterion (a global
-    /// reduction) every K iterations (default: 100 for Laplace, as the paper; 1 for Poisson,
-    /// as Wang & Gobbert). Async and racy: start a
-    /// round of the non-blocking reduction no sooner than K iterations after the previous one
-    /// started (without the flag, the paper's scheme: as soon as the previous one returns).
-    /// From 1 to --max-iters.
-    #[arg(long)]
-    check_every: Option<u64>,
-    /// Exchange halos every N iterations.
-    #[arg(long, default_value_t = 1)]
-    halo_every: u64,
-    /// Jacobi: halos k planes deep. Sync: exchange every k iterations and do the k sweeps on
-    /// the block grown by the ghost zone, as one wavefront (temporal blocking); the iterates
-    /// are bit for bit those of k = 1, and --check-every must be a multiple of k. Async and
-    /// racy: send k-deep faces every N iterations (--halo-every) and advance a fresh ghost
-    /// zone with the block. From 1 to 16, or auto: sync Jacobi measures the candidate depths
-    /// on this run's blocks and channels before the solve and takes the fastest (the report's
-    /// halo_auto); async and racy take 1.
-    #[arg(long, default_value = "1", value_parser = parse_halo_depth)]
-    halo_depth: HaloDepth,
-    /// R: messages in flight per channel direction (async, racy) [default: 2].
-    #[arg(long)]
-    max_in_flight: Option<usize>,
-    /// The non-blocking reduction async and racy runs test: iallreduce (--backend mpi only,
-    /// its default) or tree (the only one of the other backends).
-    #[arg(long, value_enum)]
-    reduction: Option<ReductionKind>,
-    /// Racy: read the halo view once a newer send has landed (landed), or every iteration as
-    /// the paper's racy receive does (always).
-    #[arg(long, value_enum)]
-    racy_read: Option<RacyRead>,
-    /// Async and racy Jacobi over channels: how convergence is detected before it is
-    /// certified. reduction: rounds of the non-blocking reduction of the residuals the sweeps
-    /// saw (the default, and the only value the other runs take); snapshot: rounds of a
-    /// consistent snapshot of the iterate, its faces sent over their own channels, its
-    /// residual reduced, the run stopped on the snapshot; ibarrier: a non-blocking barrier
-    /// (MPI_Ibarrier; the tree reduction on the other backends) each rank enters once its
-    /// residual is below its share of the tolerance.
-    #[arg(long, value_enum)]
-    detect: Option<Detect>,
-    /// No rank iterates more than this.
-    #[arg(long, default_value_t = 1_000_000)]
-    max_iters: u64,
-    /// Laplace only: add C to the boundary values and start the interior at C (default 0).
-    /// |C| is bounded by what f64 resolves at --tol on the grid (about 2.7e10 at 50³, tol 1e-4):
-    /// a larger offset swamps the solution's digits.
-    #[arg(long, allow_hyphen_values = true)]
-    offset: Option<f64>,
     #[command(flatten)]
-    fixed: Fixed,
-    /// How many times slower: from 1 to 1000 (default 2).
-    #[arg(long, requires = "slow_rank", allow_hyphen_values = true, value_parser = parse_slowdown)]
-    slowdown: Option<f64>,
+    pub(crate) fixed: Fixed,
     /// With --matrix: write the solution x to FILE as a Matrix Market `array real general`
     /// vector (17 significant digits: the values read back to the same bits).
     #[arg(
@@ -311,7 +476,7 @@ pub(crate) struct RunArgs {
         requires = "matrix"
     )]
     pub(crate) solution: Option<PathBuf>,
-    /// Write the whole report as JSON to FILE (schema aiac.run/3, docs/json-schema.md).
+    /// Write the whole report as JSON to FILE (schema aiac.run/4, docs/json-schema.md).
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(crate) json: Option<PathBuf>,
     /// Write one CSV row per rank to FILE (iterations, times, messages, residuals).
@@ -326,112 +491,106 @@ pub(crate) struct RunArgs {
     pub(crate) quiet: bool,
 }
 
+impl std::ops::Deref for RunArgs {
+    type Target = RunSettings;
+    fn deref(&self) -> &RunSettings {
+        &self.settings
+    }
+}
+
 impl RunArgs {
     /// The solver configuration the flags describe, here and nowhere else: the method from
-    /// `--solver` and the flags that set it (one given to a method that does not read it is
-    /// refused), with that method's defaults (jacobi's [`Config::new`]) for what was not
-    /// given.
+    /// `--solver` and `--variant` and the flags that set it (one given where it means nothing
+    /// is refused: the library's rule, [`Setting::applies`]), and the library's defaults
+    /// (its constants, and [`Config::new`]'s for the method) for what was not given.
     pub(crate) fn config(&self) -> Result<Config, ConfigError> {
         let size = match (self.local, self.global) {
             (_, Some(g)) => SizeSpec::Global(g),
             (Some(l), None) => SizeSpec::Local(l),
-            (None, None) => SizeSpec::Local(Dims::cube(50)),
+            (None, None) => SizeSpec::Local(Dims::cube(jacobi::DEFAULT_LOCAL)),
         };
-        let problem = match self.problem {
+        let problem = match self.problem.unwrap_or_default() {
             Problem::Laplace { .. } => Problem::Laplace {
                 offset: self.offset.unwrap_or(0.0),
             },
             p => p,
         };
-        // Flags of a loop this run does not have are refused, not ignored.
-        let blockwise = matches!(self.solver, Solver::Jacobi | Solver::Multisplit);
-        let variant_flag = |flag, applies| ConfigError::VariantFlag {
-            flag,
-            applies,
-            solver: self.solver,
-            variant: self.variant,
-        };
-        if self.racy_read.is_some() && !(blockwise && self.variant == Variant::Racy) {
-            return Err(variant_flag(
-                "--racy-read",
-                "the racy receive (--variant racy of --solver jacobi or multisplit)",
-            ));
+        let ctx = self.context();
+        jacobi::check_given(
+            &ctx,
+            self.given()
+                .iter()
+                .map(|(s, v)| (*s, Cow::Borrowed(v.as_str()))),
+        )?;
+        let mut method = Method::new(
+            self.solver.unwrap_or_default(),
+            self.variant.unwrap_or_default(),
+        )?;
+        if let Some(it) = method.iteration_mut() {
+            it.halo_every = self.halo_every.unwrap_or(it.halo_every);
+            it.max_in_flight = self.max_in_flight.unwrap_or(it.max_in_flight);
+            it.racy_read = self.racy_read.unwrap_or(it.racy_read);
+            it.detect = self.detect.unwrap_or(it.detect);
+            // K paces the reductions of async and racy runs over channels (shared memory
+            // has no rounds: K only samples its history there).
+            it.pace_reductions = self.check_every.is_some()
+                && it.variant != Variant::Sync
+                && Setting::CheckEvery.applies(&ctx) == Applies::Yes;
         }
-        // R bounds the async and racy channels, and only their convergence claims are
-        // certified: sync loops and Krylov solvers test the true residual.
-        let claims = blockwise && self.variant != Variant::Sync;
-        if self.max_in_flight.is_some() && !claims {
-            return Err(variant_flag(
-                "--max-in-flight",
-                "the channels of --variant async and racy (of --solver jacobi or multisplit)",
-            ));
+        if let Some(j) = method.jacobi_mut() {
+            j.exchange = self.exchange.unwrap_or(j.exchange);
+            j.halo_depth = self.halo_depth.unwrap_or(j.halo_depth);
         }
-        if (self.fixed.confirm || self.fixed.no_confirm) && !claims {
-            return Err(variant_flag(
-                if self.fixed.no_confirm {
-                    "--no-confirm"
-                } else {
-                    "--confirm"
-                },
-                "the convergence claims of --variant async and racy (of --solver jacobi or \
-                 multisplit): sync runs and Krylov solvers stop on the true residual",
-            ));
+        if let Some(k) = method.krylov_mut() {
+            k.pc = self.pc.unwrap_or(k.pc);
+            k.exchange = self.exchange.unwrap_or(k.exchange);
         }
-        let nonblocking = claims || self.solver == Solver::PipeCg;
-        if self.reduction.is_some() && !nonblocking {
-            return Err(variant_flag(
-                "--reduction",
-                "the non-blocking reduction of --variant async and racy and of --solver \
-                 pipecg (the others reduce with blocking all-reduces)",
-            ));
+        if let Some(i) = method.inner_mut() {
+            i.solver = self.inner.unwrap_or(i.solver);
+            i.tol = self.inner_tol.unwrap_or(i.tol);
+            i.max = self.inner_max.unwrap_or(i.max);
         }
-        // Which solvers and variants take `--detect` is the method's rule (Method::from_flags,
-        // below); the backend's is here.
-        if self.detect.is_some_and(|d| d != Detect::Reduction) && self.backend == BackendArg::Shared
-        {
-            return Err(ConfigError::Unsupported {
-                flag: "--detect",
-                backend: "--backend shared",
-                why: "its async and racy threads keep a running shared residual, with no \
-                      rounds to detect by (--detect reduction)",
-            });
-        }
-        let flags = MethodFlags {
-            pc: self.pc,
-            variant: self.variant,
-            exchange: self.exchange,
-            halo_every: self.halo_every,
-            halo_depth: self.halo_depth,
-            max_in_flight: self
-                .max_in_flight
-                .unwrap_or(BlockIteration::default().max_in_flight),
-            racy_read: self.racy_read.unwrap_or_default(),
-            detect: self.detect.unwrap_or_default(),
-            // Shared memory has no reduction rounds: K only samples its history there.
-            pace_reductions: self.check_every.is_some()
-                && self.variant != Variant::Sync
-                && self.backend != BackendArg::Shared,
-            inner: self.inner,
-            inner_tol: self.inner_tol,
-            inner_max: self.inner_max,
-        };
-        let defaults = Config::new(problem, Method::from_flags(self.solver, &flags)?);
+        let defaults = Config::new(problem, method);
         Ok(Config {
             size,
             grid: self.grid,
-            decomp: self.decomp,
+            decomp: self.decomp.unwrap_or(defaults.decomp),
             criterion: self
                 .tol
                 .map_or(defaults.criterion, |t| defaults.criterion.with_tol(t)),
             check_every: self.check_every.unwrap_or(defaults.check_every),
-            max_iters: self.max_iters,
+            max_iters: self.max_iters.unwrap_or(defaults.max_iters),
             confirm: !self.fixed.no_confirm,
             slow: self.fixed.slow_rank.map(|rank| SlowRank {
                 rank,
-                factor: self.slowdown.unwrap_or(2.0),
+                factor: self.slowdown.unwrap_or(jacobi::DEFAULT_SLOWDOWN),
             }),
             ..defaults
         })
+    }
+
+    /// Where this run runs, for the settings' rule: the method, the backend, the team of each
+    /// rank and the operator.
+    pub(crate) fn context(&self) -> Context {
+        Context {
+            solver: self.solver.unwrap_or_default(),
+            variant: self.variant.unwrap_or_default(),
+            backend: self.backend.info().backend,
+            threads_per_rank: self.threads_per_rank(),
+            operator: match self.matrix {
+                Some(_) => Operator::Matrix,
+                None => Operator::Grid(self.problem.unwrap_or_default()),
+            },
+        }
+    }
+
+    /// Every setting given: [`RunSettings`]' and `--confirm`/`--no-confirm`.
+    fn given(&self) -> Vec<(Setting, String)> {
+        let mut given = self.settings.given();
+        if self.fixed.confirm || self.fixed.no_confirm {
+            given.push((Setting::Confirm, (!self.fixed.no_confirm).to_string()));
+        }
+        given
     }
 }
 
@@ -454,17 +613,7 @@ impl RunArgs {
     /// The reduction this run's backend builds: `--reduction`, or the backend's default
     /// (MPI_Iallreduce for MPI, the tree elsewhere). Only MPI has an MPI_Iallreduce.
     pub(crate) fn reduction(&self) -> Result<ReductionKind, ConfigError> {
-        let info = self.backend.info();
-        match (info.iallreduce, self.reduction) {
-            (true, None | Some(ReductionKind::Iallreduce)) => Ok(ReductionKind::Iallreduce),
-            (_, None | Some(ReductionKind::Tree)) => Ok(ReductionKind::Tree),
-            (false, Some(ReductionKind::Iallreduce)) => Err(ConfigError::Unsupported {
-                flag: "--reduction iallreduce",
-                backend: info.flag,
-                why: "MPI_Iallreduce is MPI's: this backend reduces over chan-core's tree \
-                      (--reduction tree)",
-            }),
-        }
+        self.backend.info().backend.reduction(self.reduction)
     }
 
     /// [`RunArgs::check`] without the output files: what `aiac sweep` checks for every run
@@ -485,10 +634,7 @@ impl RunArgs {
             )));
         }
         self.reduction()?;
-        let plan = match info.shared_memory {
-            false => cfg.plan(n)?,
-            true => cfg.shared_plan(n)?,
-        };
+        let plan = cfg.plan_in(&self.context(), n)?;
         match info.launcher {
             Some(l @ Launcher::Mpirun) if !cfg!(feature = "mpi") => return Err(not_built(l)),
             Some(l @ Launcher::Oshrun) if !cfg!(feature = "shmem") => return Err(not_built(l)),
@@ -508,38 +654,25 @@ impl RunArgs {
         plan: &Plan,
         ranks_here: usize,
     ) -> Result<(), Error> {
-        self.check_threads_per_rank(cfg, plan)?;
-        let info = self.backend.info();
-        if self.exchange == Exchange::Neighbor && crate::launch::simulated() {
-            return Err(ConfigError::Unsupported {
-                flag: "--exchange neighbor",
-                backend: "SimGrid's SMPI",
-                why: "SMPI declares MPI_Dist_graph_create_adjacent and MPI_Ineighbor_alltoallv \
-                      without running them: use --exchange waitall",
-            }
-            .into());
+        // What the world size and the backend decide (`plan` may be any channel
+        // backend's: a launched rank plans before it knows more).
+        cfg.check_in(&self.context())?;
+        if let Some(t) = self.threads_per_rank {
+            cfg.check_threads_per_rank(t, plan)?;
         }
-        if self.exchange == Exchange::Neighbor && !info.neighbor_collectives {
-            return Err(ConfigError::Unsupported {
-                flag: "--exchange neighbor",
-                backend: info.flag,
-                why: "it is MPI-3's MPI_Ineighbor_alltoallv: this backend swaps halos over \
-                      its channels (--exchange waitall)",
-            }
-            .into());
-        }
-        if let (Some(_), Problem::Poisson) = (self.offset, self.problem) {
+        if self.exchange == Some(Exchange::Neighbor) && crate::launch::simulated() {
             return Err(Error::Invalid(
-                "--offset applies to --problem laplace only: the Poisson problem's boundary \
-                 values are 0 and its exact solution is fixed"
+                "--exchange neighbor is not supported with SimGrid's SMPI: SMPI declares \
+                 MPI_Dist_graph_create_adjacent and MPI_Ineighbor_alltoallv without running \
+                 them: use --exchange waitall"
                     .into(),
             ));
         }
         if let Some(k) = self.check_every {
-            if k > self.max_iters {
+            if k > cfg.max_iters {
                 return Err(ConfigError::CheckEveryTooLarge {
                     check_every: k,
-                    max_iters: self.max_iters,
+                    max_iters: cfg.max_iters,
                 }
                 .into());
             }
@@ -560,29 +693,6 @@ impl RunArgs {
     /// `--threads-per-rank`, 1 when not given.
     pub(crate) fn threads_per_rank(&self) -> usize {
         self.threads_per_rank.unwrap_or(1)
-    }
-
-    /// `--threads-per-rank T`: hybrid ranks are MPI and SHMEM ranks on the grid, and the
-    /// configuration must suit them ([`Config::check_threads_per_rank`]).
-    fn check_threads_per_rank(&self, cfg: &Config, plan: &Plan) -> Result<(), Error> {
-        let Some(t) = self.threads_per_rank else {
-            return Ok(());
-        };
-        let info = self.backend.info();
-        let refuse = |why: String| Err(ConfigError::ThreadsPerRank { threads: t, why }.into());
-        if info.launcher.is_none() && t != 1 {
-            return refuse(format!(
-                "applies to --backend mpi and shmem (hybrid ranks): {} already runs every \
-             rank as a thread of this process (-t/--threads sets how many)",
-                info.flag
-            ));
-        }
-        if self.matrix.is_some() && t != 1 {
-            return refuse(
-                "--matrix runs one thread per rank: hybrid ranks sweep the grid's problem".into(),
-            );
-        }
-        Ok(cfg.check_threads_per_rank(t, plan)?)
     }
 
     /// The `config` object this run's report will have (what `aiac sweep` records for a run
@@ -629,4 +739,91 @@ pub(crate) fn check_output(args: &RunArgs) -> Result<(), Error> {
         check_file(flag, path)?;
     }
     check_distinct(&files, &inputs(args))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn subcommand(name: &str) -> clap::Command {
+        let mut cmd = crate::Cli::command();
+        cmd.build();
+        cmd.find_subcommand(name).expect("a subcommand").clone()
+    }
+
+    /// The defaults of a run's settings are the library's: no flag of a setting has a default
+    /// of clap's (but the backend, which is the CLI's own), and the help of each shows the
+    /// library's, from its constants.
+    #[test]
+    fn defaults_live_in_the_library() {
+        let run = subcommand("run");
+        for a in run.get_arguments() {
+            let Some(setting) = setting_of(a.get_id().as_str()) else {
+                continue;
+            };
+            if setting == Setting::Backend {
+                continue;
+            }
+            assert!(
+                a.get_default_values().is_empty(),
+                "--{} restates a default",
+                a.get_id()
+            );
+            let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+            match setting.default_value() {
+                Some(d) => assert!(help.ends_with(&format!("[default: {d}]")), "{help}"),
+                None => assert!(!help.contains("[default:"), "{help}"),
+            }
+        }
+        let help = |id: &str| {
+            run.get_arguments()
+                .find(|a| a.get_id() == id)
+                .and_then(|a| a.get_help().map(|h| h.to_string()))
+                .unwrap()
+        };
+        let r = format!("[default: {}]", jacobi::DEFAULT_MAX_IN_FLIGHT);
+        assert!(help("max_in_flight").ends_with(&r));
+        let n = format!("[default: {}]", jacobi::DEFAULT_MAX_ITERS);
+        assert!(help("max_iters").ends_with(&n));
+        // Not given, a setting takes the library's default.
+        let args = crate::parse_run_args(["--variant", "async"]).unwrap();
+        let c = args.config().unwrap();
+        let it = c.method.iteration().unwrap();
+        assert_eq!(it.max_in_flight, jacobi::DEFAULT_MAX_IN_FLIGHT);
+        assert_eq!(it.halo_every, jacobi::DEFAULT_HALO_EVERY);
+        assert_eq!(c.max_iters, jacobi::DEFAULT_MAX_ITERS);
+    }
+
+    /// `aiac sweep` takes every setting `aiac run` takes, by the same flag, with the same help
+    /// and relations, as a comma-separated list.
+    #[test]
+    fn a_sweep_takes_the_settings_of_a_run() {
+        let (run, sweep) = (subcommand("run"), subcommand("sweep"));
+        let mut settings = 0;
+        for a in run.get_arguments() {
+            if setting_of(a.get_id().as_str()).is_none() {
+                continue;
+            }
+            settings += 1;
+            let s = sweep
+                .get_arguments()
+                .find(|s| s.get_id() == a.get_id())
+                .unwrap_or_else(|| panic!("sweep has no --{}", a.get_id()));
+            assert_eq!(s.get_long(), a.get_long());
+            assert_eq!(s.get_short(), a.get_short());
+            assert_eq!(
+                s.get_help().map(|h| h.to_string()),
+                a.get_help().map(|h| h.to_string())
+            );
+            assert_eq!(s.get_value_delimiter(), Some(','), "--{}", a.get_id());
+        }
+        assert_eq!(
+            settings,
+            RunSettings::augment_args(clap::Command::new("x"))
+                .get_arguments()
+                .count()
+        );
+        assert!(settings >= 25, "{settings}");
+    }
 }

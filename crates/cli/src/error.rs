@@ -8,11 +8,11 @@ use std::process::ExitCode;
 /// A failed subcommand.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
-    /// Bad input to the solver.
-    #[error(transparent)]
+    /// Bad input to the solver (its settings named by their flags).
+    #[error("{}", crate::flags::config_error(.0))]
     Config(#[from] ConfigError),
     /// The solver failed.
-    #[error(transparent)]
+    #[error("{}", crate::flags::solver_error(.0))]
     Solver(#[from] jacobi::Error),
     /// The job cannot run as asked (launcher, size, library).
     #[error("{0}")]

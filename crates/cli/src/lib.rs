@@ -19,6 +19,7 @@
 mod args;
 mod dht;
 mod error;
+mod flags;
 mod input;
 mod launch;
 mod matrix;

@@ -595,8 +595,8 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
             "against R, the messages in flight per channel",
             "R (messages in flight per channel direction)",
             |c| {
-                c.applies("--max-in-flight")
-                    .then_some(c.config.method.flags().max_in_flight as f64)
+                c.applies(jacobi::Setting::MaxInFlight)
+                    .then_some(crate::summary::iteration(c).max_in_flight as f64)
             },
             |c| {
                 let mut c = c.clone();
@@ -611,7 +611,7 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
             "vs_N",
             "against N, the halo exchange period",
             "N (iterations between halo exchanges)",
-            |c| Some(c.config.method.flags().halo_every as f64),
+            |c| Some(crate::summary::iteration(c).halo_every as f64),
             |c| {
                 let mut c = c.clone();
                 if let Some(it) = c.config.method.iteration_mut() {

@@ -14,7 +14,7 @@ use std::process::ExitCode;
     aiac report aiac-sweep                       # a sweep's --out directory\n  \
     aiac report sync.json async.json --out plots # runs of aiac run --json, compared")]
 pub(crate) struct ReportArgs {
-    /// Reports of `aiac run --json` (schema aiac.run/3, or /2, /1), a sweep's records of failed runs,
+    /// Reports of `aiac run --json` (schema aiac.run/4, or /3, /2, /1), a sweep's records of failed runs,
     /// or directories holding them (a sweep's --out directory, or its runs/).
     #[arg(required = true, value_name = "FILES")]
     files: Vec<PathBuf>,

@@ -1,80 +1,34 @@
 //! Saved runs, read back from JSON: a run's report (`aiac run --json`, a [`jacobi::Report`],
-//! schema `aiac.run/3`, see docs/json-schema.md) or the record `aiac sweep` leaves for a run
-//! that failed (`aiac.failed-run/1`). The tables, CSV files and plots are all made from these
+//! schema `aiac.run/4`, see docs/json-schema.md) or the record `aiac sweep` leaves for a run
+//! that failed (`aiac.failed-run/2`; `/1`, whose `config` is schema 3's, reads too). The tables, CSV files and plots are all made from these
 //! typed values, so `aiac report` redraws exactly what `aiac run` and `aiac sweep` drew.
-//! Reports of the earlier schemas `aiac.run/2` (before multisplitting) and `aiac.run/1` (Jacobi only) are read too: their missing
-//! fields take the values every run had then (solver jacobi, no preconditioner).
+//! Reports of the earlier schemas are read too: `aiac.run/3` (the method's settings flat),
+//! `aiac.run/2` (before multisplitting) and `aiac.run/1` (Jacobi only), their missing fields
+//! taking the values every run had then (solver jacobi, no preconditioner).
 
+use crate::args::BackendArg;
 use chan_core::{ChannelStats, Histogram, ModeKind};
-use jacobi::{RankRecord, Report, RunConfig, SizeSpec, Variant};
+use clap::ValueEnum;
+use jacobi::{
+    Applies, Context, Operator, RankRecord, Report, RunConfig, Setting, SizeSpec, Variant,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The schema of a failed run's record.
-pub(crate) const FAILED_SCHEMA: &str = "aiac.failed-run/1";
+pub(crate) const FAILED_SCHEMA: &str = "aiac.failed-run/2";
 
-/// Whether a run flag means anything for a run of `solver` in `variant` on `backend` solving
-/// `problem`: the rule `aiac sweep` skips flags by, and the summary and plots blank columns
-/// by.
-pub(crate) fn applies(
-    flag: &str,
-    solver: &str,
-    variant: &str,
-    backend: &str,
-    problem: &str,
-) -> bool {
-    let multisplit = solver == "multisplit";
-    // Jacobi and multisplitting share the sync, async and racy loops.
-    let jacobi = solver == "jacobi" || multisplit;
-    match flag {
-        // The Krylov solvers are synchronous, swap every iteration, have no R.
-        "--variant" | "--halo-every" => jacobi,
-        "--pc" => !jacobi,
-        "--inner" | "--inner-tol" | "--inner-max" => multisplit,
-        // Sync Jacobi and CG over channels swap halos; shared memory reads them in place.
-        "--exchange" => {
-            (solver == "jacobi" && variant == "sync" || solver == "cg") && backend != "shared"
-        }
-        "--halo-depth" => solver == "jacobi" && backend != "shared",
-        // Sync checks every K; async and racy over channels pace their reductions by K;
-        // Krylov solvers check their true residual every K.
-        "--check-every" => !jacobi || variant == "sync" || backend != "shared",
-        // Messages in flight bind async channels over any channel backend, racy ones only
-        // over MPI: a racy send over threads or SHMEM has completed when it returns.
-        "--max-in-flight" if !jacobi => false,
-        "--max-in-flight" => match variant {
-            "async" => backend != "shared",
-            "racy" => backend == "mpi",
-            _ => false,
-        },
-        // Only async and racy block iterations make convergence claims to certify.
-        "--confirm" | "--no-confirm" => jacobi && variant != "sync",
-        "--offset" => problem == "laplace",
-        // Hybrid ranks: Jacobi's grid over the launched backends.
-        "--threads-per-rank" => solver == "jacobi" && (backend == "mpi" || backend == "shmem"),
-        // Only MPI has a choice, and only async, racy and pipecg use a non-blocking reduction.
-        "--reduction" => backend == "mpi" && (variant != "sync" || solver == "pipecg"),
-        // Async and racy Jacobi over channels detect convergence by rounds.
-        "--detect" => solver == "jacobi" && variant != "sync" && backend != "shared",
-        _ => true,
-    }
-}
-
-/// Whether a run of `solver` takes `value` of `flag` (one that [`applies`] to it): CG swaps
-/// its halos by `waitall` or `neighbor` only, `blocking` and `overlap` being Jacobi's sweeps.
-/// `aiac sweep` skips the combinations a run does not take.
-pub(crate) fn takes(flag: &str, value: &str, solver: &str) -> bool {
-    match flag {
-        "--exchange" if solver == "cg" => matches!(value, "waitall" | "neighbor"),
-        _ => true,
-    }
-}
+/// The schema of a failed run's record before `aiac.run/4`: its `config` is schema 3's.
+pub(crate) const FAILED_SCHEMA_V1: &str = "aiac.failed-run/1";
 
 /// What the tables and plots ask of a run's configuration.
 pub(crate) trait ConfigExt {
-    /// [`applies`] for this run (flags that do not depend on the problem).
-    fn applies(&self, flag: &str) -> bool;
+    /// Where this run ran, for the settings' rule.
+    fn context(&self) -> Context;
+    /// Whether `setting` meant something in this run ([`Setting::applies`]): its column is
+    /// blank where it did not.
+    fn applies(&self, setting: Setting) -> bool;
     /// The whole configuration as one canonical string: runs with equal keys are repeats.
     fn key(&self) -> String;
     /// The key without the process count: one configuration over several p. With `--global`
@@ -88,14 +42,22 @@ pub(crate) trait ConfigExt {
 }
 
 impl ConfigExt for RunConfig {
-    fn applies(&self, flag: &str) -> bool {
-        applies(
-            flag,
-            self.config.solver().name(),
-            self.config.variant().name(),
-            &self.backend,
-            "",
-        )
+    fn context(&self) -> Context {
+        // A backend this aiac does not know: a channel backend, nothing more known.
+        let backend = BackendArg::from_str(&self.backend, false)
+            .map_or(jacobi::Backend::CHANNELS, |b| b.info().backend);
+        Context {
+            threads_per_rank: self.threads_per_rank,
+            operator: match self.matrix {
+                Some(_) => Operator::Matrix,
+                None => Operator::Grid(self.config.problem),
+            },
+            ..self.config.context(backend)
+        }
+    }
+
+    fn applies(&self, setting: Setting) -> bool {
+        setting.applies(&self.context()) == Applies::Yes
     }
 
     fn key(&self) -> String {
@@ -124,7 +86,7 @@ impl ConfigExt for RunConfig {
     }
 }
 
-/// What `aiac sweep` records for a run that failed or timed out (`aiac.failed-run/1`).
+/// What `aiac sweep` records for a run that failed or timed out (`aiac.failed-run/2`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct FailedRun {
     pub(crate) schema: String,
@@ -190,6 +152,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Outcome, String> {
     }
     if [
         jacobi::REPORT_SCHEMA,
+        jacobi::REPORT_SCHEMA_V3,
         jacobi::REPORT_SCHEMA_V2,
         jacobi::REPORT_SCHEMA_V1,
     ]
@@ -203,21 +166,23 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Outcome, String> {
             ));
         }
         Ok(Outcome::Ok(Box::new(r)))
-    } else if schema == FAILED_SCHEMA {
+    } else if [FAILED_SCHEMA, FAILED_SCHEMA_V1].contains(&schema) {
         serde_json::from_value(v)
             .map(|r| Outcome::Failed(Box::new(r)))
-            .map_err(|e| format!("not a valid {FAILED_SCHEMA} record: {e}"))
+            .map_err(|e| format!("not a valid {schema} record: {e}"))
     } else if schema.is_empty() {
         Err(format!(
-            "no \"schema\" field: not an aiac report ({}, {}, {} or {FAILED_SCHEMA})",
+            "no \"schema\" field: not an aiac report ({}, {}, {}, {} or {FAILED_SCHEMA})",
             jacobi::REPORT_SCHEMA,
+            jacobi::REPORT_SCHEMA_V3,
             jacobi::REPORT_SCHEMA_V2,
             jacobi::REPORT_SCHEMA_V1
         ))
     } else {
         Err(format!(
-            "schema \"{schema}\" is not one this aiac reads ({}, {}, {} or {FAILED_SCHEMA})",
+            "schema \"{schema}\" is not one this aiac reads ({}, {}, {}, {} or {FAILED_SCHEMA})",
             jacobi::REPORT_SCHEMA,
+            jacobi::REPORT_SCHEMA_V3,
             jacobi::REPORT_SCHEMA_V2,
             jacobi::REPORT_SCHEMA_V1
         ))
@@ -346,4 +311,114 @@ pub(crate) fn channel_buckets(
         }
     }
     sum.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jacobi::{Problem, Solver};
+
+    /// The rule `aiac sweep` collapsed flags by before the settings' rule: the reference the
+    /// library's rule is held to.
+    fn collapsed_before(
+        flag: &str,
+        solver: &str,
+        variant: &str,
+        backend: &str,
+        problem: &str,
+    ) -> bool {
+        let multisplit = solver == "multisplit";
+        let jacobi = solver == "jacobi" || multisplit;
+        match flag {
+            "--variant" | "--halo-every" => jacobi,
+            "--pc" => !jacobi,
+            "--inner" | "--inner-tol" | "--inner-max" => multisplit,
+            "--exchange" => {
+                (solver == "jacobi" && variant == "sync" || solver == "cg") && backend != "shared"
+            }
+            "--halo-depth" => solver == "jacobi" && backend != "shared",
+            "--check-every" => !jacobi || variant == "sync" || backend != "shared",
+            "--max-in-flight" if !jacobi => false,
+            "--max-in-flight" => match variant {
+                "async" => backend != "shared",
+                "racy" => backend == "mpi",
+                _ => false,
+            },
+            "--confirm" => jacobi && variant != "sync",
+            "--offset" => problem == "laplace",
+            "--threads-per-rank" => solver == "jacobi" && (backend == "mpi" || backend == "shmem"),
+            "--reduction" => backend == "mpi" && (variant != "sync" || solver == "pipecg"),
+            "--detect" => solver == "jacobi" && variant != "sync" && backend != "shared",
+            _ => true,
+        }
+    }
+
+    /// Over every method, variant, backend and problem a sweep can combine, a setting varies a
+    /// run exactly where the flag did before, but for one correction: shared memory takes no
+    /// halo period (it reads its neighbours' planes at every sweep, and `aiac run` refuses any
+    /// N but 1 there), so a sweep no longer runs each N of it.
+    #[test]
+    fn the_rule_collapses_a_sweep_as_before() {
+        let settings = [
+            Setting::Variant,
+            Setting::HaloEvery,
+            Setting::Pc,
+            Setting::Inner,
+            Setting::InnerTol,
+            Setting::InnerMax,
+            Setting::Exchange,
+            Setting::HaloDepth,
+            Setting::CheckEvery,
+            Setting::MaxInFlight,
+            Setting::Confirm,
+            Setting::Offset,
+            Setting::ThreadsPerRank,
+            Setting::Reduction,
+            Setting::Detect,
+        ];
+        let mut compared = 0;
+        for solver in Solver::value_variants() {
+            for variant in Variant::value_variants() {
+                if solver.is_krylov() && *variant != Variant::Sync {
+                    continue;
+                }
+                for backend in BackendArg::value_variants() {
+                    if *backend == BackendArg::Shared && *solver != Solver::Jacobi {
+                        continue;
+                    }
+                    for problem in [Problem::default(), Problem::Poisson] {
+                        let info = backend.info();
+                        let ctx = Context {
+                            solver: *solver,
+                            variant: *variant,
+                            backend: info.backend,
+                            threads_per_rank: 1,
+                            operator: Operator::Grid(problem),
+                        };
+                        for s in settings {
+                            let now = s.applies(&ctx) == Applies::Yes;
+                            let flag = crate::flags::flag(s);
+                            let before = collapsed_before(
+                                flag,
+                                solver.name(),
+                                variant.name(),
+                                info.name,
+                                problem.name(),
+                            );
+                            let corrected = s == Setting::HaloEvery && info.shared_memory;
+                            assert_eq!(
+                                now,
+                                before && !corrected,
+                                "{flag} for {solver} {variant} on {} ({})",
+                                info.name,
+                                problem.name()
+                            );
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 500, "{compared}");
+    }
 }

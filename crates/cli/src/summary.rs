@@ -74,6 +74,11 @@ pub(crate) struct Column {
     pub(crate) always: bool,
 }
 
+/// The block iteration of `c`'s method (the defaults for a Krylov solver, which has none).
+pub(crate) fn iteration(c: &RunConfig) -> jacobi::BlockIteration {
+    c.config.method.iteration().copied().unwrap_or_default()
+}
+
 /// A number as the JSON report writes it (`2.0`, `0.0001`).
 fn num(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| serde_json::Value::from(v).to_string())
@@ -101,8 +106,8 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "pc",
         name: "pc",
         value: |c| {
-            if c.applies("--pc") {
-                c.config.method.flags().pc.name().into()
+            if c.applies(jacobi::Setting::Pc) {
+                c.config.method.pc().name().into()
             } else {
                 "-".into()
             }
@@ -113,7 +118,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "variant",
         name: "",
         value: |c| {
-            if c.applies("--variant") {
+            if c.applies(jacobi::Setting::Variant) {
                 c.config.variant().name().into()
             } else {
                 "-".into()
@@ -173,8 +178,8 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "exchange",
         name: "",
         value: |c| {
-            if c.applies("--exchange") {
-                c.config.method.flags().exchange.name().into()
+            if c.applies(jacobi::Setting::Exchange) {
+                c.config.method.exchange().name().into()
             } else {
                 "-".into()
             }
@@ -185,8 +190,8 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "R",
         name: "R",
         value: |c| {
-            if c.applies("--max-in-flight") {
-                c.config.method.flags().max_in_flight.to_string()
+            if c.applies(jacobi::Setting::MaxInFlight) {
+                iteration(c).max_in_flight.to_string()
             } else {
                 "-".into()
             }
@@ -197,7 +202,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "reduction",
         name: "",
         value: |c| {
-            if c.applies("--reduction") {
+            if c.applies(jacobi::Setting::Reduction) {
                 c.reduction.name().into()
             } else {
                 "-".into()
@@ -209,8 +214,8 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "detect",
         name: "detect",
         value: |c| {
-            if c.applies("--detect") {
-                c.config.method.flags().detect.name().into()
+            if c.applies(jacobi::Setting::Detect) {
+                iteration(c).detect.name().into()
             } else {
                 "-".into()
             }
@@ -221,8 +226,8 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "N",
         name: "N",
         value: |c| {
-            if c.applies("--halo-every") {
-                c.config.method.flags().halo_every.to_string()
+            if c.applies(jacobi::Setting::HaloEvery) {
+                iteration(c).halo_every.to_string()
             } else {
                 "-".into()
             }
@@ -233,7 +238,7 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "k",
         name: "k",
         value: |c| {
-            if c.applies("--halo-depth") {
+            if c.applies(jacobi::Setting::HaloDepth) {
                 c.config.halo_depth().to_string()
             } else {
                 "-".into()
@@ -245,10 +250,10 @@ pub(crate) const COLUMNS: &[Column] = &[
         header: "K",
         name: "K",
         value: |c| {
-            let paced = c.config.method.flags().pace_reductions
+            let paced = iteration(c).pace_reductions
                 || c.config.variant() == jacobi::Variant::Sync
                 || c.config.solver().is_krylov();
-            if c.applies("--check-every") && paced {
+            if c.applies(jacobi::Setting::CheckEvery) && paced {
                 c.config.check_every.to_string()
             } else {
                 "-".into()
@@ -636,7 +641,7 @@ pub(crate) fn runs_csv(names: &[String], runs: &[Outcome]) -> Csv {
             col("size"),
             col("exchange"),
             col("R"),
-            c.config.method.flags().halo_every.to_string(),
+            iteration(c).halo_every.to_string(),
             col("K"),
             col("tol"),
             c.config.max_iters.to_string(),

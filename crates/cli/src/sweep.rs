@@ -7,26 +7,21 @@
 //! failed and the sweep goes on. Then it writes one CSV, the plots, and prints the summary
 //! table (and speedup and efficiency when p varies).
 //!
-//! Combinations a flag does not apply to are run once, not once per value: `--exchange` applies
-//! to sync Jacobi and to CG over channels (CG takes `waitall` and `neighbor`: its combinations
-//! with `blocking` or `overlap` are skipped), `--check-every` to sync and to async and racy over channels,
-//! `--reduction` to async and racy over MPI, `--detect` to async and racy Jacobi over channels,
-//! `--max-in-flight` (R) to async over channels and
-//! to racy over MPI only (a racy send over threads or SHMEM has completed when it returns, so R
-//! never binds it), `--offset` to the Laplace problem, `--threads-per-rank` to Jacobi over
-//! mpi and shmem; `--variant`, `--halo-every`
-//! and R to the Jacobi solver (`--variant`, `--halo-every` and R to multisplit
-//! too), `--pc` to the Krylov solvers, `--inner`, `--inner-tol` and `--inner-max` to
-//! multisplit (`--solver jacobi,cg,pipecg,multisplit` compares them). A combination `aiac run`
-//! refuses (T = 4 workers on a block of 2 planes) is skipped, with its reason, while its values
-//! run in the combinations they fit; a value that no run of the sweep can take (every
-//! combination with it refused, or dropped the flag and `aiac run` refuses each of them given
-//! it) is refused before anything runs, with `aiac run`'s message.
+//! A combination is run once, not once per value, where a flag changes nothing: which setting
+//! applies where is jacobi's one rule (`Setting::applies`), which `aiac run` refuses by and the
+//! tables blank their columns by. So `--exchange` varies sync Jacobi and CG over channels, R
+//! (`--max-in-flight`) async runs over channels and racy runs over MPI only (a racy send over
+//! threads or SHMEM has completed when it returns, so R never binds it), `--reduction` async,
+//! racy and pipecg runs over MPI, `--detect` async and racy Jacobi over channels,
+//! `--threads-per-rank` Jacobi over mpi and shmem, `--pc` the Krylov solvers, `--inner`,
+//! `--inner-tol` and `--inner-max` multisplit (`--solver jacobi,cg,pipecg,multisplit`
+//! compares them). A combination `aiac run` refuses (CG with `--exchange blocking`, T = 4
+//! workers on a block of 2 planes) is skipped, with its reason, while its values run in the
+//! combinations they fit; a value that no run of the sweep can take (every combination with it
+//! refused, or dropped the flag and `aiac run` refuses each of them given it) is refused before
+//! anything runs, with `aiac run`'s message.
 
-use crate::args::{
-    is_laplace, parse_dims, parse_grid, parse_slowdown, parse_timeout, problem_parser, BackendArg,
-    Fixed, RunArgs,
-};
+use crate::args::{is_laplace, parse_timeout, BackendArg, Fixed, RunArgs, SweepSettings};
 use crate::error::Error;
 use crate::launch::{log_gist, run_logged, Ended};
 use crate::output::{check_dir, lock_dir, write_atomically};
@@ -34,10 +29,7 @@ use crate::progress::SweepProgress;
 use crate::saved::{self, FailedRun, Outcome};
 use crate::{report, summary};
 use clap::{Args, ValueEnum};
-use jacobi::{
-    Config, Decomp, Detect, Dims, Exchange, HaloDepth, Inner, Pc, Plan, Problem, ProcGrid,
-    ReductionKind, Solver, Variant,
-};
+use jacobi::{Applies, Config, Context, Operator, Plan, Problem, Setting, Solver, Variant};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
@@ -52,99 +44,11 @@ use std::time::Duration;
     -t 1,2,4,8 --max-iters 200 --backend mpi --out scaling"
 )]
 pub(crate) struct SweepArgs {
-    /// Backends; mpi runs are started with `mpirun -np P`, shmem runs with `oshrun -np P`.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "threads")]
-    backend: Vec<BackendArg>,
-    /// Solvers (jacobi, cg, cg-overlap, pipecg, multisplit).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "jacobi")]
-    solver: Vec<Solver>,
-    /// Preconditioners of the Krylov solvers (none, jacobi).
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pc: Vec<Pc>,
-    /// Multisplit's inner solvers (cg, cg32, jacobi).
-    #[arg(long, value_enum, value_delimiter = ',')]
-    inner: Vec<Inner>,
-    /// Multisplit's inner tolerances.
-    #[arg(long, value_delimiter = ',')]
-    inner_tol: Vec<f64>,
-    /// Multisplit's inner iteration limits.
-    #[arg(long, value_delimiter = ',')]
-    inner_max: Vec<u64>,
-    /// Variants.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "sync")]
-    variant: Vec<Variant>,
-    /// Process counts: ranks (threads, mpi) or threads (shared).
-    #[arg(
-        short = 't',
-        long = "threads",
-        visible_alias = "ranks",
-        value_delimiter = ',',
-        default_value = "1"
-    )]
-    ranks: Vec<usize>,
-    /// Threads per rank T of mpi and shmem runs (hybrid ranks; default 1). Runs with T > 1
-    /// are started with the launcher's `--bind-to none`, so that each rank's workers can be
-    /// pinned.
-    #[arg(long, value_delimiter = ',')]
-    threads_per_rank: Vec<usize>,
-    /// Problems.
-    #[arg(long, value_parser = problem_parser(), value_delimiter = ',', default_value = "laplace")]
-    problem: Vec<Problem>,
-    /// Interior points per rank: N or NXxNYxNZ each (default 50, weak scaling).
-    #[arg(long, value_parser = parse_dims, value_delimiter = ',', conflicts_with = "global")]
-    local: Vec<Dims>,
-    /// Interior points of the whole grid: N or NXxNYxNZ each (strong scaling).
-    #[arg(long, value_parser = parse_dims, value_delimiter = ',')]
-    global: Vec<Dims>,
-    /// Process grids PXxPYxPZ (each must have as many ranks as the run).
-    #[arg(long, value_parser = parse_grid, value_delimiter = ',')]
-    grid: Vec<ProcGrid>,
-    /// Shapes of the process grid.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "paper")]
-    decomp: Vec<Decomp>,
-    /// Halo exchanges of the sync variant.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "waitall")]
-    exchange: Vec<Exchange>,
-    /// Tolerances (default: the problem's).
-    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
-    tol: Vec<f64>,
-    /// Sync: iterations between convergence checks K (default: the problem's).
-    #[arg(long, value_delimiter = ',')]
-    check_every: Vec<u64>,
-    /// Halo exchange periods N.
-    #[arg(long, value_delimiter = ',', default_value = "1")]
-    halo_every: Vec<u64>,
-    /// Halo depths k (sync: --check-every a multiple of each), or auto.
-    #[arg(long, value_delimiter = ',', default_value = "1", value_parser = crate::args::parse_halo_depth)]
-    halo_depth: Vec<HaloDepth>,
-    /// R: messages in flight per channel direction (async, racy) [default: 2].
-    #[arg(long, value_delimiter = ',')]
-    max_in_flight: Vec<usize>,
-    /// Non-blocking reductions of async and racy runs over MPI (iallreduce, tree).
-    #[arg(long, value_enum, value_delimiter = ',')]
-    reduction: Vec<ReductionKind>,
-    /// Convergence detection of async and racy Jacobi over channels (reduction, snapshot,
-    /// ibarrier).
-    #[arg(long, value_enum, value_delimiter = ',')]
-    detect: Vec<Detect>,
-    /// Iteration limits (fix one for scaling runs: a run that stops unconverged at the limit
-    /// still times its iterations).
-    #[arg(long, value_delimiter = ',', default_value = "1000000")]
-    max_iters: Vec<u64>,
-    /// Offsets C of the Laplace problem's boundary values and start (default 0).
-    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
-    offset: Vec<f64>,
+    /// `aiac run`'s settings, each a list (read through `Deref`).
+    #[command(flatten)]
+    settings: SweepSettings,
     #[command(flatten)]
     fixed: Fixed,
-    /// How many times slower: each from 1 to 1000 (default 2).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        requires = "slow_rank",
-        allow_hyphen_values = true,
-        value_parser = parse_slowdown
-    )]
-    slowdown: Vec<f64>,
     /// Runs of each configuration; the tables show medians.
     #[arg(long, default_value_t = 1, help_heading = "Sweep")]
     repeats: u32,
@@ -173,18 +77,31 @@ pub(crate) struct SweepArgs {
     quiet: bool,
 }
 
-fn name_of<T: ValueEnum>(v: &T) -> String {
-    v.to_possible_value()
-        .map(|p| p.get_name().to_string())
-        .unwrap_or_default()
+impl std::ops::Deref for SweepArgs {
+    type Target = SweepSettings;
+    fn deref(&self) -> &SweepSettings {
+        &self.settings
+    }
 }
 
-/// One axis of the grid: a flag and its values (empty: the flag is not given).
-struct Axis {
-    flag: &'static str,
+/// One axis of the grid: a setting of `aiac run` and its values (empty: the flag is not given,
+/// the run's default holds).
+pub(crate) struct Axis {
+    /// The argument's id, as `aiac run` names it (`max_in_flight`).
+    pub(crate) id: &'static str,
+    /// The setting it sets.
+    pub(crate) setting: Setting,
     /// Short name in labels (`R`), empty for values that name themselves (`sync`).
-    short: &'static str,
-    values: Vec<String>,
+    pub(crate) short: &'static str,
+    /// The values, as the flag takes them.
+    pub(crate) values: Vec<String>,
+}
+
+impl Axis {
+    /// The flag (`--max-in-flight`).
+    fn flag(&self) -> String {
+        format!("--{}", self.id.replace('_', "-"))
+    }
 }
 
 /// One run of the sweep.
@@ -200,137 +117,6 @@ struct Point {
 }
 
 impl SweepArgs {
-    fn axes(&self) -> Vec<Axis> {
-        let s = |v: &[f64]| v.iter().map(f64::to_string).collect::<Vec<_>>();
-        vec![
-            Axis {
-                flag: "--solver",
-                short: "",
-                values: self.solver.iter().map(name_of).collect(),
-            },
-            Axis {
-                flag: "--pc",
-                short: "pc",
-                values: self.pc.iter().map(name_of).collect(),
-            },
-            Axis {
-                flag: "--inner",
-                short: "inner",
-                values: self.inner.iter().map(name_of).collect(),
-            },
-            Axis {
-                flag: "--inner-tol",
-                short: "itol",
-                values: s(&self.inner_tol),
-            },
-            Axis {
-                flag: "--inner-max",
-                short: "imax",
-                values: self.inner_max.iter().map(u64::to_string).collect(),
-            },
-            Axis {
-                flag: "--variant",
-                short: "",
-                values: self.variant.iter().map(name_of).collect(),
-            },
-            Axis {
-                flag: "--backend",
-                short: "",
-                values: self.backend.iter().map(name_of).collect(),
-            },
-            Axis {
-                flag: "-t",
-                short: "p",
-                values: self.ranks.iter().map(usize::to_string).collect(),
-            },
-            Axis {
-                flag: "--threads-per-rank",
-                short: "T",
-                values: self.threads_per_rank.iter().map(usize::to_string).collect(),
-            },
-            Axis {
-                flag: "--problem",
-                short: "",
-                values: self.problem.iter().map(|p| p.name().to_string()).collect(),
-            },
-            Axis {
-                flag: "--local",
-                short: "local",
-                values: self.local.iter().map(Dims::to_string).collect(),
-            },
-            Axis {
-                flag: "--global",
-                short: "global",
-                values: self.global.iter().map(Dims::to_string).collect(),
-            },
-            Axis {
-                flag: "--grid",
-                short: "grid",
-                values: self.grid.iter().map(ProcGrid::to_string).collect(),
-            },
-            Axis {
-                flag: "--decomp",
-                short: "decomp",
-                values: self.decomp.iter().map(name_of).collect(),
-            },
-            Axis {
-                flag: "--exchange",
-                short: "",
-                values: self.exchange.iter().map(name_of).collect(),
-            },
-            Axis {
-                flag: "--tol",
-                short: "tol",
-                values: s(&self.tol),
-            },
-            Axis {
-                flag: "--check-every",
-                short: "K",
-                values: self.check_every.iter().map(u64::to_string).collect(),
-            },
-            Axis {
-                flag: "--halo-every",
-                short: "N",
-                values: self.halo_every.iter().map(u64::to_string).collect(),
-            },
-            Axis {
-                flag: "--halo-depth",
-                short: "k",
-                values: self.halo_depth.iter().map(HaloDepth::to_string).collect(),
-            },
-            Axis {
-                flag: "--max-in-flight",
-                short: "R",
-                values: self.max_in_flight.iter().map(usize::to_string).collect(),
-            },
-            Axis {
-                flag: "--reduction",
-                short: "",
-                values: self.reduction.iter().map(name_of).collect(),
-            },
-            Axis {
-                flag: "--detect",
-                short: "detect",
-                values: self.detect.iter().map(name_of).collect(),
-            },
-            Axis {
-                flag: "--max-iters",
-                short: "max-iters",
-                values: self.max_iters.iter().map(u64::to_string).collect(),
-            },
-            Axis {
-                flag: "--offset",
-                short: "offset",
-                values: s(&self.offset),
-            },
-            Axis {
-                flag: "--slowdown",
-                short: "slowdown",
-                values: s(&self.slowdown),
-            },
-        ]
-    }
-
     /// The digits of combination `n` of the grid of `axes` (the first axis varies slowest).
     fn odometer(axes: &[Axis], mut n: usize) -> Vec<usize> {
         let mut idx = vec![0; axes.len()];
@@ -350,28 +136,41 @@ impl SweepArgs {
         idx: &[usize],
         collapse: bool,
     ) -> (Vec<String>, String, BackendArg, usize) {
-        let val = |flag: &str| -> Option<&str> {
-            let i = axes.iter().position(|a| a.flag == flag)?;
+        let val = |id: &str| -> Option<&str> {
+            let i = axes.iter().position(|a| a.id == id)?;
             axes[i].values.get(idx[i]).map(String::as_str)
         };
-        let variant = val("--variant").unwrap_or("sync");
-        let backend = val("--backend").unwrap_or("threads");
-        let problem = val("--problem").unwrap_or("laplace");
-        let solver = val("--solver").unwrap_or("jacobi");
-        let applies = |flag: &str| saved::applies(flag, solver, variant, backend, problem);
+        let variant = val("variant").unwrap_or(Variant::default().name());
+        let backend = val("backend").unwrap_or("threads");
+        let solver = val("solver").unwrap_or(Solver::default().name());
+        let backend_arg = BackendArg::from_str(backend, false).unwrap_or(BackendArg::Threads);
+        let ctx = Context {
+            solver: Solver::from_str(solver, false).unwrap_or_default(),
+            variant: Variant::from_str(variant, false).unwrap_or(Variant::Sync),
+            backend: backend_arg.info().backend,
+            threads_per_rank: val("threads_per_rank")
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(1),
+            operator: Operator::Grid(match val("problem") {
+                Some("poisson") => Problem::Poisson,
+                _ => Problem::Laplace { offset: 0.0 },
+            }),
+        };
+        // The settings' rule: a flag that changes nothing here is not passed.
+        let applies = |s: Setting| s.applies(&ctx) == Applies::Yes;
         let mut argv = Vec::new();
         let mut label = Vec::new();
         for (a, &i) in axes.iter().zip(idx) {
             let Some(v) = a.values.get(i) else { continue };
-            if collapse && !applies(a.flag) {
+            if collapse && !applies(a.setting) {
                 continue;
             }
-            if a.flag == "--slowdown" {
+            if a.id == "slowdown" {
                 if let Some(k) = self.fixed.slow_rank {
                     argv.extend(["--slow-rank".to_string(), k.to_string()]);
                 }
             }
-            argv.extend([a.flag.to_string(), v.clone()]);
+            argv.extend([a.flag(), v.clone()]);
             if a.values.len() > 1 {
                 label.push(if a.short.is_empty() {
                     v.clone()
@@ -385,7 +184,7 @@ impl SweepArgs {
                 argv.extend(["--slow-rank".to_string(), k.to_string()]);
             }
         }
-        if self.fixed.no_confirm && applies("--no-confirm") {
+        if self.fixed.no_confirm && applies(Setting::Confirm) {
             argv.push("--no-confirm".into());
         }
         let label = if label.is_empty() {
@@ -397,29 +196,13 @@ impl SweepArgs {
         } else {
             label.join(" ")
         };
-        let backend = BackendArg::from_str(backend, false).unwrap_or(BackendArg::Threads);
-        let ranks = val("-t").and_then(|v| v.parse().ok()).unwrap_or(1);
-        (argv, label, backend, ranks)
+        let ranks = val("threads").and_then(|v| v.parse().ok()).unwrap_or(1);
+        (argv, label, backend_arg, ranks)
     }
 
     /// The number of combinations of the grid of `axes`.
     fn combinations(axes: &[Axis]) -> usize {
         axes.iter().map(|a| a.values.len().max(1)).product()
-    }
-
-    /// Whether combination `idx` gives a flag a value its solver does not take (CG with
-    /// `--exchange blocking` or `overlap`): the sweep skips it.
-    fn skipped(axes: &[Axis], idx: &[usize]) -> bool {
-        let val = |flag: &str| -> Option<&str> {
-            let i = axes.iter().position(|a| a.flag == flag)?;
-            axes[i].values.get(idx[i]).map(String::as_str)
-        };
-        let solver = val("--solver").unwrap_or("jacobi");
-        axes.iter().zip(idx).any(|(a, &i)| {
-            a.values
-                .get(i)
-                .is_some_and(|v| !saved::takes(a.flag, v, solver))
-        })
     }
 
     /// Every run, in order: each configuration's repeats one after the other.
@@ -429,9 +212,6 @@ impl SweepArgs {
         let mut out = Vec::new();
         for n in 0..Self::combinations(&axes) {
             let idx = Self::odometer(&axes, n);
-            if Self::skipped(&axes, &idx) {
-                continue;
-            }
             let (argv, label, backend, ranks) = self.combination(&axes, &idx, true);
             if seen.contains(&argv) {
                 continue;
@@ -502,17 +282,14 @@ impl SweepArgs {
                  every combination, the first being {label})"
             ))
         };
-        if let ([], [(p, e), ..]) = (runs, skipped) {
-            let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
-            return Err(Error::Invalid(format!("{first} (in the run {})", p.label)));
-        }
         for (ai, a) in axes.iter().enumerate() {
             for (vi, v) in a.values.iter().enumerate() {
-                if runs.iter().any(|p| has(p, a.flag, v)) {
+                let flag = a.flag();
+                if runs.iter().any(|p| has(p, &flag, v)) {
                     continue;
                 }
-                if let Some((p, e)) = skipped.iter().find(|(p, _)| has(p, a.flag, v)) {
-                    return Err(refuse(e, a.flag, v, &p.label));
+                if let Some((p, e)) = skipped.iter().find(|(p, _)| has(p, &flag, v)) {
+                    return Err(refuse(e, &flag, v, &p.label));
                 }
                 let mut refusal = None;
                 for n in 0..Self::combinations(&axes) {
@@ -535,9 +312,14 @@ impl SweepArgs {
                     }
                 }
                 if let Some((e, label)) = refusal {
-                    return Err(refuse(&e, a.flag, v, &label));
+                    return Err(refuse(&e, &flag, v, &label));
                 }
             }
+        }
+        // Every run refused, each value taken by some other refused run.
+        if let ([], [(p, e), ..]) = (runs, skipped) {
+            let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
+            return Err(Error::Invalid(format!("{first} (in the run {})", p.label)));
         }
         Ok(())
     }
@@ -578,7 +360,9 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
             args.timeout
         )));
     }
-    if !args.offset.is_empty() && !args.problem.iter().any(is_laplace) {
+    // The Laplace problem is the default: no --problem list, or one that has it.
+    let laplace = args.problem.is_empty() || args.problem.iter().any(is_laplace);
+    if !args.offset.is_empty() && !laplace {
         return Err(Error::Invalid(
             "--offset applies to --problem laplace only: the Poisson problem's boundary \
              values are 0 and its exact solution is fixed"
@@ -855,15 +639,20 @@ mod tests {
 
     #[test]
     fn cg_sweeps_its_two_exchanges_and_skips_jacobis() {
-        let p = points(&[
+        let s = T::try_parse_from([
+            "x",
             "--solver",
             "jacobi,cg",
             "--exchange",
             "blocking,waitall,neighbor",
             "--backend",
             "mpi",
-        ]);
-        let labels: Vec<&str> = p.iter().map(|p| p.label.as_str()).collect();
+        ])
+        .unwrap()
+        .s;
+        let all = s.points();
+        let (ok, skipped) = s.accepted(&all).unwrap();
+        let labels: Vec<&str> = ok.iter().map(|r| r.0.label.as_str()).collect();
         assert_eq!(
             labels,
             [
@@ -874,10 +663,21 @@ mod tests {
                 "cg neighbor"
             ]
         );
-        assert!(p[4]
+        assert!(ok[4]
+            .0
             .argv
             .windows(2)
             .any(|w| w == ["--exchange", "neighbor"]));
+        // CG's blocking exchange is Jacobi's: skipped, with `aiac run`'s reason.
+        assert_eq!(skipped.len(), 1);
+        assert_eq!(skipped[0].0.label, "cg blocking");
+        assert!(
+            skipped[0]
+                .1
+                .contains("--exchange blocking applies to --solver jacobi"),
+            "{}",
+            skipped[0].1
+        );
         // Shared memory swaps no halos: CG runs once, without the flag.
         let p = points(&[
             "--solver",
@@ -962,7 +762,7 @@ mod tests {
             ),
             (
                 &["--solver", "cg", "--exchange", "blocking"][..],
-                "--exchange blocking|overlap",
+                "--exchange blocking applies to --solver jacobi",
             ),
         ] {
             let e = unused(argv).expect_err(&format!("{argv:?} refused"));

@@ -55,7 +55,7 @@ fn snapshot_and_barrier_detection_over_a_launcher_stop_below_tol() {
                 );
                 let j: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
                 assert_eq!(j["converged"], true, "{what}");
-                assert_eq!(j["config"]["detect"], detect, "{what}");
+                assert_eq!(j["config"]["method"]["detect"], detect, "{what}");
                 let t = j["residual"]["true"].as_f64().unwrap();
                 assert!(t < 1e-4, "{what}: true residual {t} ≥ tol");
                 let ranks = j["ranks"].as_array().unwrap();

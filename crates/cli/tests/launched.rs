@@ -400,7 +400,7 @@ fn poisson_over_a_launcher_is_the_same_for_every_split_and_exchange() {
                     &format!("{exchange} np={np}"),
                 );
                 assert_eq!(j["config"]["process_grid"]["z"], np);
-                assert_eq!(j["config"]["exchange"], exchange);
+                assert_eq!(j["config"]["method"]["exchange"], exchange);
                 assert_eq!(
                     j["iterations"]["max"], want["iterations"]["max"],
                     "{exchange} np={np}"
@@ -461,7 +461,7 @@ fn deep_halos_over_a_launcher_equal_one_plane_halos() {
                     a.extend(["--halo-depth", &ks]);
                     let what = format!("{what} k={k}");
                     let j = report(&launch(l, np, &a, &json), &json, &what);
-                    assert_eq!(j["config"]["halo_depth"], k, "{what}");
+                    assert_eq!(j["config"]["method"]["halo_depth"], k, "{what}");
                     assert_eq!(j["iterations"], want["iterations"], "{what}");
                     let h = |j: &Value| -> Vec<(u64, u64)> {
                         history(j).iter().map(|&(i, r)| (i, r.to_bits())).collect()
@@ -487,7 +487,7 @@ fn deep_halos_over_a_launcher_equal_one_plane_halos() {
                 a.extend(["--halo-depth", "auto"]);
                 let what = format!("{what} auto");
                 let j = report(&launch(l, np, &a, &json), &json, &what);
-                assert_eq!(j["config"]["halo_depth"], "auto", "{what}");
+                assert_eq!(j["config"]["method"]["halo_depth"], "auto", "{what}");
                 assert_eq!(j["iterations"], want["iterations"], "{what}");
                 let chosen = &j["halo_auto"]["chosen"];
                 let tried: Vec<&Value> = j["halo_auto"]["candidates"]
@@ -528,7 +528,7 @@ fn async_and_racy_with_deep_halos_over_a_launcher_certify_below_tol() {
             ];
             let what = format!("{} {variant} np=8 k=3", l.backend);
             let j = report(&launch(l, 8, &args, &json), &json, &what);
-            assert_eq!(j["config"]["halo_depth"], 3, "{what}");
+            assert_eq!(j["config"]["method"]["halo_depth"], 3, "{what}");
             assert_eq!(j["converged"], true, "{what}");
             let t = j["residual"]["true"].as_f64().unwrap();
             assert!(t < 1e-4, "{what}: true residual {t} ≥ tol");
@@ -913,7 +913,7 @@ fn krylov_over_a_launcher_matches_a_serial_run() {
                 let what = format!("{solver} over {} np={np}", l.backend);
                 let j = report(&launch(l, np, &args, &json), &json, &what);
                 assert_eq!(j["config"]["ranks"], np);
-                assert_eq!(j["config"]["solver"], solver);
+                assert_eq!(j["config"]["method"]["solver"], solver);
                 breakdown_adds_up(&j, &what);
                 assert_eq!(j["iterations"]["min"].as_f64(), Some(want), "{what}");
                 assert_eq!(j["iterations"]["max"].as_f64(), Some(want), "{what}");
@@ -1227,7 +1227,7 @@ fn neighbor_exchange_over_mpi_equals_waitall_bit_for_bit() {
                 let json = dir.join(format!("{c}-{np}-{exchange}.json"));
                 let what = format!("np={np} {base:?} --exchange {exchange}");
                 let j = report(&launch(l, np, &args, &json), &json, &what);
-                assert_eq!(j["config"]["exchange"], exchange, "{what}");
+                assert_eq!(j["config"]["method"]["exchange"], exchange, "{what}");
                 assert_eq!(j["config"]["ranks"], np, "{what}");
                 assert!(j["iterations"]["max"].as_f64().unwrap() > 10.0, "{what}");
                 assert_eq!(j["converged"], true, "{what}");
@@ -1319,7 +1319,7 @@ fn neighbor_exchange_is_refused_where_it_cannot_run() {
     ));
     outs.push((
         launch(mpi, 2, &with(&["--solver", "pipecg"]), &json),
-        "--exchange applies to --solver jacobi and cg",
+        "--exchange neighbor applies to --solver jacobi and cg",
     ));
     for (out, needle) in outs {
         let err = String::from_utf8_lossy(&out.stderr);

@@ -539,7 +539,7 @@ fn cg_on_a_matrix_with_the_neighbor_exchange_equals_waitall_bit_for_bit() {
             text(&out.stderr)
         );
         let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-        assert_eq!(r["config"]["exchange"], exchange);
+        assert_eq!(r["config"]["method"]["exchange"], exchange);
         assert_eq!(r["config"]["ranks"], 3);
         assert_eq!(r["converged"], true, "{exchange}");
         let its = r["iterations"]["max"].as_f64().unwrap();

@@ -27,6 +27,18 @@ fn aiac_ok(args: &[&str]) -> String {
     stdout
 }
 
+/// A report as the aiac of schema `aiac.run/3` wrote it (`tests/fixtures/run3/NAME.json`,
+/// written by `aiac run … --json` of that version).
+fn run3(name: &str) -> Value {
+    read_json(&run3_path(name))
+}
+
+fn run3_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/run3")
+        .join(format!("{name}.json"))
+}
+
 /// Write `old` (a report as an older aiac wrote it) next to `new`, and check `aiac report`
 /// reads both. Returns the old report's path.
 fn report_reads_old_and_new(dir: &Path, old: &Value, new: &Path) -> PathBuf {
@@ -218,7 +230,7 @@ fn converged_run_writes_the_report() {
         assert!(j["residual"]["reported"].as_f64().unwrap() < 1e-4);
         let c = &j["config"];
         assert_eq!(c["backend"], backend);
-        assert_eq!(c["variant"], variant);
+        assert_eq!(c["method"]["variant"], variant);
         assert_eq!(c["ranks"], 2);
         assert_eq!(c["global"]["x"], 10);
         assert_eq!(c["criterion"]["tol"], 1e-4);
@@ -229,11 +241,11 @@ fn converged_run_writes_the_report() {
             assert_eq!(r["residual"]["true"].as_f64().unwrap(), t);
             assert!(r["iterations"].as_f64().unwrap() >= min);
         }
-        assert_eq!(c["racy_read"], "landed");
+        assert_eq!(c["method"]["racy_read"], "landed");
         // --check-every paces the reduction rounds of async and racy over channels.
         let paced = backend == "threads" && variant != "sync";
         assert_eq!(c["check_every"], 10);
-        assert_eq!(c["pace_reductions"], paced, "{backend} {variant}");
+        assert_eq!(c["method"]["pace_reductions"], paced, "{backend} {variant}");
         if paced {
             for r in ranks {
                 let (rounds, it) = (
@@ -345,9 +357,9 @@ fn help_succeeds() {
     }
 }
 
-/// A Krylov run writes schema aiac.run/2 with its solver, preconditioner and per-rank
-/// Krylov record, prints how much of its reductions it hid, and `aiac report` still reads
-/// an aiac.run/1 report (written before the Krylov solvers).
+/// A Krylov run writes its solver, preconditioner and per-rank Krylov record, prints how much
+/// of its reductions it hid, and `aiac report` still reads an aiac.run/1 report (written
+/// before the Krylov solvers: schema 3's report without what schemas 2 and 3 added).
 #[test]
 fn a_krylov_report_and_an_old_report() {
     let dir = scratch("krylov");
@@ -372,9 +384,10 @@ fn a_krylov_report_and_an_old_report() {
     let per = &j["breakdown_per_iteration"];
     assert!(per["reduce_s"].as_f64().unwrap() > 0.0, "{per}");
     assert!(j["breakdown"]["wait_s"]["max"].as_f64().unwrap() > 0.0);
-    assert_eq!(j["schema"], "aiac.run/3");
-    assert_eq!(j["config"]["solver"], "pipecg");
-    assert_eq!(j["config"]["pc"], "jacobi");
+    assert_eq!(j["schema"], "aiac.run/4");
+    assert_eq!(j["config"]["method"]["kind"], "krylov");
+    assert_eq!(j["config"]["method"]["solver"], "pipecg");
+    assert_eq!(j["config"]["method"]["pc"], "jacobi");
     assert_eq!(j["config"]["criterion"]["tol"], 1e-8);
     assert!(j["residual"]["true"].as_f64().unwrap() < 1e-8);
     for r in j["ranks"].as_array().unwrap() {
@@ -382,8 +395,8 @@ fn a_krylov_report_and_an_old_report() {
         assert!(k["reduce_flight_s"].as_f64().unwrap() >= k["reduce_wait_s"].as_f64().unwrap());
         assert!(k["breakdown"].is_null());
     }
-    // The same report as schema 1 wrote it: no solver, no pc, no krylov records.
-    let mut old = j.clone();
+    // A report as schema 1 wrote it: no solver, no pc, no krylov records.
+    let mut old = run3("pipecg");
     old["schema"] = "aiac.run/1".into();
     old["config"].as_object_mut().unwrap().remove("solver");
     old["config"].as_object_mut().unwrap().remove("pc");
@@ -413,9 +426,8 @@ fn a_krylov_report_and_an_old_report() {
     assert_eq!(rows[1][k], "1", "{csv}"); // read as schema 1: Jacobi, depth 1
 }
 
-/// A multisplit run writes schema aiac.run/3 with its outer and inner iterations, prints
-/// them, and `aiac report` still reads the same report as aiac.run/2 wrote it (no inner
-/// fields).
+/// A multisplit run writes its outer and inner iterations and prints them, and `aiac report`
+/// still reads a report as aiac.run/2 wrote it (schema 3's without the inner fields).
 #[test]
 fn a_multisplit_report_and_a_schema_2_report() {
     let dir = scratch("multisplit");
@@ -438,10 +450,10 @@ fn a_multisplit_report_and_a_schema_2_report() {
     assert!(stdout.contains("outer iterations"), "{stdout}");
     assert!(stdout.contains("per outer iteration"), "{stdout}");
     let j = read_json(&json);
-    assert_eq!(j["schema"], "aiac.run/3");
-    assert_eq!(j["config"]["solver"], "multisplit");
-    assert_eq!(j["config"]["inner"], "jacobi");
-    assert_eq!(j["config"]["inner_max"], 7);
+    assert_eq!(j["schema"], "aiac.run/4");
+    assert_eq!(j["config"]["method"]["kind"], "multisplit");
+    assert_eq!(j["config"]["method"]["inner"]["solver"], "jacobi");
+    assert_eq!(j["config"]["method"]["inner"]["max"], 7);
     assert!(j["residual"]["true"].as_f64().unwrap() < 1e-4);
     for r in j["ranks"].as_array().unwrap() {
         let m = &r["multisplit"];
@@ -454,7 +466,7 @@ fn a_multisplit_report_and_a_schema_2_report() {
         assert!(m["inner_most"].as_u64().unwrap() <= 7);
     }
     assert!(j["inner_per_outer"]["mean"].as_f64().unwrap() <= 7.0);
-    let mut old = j.clone();
+    let mut old = run3("multisplit");
     old["schema"] = "aiac.run/2".into();
     for k in ["inner", "inner_tol", "inner_max"] {
         old["config"].as_object_mut().unwrap().remove(k);
@@ -467,4 +479,34 @@ fn a_multisplit_report_and_a_schema_2_report() {
         r.as_object_mut().unwrap().remove("multisplit");
     }
     report_reads_old_and_new(&dir, &old, &json);
+}
+
+/// Reports written by the aiac of schema `aiac.run/3` (its method's settings flat beside
+/// `solver`: async Jacobi with R = 3, preconditioned pipelined CG, multisplitting with an inner
+/// Jacobi, sync Jacobi with k = 2) read as the same runs: `aiac report` prints the table and
+/// writes the runs.csv that aiac printed and wrote from them, byte for byte
+/// (`tests/fixtures/run3/report.txt`, `runs.csv`).
+#[test]
+fn schema_3_reports_show_the_tables_they_showed() {
+    let names = ["jacobi-async", "pipecg", "multisplit", "jacobi-deep"];
+    let paths: Vec<String> = names
+        .iter()
+        .map(|n| run3_path(n).display().to_string())
+        .collect();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run3");
+    let want = |f: &str| std::fs::read_to_string(fixtures.join(f)).unwrap();
+    let mut args = vec!["report"];
+    args.extend(paths.iter().map(String::as_str));
+    assert_eq!(aiac_ok(&args), want("report.txt"));
+    let rep = scratch("run3").join("rep");
+    args.extend(["--out", rep.to_str().unwrap()]);
+    aiac_ok(&args);
+    assert_eq!(
+        std::fs::read_to_string(rep.join("runs.csv")).unwrap(),
+        want("runs.csv")
+    );
+    // Each is the method it was: the flat settings made the tagged method.
+    for n in names {
+        assert_eq!(run3(n)["schema"], "aiac.run/3", "{n}");
+    }
 }

@@ -246,7 +246,7 @@ fn files_of_a_run_match_their_documentation() {
 
     // JSON: parses, says its schema, and has exactly the documented fields.
     let j: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    assert_eq!(j["schema"], "aiac.run/3");
+    assert_eq!(j["schema"], "aiac.run/4");
     assert_eq!(keys(&j), documented("The report"), "top-level fields");
     assert_eq!(keys(&j["config"]), documented("`config`"), "config fields");
     let ranks = j["ranks"].as_array().unwrap();
@@ -409,7 +409,7 @@ fn a_timed_out_run_is_recorded_and_the_sweep_goes_on() {
     let failed = runs.iter().find(|n| n.ends_with(".failed.json")).unwrap();
     let f: Value =
         serde_json::from_slice(&std::fs::read(out.join("runs").join(failed)).unwrap()).unwrap();
-    assert_eq!(f["schema"], "aiac.failed-run/1");
+    assert_eq!(f["schema"], "aiac.failed-run/2");
     assert_eq!(f["status"], "timeout");
     assert_eq!(f["config"]["max_iters"], 1_000_000_000u64);
     assert!(stdout.contains("FAILED"), "{stdout}");

@@ -1,20 +1,21 @@
-//! What a run is asked to do, validated before anything starts: every rank validates the same
-//! configuration against the same world size, so bad input fails everywhere, at once, with
-//! one message naming the flag.
+//! What a run is asked to do: the method's choices as named types, and [`Config`], one run
+//! of a solver. It is checked before anything starts (`settings/check.rs`).
 
 use crate::geometry::{Dims, Plan, ProcGrid};
-use crate::method::{Jacobi, Method, MethodFlags};
+use crate::method::Method;
 use crate::problem::{Problem, StopCriterion};
+pub use crate::settings::ConfigError;
 use serde::{Deserialize, Serialize};
 
 /// The three forms of the solver (Bethune, Bull, Dingle, Higham, *Performance analysis of
 /// asynchronous Jacobi's method implemented in MPI, SHMEM and OpenMP*, IJHPCA 28(1), 2014).
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Variant {
     /// Halo exchange every `halo_every` iterations over Sync channels, global residual every
     /// `check_every` iterations (the paper's Figure 1).
+    #[default]
     Sync,
     /// Newest whole halo message each iteration, `try_send` the faces, non-blocking reduction.
     Async,
@@ -74,7 +75,8 @@ pub enum Solver {
         feature = "clap",
         value(
             help = "Asynchronous multisplitting (Bethune et al., §6.4): each rank solves its \
-                      block (--inner cg, cg32 or jacobi) with the newest halo as Dirichlet data, in \
+                      block (with an inner cg, cg32 or jacobi) with the newest halo as Dirichlet \
+                      data, in \
                       the sync, async or racy form"
         )
     )]
@@ -192,6 +194,16 @@ pub enum Decomp {
     Paper,
     /// A 1-D split in z, P = 1 × 1 × p (Wang & Gobbert: each process N × N × N/p).
     Z,
+}
+
+impl Decomp {
+    /// `paper`, `z`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Decomp::Paper => "paper",
+            Decomp::Z => "z",
+        }
+    }
 }
 
 /// How the sync variant swaps its halos (Wang & Gobbert compare the last two).
@@ -345,9 +357,15 @@ impl SizeSpec {
     }
 }
 
-/// The largest `--slowdown`: a rank 1000 times slower already does a thousand sweeps' work
-/// per sweep; beyond it a run does not finish in any useful time.
+/// The largest slowdown: a rank 1000 times slower already does a thousand sweeps' work per
+/// sweep; beyond it a run does not finish in any useful time.
 pub const MAX_SLOWDOWN: f64 = 1000.0;
+
+/// The default slowdown of the slow rank: twice the work per sweep.
+pub const DEFAULT_SLOWDOWN: f64 = 2.0;
+
+/// The default block per rank, N³ interior points: the paper's 50³ (weak scaling).
+pub const DEFAULT_LOCAL: usize = 50;
 
 /// The smallest tolerance: f64's machine epsilon. A stopping criterion below it cannot be told
 /// from rounding (a relative residual below ε would need every residual below one ulp of
@@ -446,7 +464,7 @@ impl<'de> Deserialize<'de> for HaloDepth {
 
 /// Rounding floor of the relative residual, per unit of `|offset|`, on a grid of `nz` planes
 /// (see [`Config::max_offset`]).
-fn offset_floor_per_unit(nz: usize) -> f64 {
+pub(crate) fn offset_floor_per_unit(nz: usize) -> f64 {
     // ‖rounding‖ ≈ K ε |C| √N over N = Gx Gy Gz points, against ‖b − A u₀‖ ≈ 0.85 √(Gx Gy)
     // (the bottom face's bump, whose mean square over the unit square is 0.73).
     OFFSET_ROUNDING * f64::EPSILON * (nz as f64).sqrt() / 0.85
@@ -457,24 +475,6 @@ fn offset_floor_per_unit(nz: usize) -> f64 {
 /// C = 5e10 is 1.01e-4, 1.47e-4 and 2.10e-4 at 16³, 32³ and 64³ (1.10e-4 at 64³, C = 3e10);
 /// K = 2 gives 1.04e-4, 1.48e-4, 2.09e-4 and 1.25e-4.
 const OFFSET_ROUNDING: f64 = 2.0;
-
-/// A number for a message: in scientific notation when plain notation would be long.
-fn short(v: f64) -> String {
-    if v != 0.0 && v.is_finite() && !(1e-4..1e6).contains(&v.abs()) {
-        format!("{v:e}")
-    } else {
-        v.to_string()
-    }
-}
-
-/// The upper end of a tolerance's range, for a message (none for f64's largest).
-fn upto(max: f64) -> String {
-    if max < f64::MAX {
-        format!(" to {}", short(max))
-    } else {
-        String::new()
-    }
-}
 
 /// Make one rank's sweeps slower: a performance-defect experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -491,10 +491,10 @@ pub struct SlowRank {
 /// One run of the solver: the problem, the method, the grid, when to stop. What only one
 /// method reads lives in its [`Method`].
 ///
-/// A report stores it flat, as the flags are given (`solver`, `variant`, `pc`, …: the
-/// [`MethodFlags`] of the method, every setting the method does not read at its default).
+/// A report stores it with its [`Method`] tagged (`method.kind`); reports of the earlier
+/// schemas, which stored the method's settings flat beside `solver`, read as before.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "ConfigRecord", into = "ConfigRecord")]
+#[serde(try_from = "crate::legacy::ConfigRecord")]
 pub struct Config {
     /// The equation, its boundary values and starting guess.
     pub problem: Problem,
@@ -524,63 +524,9 @@ pub struct Config {
     pub slow: Option<SlowRank>,
 }
 
-/// [`Config`] as a report stores it: the method's settings flat beside `solver`.
-#[derive(Serialize, Deserialize)]
-struct ConfigRecord {
-    problem: Problem,
-    #[serde(default)]
-    solver: Solver,
-    #[serde(flatten)]
-    method: MethodFlags,
-    size: SizeSpec,
-    grid: Option<ProcGrid>,
-    decomp: Decomp,
-    criterion: StopCriterion,
-    check_every: u64,
-    max_iters: u64,
-    confirm: bool,
-    slow: Option<SlowRank>,
-}
-
-impl TryFrom<ConfigRecord> for Config {
-    type Error = ConfigError;
-    fn try_from(r: ConfigRecord) -> Result<Self, ConfigError> {
-        Ok(Config {
-            problem: r.problem,
-            method: Method::from_flags(r.solver, &r.method)?,
-            size: r.size,
-            grid: r.grid,
-            decomp: r.decomp,
-            criterion: r.criterion,
-            check_every: r.check_every,
-            max_iters: r.max_iters,
-            confirm: r.confirm,
-            slow: r.slow,
-        })
-    }
-}
-
-impl From<Config> for ConfigRecord {
-    fn from(c: Config) -> Self {
-        ConfigRecord {
-            problem: c.problem,
-            solver: c.method.solver(),
-            method: c.method.flags(),
-            size: c.size,
-            grid: c.grid,
-            decomp: c.decomp,
-            criterion: c.criterion,
-            check_every: c.check_every,
-            max_iters: c.max_iters,
-            confirm: c.confirm,
-            slow: c.slow,
-        }
-    }
-}
-
 /// Multisplitting's inner solve, resolved: the solver, its relative tolerance, its iteration
 /// limit.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct InnerSpec {
     /// The inner solver.
     pub solver: Inner,
@@ -615,12 +561,12 @@ impl Config {
         Config {
             problem,
             method,
-            size: SizeSpec::Local(Dims::cube(50)),
+            size: SizeSpec::Local(Dims::cube(DEFAULT_LOCAL)),
             grid: None,
             decomp: Decomp::Paper,
             criterion,
             check_every,
-            max_iters: 1_000_000,
+            max_iters: crate::DEFAULT_MAX_ITERS,
             confirm: true,
             slow: None,
         }
@@ -681,449 +627,24 @@ impl Config {
             )
         } else if j.exchange != Exchange::Waitall {
             Some(
-                "deep halos have their own exchange, not --exchange blocking, overlap or \
-                 neighbor: k = 1",
+                "deep halos have their own exchange, not the blocking, overlapped or \
+                 neighbourhood one: k = 1",
             )
         } else if j.iteration.halo_every != 1 {
-            Some("deep halos need --halo-every 1 in the sync variant: k = 1")
+            Some("deep halos need a halo every iteration (N = 1) in the sync variant: k = 1")
         } else {
             None
         }
     }
 }
 
-/// A configuration that cannot run. Each message names the flag to fix.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ConfigError {
-    /// tol below [`MIN_TOL`], above the criterion's largest, NaN or infinite.
-    #[error("--tol must be a number from {min:e} (f64's machine epsilon: a criterion below it cannot be told from rounding){}, got {}", upto(*.max), short(*.tol), min = MIN_TOL)]
-    Tolerance {
-        /// Given.
-        tol: f64,
-        /// The largest: 1 for the relative residual (it starts at 1), else f64's largest.
-        max: f64,
-    },
-    /// K larger than the iteration limit: the criterion would never be tested.
-    #[error("--check-every must be from 1 to --max-iters ({max_iters}), got {check_every}: a larger K never tests the criterion before --max-iters stops the run (K = --max-iters tests it once, at the end)")]
-    CheckEveryTooLarge {
-        /// Given.
-        check_every: u64,
-        /// `--max-iters`.
-        max_iters: u64,
-    },
-    /// K = 0.
-    #[error("--check-every must be at least 1, got 0")]
-    CheckEvery,
-    /// N = 0.
-    #[error("--halo-every must be at least 1, got 0")]
-    HaloEvery,
-    /// k = 0, or more than [`MAX_HALO_DEPTH`].
-    #[error("--halo-depth must be from 1 to {max} or auto, got {0}", max = MAX_HALO_DEPTH)]
-    HaloDepth(u64),
-    /// Neither a number nor `auto`.
-    #[error("--halo-depth must be a number from 1 to {max} or auto, got '{0}'", max = MAX_HALO_DEPTH)]
-    HaloDepthValue(String),
-    /// k > 1 (or `auto`, with another solver) with something the deep exchange does not do.
-    #[error("--halo-depth {depth} {why}")]
-    HaloDepthWith {
-        /// k, or `auto`.
-        depth: HaloDepth,
-        /// What conflicts, naming the flag.
-        why: String,
-    },
-    /// R = 0 or beyond what the channel layer accepts.
-    #[error("--max-in-flight: {0}")]
-    MaxInFlight(String),
-    /// max_iters = 0.
-    #[error("--max-iters must be at least 1, got 0")]
-    MaxIters,
-    /// offset NaN or infinite.
-    #[error("--offset must be a finite number, got {0}")]
-    Offset(f64),
-    /// An offset so large that f64 rounding alone keeps the relative residual above `tol`.
-    #[error("--offset {offset:e} swamps the solution in f64 for --tol {tol:e} on this grid: f64 keeps about 16 significant digits, so values near {offset:e} are rounded by about {ulp:.1e}, which leaves a relative residual of about {floor:.1e} (the solution itself varies by less than 1); use |--offset| up to {max:.1e} (or a larger --tol)")]
-    OffsetSwamps {
-        /// Given.
-        offset: f64,
-        /// The tolerance.
-        tol: f64,
-        /// The spacing of f64 values near the offset (ε |offset|).
-        ulp: f64,
-        /// The relative residual rounding alone leaves.
-        floor: f64,
-        /// The largest |offset| this tolerance and grid allow.
-        max: f64,
-    },
-    /// A zero extent.
-    #[error("--local/--global: every extent must be at least 1, got {0}")]
-    ZeroExtent(Dims),
-    /// The arrays would not fit in memory.
-    #[error("--local/--global: a block of {0} points does not fit in memory")]
-    TooLarge(Dims),
-    /// `--grid` does not have as many ranks as the world.
-    #[error("--grid {grid} has {} ranks but the run has {size}", grid.size())]
-    GridSize {
-        /// The grid given.
-        grid: ProcGrid,
-        /// The world size.
-        size: usize,
-    },
-    /// The grid does not divide the global size.
-    #[error("--global {global} does not split over the process grid {grid}: {points} points along {axis} do not divide into {procs} equal blocks")]
-    GridDoesNotDivide {
-        /// Which axis.
-        axis: &'static str,
-        /// Points along it.
-        points: usize,
-        /// Processes along it.
-        procs: usize,
-        /// The global size.
-        global: Dims,
-        /// The process grid.
-        grid: ProcGrid,
-    },
-    /// `--slow-rank` is not a rank of the run.
-    #[error("--slow-rank {rank} is not a rank of this run (ranks 0..{size})")]
-    SlowRank {
-        /// Given.
-        rank: usize,
-        /// World size.
-        size: usize,
-    },
-    /// `--slowdown` outside 1 ..= [`MAX_SLOWDOWN`].
-    #[error("--slowdown must be a number from 1 to {max}, got {0}", max = MAX_SLOWDOWN)]
-    Slowdown(f64),
-    /// The run would need more memory than the machine has available.
-    #[error("--local/--global: this run needs about {} ({} per rank: arrays, halos, channel buffers, history), but this machine has {} available (MemAvailable): use a smaller grid, a smaller --max-in-flight or fewer ranks", crate::memory::human_bytes(*.need), crate::memory::human_bytes(*.per_rank), crate::memory::human_bytes(*.available))]
-    OutOfMemory {
-        /// Bytes this machine would hold.
-        need: u64,
-        /// Bytes per rank.
-        per_rank: u64,
-        /// Bytes available.
-        available: u64,
-    },
-    /// A world of no ranks.
-    #[error("-t/--threads must be at least 1, got 0")]
-    NoRanks,
-    /// `--threads-per-rank` out of range, or with a setting the hybrid ranks do not run.
-    #[error("--threads-per-rank {threads}: {why}")]
-    ThreadsPerRank {
-        /// Given.
-        threads: usize,
-        /// Why it is refused.
-        why: String,
-    },
-    /// `--exchange` other than the default, with async or racy.
-    #[error(
-        "--exchange {0} applies to --variant sync only (async and racy never wait for a halo)"
-    )]
-    ExchangeNeedsSync(&'static str),
-    /// A problem whose discretisation needs the same spacing along every axis.
-    #[error("--problem {problem} needs a cubic grid (N³ points, one spacing h), got {global}")]
-    NotCubic {
-        /// The problem.
-        problem: &'static str,
-        /// The global grid asked for.
-        global: Dims,
-    },
-    /// A Krylov solver with an asynchronous variant.
-    #[error(
-        "--solver {solver} is synchronous: --variant {variant} does not apply to it (every \
-         iteration needs exact global dot products; use --variant sync, or --solver jacobi \
-         for the asynchronous variants)"
-    )]
-    KrylovVariant {
-        /// The solver.
-        solver: Solver,
-        /// The variant asked for.
-        variant: Variant,
-    },
-    /// A setting of the grid's solvers that a sparse matrix (`--matrix`) has no form of.
-    #[error("{what} does not apply to --matrix: {why}")]
-    NotForMatrix {
-        /// The setting.
-        what: &'static str,
-        /// Why, and what does.
-        why: &'static str,
-    },
-    /// A flag of one variant's loop given to a run that does not have that loop.
-    #[error("{flag} applies to {applies}, not to --solver {solver} --variant {variant}")]
-    VariantFlag {
-        /// The flag.
-        flag: &'static str,
-        /// The runs it applies to.
-        applies: &'static str,
-        /// The solver asked for.
-        solver: Solver,
-        /// The variant asked for.
-        variant: Variant,
-    },
-    /// A flag of the Jacobi solver with a Krylov solver, or the other way round.
-    #[error("{flag} applies to {applies}, not to --solver {solver}")]
-    SolverFlag {
-        /// The flag.
-        flag: &'static str,
-        /// The solvers it applies to.
-        applies: &'static str,
-        /// The solver asked for.
-        solver: Solver,
-    },
-    /// A Krylov solver asked to stop on the update norm.
-    #[error(
-        "--solver {0} stops on the relative residual ‖b − A x‖₂/‖b‖₂ (give --tol for it), \
-         not on the update norm"
-    )]
-    KrylovCriterion(Solver),
-    /// `--inner-tol` outside (0, 1).
-    #[error("--inner-tol must be a number above 0 and below 1 (the factor by which an inner solve reduces its block's residual), got {}", short(*.0))]
-    InnerTol(f64),
-    /// `--inner-max 0`.
-    #[error("--inner-max must be at least 1, got 0")]
-    InnerMax,
-    /// Multisplitting asked to stop on the update norm.
-    #[error(
-        "--solver multisplit stops on the relative residual ‖b − A u‖₂/‖b − A u₀‖₂ (give \
-         --tol for it), not on the update norm"
-    )]
-    MultisplitCriterion,
-    /// `--detect snapshot` with an iterate that has no snapshot.
-    #[error("--detect snapshot has no form for {0}: its snapshot is the one-plane block of --solver jacobi on the grid (use --detect reduction or ibarrier)")]
-    SnapshotOf(&'static str),
-    /// A flag the chosen backend cannot honour.
-    #[error("{flag} is not supported with {backend}: {why}")]
-    Unsupported {
-        /// The flag.
-        flag: &'static str,
-        /// The backend.
-        backend: &'static str,
-        /// Why.
-        why: &'static str,
-    },
-}
-
 impl Config {
-    /// Check every parameter that does not depend on the world size.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let tol = self.criterion.tol();
-        let max = match self.criterion {
-            StopCriterion::RelativeResidual { .. } => 1.0,
-            StopCriterion::UpdateNorm { .. } => f64::MAX,
-        };
-        if !(MIN_TOL..=max).contains(&tol) {
-            return Err(ConfigError::Tolerance { tol, max });
-        }
-        if self.check_every == 0 {
-            return Err(ConfigError::CheckEvery);
-        }
-        self.validate_method()?;
-        if self.max_iters == 0 {
-            return Err(ConfigError::MaxIters);
-        }
-        self.problem.validate()?;
-        let dims = match self.size {
-            SizeSpec::Local(d) | SizeSpec::Global(d) => d,
-        };
-        if dims.to_array().contains(&0) {
-            return Err(ConfigError::ZeroExtent(dims));
-        }
-        if let Some(s) = self.slow {
-            if !(1.0..=MAX_SLOWDOWN).contains(&s.factor) {
-                return Err(ConfigError::Slowdown(s.factor));
-            }
-        }
-        Ok(())
-    }
-
-    /// [`Config::validate`], and the settings a sparse matrix's run can take
-    /// ([`crate::solve_system`]): the relative-residual criterion; Jacobi with one-plane
-    /// ghosts exchanged all at once (`--exchange waitall`, `--halo-depth 1`); multisplitting
-    /// with inner CG or Jacobi; every Krylov solver. (The grid's size and problem are not
-    /// read.)
-    pub fn validate_matrix(&self) -> Result<(), ConfigError> {
-        self.validate()?;
-        let no = |what, why| Err(ConfigError::NotForMatrix { what, why });
-        if matches!(self.criterion, StopCriterion::UpdateNorm { .. }) {
-            return no(
-                "--criterion update",
-                "the update norm is the stencil's residual over its diagonal 6; a matrix's run stops on the relative residual ‖b − A x‖/‖b‖",
-            );
-        }
-        match &self.method {
-            Method::Jacobi(j) => {
-                if j.exchange != Exchange::Waitall {
-                    return no(
-                        "--exchange blocking|overlap|neighbor",
-                        "a row block exchanges its ghosts over channels, with every neighbour at once (waitall)",
-                    );
-                }
-                if j.iteration.detect == Detect::Snapshot {
-                    return no(
-                        "--detect snapshot",
-                        "its snapshot is a grid block's; a row block detects by reduction or ibarrier",
-                    );
-                }
-                if j.halo_depth != HaloDepth::Fixed(1) {
-                    return no(
-                        "--halo-depth",
-                        "deep halos are the grid's temporal blocking; a row block's ghosts are one exchange deep",
-                    );
-                }
-            }
-            Method::Multisplit(m) => {
-                if m.inner.solver == Inner::Cg32 {
-                    return no(
-                        "--inner cg32",
-                        "the single-precision inner CG is the grid's kernel; use --inner cg or jacobi",
-                    );
-                }
-            }
-            Method::Krylov(_) => {}
-        }
-        Ok(())
-    }
-
-    /// The method's settings, each in its range, and with the criterion: the Krylov solvers
-    /// and multisplitting stop on the relative residual only.
-    fn validate_method(&self) -> Result<(), ConfigError> {
-        let update_norm = matches!(self.criterion, StopCriterion::UpdateNorm { .. });
-        match &self.method {
-            Method::Jacobi(j) => {
-                j.iteration.validate()?;
-                self.validate_halo_depth(j)?;
-                if j.exchange != Exchange::Waitall && j.iteration.variant != Variant::Sync {
-                    return Err(ConfigError::ExchangeNeedsSync(j.exchange.name()));
-                }
-            }
-            Method::Krylov(k) if update_norm => {
-                return Err(ConfigError::KrylovCriterion(k.solver.solver()))
-            }
-            Method::Krylov(_) => {}
-            Method::Multisplit(m) => {
-                m.iteration.validate()?;
-                let t = m.inner.tol;
-                if !(t > 0.0 && t < 1.0) {
-                    return Err(ConfigError::InnerTol(t));
-                }
-                if m.inner.max == 0 {
-                    return Err(ConfigError::InnerMax);
-                }
-                if update_norm {
-                    return Err(ConfigError::MultisplitCriterion);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// What Jacobi's `--halo-depth k` with k > 1 needs: in the sync variant the default
-    /// exchange, a halo every iteration (the deep exchange is the halo of k iterations), and a
-    /// check period K that is a multiple of k (the fused residual of the k-th sweep is the one
-    /// k = 1 computes at the same iteration, so the run stops at the same iteration).
-    /// `auto` always runs: it chooses among the depths that would (k = 1 where none does).
-    fn validate_halo_depth(&self, j: &Jacobi) -> Result<(), ConfigError> {
-        let HaloDepth::Fixed(depth) = j.halo_depth else {
-            return Ok(());
-        };
-        if !(1..=MAX_HALO_DEPTH).contains(&depth) {
-            return Err(ConfigError::HaloDepth(depth));
-        }
-        if depth == 1 || j.iteration.variant != Variant::Sync {
-            return Ok(()); // async and racy: any N, any K (docs/architecture.md)
-        }
-        let why = if j.exchange != Exchange::Waitall {
-            format!(
-                "uses its own exchange: it does not combine with --exchange {}",
-                j.exchange.name()
-            )
-        } else if j.iteration.halo_every != 1 {
-            format!(
-                "exchanges every {depth} iterations by itself in the sync variant: it needs \
-                 --halo-every 1, got {}",
-                j.iteration.halo_every
-            )
-        } else if !self.check_every.is_multiple_of(depth) {
-            format!(
-                "needs --check-every to be a multiple of {depth} (the residual is taken at the \
-                 end of a block of {depth} sweeps), got {}",
-                self.check_every
-            )
-        } else {
-            return Ok(());
-        };
-        Err(ConfigError::HaloDepthWith {
-            depth: HaloDepth::Fixed(depth),
-            why,
-        })
-    }
-
     /// Multisplitting's inner solve; `None` for every other method.
     pub fn inner_spec(&self) -> Option<InnerSpec> {
         match self.method {
             Method::Multisplit(m) => Some(m.inner),
             _ => None,
         }
-    }
-
-    /// Validate against a world of `size` ranks and resolve the decomposition.
-    pub fn plan(&self, size: usize) -> Result<Plan, ConfigError> {
-        self.validate()?;
-        if size == 0 {
-            return Err(ConfigError::NoRanks);
-        }
-        let procs = match self.grid {
-            Some(g) if g.size() != size => return Err(ConfigError::GridSize { grid: g, size }),
-            Some(g) => g,
-            None => match self.decomp {
-                Decomp::Paper => ProcGrid::paper(size),
-                Decomp::Z => ProcGrid(Dims::new(1, 1, size)),
-            },
-        };
-        if let Some(s) = self.slow {
-            if s.rank >= size {
-                return Err(ConfigError::SlowRank { rank: s.rank, size });
-            }
-        }
-        let plan = match self.size {
-            SizeSpec::Local(d) => Plan::from_local(d, procs),
-            SizeSpec::Global(d) => Plan::split(d, procs),
-        }?;
-        // `auto` chooses among the depths the blocks allow.
-        let depth = self.halo_depth().fixed().unwrap_or(1);
-        if let Some(a) = (0..3)
-            .find(|&a| plan.procs.0.to_array()[a] > 1 && (plan.local.to_array()[a] as u64) < depth)
-        {
-            return Err(ConfigError::HaloDepthWith {
-                depth: HaloDepth::Fixed(depth),
-                why: format!(
-                    "needs at least {} points per rank along {} (a ghost zone comes from the \
-                     neighbour's own points), got {}",
-                    depth,
-                    ["x", "y", "z"][a],
-                    plan.local.to_array()[a]
-                ),
-            });
-        }
-        let g = plan.global;
-        if self.problem.source([0.5; 3], 1.0).is_some() && !(g.x == g.y && g.y == g.z) {
-            return Err(ConfigError::NotCubic {
-                problem: self.problem.name(),
-                global: g,
-            });
-        }
-        if let (Problem::Laplace { offset }, Some(max)) = (self.problem, self.max_offset(g)) {
-            if offset.abs() > max {
-                let tol = self.criterion.tol();
-                return Err(ConfigError::OffsetSwamps {
-                    offset,
-                    tol,
-                    ulp: f64::EPSILON * offset.abs(),
-                    floor: offset.abs() * offset_floor_per_unit(g.z),
-                    max,
-                });
-            }
-        }
-        Ok(plan)
     }
 
     /// The largest |offset| of the Laplace problem that f64 can solve to the relative
@@ -1159,6 +680,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Context, Setting};
 
     fn with(f: impl FnOnce(&mut Config)) -> Config {
         let mut c = Config::default();
@@ -1167,33 +689,47 @@ mod tests {
     }
 
     #[test]
-    fn every_bad_parameter_names_its_flag() {
-        let cases: Vec<(Config, &str)> = vec![
+    fn every_bad_parameter_names_its_setting() {
+        let cases: Vec<(Config, Setting, &str)> = vec![
             (
                 with(|c| c.criterion = StopCriterion::RelativeResidual { tol: 0.0 }),
-                "--tol",
+                Setting::Tol,
+                "the tolerance",
             ),
             (
                 with(|c| c.criterion = StopCriterion::RelativeResidual { tol: f64::NAN }),
-                "--tol",
+                Setting::Tol,
+                "the tolerance",
             ),
             (
                 with(|c| c.criterion = StopCriterion::RelativeResidual { tol: -1.0 }),
-                "--tol",
+                Setting::Tol,
+                "the tolerance",
             ),
-            (with(|c| c.check_every = 0), "--check-every"),
+            (
+                with(|c| c.check_every = 0),
+                Setting::CheckEvery,
+                "the check period K",
+            ),
             (
                 with(|c| c.method.iteration_mut().unwrap().halo_every = 0),
-                "--halo-every",
+                Setting::HaloEvery,
+                "the halo period N",
             ),
             (
                 with(|c| c.method.iteration_mut().unwrap().max_in_flight = 0),
-                "--max-in-flight",
+                Setting::MaxInFlight,
+                "the messages in flight R",
             ),
-            (with(|c| c.max_iters = 0), "--max-iters"),
+            (
+                with(|c| c.max_iters = 0),
+                Setting::MaxIters,
+                "the iteration limit",
+            ),
             (
                 with(|c| c.problem = Problem::Laplace { offset: f64::NAN }),
-                "--offset",
+                Setting::Offset,
+                "the Laplace offset",
             ),
             (
                 with(|c| {
@@ -1202,24 +738,29 @@ mod tests {
                         factor: 0.5,
                     })
                 }),
-                "--slowdown",
+                Setting::Slowdown,
+                "the slowdown",
             ),
             (
                 with(|c| c.size = SizeSpec::Global(Dims::new(10, 0, 10))),
-                "--global",
+                Setting::Global,
+                "the global grid",
             ),
             // Below what f64 can tell from rounding; above the relative residual's start.
             (
                 with(|c| c.criterion = StopCriterion::RelativeResidual { tol: 1e-300 }),
-                "--tol must be a number from 2.220446049250313e-16",
+                Setting::Tol,
+                "the tolerance must be a number from 2.220446049250313e-16",
             ),
             (
                 with(|c| c.criterion = StopCriterion::RelativeResidual { tol: 2.0 }),
+                Setting::Tol,
                 "to 1, got 2",
             ),
             (
                 with(|c| c.criterion = StopCriterion::UpdateNorm { tol: 1e-17 }),
-                "--tol",
+                Setting::Tol,
+                "the tolerance",
             ),
             (
                 with(|c| {
@@ -1228,7 +769,8 @@ mod tests {
                         factor: 1e6,
                     })
                 }),
-                "--slowdown must be a number from 1 to 1000",
+                Setting::Slowdown,
+                "the slowdown must be a number from 1 to 1000",
             ),
             (
                 with(|c| {
@@ -1237,20 +779,24 @@ mod tests {
                         factor: 1e308,
                     })
                 }),
-                "--slowdown",
+                Setting::Slowdown,
+                "the slowdown",
             ),
             (
                 with(|c| c.problem = Problem::Laplace { offset: 1e12 }),
-                "--offset 1e12 swamps the solution",
+                Setting::Offset,
+                "the Laplace offset 1e12 swamps the solution",
             ),
             (
                 with(|c| c.problem = Problem::Laplace { offset: -1e20 }),
-                "--offset",
+                Setting::Offset,
+                "the Laplace offset",
             ),
         ];
-        for (c, flag) in cases {
-            let e = c.plan(1).unwrap_err().to_string();
-            assert!(e.contains(flag), "'{e}' does not name {flag}");
+        for (c, setting, words) in cases {
+            let e = c.plan(1).unwrap_err();
+            assert_eq!(e.setting(), setting, "{e}");
+            assert!(e.to_string().contains(words), "'{e}' does not say {words}");
         }
     }
 
@@ -1262,10 +808,10 @@ mod tests {
                 factor: 2.0,
             })
         });
-        assert!(c.plan(4).unwrap_err().to_string().contains("--slow-rank"));
+        assert_eq!(c.plan(4).unwrap_err().setting(), Setting::SlowRank);
         assert!(c.plan(5).is_ok());
         let c = with(|c| c.grid = Some(ProcGrid(Dims::new(2, 2, 1))));
-        assert!(c.plan(2).unwrap_err().to_string().contains("--grid"));
+        assert_eq!(c.plan(2).unwrap_err().setting(), Setting::Grid);
         let c = with(|c| c.size = SizeSpec::Global(Dims::cube(9)));
         assert!(c
             .plan(2)
@@ -1321,40 +867,86 @@ mod tests {
         );
     }
 
-    /// A report's `config` is flat, as before the method type: every method goes to JSON and
-    /// back unchanged, and a multisplit report that left its inner solver `null` reads with
-    /// the defaults.
+    /// A report's `config` holds the method tagged by its kind: every method goes to JSON and
+    /// back unchanged. A `config` of the earlier schemas, the method's settings flat beside
+    /// `solver`, reads as the same method; a multisplit one that left its inner solver `null`
+    /// reads with the defaults; one with a setting its method does not hold is refused.
     #[test]
-    fn reports_store_the_method_flat() {
+    fn reports_store_the_method_tagged_and_read_it_flat() {
         let mut ms = crate::Multisplit::new(Variant::Racy, Inner::Jacobi);
         ms.inner.max = 7;
-        for method in [
-            Method::default(),
-            crate::KrylovSolver::PipeCg.into(),
-            ms.into(),
+        let mut deep = crate::Jacobi::new(Variant::Async);
+        deep.halo_depth = HaloDepth::Auto;
+        deep.iteration.max_in_flight = 5;
+        for (method, kind) in [
+            (Method::default(), "jacobi"),
+            (deep.into(), "jacobi"),
+            (crate::KrylovSolver::PipeCg.into(), "krylov"),
+            (ms.into(), "multisplit"),
         ] {
             let c = Config::new(Problem::Poisson, method);
             let v = serde_json::to_value(&c).unwrap();
-            assert_eq!(v["solver"], c.solver().name(), "{v}");
-            assert_eq!(v["variant"], c.variant().name(), "{v}");
-            assert!(v.get("method").is_none(), "{v}");
-            assert_eq!(serde_json::from_value::<Config>(v).unwrap(), c);
+            assert_eq!(v["method"]["kind"], kind, "{v}");
+            for flat in ["solver", "variant", "pc", "inner"] {
+                assert!(v.get(flat).is_none(), "{v}");
+            }
+            assert_eq!(serde_json::from_value::<Config>(v.clone()).unwrap(), c);
+            // As schema 3 wrote it.
+            let mut old = v.clone();
+            let o = old.as_object_mut().unwrap();
+            o.remove("method");
+            let flat = crate::legacy::FlatMethod::of(&method);
+            o.insert("solver".into(), c.solver().name().into());
+            o.insert("variant".into(), flat.variant.name().into());
+            o.insert("pc".into(), flat.pc.name().into());
+            o.insert("exchange".into(), flat.exchange.name().into());
+            o.insert("halo_every".into(), flat.halo_every.into());
+            o.insert(
+                "halo_depth".into(),
+                serde_json::to_value(flat.halo_depth).unwrap(),
+            );
+            o.insert("max_in_flight".into(), flat.max_in_flight.into());
+            o.insert("inner".into(), serde_json::to_value(flat.inner).unwrap());
+            o.insert(
+                "inner_tol".into(),
+                serde_json::to_value(flat.inner_tol).unwrap(),
+            );
+            o.insert(
+                "inner_max".into(),
+                serde_json::to_value(flat.inner_max).unwrap(),
+            );
+            assert_eq!(serde_json::from_value::<Config>(old).unwrap(), c, "{kind}");
         }
-        let mut v = serde_json::to_value(Config::new(Problem::Poisson, ms.into())).unwrap();
-        for k in ["inner", "inner_tol", "inner_max"] {
-            v[k] = serde_json::Value::Null;
+        assert_eq!(
+            serde_json::to_value(Config::new(Problem::Poisson, ms.into())).unwrap()["method"]
+                ["inner"]["max"],
+            7
+        );
+        let mut v = serde_json::to_value(Config::default()).unwrap();
+        v.as_object_mut().unwrap().remove("method");
+        for (k, val) in [
+            ("solver", "multisplit".into()),
+            ("variant", "sync".into()),
+            ("exchange", "waitall".into()),
+            ("halo_every", 1.into()),
+            ("max_in_flight", 2.into()),
+            ("inner", serde_json::Value::Null),
+            ("inner_max", serde_json::Value::Null),
+        ] {
+            v[k] = val;
         }
         let back: Config = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(back.inner_spec().unwrap().max, DEFAULT_INNER_MAX);
-        // A flag the method does not read is refused on reading too.
+        assert_eq!(back.inner_spec().unwrap().solver, Inner::Cg);
+        // A setting the method does not hold is refused on reading too.
         v["solver"] = "jacobi".into();
         v["pc"] = "jacobi".into();
         let e = serde_json::from_value::<Config>(v).unwrap_err().to_string();
-        assert!(e.contains("--pc"), "{e}");
+        assert!(e.contains("the preconditioner jacobi applies to"), "{e}");
     }
 
-    /// `--halo-depth`: a number or `auto`, as a flag and in a report (a number as before,
-    /// `auto` as the string); anything else is one message naming the flag.
+    /// The halo depth: a number or `auto`, as a setting and in a report (a number as before,
+    /// `auto` as the string); anything else is one message naming the setting.
     #[test]
     fn halo_depth_is_a_number_or_auto() {
         assert_eq!("auto".parse::<HaloDepth>().unwrap(), HaloDepth::Auto);
@@ -1362,7 +954,7 @@ mod tests {
         for bad in ["0", "17", "-1", "", "deep", "2.5"] {
             let e = bad.parse::<HaloDepth>().unwrap_err().to_string();
             assert!(
-                e.starts_with("--halo-depth must be a number from 1 to 16 or auto"),
+                e.starts_with("the halo depth k must be a number from 1 to 16 or auto"),
                 "{e}"
             );
         }
@@ -1373,35 +965,35 @@ mod tests {
                 HaloDepth::Auto => serde_json::json!("auto"),
                 HaloDepth::Fixed(k) => serde_json::json!(k),
             };
-            assert_eq!(v["halo_depth"], want);
+            assert_eq!(v["method"]["halo_depth"], want);
             assert_eq!(serde_json::from_value::<Config>(v).unwrap(), c);
             assert_eq!(d.to_string().parse::<HaloDepth>().unwrap(), d);
         }
         let mut v = serde_json::to_value(Config::default()).unwrap();
-        v["halo_depth"] = 3.into();
+        v["method"]["halo_depth"] = 3.into();
         v["check_every"] = 9.into();
         let c: Config = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(c.halo_depth(), HaloDepth::Fixed(3));
-        v["halo_depth"] = "deeper".into();
+        v["method"]["halo_depth"] = "deeper".into();
         let e = serde_json::from_value::<Config>(v.clone())
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--halo-depth"), "{e}");
-        v["halo_depth"] = 0.into();
-        let e = serde_json::from_value::<Config>(v).unwrap_err().to_string();
-        assert!(e.contains("--halo-depth"), "{e}");
-        // auto applies to Jacobi over channels only.
-        let flags = MethodFlags {
-            halo_depth: HaloDepth::Auto,
-            ..Default::default()
+        assert!(e.contains("the halo depth k"), "{e}");
+        // auto applies to Jacobi only.
+        let cg = Context {
+            solver: Solver::Cg,
+            ..Config::default().context(crate::Backend::CHANNELS)
         };
-        let e = Method::from_flags(Solver::Cg, &flags)
+        let e = crate::check_given(&cg, [(Setting::HaloDepth, "auto".into())])
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("--halo-depth auto applies to --solver jacobi"),
+            e.starts_with(
+                "the halo depth k auto applies to the solver jacobi, not to the solver cg"
+            ),
             "{e}"
         );
+        assert!(crate::check_given(&cg, [(Setting::HaloDepth, "1".into())]).is_ok());
     }
 
     /// The depths `auto` tries: those a fixed k would run with, about 1.5 times apart.
@@ -1440,7 +1032,10 @@ mod tests {
         });
         assert!(c.plan(2).is_ok());
         assert_eq!(c.auto_depth_candidates(&c.plan(2).unwrap()), [1]);
-        assert!(c.auto_depth_reason().unwrap().contains("--halo-every"));
+        assert!(c
+            .auto_depth_reason()
+            .unwrap()
+            .contains("a halo every iteration"));
     }
 
     #[test]
@@ -1448,6 +1043,10 @@ mod tests {
         let e = with(|c| c.method.iteration_mut().unwrap().max_in_flight = usize::MAX)
             .plan(1)
             .unwrap_err();
-        assert!(e.to_string().starts_with("--max-in-flight"), "{e}");
+        assert_eq!(e.setting(), Setting::MaxInFlight);
+        assert!(
+            e.to_string().starts_with("the messages in flight R: "),
+            "{e}"
+        );
     }
 }

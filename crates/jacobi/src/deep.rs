@@ -168,7 +168,7 @@ pub(crate) fn choose_depth<C: Context>(
     let candidates = cfg.auto_depth_candidates(plan);
     if candidates.len() < 2 {
         return Ok(unmeasured(
-            "no depth above 1 runs here (k must divide --check-every and fit in every \
+            "no depth above 1 runs here (k must divide the check period K and fit in every \
              split block): k = 1",
         ));
     }
@@ -851,8 +851,8 @@ impl Iterate for DeepField {
     fn residual_sq(&self) -> f64 {
         DeepField::residual_sq(self)
     }
-    fn snapshot_buffer(&self) -> Result<Self, &'static str> {
-        Err("a deep halo (--halo-depth above 1)")
+    fn snapshot_buffer(&self) -> Result<Self, crate::Setting> {
+        Err(crate::Setting::HaloDepth)
     }
     /// Blocks start at multiples of k; only the last one, cut by --max-iters, is shorter
     /// (and holds no check: checks fall on multiples of K, so of k).
@@ -877,7 +877,7 @@ mod tests {
     use crate::geometry::{Dims, Plan, ProcGrid};
     use crate::record::{RankRecord, StopReason};
     use crate::tests::common::{cfg, noise, run_threads};
-    use crate::{Jacobi, Method, SizeSpec, Variant};
+    use crate::{Jacobi, SizeSpec, Variant};
 
     /// A run's residual history, bit for bit.
     fn history_bits(r: &RankRecord) -> Vec<(u64, u64)> {
@@ -1391,7 +1391,7 @@ mod tests {
             ),
             (
                 base(|c| c.method.jacobi_mut().unwrap().exchange = crate::Exchange::Blocking),
-                "--exchange",
+                "not the blocking, overlapped or neighbourhood one",
             ),
             // 11 divides K but does not fit in the 7 points along the split x.
             (base(|c| c.check_every = 11), "no depth above 1"),
@@ -1409,7 +1409,7 @@ mod tests {
         }
     }
 
-    /// What the deep exchange cannot do is refused, naming the flag.
+    /// What the deep exchange cannot do is refused, naming the setting.
     #[test]
     fn unsupported_combinations_are_refused() {
         let base = |f: fn(&mut Jacobi)| {
@@ -1424,27 +1424,33 @@ mod tests {
             }
         };
         let err = |c: Config| c.validate().unwrap_err().to_string();
-        assert!(err(base(|j| j.halo_depth = HaloDepth::Fixed(0))).contains("--halo-depth"));
-        assert!(err(base(|j| j.halo_depth = HaloDepth::Fixed(17))).contains("--halo-depth"));
+        assert!(err(base(|j| j.halo_depth = HaloDepth::Fixed(0))).contains("the halo depth k"));
+        assert!(err(base(|j| j.halo_depth = HaloDepth::Fixed(17))).contains("the halo depth k"));
         assert!(err(Config {
             check_every: 5,
             ..base(|_| {})
         })
-        .contains("--check-every"));
-        assert!(err(base(|j| j.iteration.halo_every = 2)).contains("--halo-every"));
-        assert!(err(base(|j| j.exchange = crate::Exchange::Overlap)).contains("--exchange"));
+        .contains("the halo depth k 2 needs the check period K to be a multiple of 2"));
+        assert!(err(base(|j| j.iteration.halo_every = 2)).contains("the halo period N 1, got 2"));
+        assert!(err(base(|j| j.exchange = crate::Exchange::Overlap))
+            .contains("does not combine with the halo exchange overlap"));
         // The other methods have no deep halo: the flag is refused for them.
-        let flags = crate::MethodFlags {
+        let flags = crate::legacy::FlatMethod {
             halo_depth: HaloDepth::Fixed(2),
             ..Default::default()
         };
-        let from = |solver| Method::from_flags(solver, &flags).unwrap_err().to_string();
-        assert!(from(crate::Solver::Cg).contains("--solver"));
+        let from = |solver| flags.method(solver).unwrap_err().to_string();
+        assert!(
+            from(crate::Solver::Cg).contains("applies to the solver jacobi, not to the solver cg")
+        );
         // The deep loop sweeps: multisplit's inner solve has no deep form.
         for variant in [Variant::Sync, Variant::Async] {
-            let flags = crate::MethodFlags { variant, ..flags };
-            let e = Method::from_flags(crate::Solver::Multisplit, &flags).unwrap_err();
-            assert!(e.to_string().contains("--solver multisplit"), "{e}");
+            let flags = crate::legacy::FlatMethod { variant, ..flags };
+            let e = flags.method(crate::Solver::Multisplit).unwrap_err();
+            assert!(
+                e.to_string().contains("not to the solver multisplit"),
+                "{e}"
+            );
         }
         assert!(Config {
             check_every: 5,
@@ -1461,7 +1467,10 @@ mod tests {
             ..base(|j| j.halo_depth = HaloDepth::Fixed(4))
         };
         let e = deep.plan(2).unwrap_err().to_string();
-        assert!(e.contains("--halo-depth") && e.contains("along x"), "{e}");
+        assert!(
+            e.contains("the halo depth k 4") && e.contains("along x"),
+            "{e}"
+        );
         assert!(deep.plan(1).is_ok());
     }
 }

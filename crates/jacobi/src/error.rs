@@ -6,7 +6,7 @@ use chan_core::{CommError, CreateError, RecvError, ReduceError, SendError};
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Bad input: the message names the flag.
+    /// Bad input: the message names the setting.
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// Channels or a reduction could not be created.

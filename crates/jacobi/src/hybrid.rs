@@ -31,13 +31,12 @@
 //! solvers, multisplitting, deep halos and the overlapped exchange (which sweeps its block in
 //! regions) are refused with T > 1 ([`Config::check_threads_per_rank`]).
 
-use crate::config::{Config, ConfigError, Detect, Exchange, HaloDepth};
+use crate::config::{Config, ConfigError};
 use crate::field::Field;
 use crate::geometry::{Dims, Face, Plan};
 use crate::halo::Halo;
 use crate::iterate::Iterate;
 use crate::kernel::{self, Shape};
-use crate::method::Method;
 use crate::problem::Problem;
 use crate::team::{rank_team_cpus, BreakOnPanic, Slots, SpinBarrier, Waiter, SPIN_STEPS};
 use chan_core::AtomicF64Slice;
@@ -53,69 +52,16 @@ use std::time::{Duration, Instant};
 pub const MAX_THREADS_PER_RANK: usize = 256;
 
 impl Config {
-    /// Check `--threads-per-rank threads` against this configuration and the decomposition
-    /// `plan`: from 1 to [`MAX_THREADS_PER_RANK`], at most one worker per z-plane of a
-    /// rank's block, and with T > 1 Jacobi on one-plane halos without the overlapped
-    /// exchange.
+    /// Check T = `threads` workers per rank against this configuration and the decomposition
+    /// `plan` ([`Config::check_in`] with hybrid ranks): from 1 to [`MAX_THREADS_PER_RANK`], at
+    /// most one worker per z-plane of a rank's block, and with T > 1 Jacobi on one-plane
+    /// halos, swapped by a whole-plane exchange.
     pub fn check_threads_per_rank(&self, threads: usize, plan: &Plan) -> Result<(), ConfigError> {
-        let refuse = |why: String| Err(ConfigError::ThreadsPerRank { threads, why });
-        if threads == 0 {
-            return refuse("must be at least 1 (1: one thread per rank, the default)".into());
-        }
-        if threads > MAX_THREADS_PER_RANK {
-            return refuse(format!(
-                "must be at most {MAX_THREADS_PER_RANK} (workers per rank, each pinned to a core of its own)"
-            ));
-        }
-        if threads == 1 {
-            return Ok(());
-        }
-        let jacobi = match self.method {
-            Method::Jacobi(j) => j,
-            Method::Krylov(_) => {
-                return refuse(
-                    "the Krylov solvers (cg, cg-overlap, pipecg) run one thread per rank: \
-                     hybrid ranks sweep Jacobi's grid (use --solver jacobi, or one thread per rank)"
-                        .into(),
-                )
-            }
-            Method::Multisplit(_) => {
-                return refuse(
-                    "multisplitting runs one thread per rank: hybrid ranks sweep Jacobi's \
-                     grid (use --solver jacobi, or one thread per rank)"
-                        .into(),
-                )
-            }
-        };
-        if jacobi.halo_depth != HaloDepth::Fixed(1) {
-            return refuse(
-                "--halo-depth other than 1 runs one thread per rank: the team sweeps one-plane \
-                 halos"
-                    .into(),
-            );
-        }
-        if jacobi.iteration.detect == Detect::Snapshot {
-            return refuse(
-                "--detect snapshot runs one thread per rank: its snapshot is the rank's block \
-                 (use --detect reduction or ibarrier)"
-                    .into(),
-            );
-        }
-        if matches!(jacobi.exchange, Exchange::Overlap | Exchange::Neighbor) {
-            return refuse(format!(
-                "--exchange {} runs one thread per rank: the team sweeps whole planes \
-                 (use --exchange waitall or blocking)",
-                jacobi.exchange.name()
-            ));
-        }
-        if threads > plan.local.z {
-            return refuse(format!(
-                "each worker owns at least one z-plane of its rank's block, which has {} \
-                 ({} per rank)",
-                plan.local.z, plan.local
-            ));
-        }
-        Ok(())
+        self.check_in(&crate::Context {
+            threads_per_rank: threads,
+            ..self.context(crate::Backend::CHANNELS)
+        })?;
+        crate::settings::check_team(threads, plan)
     }
 }
 
@@ -429,8 +375,8 @@ impl Iterate for TeamField<'_> {
     fn residual_sq(&self) -> f64 {
         self.field.residual_sq()
     }
-    fn snapshot_buffer(&self) -> Result<Self, &'static str> {
-        Err("hybrid ranks (--threads-per-rank above 1)")
+    fn snapshot_buffer(&self) -> Result<Self, crate::Setting> {
+        Err(crate::Setting::ThreadsPerRank)
     }
     fn set_halo_current_only(&mut self, on: bool) {
         self.field.set_halo_current_only(on);

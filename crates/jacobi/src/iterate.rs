@@ -65,9 +65,10 @@ pub(crate) trait Iterate: Halo {
     /// Σ r² over the owned points, with the halo as last exchanged.
     fn residual_sq(&self) -> f64;
 
-    /// `--detect snapshot`: a second iterate to take snapshots into, allocated once; or, for
-    /// an iterate with no snapshot, what it is (the run refuses the flag naming it).
-    fn snapshot_buffer(&self) -> Result<Self, &'static str>
+    /// The snapshot detection: a second iterate to take snapshots into, allocated once; or,
+    /// for an iterate with no snapshot, the setting that rules it out (the run refuses the
+    /// detection naming it).
+    fn snapshot_buffer(&self) -> Result<Self, crate::Setting>
     where
         Self: Sized;
 
@@ -115,12 +116,12 @@ pub(crate) trait Iterate: Halo {
     /// Sweep `region` into the next iterate without swapping (the overlapped exchange): Σ r²
     /// of the current iterate over it when `resid`, else 0.
     fn sweep_region(&mut self, _region: &Region, _resid: bool) -> f64 {
-        unreachable!("--exchange overlap has no deep-halo form (Config::validate refuses it with --halo-depth > 1)")
+        unreachable!("the overlapped exchange has no deep-halo form (Config::validate refuses it with k > 1)")
     }
 
     /// End a sweep done region by region.
     fn finish_sweep(&mut self) {
-        unreachable!("--exchange overlap has no deep-halo form (Config::validate refuses it with --halo-depth > 1)")
+        unreachable!("the overlapped exchange has no deep-halo form (Config::validate refuses it with k > 1)")
     }
 }
 
@@ -149,7 +150,7 @@ impl Iterate for Field {
     }
     /// A clone whose messages unpack into the current array only: its residual reads no
     /// other.
-    fn snapshot_buffer(&self) -> Result<Self, &'static str> {
+    fn snapshot_buffer(&self) -> Result<Self, crate::Setting> {
         let mut snap = self.clone();
         snap.set_halo_current_only(true);
         Ok(snap)

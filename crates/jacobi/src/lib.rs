@@ -60,6 +60,7 @@ mod kernel;
 mod krylov;
 mod krylov_bench;
 mod lane;
+mod legacy;
 mod linalg;
 mod memory;
 mod method;
@@ -71,6 +72,7 @@ mod record;
 /// The serial oracle (reference kernels on the whole grid) of the crate's own tests.
 #[cfg(test)]
 mod serial;
+mod settings;
 mod shared;
 mod single;
 mod slow;
@@ -84,20 +86,27 @@ pub use clock::{set_clock, set_compute_hook};
 pub use config::{
     Config, ConfigError, Decomp, Detect, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead,
     ReductionKind, SizeSpec, SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL,
-    MAX_HALO_DEPTH, MAX_SLOWDOWN, MIN_TOL,
+    DEFAULT_LOCAL, DEFAULT_SLOWDOWN, MAX_HALO_DEPTH, MAX_SLOWDOWN, MIN_TOL,
 };
 pub use dispatch::{solve, solve_system, solve_with, solve_with_threads, SystemBlock};
 pub use error::Error;
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use hybrid::{RankTeam, MAX_THREADS_PER_RANK};
 pub use memory::{human_bytes, MemoryNeed};
-pub use method::{BlockIteration, Jacobi, Krylov, KrylovSolver, Method, MethodFlags, Multisplit};
+pub use method::{
+    BlockIteration, Jacobi, Krylov, KrylovSolver, Method, Multisplit, DEFAULT_HALO_EVERY,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_ITERS,
+};
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};
 pub use record::{
     gather_records, Breakdown, Certification, DepthProbe, HaloAuto, KrylovRecord, MatrixInfo,
     MessageTotals, MultisplitRecord, RankRecord, Report, ReportResiduals, Residuals, RunConfig,
-    Spread, StopReason, REPORT_SCHEMA, REPORT_SCHEMA_V1, REPORT_SCHEMA_V2,
+    Spread, StopReason, REPORT_SCHEMA, REPORT_SCHEMA_V1, REPORT_SCHEMA_V2, REPORT_SCHEMA_V3,
+};
+pub use settings::{
+    check_given, Applies, Backend, Context, DepthConflict, Limit, Named, Names, NotApplicable,
+    Operator, Scope, Setting, Words,
 };
 pub use shared::{solve_shared, solve_shared_with};
 

@@ -239,7 +239,7 @@ mod tests {
             assert!(m.total() > 100 << 30, "{local}: {}", human_bytes(m.total()));
             let e = m.check(m.total(), 8 << 30).unwrap_err().to_string();
             assert!(
-                e.contains("--local/--global") && e.contains("8.0 GiB"),
+                e.contains("the block per rank/the global grid") && e.contains("8.0 GiB"),
                 "{e}"
             );
         }

@@ -1,19 +1,21 @@
 //! The iterative method of a run, as a sum type: each method holds only the settings it reads,
 //! so a Krylov run has no halo period and a Jacobi run no preconditioner.
 //!
-//! Flags arrive flat (`--solver`, `--variant`, `--pc`, …, each with a default), and reports
-//! store them flat (docs/json-schema.md). [`MethodFlags`] is that flat form: [`Method::from_flags`]
-//! resolves it for a [`Solver`], refusing a flag given a value the method would not read, and
-//! [`Method::flags`] gives it back with every setting the method does not read at its default.
+//! A report stores the method as it is, tagged by its `kind` (docs/json-schema.md; reports of
+//! the earlier, flat schemas read through `legacy.rs`).
 
 use crate::config::{
     ConfigError, Detect, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead, Solver, Variant,
-    DEFAULT_INNER_MAX, DEFAULT_INNER_TOL, MAX_HALO_DEPTH,
+    DEFAULT_INNER_MAX, DEFAULT_INNER_TOL,
 };
+use crate::problem::Problem;
+use crate::settings::{check_given, Backend, Context, Operator, Setting};
 use serde::{Deserialize, Serialize};
 
-/// What the solve iterates: Jacobi, a Krylov solver or multisplitting.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What the solve iterates: Jacobi, a Krylov solver or multisplitting. A report stores it
+/// tagged: `{"kind": "jacobi", "variant": "async", …}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Method {
     /// The paper's Jacobi iteration, in any [`Variant`].
     Jacobi(Jacobi),
@@ -26,7 +28,7 @@ pub enum Method {
 }
 
 /// How a block iteration runs over channels: Jacobi's, and multisplitting's outer one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockIteration {
     /// sync, async or racy.
     pub variant: Variant,
@@ -44,13 +46,23 @@ pub struct BlockIteration {
     pub detect: Detect,
 }
 
+/// The default halo period N: a halo every iteration, the paper's.
+pub const DEFAULT_HALO_EVERY: u64 = 1;
+
+/// The default R, messages in flight per channel direction: 2, so that a new message can be
+/// sent while the last one is read.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 2;
+
+/// The default iteration limit.
+pub const DEFAULT_MAX_ITERS: u64 = 1_000_000;
+
 impl Default for BlockIteration {
     /// Sync, a halo every iteration, R = 2, racy views read once landed, unpaced reductions.
     fn default() -> Self {
         BlockIteration {
             variant: Variant::Sync,
-            halo_every: 1,
-            max_in_flight: 2,
+            halo_every: DEFAULT_HALO_EVERY,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             racy_read: RacyRead::Landed,
             pace_reductions: false,
             detect: Detect::Reduction,
@@ -70,20 +82,19 @@ impl BlockIteration {
     /// N at least 1, R in the channel layer's range.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         if self.halo_every == 0 {
-            return Err(ConfigError::HaloEvery);
+            return Err(ConfigError::Zero(Setting::HaloEvery));
         }
         // The channel layer's own check (R ≥ 1 and its upper limit), as one message.
-        if let Err(e) = chan_core::ChannelConfig::new(1, self.max_in_flight) {
-            return Err(ConfigError::MaxInFlight(e.to_string()));
-        }
+        chan_core::ChannelConfig::new(1, self.max_in_flight).map_err(ConfigError::MaxInFlight)?;
         Ok(())
     }
 }
 
 /// Jacobi's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Jacobi {
     /// The iteration over channels.
+    #[serde(flatten)]
     pub iteration: BlockIteration,
     /// `--exchange`: how the sync variant swaps halos.
     pub exchange: Exchange,
@@ -114,7 +125,8 @@ impl Jacobi {
 }
 
 /// Which Krylov solver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum KrylovSolver {
     /// Conjugate gradients: halos through Sync channels, two blocking all-reduces an
     /// iteration.
@@ -123,6 +135,7 @@ pub enum KrylovSolver {
     /// (Hoefler et al.).
     CgOverlap,
     /// Pipelined CG (Ghysels and Vanroose): one non-blocking reduction an iteration.
+    #[serde(rename = "pipecg")]
     PipeCg,
 }
 
@@ -138,7 +151,7 @@ impl KrylovSolver {
 }
 
 /// A Krylov solver's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Krylov {
     /// Which one.
     pub solver: KrylovSolver,
@@ -161,9 +174,10 @@ impl Krylov {
 }
 
 /// Multisplitting's settings.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Multisplit {
     /// The outer iteration over channels.
+    #[serde(flatten)]
     pub iteration: BlockIteration,
     /// The inner solve of each block.
     pub inner: InnerSpec,
@@ -214,55 +228,28 @@ impl From<Multisplit> for Method {
     }
 }
 
-/// Every method's settings flat, each at its default unless given: the flags of `aiac run`
-/// and the `config` object of a report.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct MethodFlags {
-    /// The Krylov solvers' preconditioner.
-    #[serde(default)]
-    pub pc: Pc,
-    /// sync, async or racy (Jacobi, multisplit; the Krylov solvers are sync only).
-    pub variant: Variant,
-    /// `--exchange` (Jacobi).
-    pub exchange: Exchange,
-    /// `--halo-every` (Jacobi, multisplit).
-    pub halo_every: u64,
-    /// `--halo-depth` (Jacobi): k, or `"auto"`. Absent in reports written before the flag
-    /// existed: 1.
-    #[serde(default)]
-    pub halo_depth: HaloDepth,
-    /// `--max-in-flight` (Jacobi, multisplit).
-    pub max_in_flight: usize,
-    /// `--racy-read` (Jacobi, multisplit).
-    #[serde(default)]
-    pub racy_read: RacyRead,
-    /// `--check-every` given, with async or racy (Jacobi, multisplit).
-    #[serde(default)]
-    pub pace_reductions: bool,
-    /// `--detect` (Jacobi async and racy). Absent in reports written before the flag existed:
-    /// the reduction.
-    #[serde(default)]
-    pub detect: Detect,
-    /// `--inner` (multisplit; [`Inner::Cg`] when not given).
-    #[serde(default)]
-    pub inner: Option<Inner>,
-    /// `--inner-tol` (multisplit; [`DEFAULT_INNER_TOL`] when not given).
-    #[serde(default)]
-    pub inner_tol: Option<f64>,
-    /// `--inner-max` (multisplit; [`DEFAULT_INNER_MAX`] when not given).
-    #[serde(default)]
-    pub inner_max: Option<u64>,
-}
-
-impl Default for MethodFlags {
-    /// No flag given.
-    fn default() -> Self {
-        Method::default().flags()
-    }
-}
-
 impl Method {
-    /// The `--solver` value.
+    /// `solver` in `variant` with its defaults; the Krylov solvers are sync only.
+    pub fn new(solver: Solver, variant: Variant) -> Result<Method, ConfigError> {
+        let ctx = Context {
+            solver,
+            variant,
+            backend: Backend::CHANNELS,
+            threads_per_rank: 1,
+            operator: Operator::Grid(Problem::default()),
+        };
+        check_given(&ctx, [(Setting::Variant, variant.name().into())])?;
+        let krylov = |k: KrylovSolver| Ok(Method::from(k));
+        match solver {
+            Solver::Jacobi => Ok(Jacobi::new(variant).into()),
+            Solver::Cg => krylov(KrylovSolver::Cg),
+            Solver::CgOverlap => krylov(KrylovSolver::CgOverlap),
+            Solver::PipeCg => krylov(KrylovSolver::PipeCg),
+            Solver::Multisplit => Ok(Multisplit::new(variant, Inner::default()).into()),
+        }
+    }
+
+    /// The solver.
     pub fn solver(&self) -> Solver {
         match self {
             Method::Jacobi(_) => Solver::Jacobi,
@@ -294,6 +281,24 @@ impl Method {
         }
     }
 
+    /// How halos are swapped: Jacobi's and the Krylov solvers' exchange (multisplitting's
+    /// outer iteration swaps every halo at once, as `waitall`).
+    pub fn exchange(&self) -> Exchange {
+        match self {
+            Method::Jacobi(j) => j.exchange,
+            Method::Krylov(k) => k.exchange,
+            Method::Multisplit(_) => Exchange::Waitall,
+        }
+    }
+
+    /// The Krylov solvers' preconditioner (none for the other methods).
+    pub fn pc(&self) -> Pc {
+        match self {
+            Method::Krylov(k) => k.pc,
+            _ => Pc::None,
+        }
+    }
+
     /// Jacobi's settings, to change them (`None` for the other methods).
     pub fn jacobi_mut(&mut self) -> Option<&mut Jacobi> {
         match self {
@@ -302,267 +307,19 @@ impl Method {
         }
     }
 
-    /// The flat form: every setting this method does not read at its default.
-    pub fn flags(&self) -> MethodFlags {
-        let it = self.iteration().copied().unwrap_or_default();
-        let (exchange, halo_depth) = match self {
-            Method::Jacobi(j) => (j.exchange, j.halo_depth),
-            Method::Krylov(k) => (k.exchange, HaloDepth::Fixed(1)),
-            _ => (Exchange::Waitall, HaloDepth::Fixed(1)),
-        };
-        let pc = match self {
-            Method::Krylov(k) => k.pc,
-            _ => Pc::None,
-        };
-        let inner = match self {
-            Method::Multisplit(m) => Some(m.inner),
+    /// A Krylov solver's settings, to change them (`None` for the other methods).
+    pub fn krylov_mut(&mut self) -> Option<&mut Krylov> {
+        match self {
+            Method::Krylov(k) => Some(k),
             _ => None,
-        };
-        MethodFlags {
-            pc,
-            variant: it.variant,
-            exchange,
-            halo_every: it.halo_every,
-            halo_depth,
-            max_in_flight: it.max_in_flight,
-            racy_read: it.racy_read,
-            pace_reductions: it.pace_reductions,
-            detect: it.detect,
-            inner: inner.map(|i| i.solver),
-            inner_tol: inner.map(|i| i.tol),
-            inner_max: inner.map(|i| i.max),
         }
     }
 
-    /// `solver` with the settings `f` gives. A flag whose value differs from its default is
-    /// an error when `solver` does not read it, naming the flag.
-    pub fn from_flags(solver: Solver, f: &MethodFlags) -> Result<Method, ConfigError> {
-        let iteration = BlockIteration {
-            variant: f.variant,
-            halo_every: f.halo_every,
-            max_in_flight: f.max_in_flight,
-            racy_read: f.racy_read,
-            pace_reductions: f.pace_reductions,
-            detect: f.detect,
-        };
-        // Every flag in its range, read or not: a bad value is a typo to report.
-        iteration.validate()?;
-        if let HaloDepth::Fixed(k) = f.halo_depth {
-            if !(1..=MAX_HALO_DEPTH).contains(&k) {
-                return Err(ConfigError::HaloDepth(k));
-            }
+    /// Multisplitting's inner solve, to change it (`None` for the other methods).
+    pub fn inner_mut(&mut self) -> Option<&mut InnerSpec> {
+        match self {
+            Method::Multisplit(m) => Some(&mut m.inner),
+            _ => None,
         }
-        let unused = |flag, applies| ConfigError::SolverFlag {
-            flag,
-            applies,
-            solver,
-        };
-        if solver != Solver::Multisplit {
-            let given = [
-                (f.inner.is_some(), "--inner"),
-                (f.inner_tol.is_some(), "--inner-tol"),
-                (f.inner_max.is_some(), "--inner-max"),
-            ];
-            if let Some((_, flag)) = given.into_iter().find(|g| g.0) {
-                return Err(unused(flag, "--solver multisplit"));
-            }
-        }
-        let krylov = match solver {
-            Solver::Cg => Some(KrylovSolver::Cg),
-            Solver::CgOverlap => Some(KrylovSolver::CgOverlap),
-            Solver::PipeCg => Some(KrylovSolver::PipeCg),
-            Solver::Jacobi | Solver::Multisplit => None,
-        };
-        if krylov.is_none() && f.pc != Pc::None {
-            return Err(unused(
-                "--pc",
-                "the Krylov solvers (--solver cg, cg-overlap, pipecg)",
-            ));
-        }
-        if f.halo_depth.is_deep() && solver != Solver::Jacobi {
-            return Err(ConfigError::HaloDepthWith {
-                depth: f.halo_depth,
-                why: format!("applies to --solver jacobi, not to --solver {solver}"),
-            });
-        }
-        if f.detect != Detect::Reduction {
-            if solver != Solver::Jacobi {
-                return Err(unused("--detect", "--solver jacobi"));
-            }
-            if f.detect == Detect::Snapshot && matches!(f.halo_depth, HaloDepth::Fixed(k) if k > 1)
-            {
-                return Err(ConfigError::SnapshotOf(
-                    "a deep halo (--halo-depth above 1)",
-                ));
-            }
-            if f.variant == Variant::Sync {
-                return Err(ConfigError::VariantFlag {
-                    flag: "--detect",
-                    applies: "the async and racy variants (a sync run checks its residual \
-                              with blocking all-reduces)",
-                    solver,
-                    variant: f.variant,
-                });
-            }
-        }
-        Ok(match krylov {
-            Some(solver) => {
-                if f.variant != Variant::Sync {
-                    return Err(ConfigError::KrylovVariant {
-                        solver: solver.solver(),
-                        variant: f.variant,
-                    });
-                }
-                let jacobi_only = |flag| {
-                    unused(
-                        flag,
-                        "--solver jacobi (cg-overlap overlaps the halo exchange of CG)",
-                    )
-                };
-                match (solver, f.exchange) {
-                    (_, Exchange::Waitall) | (KrylovSolver::Cg, Exchange::Neighbor) => {}
-                    (KrylovSolver::Cg, _) => {
-                        return Err(unused(
-                            "--exchange blocking|overlap",
-                            "--solver jacobi (CG takes --exchange waitall or neighbor; \
-                             cg-overlap overlaps the halo exchange of CG)",
-                        ))
-                    }
-                    _ => {
-                        return Err(unused(
-                            "--exchange",
-                            "--solver jacobi and cg (cg-overlap and pipecg overlap their halo \
-                             exchange with computation over channels)",
-                        ))
-                    }
-                }
-                if f.halo_every != 1 {
-                    return Err(jacobi_only("--halo-every"));
-                }
-                // R, the racy read and the pacing of reductions have no effect on a
-                // synchronous solver; reports of earlier runs carry them at any value.
-                Method::Krylov(Krylov {
-                    solver,
-                    pc: f.pc,
-                    exchange: f.exchange,
-                })
-            }
-            None if solver == Solver::Multisplit => {
-                if f.exchange != Exchange::Waitall {
-                    return Err(unused(
-                        "--exchange",
-                        "--solver jacobi (an outer iteration of multisplit swaps every halo, \
-                         then solves its block)",
-                    ));
-                }
-                Method::Multisplit(Multisplit {
-                    iteration,
-                    inner: InnerSpec {
-                        solver: f.inner.unwrap_or_default(),
-                        tol: f.inner_tol.unwrap_or(DEFAULT_INNER_TOL),
-                        max: f.inner_max.unwrap_or(DEFAULT_INNER_MAX),
-                    },
-                })
-            }
-            None => Method::Jacobi(Jacobi {
-                iteration,
-                exchange: f.exchange,
-                halo_depth: f.halo_depth,
-            }),
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every method goes to its flat form and back unchanged.
-    #[test]
-    fn flags_round_trip() {
-        let mut deep = Jacobi::new(Variant::Racy);
-        deep.halo_depth = HaloDepth::Fixed(4);
-        deep.iteration.max_in_flight = 7;
-        let mut ms = Multisplit::new(Variant::Async, Inner::Jacobi);
-        ms.inner.tol = 0.3;
-        ms.iteration.halo_every = 3;
-        let methods: [Method; 5] = [
-            Method::default(),
-            deep.into(),
-            Krylov {
-                solver: KrylovSolver::PipeCg,
-                pc: Pc::Jacobi,
-                exchange: Exchange::Waitall,
-            }
-            .into(),
-            Krylov {
-                solver: KrylovSolver::Cg,
-                pc: Pc::None,
-                exchange: Exchange::Neighbor,
-            }
-            .into(),
-            ms.into(),
-        ];
-        for m in methods {
-            assert_eq!(Method::from_flags(m.solver(), &m.flags()).unwrap(), m);
-        }
-        assert_eq!(MethodFlags::default(), Method::default().flags());
-    }
-
-    /// A flag set away from its default for a method that does not read it names the flag.
-    #[test]
-    fn flags_of_another_method_are_refused() {
-        let with = |f: fn(&mut MethodFlags)| {
-            let mut flags = MethodFlags::default();
-            f(&mut flags);
-            flags
-        };
-        let cases: [(Solver, MethodFlags, &str); 10] = [
-            (Solver::Jacobi, with(|f| f.pc = Pc::Jacobi), "--pc"),
-            (
-                Solver::Jacobi,
-                with(|f| f.inner = Some(Inner::Cg)),
-                "--inner",
-            ),
-            (Solver::Cg, with(|f| f.inner_max = Some(3)), "--inner-max"),
-            (
-                Solver::Cg,
-                with(|f| f.variant = Variant::Async),
-                "is synchronous",
-            ),
-            (Solver::PipeCg, with(|f| f.halo_every = 2), "--halo-every"),
-            (
-                Solver::CgOverlap,
-                with(|f| f.exchange = Exchange::Overlap),
-                "--exchange",
-            ),
-            (
-                Solver::Multisplit,
-                with(|f| f.exchange = Exchange::Blocking),
-                "--exchange",
-            ),
-            (
-                Solver::PipeCg,
-                with(|f| f.exchange = Exchange::Neighbor),
-                "--exchange",
-            ),
-            (
-                Solver::Cg,
-                with(|f| f.exchange = Exchange::Blocking),
-                "--exchange",
-            ),
-            (
-                Solver::Multisplit,
-                with(|f| f.halo_depth = HaloDepth::Auto),
-                "--halo-depth",
-            ),
-        ];
-        for (solver, flags, flag) in cases {
-            let e = Method::from_flags(solver, &flags).unwrap_err().to_string();
-            assert!(e.contains(flag), "{solver}: '{e}' does not name {flag}");
-        }
-        // What a Krylov solver does not read, at any value in an earlier report, is dropped.
-        let k = Method::from_flags(Solver::Cg, &with(|f| f.max_in_flight = 9)).unwrap();
-        assert_eq!(k, Method::from(KrylovSolver::Cg));
     }
 }

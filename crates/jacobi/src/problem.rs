@@ -35,6 +35,13 @@ pub enum Problem {
     Poisson,
 }
 
+impl Default for Problem {
+    /// The paper's: Laplace, no offset.
+    fn default() -> Self {
+        Problem::Laplace { offset: 0.0 }
+    }
+}
+
 impl Problem {
     /// `laplace` or `poisson`.
     pub fn name(&self) -> &'static str {

@@ -540,10 +540,15 @@ impl RunConfig {
 }
 
 /// The `schema` of [`Report`]'s JSON document (`aiac run --json`): bumped whenever a field
-/// changes meaning or goes away (adding fields keeps it). `aiac.run/3` added multisplitting:
-/// `iterations` are its outer iterations, `inner_iterations`, `inner_per_outer`,
-/// `ranks[].multisplit`, `config.inner`, `config.inner_tol`, `config.inner_max`.
-pub const REPORT_SCHEMA: &str = "aiac.run/3";
+/// changes meaning or goes away (adding fields keeps it). `aiac.run/4` stores the method
+/// itself, tagged (`config.method`, `config.method.kind`), where the earlier schemas stored its
+/// settings flat beside `config.solver`.
+pub const REPORT_SCHEMA: &str = "aiac.run/4";
+
+/// Multisplitting's schema, which `aiac report` still reads: `iterations` are its outer
+/// iterations, `inner_iterations`, `inner_per_outer`, `ranks[].multisplit`, and the method's
+/// settings flat beside `config.solver` (`config.inner`, `config.inner_tol`, …).
+pub const REPORT_SCHEMA_V3: &str = "aiac.run/3";
 
 /// The schema before multisplitting, which `aiac report` still reads (its runs are Jacobi
 /// or Krylov runs, so the new fields are absent).
@@ -912,7 +917,10 @@ impl Report {
             match (self.converged, self.stop) {
                 (true, _) => "converged".to_string(),
                 (false, StopReason::MaxIters) => {
-                    format!("NOT converged within --max-iters {}", c.config.max_iters)
+                    format!(
+                        "NOT converged within the iteration limit, {}",
+                        c.config.max_iters
+                    )
                 }
                 (false, StopReason::Criterion) => {
                     "NOT converged: the unconfirmed claim was wrong (true residual above tol)"

@@ -26,7 +26,6 @@ use crate::config::{Config, ConfigError, Variant};
 use crate::field::{assemble, Field};
 use crate::geometry::{Axis, Dims, Face, Plan, ProcGrid};
 use crate::kernel::{self, Shape};
-use crate::method::Method;
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{Certification, MessageTotals, RankRecord, Residuals, StopReason};
 use crate::slow::Slowdown;
@@ -56,63 +55,10 @@ pub(crate) struct SharedOutcome {
 
 impl Config {
     /// The decomposition of a shared-memory run over `threads` threads: always 1 × 1 × T.
-    /// `--local` is each thread's slab; `--global` must split evenly in z. Validates the
-    /// configuration as [`Config::plan`] does, and the flags shared memory cannot honour.
+    /// The block per rank is each thread's slab; the global grid must split evenly in z.
+    /// Validates the configuration as [`Config::plan_in`] does for shared memory.
     pub fn shared_plan(&self, threads: usize) -> Result<Plan, ConfigError> {
-        let procs = ProcGrid(Dims::new(1, 1, threads));
-        let jacobi = match self.method {
-            Method::Jacobi(j) => j,
-            Method::Krylov(_) => {
-                return Err(ConfigError::Unsupported {
-                    flag: "--solver",
-                    backend: "--backend shared",
-                    why: "the Krylov solvers (cg, cg-overlap, pipecg) run over channels: use \
-                          --backend threads for one process",
-                })
-            }
-            Method::Multisplit(_) => {
-                return Err(ConfigError::Unsupported {
-                    flag: "--solver multisplit",
-                    backend: "--backend shared",
-                    why: "multisplitting exchanges its blocks' boundaries over channels: use \
-                          --backend threads for one process",
-                })
-            }
-        };
-        if let Some(g) = self.grid {
-            if g != procs {
-                return Err(ConfigError::Unsupported {
-                    flag: "--grid",
-                    backend: "--backend shared",
-                    why: "it splits the grid in z only: the grid is 1x1xT",
-                });
-            }
-        }
-        if jacobi.exchange != crate::config::Exchange::Waitall {
-            return Err(ConfigError::Unsupported {
-                flag: "--exchange",
-                backend: "--backend shared",
-                why: "threads read their neighbours' planes directly: there is no message to exchange",
-            });
-        }
-        if jacobi.iteration.halo_every != 1 {
-            return Err(ConfigError::Unsupported {
-                flag: "--halo-every",
-                backend: "--backend shared",
-                why: "threads read their neighbours' planes directly at every sweep",
-            });
-        }
-        if jacobi.halo_depth.is_deep() {
-            return Err(ConfigError::Unsupported {
-                flag: "--halo-depth",
-                backend: "--backend shared",
-                why: "threads read their neighbours' planes directly at every sweep: there is \
-                      no halo to deepen",
-            });
-        }
-        let mut c = self.clone();
-        c.grid = Some(procs);
-        c.plan(threads)
+        self.plan_in(&self.context(crate::Backend::SHARED), threads)
     }
 }
 
@@ -165,9 +111,10 @@ fn solve_pinned(
     let threads = plan.procs.size();
     if plan.procs != ProcGrid(Dims::new(1, 1, threads)) {
         return Err(ConfigError::Unsupported {
-            flag: "--grid",
-            backend: "--backend shared",
-            why: "it splits the grid in z only: the grid is 1x1xT",
+            setting: crate::Setting::Grid,
+            value: plan.procs.to_string(),
+            backend: crate::Backend::SHARED.name,
+            why: crate::Limit::SharedGrid,
         }
         .into());
     }

@@ -1040,7 +1040,7 @@ impl<F: Iterate> Run<'_, F> {
         let coords = self.field.place().0;
         let link = |f: &F, face: Face| {
             f.face_link(face)
-                .expect("--exchange blocking runs on the grid only (Config::validate)")
+                .expect("the blocking exchange runs on the grid only (Config::validate_matrix)")
         };
         let channel_of = |faces: &[F::Link], l: F::Link| faces.iter().position(|&g| g == l);
         for axis in [Axis::X, Axis::Y, Axis::Z] {
@@ -1217,7 +1217,9 @@ impl<F: Iterate> Run<'_, F> {
                 &self.scheme,
             )),
             Detect::Snapshot => {
-                let snap = snapshot.take().expect("made above for --detect snapshot");
+                let snap = snapshot
+                    .take()
+                    .expect("made above for the snapshot detection");
                 let specs = self.specs(6, 1, 0)?;
                 let chans = ctx.open::<Sync>(&specs)?;
                 let n = self.faces.len();

@@ -224,8 +224,8 @@ impl Iterate for SparseIterate {
     fn place(&self) -> ([usize; 3], Dims) {
         self.sys.place()
     }
-    fn snapshot_buffer(&self) -> Result<Self, &'static str> {
-        Err("a matrix (--matrix)")
+    fn snapshot_buffer(&self) -> Result<Self, crate::Setting> {
+        Err(crate::Setting::Matrix)
     }
     fn residual_sq(&self) -> f64 {
         let s = &self.sys;
@@ -262,7 +262,9 @@ impl Iterate for SparseIterate {
         let out = match spec.solver {
             Inner::Jacobi => multisplit::jacobi(spec, self, &mut work)?,
             Inner::Cg => multisplit::cg(spec, &mut RowCg(self), &mut work)?,
-            Inner::Cg32 => unreachable!("--inner cg32 is refused with --matrix (Config::validate)"),
+            Inner::Cg32 => {
+                unreachable!("the inner cg32 is refused for a matrix (Config::validate_matrix)")
+            }
         };
         Ok(inner.count(out))
     }

@@ -7,7 +7,7 @@
 use super::common::*;
 use crate::serial::relative_residual;
 use crate::sparse::Csr;
-use crate::{ConfigError, Detect, Dims, HaloDepth, Method, StopReason, Variant};
+use crate::{ConfigError, Detect, Dims, HaloDepth, StopReason, Variant};
 use chan_threads::World;
 
 /// The grid and tolerance of these tests: small, so a run takes some hundred sweeps.
@@ -161,41 +161,49 @@ fn a_diverging_barrier_run_stops_diverged() {
     }
 }
 
-/// `--detect` away from the reduction is refused for the sync variant and for the other
-/// solvers (one error naming the flag), and snapshot detection for an iterate that has no
-/// snapshot: by the flags, and (a configuration built in code) on every rank before any
-/// channel opens. The reduction, the default, is what every run takes: the CLI leaves the
-/// rule to [`Method::from_flags`].
+/// A detection away from the reduction is refused for the sync variant and for the other
+/// solvers (one error naming the setting), and snapshot detection for an iterate that has no
+/// snapshot: as a report's settings, by validation, and (a configuration built in code) on
+/// every rank before any channel opens. The reduction, the default, is what every run takes.
 #[test]
 fn detection_without_its_loop_is_refused() {
     for solver in [crate::Solver::Jacobi, crate::Solver::Cg] {
-        let flags = crate::MethodFlags {
+        let flags = crate::legacy::FlatMethod {
             detect: Detect::Reduction,
             ..Default::default()
         };
-        assert!(Method::from_flags(solver, &flags).is_ok(), "{solver}");
+        assert!(flags.method(solver).is_ok(), "{solver}");
     }
-    let mut flags = crate::MethodFlags {
+    let mut flags = crate::legacy::FlatMethod {
         detect: Detect::Snapshot,
         ..Default::default()
     };
-    let e = Method::from_flags(crate::Solver::Jacobi, &flags).unwrap_err();
-    assert!(e.to_string().contains("--detect"), "{e}");
+    let e = flags.method(crate::Solver::Jacobi).unwrap_err();
+    assert_eq!(e.setting(), crate::Setting::Detect, "{e}");
+    assert!(e.to_string().contains("the async and racy variants"), "{e}");
     flags.variant = Variant::Async;
     for solver in [crate::Solver::Multisplit, crate::Solver::Cg] {
-        let e = Method::from_flags(solver, &flags).unwrap_err();
-        assert!(e.to_string().contains("--detect"), "{solver}: {e}");
+        let e = flags.method(solver).unwrap_err();
+        assert_eq!(e.setting(), crate::Setting::Detect, "{solver}: {e}");
     }
-    assert!(Method::from_flags(crate::Solver::Jacobi, &flags).is_ok());
+    assert!(flags.method(crate::Solver::Jacobi).is_ok());
     flags.halo_depth = HaloDepth::Fixed(2);
-    let e = Method::from_flags(crate::Solver::Jacobi, &flags).unwrap_err();
-    assert!(matches!(e, ConfigError::SnapshotOf(_)), "{e}");
+    let deep = crate::Config {
+        method: flags.method(crate::Solver::Jacobi).unwrap(),
+        ..crate::Config::default()
+    };
+    let e = deep.validate().unwrap_err();
+    assert_eq!(e, ConfigError::SnapshotOf(crate::Setting::HaloDepth), "{e}");
     flags.detect = Detect::Ibarrier;
-    assert!(Method::from_flags(crate::Solver::Jacobi, &flags).is_ok());
+    assert!(flags.method(crate::Solver::Jacobi).is_ok());
 
     let mut c = detecting(Variant::Async, Detect::Snapshot, true);
     c.method.jacobi_mut().unwrap().halo_depth = HaloDepth::Fixed(2);
-    let plan = c.plan(2).unwrap();
+    // Validation refuses it; the run refuses it too, should a caller skip the validation.
+    assert!(c.plan(2).is_err());
+    let mut by_reduction = c.clone();
+    by_reduction.method.iteration_mut().unwrap().detect = Detect::Reduction;
+    let plan = by_reduction.plan(2).unwrap();
     let errs = World::new(2).unwrap().run(|ctx| {
         crate::dispatch::solve_rank(
             ctx,

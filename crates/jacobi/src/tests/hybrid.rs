@@ -3,7 +3,7 @@
 //! count, certifications), and converges and certifies in async and racy.
 
 use super::common::*;
-use crate::{Config, ConfigError, Dims, Exchange, Jacobi, Method, Problem, StopReason, Variant};
+use crate::{Config, Dims, Exchange, Jacobi, Method, Problem, StopReason, Variant};
 
 /// Everything a sync run reports that must not depend on the workers per rank, bit for bit.
 fn fingerprint(records: &[crate::RankRecord]) -> Vec<String> {
@@ -97,32 +97,36 @@ fn async_and_racy_teams_converge_and_certify() {
     }
 }
 
-/// What the hybrid ranks refuse, each with the flag named.
+/// What the hybrid ranks refuse, each with the setting named.
 #[test]
 fn unsupported_settings_are_refused() {
     let c = cfg(Dims::new(8, 8, 4), Variant::Sync);
     let plan = c.plan(2).unwrap();
     let refused = |c: &Config, t: usize| match c.check_threads_per_rank(t, &plan) {
-        Err(e @ ConfigError::ThreadsPerRank { .. }) => e.to_string(),
+        Err(e) => e.to_string(),
         other => panic!("T = {t}: {other:?}"),
     };
-    assert!(refused(&c, 0).contains("at least 1"));
+    assert!(refused(&c, 0).contains("the threads per rank T must be at least 1"));
     assert!(refused(&c, 100_000).contains("at most"));
     // 8 x 8 x 4 over 2 ranks: 2 planes per rank, or 4 (the split is the plan's).
     assert!(refused(&c, plan.local.z + 1).contains("z-plane"));
     assert!(c.check_threads_per_rank(plan.local.z, &plan).is_ok());
     let mut k = c.clone();
     k.method = Method::Krylov(crate::Krylov::new(crate::KrylovSolver::Cg));
-    assert!(refused(&k, 2).contains("Krylov"));
+    let e = refused(&k, 2);
+    assert!(
+        e.contains("the threads per rank T 2") && e.contains("Krylov"),
+        "{e}"
+    );
     assert!(k.check_threads_per_rank(1, &plan).is_ok());
     let mut o = c.clone();
     let mut j = Jacobi::new(Variant::Sync);
     j.exchange = Exchange::Overlap;
     o.method = Method::Jacobi(j);
-    assert!(refused(&o, 2).contains("--exchange overlap"));
+    assert!(refused(&o, 2).contains("the halo exchange overlap"));
     let mut d = c.clone();
     let mut j = Jacobi::new(Variant::Sync);
     j.halo_depth = crate::HaloDepth::Fixed(2);
     d.method = Method::Jacobi(j);
-    assert!(refused(&d, 2).contains("--halo-depth"));
+    assert!(refused(&d, 2).contains("the halo depth k 2 applies to one thread per rank"));
 }

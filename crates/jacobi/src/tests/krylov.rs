@@ -4,23 +4,21 @@
 //! breakdown reported as one.
 
 use super::common::rel;
+use crate::legacy::FlatMethod;
 use crate::problem::Problem;
 use crate::{
-    Config, Dims, Method, MethodFlags, Pc, RankRecord, SizeSpec, Solver, StopCriterion, StopReason,
-    Variant,
+    Config, Dims, Method, Pc, RankRecord, SizeSpec, Solver, StopCriterion, StopReason, Variant,
 };
 use chan_threads::World;
 use std::f64::consts::PI;
 
 /// A Krylov configuration on the global grid `g`.
 fn krylov(solver: Solver, pc: Pc, problem: Problem, g: Dims, tol: f64) -> Config {
-    let flags = MethodFlags {
-        pc,
-        ..MethodFlags::default()
-    };
+    let mut method = Method::new(solver, Variant::Sync).expect("a Krylov solver");
+    method.krylov_mut().expect("a Krylov solver").pc = pc;
     Config {
         problem,
-        method: Method::from_flags(solver, &flags).expect("a Krylov solver"),
+        method,
         size: SizeSpec::Global(g),
         criterion: StopCriterion::RelativeResidual { tol },
         check_every: 100,
@@ -282,7 +280,7 @@ fn an_indefinite_operator_is_a_breakdown_not_a_nan() {
 }
 
 /// Krylov solvers are synchronous; the flags of the Jacobi solver and the shared-memory
-/// backend are refused with a message naming the flag.
+/// backend are refused with a message naming the setting.
 #[test]
 fn bad_combinations_name_their_flags() {
     let base = krylov(
@@ -292,25 +290,25 @@ fn bad_combinations_name_their_flags() {
         Dims::cube(8),
         1e-8,
     );
-    let refused = |solver, f: fn(&mut MethodFlags)| {
-        let mut flags = MethodFlags::default();
+    let refused = |solver, f: fn(&mut FlatMethod)| {
+        let mut flags = FlatMethod::default();
         f(&mut flags);
-        Method::from_flags(solver, &flags).unwrap_err().to_string()
+        flags.method(solver).unwrap_err().to_string()
     };
     for variant in [Variant::Async, Variant::Racy] {
-        let flags = MethodFlags {
+        let flags = FlatMethod {
             variant,
-            ..MethodFlags::default()
+            ..FlatMethod::default()
         };
-        let e = Method::from_flags(Solver::Cg, &flags)
-            .unwrap_err()
-            .to_string();
+        let e = flags.method(Solver::Cg).unwrap_err().to_string();
         assert!(
-            e.contains("--solver cg") && e.contains(&format!("--variant {variant}")),
+            e.contains(&format!("the variant {variant} applies to"))
+                && e.contains("the Krylov solvers are synchronous")
+                && e.contains("not to the solver cg"),
             "{e}"
         );
     }
-    assert!(refused(Solver::Cg, |f| f.halo_every = 2).contains("--halo-every"));
+    assert!(refused(Solver::Cg, |f| f.halo_every = 2).contains("the halo period N applies to"));
     let c = Config {
         criterion: StopCriterion::UpdateNorm { tol: 1e-6 },
         ..base.clone()
@@ -320,10 +318,10 @@ fn bad_combinations_name_their_flags() {
         .unwrap_err()
         .to_string()
         .contains("relative residual"));
-    assert!(refused(Solver::Jacobi, |f| f.pc = Pc::Jacobi).contains("--pc"));
+    assert!(refused(Solver::Jacobi, |f| f.pc = Pc::Jacobi).contains("the preconditioner jacobi"));
     let e = base.shared_plan(2).unwrap_err().to_string();
     assert!(
-        e.contains("--solver") && e.contains("--backend shared"),
+        e.contains("the solver cg is not supported with the backend shared"),
         "{e}"
     );
 }

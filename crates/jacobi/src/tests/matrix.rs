@@ -206,11 +206,11 @@ fn grid_only_settings_are_refused_for_a_matrix() {
     let mut deep = Jacobi::new(Variant::Sync);
     deep.halo_depth = crate::HaloDepth::Fixed(2);
     for (method, want) in [
-        (Method::from(overlap), "--exchange"),
-        (Method::from(deep), "--halo-depth"),
+        (Method::from(overlap), "the halo exchange overlap"),
+        (Method::from(deep), "the halo depth k 2"),
         (
             Multisplit::new(Variant::Sync, Inner::Cg32).into(),
-            "--inner cg32",
+            "the inner solver cg32",
         ),
     ] {
         let cfg = config(method, 1e-6, 2, 100);
@@ -226,7 +226,7 @@ fn grid_only_settings_are_refused_for_a_matrix() {
                 .to_string()
         });
         assert!(
-            err[0].contains(want) && err[0].contains("--matrix"),
+            err[0].contains(want) && err[0].contains("a sparse matrix"),
             "{want}: {}",
             err[0]
         );

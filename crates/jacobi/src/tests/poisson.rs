@@ -128,12 +128,14 @@ fn overlap_sweeps_the_interior_while_the_halos_travel() {
     assert!(blocking.iter().all(|r| r.exchange_trace.is_empty()));
 }
 
-/// --exchange is refused for async and racy, and Poisson needs a cubic grid.
+/// The exchange is refused for async and racy, and Poisson needs a cubic grid.
 #[test]
 fn poisson_and_exchange_validation() {
     let mut c = poisson(8, Exchange::Overlap, Decomp::Z);
     c.method.iteration_mut().unwrap().variant = Variant::Async;
-    assert!(c.plan(2).unwrap_err().to_string().contains("--exchange"));
+    let e = c.plan(2).unwrap_err();
+    assert_eq!(e.setting(), crate::Setting::Exchange, "{e}");
+    assert!(e.to_string().contains("the variant sync only"), "{e}");
     let mut c = poisson(8, Exchange::Waitall, Decomp::Z);
     c.size = SizeSpec::Global(Dims::new(8, 8, 16));
     assert!(c.plan(2).unwrap_err().to_string().contains("cubic"));

@@ -88,11 +88,14 @@ fn max_iters_no_confirm_poisson_and_a_slow_worker() {
     agree(&c, &[2, 3]);
     let (recs, _, _) = run_shared(&c, 3);
     assert!(recs.iter().all(|r| r.stop == StopReason::MaxIters));
-    // The paper's behaviour, no certification: the true residual is computed after the loop.
+    // A sync run makes no claim to certify: turning certification off is refused.
     let mut c = cfg(g, Variant::Sync);
     c.confirm = false;
     c.check_every = 5;
-    agree(&c, &[3]);
+    assert_eq!(
+        c.shared_plan(3).unwrap_err().setting(),
+        crate::Setting::Confirm
+    );
     // A source term and the update-norm criterion.
     let mut c = cfg(Dims::cube(12), Variant::Sync);
     c.problem = Problem::Poisson;

@@ -166,7 +166,7 @@ fn bad_configuration_fails_on_every_rank() {
     for r in out {
         let e = r.unwrap_err().to_string();
         assert!(
-            e.contains("--global") && e.contains("does not split"),
+            e.contains("the global grid") && e.contains("does not split"),
             "{e}"
         );
     }
