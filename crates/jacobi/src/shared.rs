@@ -152,8 +152,7 @@ pub(crate) fn solve(
 /// unpinned). Off by default: on a machine where another program keeps one core busy, a
 /// worker pinned to that core gets half of it and every sweep waits for that worker (the
 /// 50³-per-thread run took 1.8× as long pinned as unpinned, docs/performance.md), where the
-/// scheduler moves unpinned workers to the free core. The async and racy threads are pinned
-/// whatever it says, as the threads backend's ranks are ([`pool`]).
+/// scheduler moves unpinned workers to the free core.
 const PIN_ENV: &str = "AIAC_SHARED_PIN";
 
 /// As [`solve`], the sync variant's workers pinned or not as `pin` says.
@@ -174,11 +173,7 @@ fn solve_pinned(
     }
     let gate = ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters);
     let variant = cfg.variant();
-    // Async and racy threads wait for nobody: one on a busy core sweeps slower and its
-    // neighbours sweep on. Unpinned, the threads of a short run stayed on the core of the one
-    // that woke them and took turns there, 65 sweeps each (one yield per 64 that found
-    // nothing new): 845-910 sweeps at 2 threads where sync takes 300, 255-290 pinned.
-    let pool = pool(threads, pin || variant != Variant::Sync)?;
+    let pool = pool(threads, pin && variant == Variant::Sync)?;
     // As a threads-backend world of as many ranks waits (`chan_threads::World::new`).
     let policy = || WaitPolicy::detect(None, Some(threads)).map_err(|e| Error::Pool(e.to_string()));
     match variant {
