@@ -18,9 +18,10 @@
 //!
 //! Async and racy estimate the global residual by rounds: each thread keeps its newest
 //! slab Σ r² in a slot, and once every thread has swept since a round opened, the last one
-//! sums the slots ([`Team`]). When a round's sum meets the criterion (or a thread reaches
-//! `max_iters`) the threads meet at a barrier, compute the true residual from current
-//! planes, and stop or carry on, all alike (`confirm`; without it they stop at once).
+//! sums the slots ([`Team`]). When two rounds in a row meet the criterion (or a thread
+//! reaches `max_iters`) the threads meet at a barrier, compute the true residual from
+//! current planes, and stop or carry on, all alike (`confirm`; without it they stop at
+//! once).
 
 use crate::config::{Config, ConfigError, Variant};
 use crate::field::{assemble, Field};
