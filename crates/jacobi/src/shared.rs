@@ -18,9 +18,10 @@
 //!
 //! Async and racy estimate the global residual by rounds: each thread keeps its newest
 //! slab Σ r² in a slot, and once every thread has swept since a round opened, the last one
-//! sums the slots ([`Team`]). When a round's sum meets the criterion (or a thread reaches
-//! `max_iters`) the threads meet at a barrier, compute the true residual from current
-//! planes, and stop or carry on, all alike (`confirm`; without it they stop at once).
+//! sums the slots ([`Team`]). When two rounds in a row meet the criterion (or a thread
+//! reaches `max_iters`) the threads meet at a barrier, compute the true residual from
+//! current planes, and stop or carry on, all alike (`confirm`; without it they stop at
+//! once).
 
 use crate::config::{Config, ConfigError, Variant};
 use crate::field::{assemble, Field};
@@ -670,10 +671,15 @@ const AT_MAX_ITERS: u8 = 2;
 /// one). The estimate is the sum of the slots over a **round**, as the non-blocking
 /// reduction of the channel backends reduces the ranks' residuals (`solver.rs`, `Rounds`):
 /// a round is open from its start until every thread has swept once from halos read since,
-/// and the last thread to join it sums the slots in thread order, records the sum (`latest`), calls a
-/// rendezvous if it meets the criterion, and opens the next round at once. So no thread's
-/// share of a claim predates the round: a thread that was not running, or whose neighbour's
-/// planes have not reached it yet, holds the round open instead of adding a stale share.
+/// and the last thread to join it sums the slots in thread order, records the sum (`latest`),
+/// calls a rendezvous if it and the round before both meet the criterion, and opens the next
+/// round at once. So no thread's share of a claim predates the round: a thread that was not
+/// running, or whose neighbour's planes have not reached it yet, holds the round open instead
+/// of adding a stale share. A round still lasts as long as its slowest thread takes to read
+/// and sweep, and a thread descheduled between the two brings back a share read long before
+/// the others' (at the start: a middle thread's share read while its neighbours' planes
+/// were still the initial ones, 0 beside a true residual of 2e-2 once they had swept). The
+/// next round's shares are all read after it came back, hence the two rounds in a row.
 ///
 /// It replaces a running sum that each thread updated with the change of its share, which
 /// failed in two ways: a share computed against a neighbour's plane many sweeps old stayed
@@ -812,10 +818,10 @@ impl<P: BoundaryPlanes> Team<P> {
         }
         // Every thread has swept since the round opened.
         let s = self.mine.sum();
+        let previous = self.latest.load();
         self.latest.store(s);
-        if cfg.criterion.met(cfg.criterion.measure(s, res0))
-            && self.request.load(Relaxed) & CONVERGED == 0
-        {
+        let met = |sq: f64| cfg.criterion.met(cfg.criterion.measure(sq, res0));
+        if met(s) && met(previous) && self.request.load(Relaxed) & CONVERGED == 0 {
             // Only the closer of a round requests CONVERGED, and the next round cannot
             // close before this one has opened it: no other thread writes the trigger now.
             self.trigger.store(s);
