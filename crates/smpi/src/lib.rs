@@ -21,6 +21,9 @@ extern "C" {
     /// SMPI: compute for `duration` seconds of this machine (scaled by `smpi/host-speed` to the
     /// platform's cores) on the running rank's simulated core.
     fn smpi_execute(duration: f64);
+    /// mpi-sys (vendor/mpi-sys, SMPI only): reads this rank's `MPI_COMM_WORLD` and
+    /// `MPI_COMM_SELF` into the handles the `mpi` crate uses.
+    fn RSMPI_smpi_set_handles();
 }
 
 /// The compute hook of `AIAC_SMPI_COMPUTE=kernels`: one kernel's time on this machine, injected.
@@ -60,6 +63,9 @@ pub unsafe extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int 
         eprintln!("aiac: this is aiac's SMPI build: run it with SimGrid's smpirun (scripts/scale)");
         return 1;
     };
+    // SAFETY: inside this rank's actor (simulated_rank found it), before any MPI call; it
+    // writes this rank's copy of mpi-sys's two handles (SMPI privatizes them per rank).
+    unsafe { RSMPI_smpi_set_handles() };
     match std::env::var("AIAC_SMPI_COMPUTE").as_deref() {
         Err(_) | Ok("" | "measured") => {}
         Ok("kernels") => {

@@ -23,10 +23,12 @@ const MPI_Datatype RSMPI_DATATYPE_NULL = MPI_DATATYPE_NULL;
 #ifdef SMPI_H
 /* SimGrid's SMPI: MPI_COMM_WORLD is a variable of libsimgrid and MPI_COMM_SELF a call on the
  * running rank, neither a constant. Each simulated rank has its own copy of this library's
- * data (SMPI's privatization), so the handles are read when that copy is loaded. */
+ * data (SMPI's privatization), and the program's entry point sets the handles on its rank,
+ * before any MPI call: RSMPI_smpi_set_handles. Not a constructor: under mmap privatization
+ * the program is loaded once, outside any rank, where MPI_COMM_SELF has no meaning. */
 MPI_Comm RSMPI_COMM_WORLD;
 MPI_Comm RSMPI_COMM_SELF;
-__attribute__((constructor)) static void rsmpi_smpi_handles(void) {
+void RSMPI_smpi_set_handles(void) {
   RSMPI_COMM_WORLD = MPI_COMM_WORLD;
   RSMPI_COMM_SELF = MPI_COMM_SELF;
 }

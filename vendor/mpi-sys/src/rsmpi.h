@@ -30,6 +30,8 @@ extern const MPI_Datatype RSMPI_DATATYPE_NULL;
 /* Not constants in SimGrid's SMPI: see rsmpi.c. */
 extern MPI_Comm RSMPI_COMM_WORLD;
 extern MPI_Comm RSMPI_COMM_SELF;
+/* Sets the two on the running rank: the program's entry point calls it first. */
+void RSMPI_smpi_set_handles(void);
 #else
 extern const MPI_Comm RSMPI_COMM_WORLD;
 extern const MPI_Comm RSMPI_COMM_SELF;
