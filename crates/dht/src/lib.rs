@@ -29,7 +29,7 @@
 //! assert!(found.into_iter().all(|r| r == Ok((Some(49), None))));
 //! ```
 //!
-//! [`bench`] is Maynard's benchmark of the table (insert, probe and look up, timed and
+//! [`bench`](mod@bench) is Maynard's benchmark of the table (insert, probe and look up, timed and
 //! judged), which `aiac dht` runs, prints and plots.
 
 pub mod bench;

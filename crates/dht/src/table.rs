@@ -8,7 +8,7 @@
 use crate::hash::fmix64;
 use chan_core::backend::RawWindow;
 use chan_core::traits::*;
-use chan_core::{LockedWindow, Window, WindowError};
+use chan_core::{LockedWindow, TargetLock, Window, WindowError};
 use std::marker::PhantomData;
 
 #[cfg(test)]
@@ -31,15 +31,18 @@ mod test;
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Insert {
-    /// Compare-and-swap of the slot's key word (`MPI_Compare_and_swap`,
-    /// `shmem_atomic_compare_swap`). A value is written after its key: a [`Table::fence`]
-    /// after the inserts makes it visible to every rank.
+    /// Compare-and-swap of the slot (`MPI_Compare_and_swap`, `shmem_atomic_compare_swap`).
+    ///
+    /// The key word is swapped in and the value written after it: a [`Table::fence`] after
+    /// the inserts makes the values visible to every rank.
     #[default]
     Cas,
-    /// Under the owner's exclusive lock: read the slot, write key and value if it is empty
-    /// (`MPI_Win_lock(MPI_LOCK_EXCLUSIVE)`, `shmem_set_lock`). A probe sequence that crosses
-    /// into the next rank's slots releases the lock and takes that rank's (one lock at a
-    /// time: no rank waits for a lock while holding one).
+    /// Under the owner's exclusive lock: read the slot, write it if empty
+    /// (`MPI_Win_lock(MPI_LOCK_EXCLUSIVE)`, `shmem_set_lock`).
+    ///
+    /// Key and value are written together. A probe sequence that crosses into the next
+    /// rank's slots releases the lock and takes that rank's (one lock at a time: no rank
+    /// waits for a lock while holding one).
     Lock,
 }
 
@@ -223,30 +226,29 @@ impl<R: RawWindow, K: IntWord, V: Value> Table<R, K, V> {
         fmix64(key.to_bits()) % self.all
     }
 
+    /// `key`'s probe sequence.
+    fn seq(&self, key: K) -> Seq {
+        Seq {
+            g: self.home(key),
+            per_rank: self.per_rank,
+            all: self.all,
+        }
+    }
+
     /// Put `key` with `value` in the first empty slot of its probe sequence, unless the key is
     /// there already. [`TableError::Full`] when the sequence met every slot.
     pub fn insert(&mut self, key: K, value: V) -> Result<Placed, TableError> {
-        let k = nonzero(key)?;
-        let g = self.home(key);
-        let (per_rank, all) = (self.per_rank, self.all);
-        let slot = [k, value.to_bits()];
-        let slot = &slot[..words::<V>()];
-        match &mut self.slots {
-            Slots::Atomic(w) => insert_atomic(w, slot, g, per_rank, all),
-            Slots::Locked(w) => insert_locked(w, slot, g, per_rank, all),
-        }
+        let slot = [nonzero(key)?, value.to_bits()];
+        let seq = self.seq(key);
+        insert(&mut self.slots, &slot[..words::<V>()], seq)
     }
 
     /// Look `key` up: its value (None when absent) and the slots read. The probe sequence
     /// ends at the key or at the first empty slot.
     pub fn find(&mut self, key: K) -> Result<Found<V>, TableError> {
         let k = nonzero(key)?;
-        let g = self.home(key);
-        let (per_rank, all) = (self.per_rank, self.all);
-        let (value, reads) = match &mut self.slots {
-            Slots::Atomic(w) => find_atomic(w, k, words::<V>(), g, per_rank, all)?,
-            Slots::Locked(w) => find_locked(w, k, words::<V>(), g, per_rank, all)?,
-        };
+        let seq = self.seq(key);
+        let (value, reads) = find(&mut self.slots, k, words::<V>(), seq)?;
         Ok(Found {
             value: value.map(V::from_bits),
             reads,
@@ -305,142 +307,143 @@ fn nonzero<K: IntWord>(key: K) -> Result<u64, TableError> {
     }
 }
 
-/// Slot `g` of all: (rank, slot).
-fn at(g: u64, per_rank: usize) -> (usize, usize) {
-    (
-        (g / per_rank as u64) as usize,
-        (g % per_rank as u64) as usize,
-    )
-}
-
-/// [`Insert::Cas`]: claim the key word by compare-and-swap, then write the value.
-fn insert_atomic<R: RawWindow>(
-    win: &mut Window<R, u64>,
-    slot: &[u64],
-    mut g: u64,
+/// A key's probe sequence: the slot it is at (of all), the slots per rank and of all.
+#[derive(Debug, Clone, Copy)]
+struct Seq {
+    g: u64,
     per_rank: usize,
     all: u64,
-) -> Result<Placed, TableError> {
-    let (key, w) = (slot[0], slot.len());
-    let mut collisions = 0;
-    for _ in 0..all {
-        let (t, s) = at(g, per_rank);
-        let old = win.compare_and_swap(t, s * w, 0, key)?;
-        if old == 0 {
-            if w > 1 {
-                win.put(t, s * w + 1, &slot[1..])?;
-            }
-            return Ok(Placed {
-                present: false,
-                collisions,
-            });
-        }
-        if old == key {
-            return Ok(Placed {
-                present: true,
-                collisions,
-            });
-        }
-        collisions += 1;
-        g = (g + 1) % all;
-    }
-    Err(TableError::Full { slots: all })
 }
 
-/// [`Insert::Cas`]'s lookup: one get of the slot's words per step.
-fn find_atomic<R: RawWindow>(
+impl Seq {
+    /// The slot it is at: (rank, slot).
+    fn at(self) -> (usize, usize) {
+        let per_rank = self.per_rank as u64;
+        ((self.g / per_rank) as usize, (self.g % per_rank) as usize)
+    }
+
+    /// On to the next slot, across rank boundaries, wrapping at the end.
+    fn step(&mut self) {
+        self.g = (self.g + 1) % self.all;
+    }
+}
+
+/// Walk `seq` over an atomic window until `visit` (given the rank and slot) answers, at most
+/// once round the table. Returns the answer (None when none came) and the slots visited.
+fn walk_atomic<R: RawWindow, Out>(
     win: &mut Window<R, u64>,
-    key: u64,
-    w: usize,
-    mut g: u64,
-    per_rank: usize,
-    all: u64,
-) -> Result<(Option<u64>, u64), TableError> {
-    let mut slot = [0u64; 2];
-    let mut reads = 0;
-    for _ in 0..all {
-        let (t, s) = at(g, per_rank);
-        win.get(t, s * w, &mut slot[..w])?;
-        reads += 1;
-        if slot[0] == key {
-            return Ok((Some(slot[1]), reads));
+    mut seq: Seq,
+    mut visit: impl FnMut(&mut Window<R, u64>, usize, usize) -> Result<Option<Out>, WindowError>,
+) -> Result<(Option<Out>, u64), TableError> {
+    for steps in 1..=seq.all {
+        let (t, s) = seq.at();
+        if let Some(out) = visit(win, t, s)? {
+            return Ok((Some(out), steps));
         }
-        if slot[0] == 0 {
-            break; // an empty slot ends the probe sequence: not in the table
-        }
-        g = (g + 1) % all;
+        seq.step();
     }
-    Ok((None, reads))
+    Ok((None, seq.all))
 }
 
-/// [`Insert::Lock`]: each rank's run of the probe sequence under that rank's lock, released
-/// before the next rank's is taken. A slot taken between two locks is simply read under the
+/// Walk `seq` over a locked window as [`walk_atomic`] does, each rank's run of it under that
+/// rank's lock, released before the next rank's is taken (one lock at a time: no rank waits
+/// for a lock while holding one). A slot taken between two locks is simply read under the
 /// next.
-fn insert_locked<R: RawWindow>(
+fn walk_locked<R: RawWindow, Out>(
     win: &mut LockedWindow<R, u64>,
-    slot: &[u64],
-    mut g: u64,
-    per_rank: usize,
-    all: u64,
-) -> Result<Placed, TableError> {
-    let (key, w) = (slot[0], slot.len());
-    let (mut collisions, mut steps) = (0u64, 0u64);
-    while steps < all {
-        let (t, mut s) = at(g, per_rank);
+    mut seq: Seq,
+    mut visit: impl FnMut(&mut TargetLock<'_, R, u64>, usize) -> Result<Option<Out>, WindowError>,
+) -> Result<(Option<Out>, u64), TableError> {
+    let mut steps = 0u64;
+    while steps < seq.all {
+        let (t, mut s) = seq.at();
         let mut l = win.lock(t)?;
         loop {
-            let v = l.load(s * w)?;
-            if v == 0 || v == key {
-                if v == 0 {
-                    l.put(s * w, slot)?;
-                }
-                l.unlock()?;
-                return Ok(Placed {
-                    present: v == key,
-                    collisions,
-                });
-            }
-            collisions += 1;
             steps += 1;
-            g = (g + 1) % all;
+            if let Some(out) = visit(&mut l, s)? {
+                l.unlock()?;
+                return Ok((Some(out), steps));
+            }
+            seq.step();
             s += 1;
-            if s == per_rank || steps == all {
+            if s == seq.per_rank || steps == seq.all {
                 break; // on into the next rank's slots, under its lock
             }
         }
         l.unlock()?;
     }
-    Err(TableError::Full { slots: all })
+    Ok((None, steps))
 }
 
-/// [`Insert::Lock`]'s lookup, under the locks as [`insert_locked`] takes them.
-fn find_locked<R: RawWindow>(
-    win: &mut LockedWindow<R, u64>,
+/// What a probe sequence's slot says of `key` on the way to insert it: Some(present) to stop
+/// there, None to go on.
+fn claim(key: u64, found: u64) -> Option<bool> {
+    (found == 0 || found == key).then_some(found == key)
+}
+
+/// What a slot `[key word, value word]` says of `key` on the way to find it: Some(value or
+/// None) to stop there (the key, or an empty slot: not in the table), None to go on.
+fn look(key: u64, slot: [u64; 2]) -> Option<Option<u64>> {
+    match slot[0] {
+        k if k == key => Some(Some(slot[1])),
+        0 => Some(None),
+        _ => None,
+    }
+}
+
+/// Insert the words of `slot` (key, then value, if any) along `seq`.
+fn insert<R: RawWindow>(
+    slots: &mut Slots<R>,
+    slot: &[u64],
+    seq: Seq,
+) -> Result<Placed, TableError> {
+    let (key, w) = (slot[0], slot.len());
+    let (present, steps) = match slots {
+        // Claim the key word by compare-and-swap, then write the value.
+        Slots::Atomic(win) => walk_atomic(win, seq, |win, t, s| {
+            let present = claim(key, win.compare_and_swap(t, s * w, 0, key)?);
+            if present == Some(false) && w > 1 {
+                win.put(t, s * w + 1, &slot[1..])?;
+            }
+            Ok(present)
+        })?,
+        // Read the key word, and write key and value together into an empty slot.
+        Slots::Locked(win) => walk_locked(win, seq, |l, s| {
+            let present = claim(key, l.load(s * w)?);
+            if present == Some(false) {
+                l.put(s * w, slot)?;
+            }
+            Ok(present)
+        })?,
+    };
+    match present {
+        // Every slot before the key's held another key.
+        Some(present) => Ok(Placed {
+            present,
+            collisions: steps - 1,
+        }),
+        None => Err(TableError::Full { slots: seq.all }),
+    }
+}
+
+/// Look `key` up along `seq` in slots of `w` words: its value word (None when absent) and the
+/// slots read.
+fn find<R: RawWindow>(
+    slots: &mut Slots<R>,
     key: u64,
     w: usize,
-    mut g: u64,
-    per_rank: usize,
-    all: u64,
+    seq: Seq,
 ) -> Result<(Option<u64>, u64), TableError> {
     let mut slot = [0u64; 2];
-    let mut reads = 0u64;
-    while reads < all {
-        let (t, mut s) = at(g, per_rank);
-        let mut l = win.lock(t)?;
-        loop {
+    let (value, reads) = match slots {
+        Slots::Atomic(win) => walk_atomic(win, seq, |win, t, s| {
+            win.get(t, s * w, &mut slot[..w])?;
+            Ok(look(key, slot))
+        })?,
+        Slots::Locked(win) => walk_locked(win, seq, |l, s| {
             l.get(s * w, &mut slot[..w])?;
-            reads += 1;
-            if slot[0] == key || slot[0] == 0 {
-                l.unlock()?;
-                return Ok(((slot[0] == key).then_some(slot[1]), reads));
-            }
-            g = (g + 1) % all;
-            s += 1;
-            if s == per_rank || reads == all {
-                break;
-            }
-        }
-        l.unlock()?;
-    }
-    Ok((None, reads))
+            Ok(look(key, slot))
+        })?,
+    };
+    Ok((value.flatten(), reads))
 }

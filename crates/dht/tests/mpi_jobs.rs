@@ -33,38 +33,34 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// One rank of a launched case: a failed check aborts the job (nothing waits for a dead peer).
 fn child(case: &str) -> ExitCode {
-    let mut ctx = match MpiCtx::init() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("MPI init failed: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Ok(mut ctx) = MpiCtx::init().map_err(|e| eprintln!("MPI init failed: {e}")) else {
+        return ExitCode::FAILURE;
     };
-    let rank = ctx.rank();
     if let Err(e) = run_case(&mut ctx, case) {
-        eprintln!("rank {rank}: {case}: {e}");
+        eprintln!("rank {}: {case}: {e}", ctx.rank());
         ctx.abort(1);
     }
-    if let Err(e) = ctx.finalize() {
-        eprintln!("rank {rank}: {case}: finalize: {e}");
-        return ExitCode::FAILURE;
+    match ctx.finalize() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{case}: finalize: {e}");
+            ExitCode::FAILURE
+        }
     }
-    ExitCode::SUCCESS
 }
+
+const MPIRUN: Launcher = Launcher {
+    program: "mpirun",
+    what: "dht",
+    unit: "ranks",
+};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if let Some(case) = jobs::child_case(&args) {
-        return child(case);
+    match jobs::child_case(&args) {
+        Some(case) => child(case),
+        None => jobs::run_all(&MPIRUN, &args, jobs::per_count(CASES)),
     }
-    jobs::run_all(
-        &Launcher {
-            program: "mpirun",
-            what: "MPI",
-            unit: "ranks",
-        },
-        &args,
-        jobs::per_count(CASES),
-    )
 }
