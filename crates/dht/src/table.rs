@@ -240,7 +240,7 @@ impl<R: RawWindow, K: IntWord, V: Value> Table<R, K, V> {
     pub fn insert(&mut self, key: K, value: V) -> Result<Placed, TableError> {
         let slot = [nonzero(key)?, value.to_bits()];
         let seq = self.seq(key);
-        insert(&mut self.slots, &slot[..words::<V>()], seq)
+        insert::<R, V>(&mut self.slots, slot, seq)
     }
 
     /// Look `key` up: its value (None when absent) and the slots read. The probe sequence
@@ -248,7 +248,7 @@ impl<R: RawWindow, K: IntWord, V: Value> Table<R, K, V> {
     pub fn find(&mut self, key: K) -> Result<Found<V>, TableError> {
         let k = nonzero(key)?;
         let seq = self.seq(key);
-        let (value, reads) = find(&mut self.slots, k, words::<V>(), seq)?;
+        let (value, reads) = find::<R, V>(&mut self.slots, k, seq)?;
         Ok(Found {
             value: value.map(V::from_bits),
             reads,
@@ -391,19 +391,20 @@ fn look(key: u64, slot: [u64; 2]) -> Option<Option<u64>> {
     }
 }
 
-/// Insert the words of `slot` (key, then value, if any) along `seq`.
-fn insert<R: RawWindow>(
+/// Insert `slot` (key, then value, unless `V` is `()`) along `seq`. Generic over `V` so that
+/// the words per slot are a constant in the loop.
+fn insert<R: RawWindow, V: Value>(
     slots: &mut Slots<R>,
-    slot: &[u64],
+    slot: [u64; 2],
     seq: Seq,
 ) -> Result<Placed, TableError> {
-    let (key, w) = (slot[0], slot.len());
+    let (key, w) = (slot[0], words::<V>());
     let (present, steps) = match slots {
         // Claim the key word by compare-and-swap, then write the value.
         Slots::Atomic(win) => walk_atomic(win, seq, |win, t, s| {
             let present = claim(key, win.compare_and_swap(t, s * w, 0, key)?);
             if present == Some(false) && w > 1 {
-                win.put(t, s * w + 1, &slot[1..])?;
+                win.put(t, s * w + 1, &slot[1..w])?;
             }
             Ok(present)
         })?,
@@ -411,7 +412,7 @@ fn insert<R: RawWindow>(
         Slots::Locked(win) => walk_locked(win, seq, |l, s| {
             let present = claim(key, l.load(s * w)?);
             if present == Some(false) {
-                l.put(s * w, slot)?;
+                l.put(s * w, &slot[..w])?;
             }
             Ok(present)
         })?,
@@ -426,14 +427,13 @@ fn insert<R: RawWindow>(
     }
 }
 
-/// Look `key` up along `seq` in slots of `w` words: its value word (None when absent) and the
-/// slots read.
-fn find<R: RawWindow>(
+/// Look `key` up along `seq`: its value word (None when absent) and the slots read.
+fn find<R: RawWindow, V: Value>(
     slots: &mut Slots<R>,
     key: u64,
-    w: usize,
     seq: Seq,
 ) -> Result<(Option<u64>, u64), TableError> {
+    let w = words::<V>();
     let mut slot = [0u64; 2];
     let (value, reads) = match slots {
         Slots::Atomic(win) => walk_atomic(win, seq, |win, t, s| {
