@@ -329,7 +329,7 @@ static inline void lap_report(const char *prog, const char *variant, int procs, 
 }
 
 /* ------------------------------------------------------------------ MPI ranks */
-#ifdef MPI_VERSION
+#ifdef LAP_MPI_RANKS /* defined by the MPI programs before including this header */
 
 /* One rank's part of a grid program over MPI. */
 typedef struct {

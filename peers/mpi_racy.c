@@ -26,6 +26,7 @@
  */
 #include <mpi.h>
 
+#define LAP_MPI_RANKS
 #include "laplace.h"
 
 enum { TAG_DATA = 0, TAG_TRUE = 20, TAG_CERT = 40, TAG_COUNT = 60 };

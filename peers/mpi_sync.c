@@ -14,6 +14,7 @@
  */
 #include <mpi.h>
 
+#define LAP_MPI_RANKS
 #include "laplace.h"
 
 int main(int argc, char **argv)
