@@ -16,7 +16,7 @@
  *    --tol stops the run, after --confirm's synchronous certification (a halo swap and a
  *    blocking reduction of the true residual) when asked, which carries on if the true
  *    residual is not below --tol; a round that counts a rank at --iters stops the run too
- *    (a rank there stops iterating and only takes part in the rounds). Every rank sees the
+ *    (a rank there stops iterating and waits for the rounds). Every rank sees the
  *    same rounds, so all stop at the same one, after different numbers of iterations;
  *  - the end drains the traffic: the ranks tell each other how many messages they sent on
  *    each face, receive until that many arrived, then cancel the receives still posted.
@@ -86,8 +86,11 @@ int main(int argc, char **argv)
     MPI_Request red = MPI_REQUEST_NULL;
     while (!converged) {
         if (active) {
-            int back = 0;
-            MPI_Test(&red, &back, MPI_STATUS_IGNORE);
+            int back = 1;
+            /* a rank done iterating has nothing else to do: it waits (a poll that moved no
+             * simulated time would never see the round return under SimGrid) */
+            if (it >= o->iters) MPI_Wait(&red, MPI_STATUS_IGNORE);
+            else MPI_Test(&red, &back, MPI_STATUS_IGNORE);
             if (back) {
                 active = 0;
                 rounds++;
