@@ -238,11 +238,12 @@ int main(int argc, char **argv)
     lap_opts o;
     const int bad = lap_parse(argc, argv, &o, 0, 0);
     if (bad) return bad == 2 ? 0 : 1;
-    if (o.grid[0]) {
-        fprintf(stderr, "%s: --grid: the threads split the grid in z (1x1xT)\n", argv[0]);
+    const int T = omp_get_max_threads(), racy = !strcmp(o.mode, "racy");
+    if (o.grid[0] && (o.grid[0] != 1 || o.grid[1] != 1 || o.grid[2] != T)) {
+        fprintf(stderr, "%s: --grid %dx%dx%d: the %d threads split the grid in z, 1x1x%d\n", argv[0],
+                o.grid[0], o.grid[1], o.grid[2], T, T);
         return 1;
     }
-    const int T = omp_get_max_threads(), racy = !strcmp(o.mode, "racy");
     outcome out = {.iters = calloc(T, sizeof(long))};
     if (racy) run_racy(&o, T, &out);
     else run_sync(&o, T, &out);
