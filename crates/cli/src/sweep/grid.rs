@@ -4,6 +4,7 @@
 use super::{Axis, Point, SweepArgs};
 use crate::args::{BackendArg, RunArgs};
 use crate::error::Error;
+use crate::matrix::System;
 use clap::ValueEnum;
 use jacobi::{Applies, Config, Context, Operator, Plan, Problem, Setting, Solver, Variant};
 
@@ -42,10 +43,11 @@ impl SweepArgs {
             threads_per_rank: val("threads_per_rank")
                 .and_then(|t| t.parse().ok())
                 .unwrap_or(1),
-            operator: Operator::Grid(match val("problem") {
-                Some("poisson") => Problem::Poisson,
-                _ => Problem::Laplace { offset: 0.0 },
-            }),
+            operator: match (&self.system.matrix, val("problem")) {
+                (Some(_), _) => Operator::Matrix,
+                (None, Some("poisson")) => Operator::Grid(Problem::Poisson),
+                (None, _) => Operator::Grid(Problem::Laplace { offset: 0.0 }),
+            },
         };
         // The settings' rule: a flag that changes nothing here is not passed.
         let applies = |s: Setting| s.applies(&ctx) == Applies::Yes;
@@ -77,6 +79,12 @@ impl SweepArgs {
         }
         if self.fixed.no_confirm && applies(Setting::Confirm) {
             argv.push("--no-confirm".into());
+        }
+        if let Some(m) = &self.system.matrix {
+            argv.extend(["--matrix".into(), m.display().to_string()]);
+        }
+        if let Some(r) = &self.system.rhs {
+            argv.extend(["--rhs".into(), r.display().to_string()]);
         }
         let label = if label.is_empty() {
             if solver == "jacobi" {
@@ -124,11 +132,14 @@ impl SweepArgs {
     /// The runs `aiac run` takes, each with its parsed arguments, configuration and
     /// decomposition, and those it refuses with the reason: a combination of values that
     /// do not go together (T = 4 workers on a block of 2 planes) is skipped, while each value
-    /// stays in the runs it fits. A flag value `aiac run` cannot parse is refused whole.
+    /// stays in the runs it fits. A flag value `aiac run` cannot parse is refused whole. With
+    /// `system`, each run is checked against the matrix too, as `aiac run` checks it (CG needs
+    /// a symmetric matrix, every rank a row).
     #[allow(clippy::type_complexity)]
     pub(super) fn accepted<'a>(
         &self,
         points: &'a [Point],
+        system: Option<&System>,
     ) -> Result<
         (
             Vec<(&'a Point, RunArgs, Config, Plan)>,
@@ -148,7 +159,14 @@ impl SweepArgs {
                     .trim_start_matches("error: ");
                 Error::Invalid(format!("{first} (in the run {})", p.label))
             })?;
-            match run_args.check_config() {
+            let checked = run_args.check_config().and_then(|(cfg, plan)| {
+                if let Some(system) = system {
+                    cfg.validate_matrix()?;
+                    system.cut(&cfg, run_args.threads.unwrap_or(1))?;
+                }
+                Ok((cfg, plan))
+            });
+            match checked {
                 Ok((cfg, plan)) => ok.push((p, run_args, cfg, plan)),
                 Err(e) => refused.push((p, e.to_string())),
             }

@@ -21,9 +21,10 @@
 //! refused, or dropped the flag and `aiac run` refuses each of them given it) is refused before
 //! anything runs, with `aiac run`'s message.
 
-use crate::args::{is_laplace, parse_timeout, BackendArg, Fixed, SweepSettings};
+use crate::args::{is_laplace, parse_timeout, BackendArg, Fixed, SweepSettings, SystemFiles};
 use crate::error::Error;
 use crate::launch::{log_gist, run_logged, Ended};
+use crate::matrix::System;
 use crate::output::{check_dir, lock_dir, write_atomically};
 use crate::progress::SweepProgress;
 use crate::saved::{self, FailedRun, Outcome};
@@ -41,12 +42,15 @@ use std::time::Duration;
     non-cubic size as NXxNYxNZ. Examples:\n  \
     aiac sweep --variant sync,async,racy -t 2 --max-in-flight 1,2,4 --repeats 3 --out fig10\n  \
     aiac sweep --problem poisson --global 64 --decomp z --exchange blocking,overlap \\\n    \
-    -t 1,2,4,8 --max-iters 200 --backend mpi --out scaling"
+    -t 1,2,4,8 --max-iters 200 --backend mpi --out scaling\n  \
+    aiac sweep --matrix A.mtx --solver jacobi,cg -t 1,2,4 --out system"
 )]
 pub(crate) struct SweepArgs {
     /// `aiac run`'s settings, each a list (read through `Deref`).
     #[command(flatten)]
     settings: SweepSettings,
+    #[command(flatten)]
+    system: SystemFiles,
     #[command(flatten)]
     fixed: Fixed,
     /// Runs of each configuration; the tables show medians.
@@ -160,8 +164,10 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
             l.check_installed()?;
         }
     }
+    // The system, read once: every run's configuration and rank count is checked against it.
+    let system = args.system()?;
     let all = args.points();
-    let (planned, skipped) = args.plan(&all)?;
+    let (planned, skipped) = args.plan(&all, system.as_ref())?;
     let _lock = args.prepare_out()?;
     if !args.quiet {
         for (p, why) in skipped.iter().filter(|(p, _)| p.repeat == 0) {
@@ -231,14 +237,29 @@ impl SweepArgs {
         Ok(())
     }
 
+    /// `--matrix` (and `--rhs`), read as `aiac run` reads them: a file that is missing, not a
+    /// Matrix Market matrix or not square is refused before anything runs.
+    fn system(&self) -> Result<Option<System>, Error> {
+        let Some(m) = &self.system.matrix else {
+            return Ok(None);
+        };
+        let mut argv = vec!["--matrix".into(), m.clone().into_os_string()];
+        if let Some(r) = &self.system.rhs {
+            argv.extend(["--rhs".into(), r.clone().into_os_string()]);
+        }
+        let run = crate::parse_run_args(argv).map_err(|e| Error::Invalid(e.to_string()))?;
+        System::read(&run).map(Some)
+    }
+
     /// The runs to start, each with its file stem, report path and arguments, and those
     /// `aiac run` refuses with the reason; refused whole when a value of a list no run takes.
     #[allow(clippy::type_complexity)]
     fn plan<'a>(
         &self,
         all: &'a [Point],
+        system: Option<&System>,
     ) -> Result<(Vec<Planned<'a>>, Vec<(&'a Point, String)>), Error> {
-        let (accepted, skipped) = self.accepted(all)?;
+        let (accepted, skipped) = self.accepted(all, system)?;
         let taken: Vec<&Point> = accepted.iter().map(|r| r.0).collect();
         self.check_unused(&taken, &skipped)?;
         if self.fixed.no_confirm

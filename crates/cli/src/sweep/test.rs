@@ -74,7 +74,7 @@ fn cg_sweeps_its_two_exchanges_and_skips_jacobis() {
     .unwrap()
     .s;
     let all = s.points();
-    let (ok, skipped) = s.accepted(&all).unwrap();
+    let (ok, skipped) = s.accepted(&all, None).unwrap();
     let labels: Vec<&str> = ok.iter().map(|r| r.0.label.as_str()).collect();
     assert_eq!(
         labels,
@@ -149,7 +149,7 @@ fn unused(argv: &[&str]) -> Result<(), String> {
         .unwrap()
         .s;
     let points = s.points();
-    let (ok, skipped) = s.accepted(&points).map_err(|e| e.to_string())?;
+    let (ok, skipped) = s.accepted(&points, None).map_err(|e| e.to_string())?;
     let runs: Vec<&Point> = ok.iter().map(|r| r.0).collect();
     s.check_unused(&runs, &skipped).map_err(|e| e.to_string())
 }
@@ -223,7 +223,7 @@ fn combinations_run_refuses_are_skipped_and_their_values_run_elsewhere() {
     .unwrap()
     .s;
     let points = s.points();
-    let (ok, skipped) = s.accepted(&points).unwrap();
+    let (ok, skipped) = s.accepted(&points, None).unwrap();
     let labels: Vec<&str> = ok.iter().map(|r| r.0.label.as_str()).collect();
     assert_eq!(
         labels,
