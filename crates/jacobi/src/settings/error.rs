@@ -606,8 +606,32 @@ impl NotApplicable {
         } else {
             n(self.setting).into_owned()
         };
-        let (solver, variant) = (n(Setting::Solver), n(Setting::Variant));
         write!(f, "{what} applies to ")?;
+        self.scope_clause(f, names)?;
+        let this = match self.scope.part() {
+            Part::Solver => given(Setting::Solver, c.solver.name()),
+            Part::SolverVariant => format!(
+                "{} {}",
+                given(Setting::Solver, c.solver.name()),
+                given(Setting::Variant, c.variant.name())
+            ),
+            Part::Backend => given(Setting::Backend, c.backend.name),
+            Part::Problem => match c.operator {
+                Operator::Grid(p) => given(Setting::Problem, p.name()),
+                Operator::Matrix => n(Setting::Matrix).into_owned(),
+            },
+            Part::Matrix => n(Setting::Matrix).into_owned(),
+            Part::Team => given(Setting::ThreadsPerRank, &c.threads_per_rank.to_string()),
+        };
+        write!(f, ", not to {this}")
+    }
+
+    /// Where the setting applies, after "`setting` applies to ".
+    fn scope_clause(&self, f: &mut fmt::Formatter<'_>, names: &dyn Names) -> fmt::Result {
+        let n = |s: Setting| names.name(s);
+        let given = |s: Setting, v: &str| names.given(s, v);
+        let c = &self.context;
+        let (solver, variant) = (n(Setting::Solver), n(Setting::Variant));
         match self.scope {
             Scope::Synchronous => write!(
                 f,
@@ -719,22 +743,6 @@ impl NotApplicable {
                 f,
                 "one thread per rank (a team of hybrid ranks sweeps one-plane halos)"
             ),
-        }?;
-        let this = match self.scope.part() {
-            Part::Solver => given(Setting::Solver, c.solver.name()),
-            Part::SolverVariant => format!(
-                "{} {}",
-                given(Setting::Solver, c.solver.name()),
-                given(Setting::Variant, c.variant.name())
-            ),
-            Part::Backend => given(Setting::Backend, c.backend.name),
-            Part::Problem => match c.operator {
-                Operator::Grid(p) => given(Setting::Problem, p.name()),
-                Operator::Matrix => n(Setting::Matrix).into_owned(),
-            },
-            Part::Matrix => n(Setting::Matrix).into_owned(),
-            Part::Team => given(Setting::ThreadsPerRank, &c.threads_per_rank.to_string()),
-        };
-        write!(f, ", not to {this}")
+        }
     }
 }
