@@ -471,6 +471,7 @@ pub(crate) struct SystemFiles {
 pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) settings: RunSettings,
+    // `--matrix` and `--rhs`, which `aiac sweep` takes too.
     #[command(flatten)]
     pub(crate) system: SystemFiles,
     #[command(flatten)]
