@@ -168,6 +168,7 @@ pub(crate) fn sweep(args: &SweepArgs) -> Result<ExitCode, Error> {
     let system = args.system()?;
     let all = args.points();
     let (planned, skipped) = args.plan(&all, system.as_ref())?;
+    drop(system); // each run reads it again: not held while they run
     let _lock = args.prepare_out()?;
     if !args.quiet {
         for (p, why) in skipped.iter().filter(|(p, _)| p.repeat == 0) {
