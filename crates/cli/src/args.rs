@@ -447,12 +447,10 @@ fn with_default(arg: clap::Arg) -> clap::Arg {
     arg
 }
 
-/// `aiac run`'s flags: its settings ([`RunSettings`], read through `Deref`), the flags it
-/// shares with `aiac sweep`, and its own inputs and outputs.
+/// `--matrix` and `--rhs`: the user's own sparse system, for `aiac run` and `aiac sweep` alike
+/// (a sweep runs each of its runs over it).
 #[derive(Debug, Args)]
-pub(crate) struct RunArgs {
-    #[command(flatten)]
-    pub(crate) settings: RunSettings,
+pub(crate) struct SystemFiles {
     /// Solve the sparse system in this Matrix Market file instead of the grid's problem
     /// (`coordinate real|integer general|symmetric|skew-symmetric`), from x = 0, until
     /// ‖b − A x‖₂/‖b‖₂ < TOL. Every rank reads it and keeps a contiguous block of rows,
@@ -465,6 +463,17 @@ pub(crate) struct RunArgs {
     /// `coordinate` matrix (default: b = A·1, whose solution is 1).
     #[arg(long, value_name = "FILE", requires = "matrix")]
     pub(crate) rhs: Option<PathBuf>,
+}
+
+/// `aiac run`'s flags: its settings ([`RunSettings`], read through `Deref`), the flags it
+/// shares with `aiac sweep`, and its own inputs and outputs.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) settings: RunSettings,
+    // `--matrix` and `--rhs`, which `aiac sweep` takes too.
+    #[command(flatten)]
+    pub(crate) system: SystemFiles,
     #[command(flatten)]
     pub(crate) fixed: Fixed,
     /// With --matrix: write the solution x to FILE as a Matrix Market `array real general`
@@ -577,7 +586,7 @@ impl RunArgs {
             variant: self.variant.unwrap_or_default(),
             backend: self.backend.info().backend,
             threads_per_rank: self.threads_per_rank(),
-            operator: match self.matrix {
+            operator: match self.system.matrix {
                 Some(_) => Operator::Matrix,
                 None => Operator::Grid(self.problem.unwrap_or_default()),
             },
@@ -619,12 +628,19 @@ impl RunArgs {
     /// [`RunArgs::check`] without the output files: what `aiac sweep` checks for every run
     /// before it starts any (it checks its own output directory).
     pub(crate) fn check_config(&self) -> Result<(Config, Plan), Error> {
+        let info = self.backend.info();
+        if let (Some(_), true) = (&self.system.matrix, info.shared_memory) {
+            return Err(Error::Invalid(format!(
+                "--matrix runs over channels: {} runs the grid's problem only (use --backend \
+                 threads, mpi or shmem)",
+                info.flag
+            )));
+        }
         let cfg = self.config()?;
         let n = self.threads.unwrap_or(1);
         if n == 0 {
             return Err(ConfigError::NoRanks.into());
         }
-        let info = self.backend.info();
         if info.launcher.is_none() && n > MAX_THREADS {
             return Err(Error::Invalid(format!(
                 "-t/--threads must be from 1 to {MAX_THREADS} with {}: every rank is a thread \
@@ -677,7 +693,7 @@ impl RunArgs {
                 .into());
             }
         }
-        if self.matrix.is_some() {
+        if self.system.matrix.is_some() {
             return Ok(()); // the grid is not made; the matrix's reader checks its memory
         }
         let need = match self.backend.info().shared_memory {
@@ -725,10 +741,13 @@ fn outputs(args: &RunArgs) -> Vec<(&'static str, &Path)> {
 
 /// The input files, named by their flags.
 fn inputs(args: &RunArgs) -> Vec<(&'static str, &Path)> {
-    [("--matrix", &args.matrix), ("--rhs", &args.rhs)]
-        .into_iter()
-        .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
-        .collect()
+    [
+        ("--matrix", &args.system.matrix),
+        ("--rhs", &args.system.rhs),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+    .collect()
 }
 
 /// Fail before running if an output file could not be written where asked, or would be

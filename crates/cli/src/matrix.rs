@@ -15,7 +15,7 @@ use crate::input::{self, MatrixFile};
 use chan_core::traits::*;
 use chan_core::ReduceOp;
 use jacobi::sparse::{
-    read_block, read_matrix, read_vector, read_vector_block, row_blocks, MatrixKind, RowBlock,
+    read_block, read_matrix, read_vector, read_vector_block, row_blocks, Csr, MatrixKind, RowBlock,
 };
 use jacobi::{Config, Inner, MatrixInfo, Method, Pc, RunConfig, SystemBlock};
 use std::path::Path;
@@ -189,18 +189,21 @@ fn kind_name(kind: MatrixKind) -> &'static str {
 }
 
 fn paths(args: &RunArgs) -> (&Path, String) {
-    let path = args.matrix.as_deref().expect("a --matrix run");
+    let path = args.system.matrix.as_deref().expect("a --matrix run");
     (path, path.display().to_string())
 }
 
 fn rhs_name(args: &RunArgs) -> Option<String> {
-    args.rhs.as_ref().map(|p| p.display().to_string())
+    args.system.rhs.as_ref().map(|p| p.display().to_string())
 }
 
 /// `--matrix` and `--rhs` must name regular files: refused by flag before either is opened
 /// (a FIFO would block every rank's open).
 fn check_inputs(args: &RunArgs) -> Result<(), Error> {
-    for (flag, p) in [("--matrix", &args.matrix), ("--rhs", &args.rhs)] {
+    for (flag, p) in [
+        ("--matrix", &args.system.matrix),
+        ("--rhs", &args.system.rhs),
+    ] {
         if let Some(p) = p {
             input::check(flag, p)?;
         }
@@ -211,60 +214,101 @@ fn check_inputs(args: &RunArgs) -> Result<(), Error> {
 /// The threads backend: read the whole system once and cut the `ranks` blocks from it.
 pub(crate) fn load_all(args: &RunArgs, cfg: &Config, ranks: usize) -> Result<Loaded, Error> {
     cfg.validate_matrix()?;
-    let (path, file) = paths(args);
-    check_inputs(args)?;
-    let (a, kind) =
-        read_matrix(&MatrixFile(path), mem_available().unwrap_or(u64::MAX)).map_err(bad)?;
-    let n = a.n();
-    if ranks > n {
-        return Err(Error::Invalid(format!(
-            "{file}: the order {n} is less than the {ranks} ranks: every rank needs a row"
-        )));
-    }
-    let bounds = row_blocks(a.row_ptr(), ranks);
-    let symmetric = kind == MatrixKind::Symmetric || a.is_symmetric();
-    let (b, exact) = match &args.rhs {
-        Some(p) => (read_vector(&MatrixFile(p), n).map_err(bad)?, None),
-        None => {
-            let mut b = vec![0.0; n];
-            a.mul(&vec![1.0; n], &mut b);
-            (b, Some(1.0))
-        }
-    };
-    let rhs = rhs_name(args);
-    let mut blocks = Vec::with_capacity(ranks);
-    for r in 0..ranks {
-        let block = RowBlock::from_global(&a, &bounds, r);
-        check(cfg, &file, &block, symmetric)?;
-        check_rhs(
-            &file,
-            rhs.as_deref(),
-            &b[bounds[r]..bounds[r + 1]],
-            bounds[r],
-            n,
-        )?;
-        blocks.push(SystemBlock {
-            b: b[bounds[r]..bounds[r + 1]].to_vec(),
-            block,
+    System::read(args)?.cut(cfg, ranks)
+}
+
+/// A whole system read in one process: the matrix, its right-hand side and their names.
+/// `aiac sweep` reads it once and checks every run's configuration and rank count against it.
+pub(crate) struct System {
+    a: Csr,
+    kind: MatrixKind,
+    b: Vec<f64>,
+    /// The known solution's value (b = A·1: 1), none with --rhs.
+    exact: Option<f64>,
+    file: String,
+    rhs: Option<String>,
+}
+
+impl System {
+    /// Read `--matrix` and `--rhs` (or make b = A·1), each checked as a regular file first.
+    pub(crate) fn read(args: &RunArgs) -> Result<System, Error> {
+        let (path, file) = paths(args);
+        check_inputs(args)?;
+        let (a, kind) =
+            read_matrix(&MatrixFile(path), mem_available().unwrap_or(u64::MAX)).map_err(bad)?;
+        let n = a.n();
+        let (b, exact) = match &args.system.rhs {
+            Some(p) => (read_vector(&MatrixFile(p), n).map_err(bad)?, None),
+            None => {
+                let mut b = vec![0.0; n];
+                a.mul(&vec![1.0; n], &mut b);
+                (b, Some(1.0))
+            }
+        };
+        Ok(System {
+            a,
+            kind,
+            b,
             exact,
-        });
-    }
-    let dominance = a.dominance();
-    Ok(Loaded {
-        blocks,
-        first_rank: 0,
-        info: MatrixInfo {
             file,
-            rhs: args.rhs.as_ref().map(|p| p.display().to_string()),
-            n,
-            nnz: a.nnz() as u64,
-            kind: kind_name(kind).to_string(),
-            symmetric,
-            diagonally_dominant: dominance.0 && dominance.1,
-            row_bounds: bounds,
-        },
-        dominance,
-    })
+            rhs: rhs_name(args),
+        })
+    }
+
+    /// The `ranks` blocks of this system for a run of `cfg`, each checked for what the method
+    /// asks of the matrix and the right-hand side.
+    pub(crate) fn cut(&self, cfg: &Config, ranks: usize) -> Result<Loaded, Error> {
+        let System {
+            a,
+            kind,
+            b,
+            exact,
+            file,
+            rhs,
+        } = self;
+        let (kind, exact, file) = (*kind, *exact, file.clone());
+        let n = a.n();
+        if ranks > n {
+            return Err(Error::Invalid(format!(
+                "{file}: the order {n} is less than the {ranks} ranks: every rank needs a row"
+            )));
+        }
+        let bounds = row_blocks(a.row_ptr(), ranks);
+        let symmetric = kind == MatrixKind::Symmetric || a.is_symmetric();
+        let mut blocks = Vec::with_capacity(ranks);
+        for r in 0..ranks {
+            let block = RowBlock::from_global(a, &bounds, r);
+            check(cfg, &file, &block, symmetric)?;
+            check_rhs(
+                &file,
+                rhs.as_deref(),
+                &b[bounds[r]..bounds[r + 1]],
+                bounds[r],
+                n,
+            )?;
+            blocks.push(SystemBlock {
+                b: b[bounds[r]..bounds[r + 1]].to_vec(),
+                block,
+                exact,
+            });
+        }
+        let dominance = a.dominance();
+        Ok(Loaded {
+            blocks,
+            first_rank: 0,
+            info: MatrixInfo {
+                file,
+                rhs: rhs.clone(),
+                n,
+                nnz: a.nnz() as u64,
+                kind: kind_name(kind).to_string(),
+                symmetric,
+                diagonally_dominant: dominance.0 && dominance.1,
+                row_bounds: bounds,
+            },
+            dominance,
+        })
+    }
 }
 
 /// A launched rank: read rank `rank`'s rows of `ranks`, within this machine's available
@@ -283,7 +327,7 @@ pub(crate) fn load_rank(
     let read = read_block(&MatrixFile(path), memory, ranks, rank).map_err(bad)?;
     check(cfg, &file, &read.block, read.symmetric)?;
     let (first, rows) = (read.block.first_row(), read.block.rows());
-    let (b, exact) = match &args.rhs {
+    let (b, exact) = match &args.system.rhs {
         Some(p) => (
             read_vector_block(&MatrixFile(p), read.n, first, rows).map_err(bad)?,
             None,
@@ -294,7 +338,7 @@ pub(crate) fn load_rank(
     Ok(Loaded {
         info: MatrixInfo {
             file,
-            rhs: args.rhs.as_ref().map(|p| p.display().to_string()),
+            rhs: args.system.rhs.as_ref().map(|p| p.display().to_string()),
             n: read.n,
             nnz: read.nnz,
             kind: kind_name(read.kind).to_string(),

@@ -446,45 +446,132 @@ fn criterion_desc(configs: &[&RunConfig]) -> String {
     }
 }
 
+/// What the figures of [`draw_all`] read: the runs grouped by configuration, and the columns
+/// whose values tell the configurations apart in a legend.
+struct Figures<'a> {
+    groups: Vec<Group<'a>>,
+    configs: Vec<&'a RunConfig>,
+    cols: Vec<&'static summary::Column>,
+}
+
+/// A figure's time and rate against a parameter: its file name, the title's end, the x axis,
+/// the x of a configuration (none: the parameter does not apply to it), the key of the family
+/// its line belongs to, and the legend columns left out.
+type Param = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&RunConfig) -> Option<f64>,
+    fn(&RunConfig) -> String,
+    &'static [&'static str],
+);
+
+/// The figures of time and rate against R, N and p.
+const PARAMS: [Param; 3] = [
+    (
+        "vs_R",
+        "against R, the messages in flight per channel",
+        "R (messages in flight per channel direction)",
+        |c| {
+            c.applies(jacobi::Setting::MaxInFlight)
+                .then_some(crate::summary::iteration(c).max_in_flight as f64)
+        },
+        |c| {
+            let mut c = c.clone();
+            if let Some(it) = c.config.method.iteration_mut() {
+                it.max_in_flight = 0;
+            }
+            c.key()
+        },
+        &["R"],
+    ),
+    (
+        "vs_N",
+        "against N, the halo exchange period",
+        "N (iterations between halo exchanges)",
+        |c| Some(crate::summary::iteration(c).halo_every as f64),
+        |c| {
+            let mut c = c.clone();
+            if let Some(it) = c.config.method.iteration_mut() {
+                it.halo_every = 0;
+            }
+            c.key()
+        },
+        &["N"],
+    ),
+    (
+        "vs_p",
+        "against p, the number of processes",
+        "p (processes or threads)",
+        |c| Some(c.ranks as f64),
+        RunConfig::key_without_ranks,
+        &["p", "size", "decomp"],
+    ),
+];
+
 /// Draw every figure the runs support into `dir`; the files written.
 pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>, String> {
     let groups = summary::groups(outcomes);
     let configs: Vec<&RunConfig> = groups.iter().map(|g| g.config).collect();
     let cols = summary::legend_columns(&configs);
-    let label = |c: &RunConfig, skip: &[&str]| {
-        let l = summary::label(c, &cols, skip);
+    let figs = Figures {
+        groups,
+        configs,
+        cols,
+    };
+    let mut files = Vec::new();
+    figs.convergence(dir, &mut files)?;
+    figs.iterations_per_rank(dir, &mut files)?;
+    figs.arrival_batches(dir, &mut files)?;
+    for param in PARAMS {
+        figs.against(param, dir, &mut files)?;
+    }
+    Ok(files)
+}
+
+impl Figures<'_> {
+    /// A configuration's legend label, without the columns `skip`.
+    fn label(&self, c: &RunConfig, skip: &[&str]) -> String {
+        let l = summary::label(c, &self.cols, skip);
         if l.is_empty() {
             c.config.variant().name().to_string()
         } else {
             l
         }
-    };
-    let with_run: Vec<(&Group<'_>, &Report)> = groups
-        .iter()
-        .filter_map(|g| g.first_ok().map(|r| (g, r)))
-        .collect();
-    let mut files = Vec::new();
+    }
 
-    // Convergence profiles.
-    let all_lines = with_run.len();
-    let lines: Vec<Profile> = with_run
-        .iter()
-        .filter_map(|(g, r)| {
-            let r0 = r.ranks.first()?;
-            let points: Vec<(f64, f64, f64)> = r0
-                .history
-                .iter()
-                .filter(|p| p.residual() > 0.0 && p.residual().is_finite())
-                .map(|p| (p.iteration() as f64, p.residual(), p.time_s()))
-                .collect();
-            (!points.is_empty()).then(|| Profile {
-                label: label(g.config, &[]),
-                points,
+    /// Each configuration that has a report, with its first.
+    fn with_run(&self) -> Vec<(&Group<'_>, &Report)> {
+        self.groups
+            .iter()
+            .filter_map(|g| g.first_ok().map(|r| (g, r)))
+            .collect()
+    }
+
+    /// Convergence profiles.
+    fn convergence(&self, dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
+        let with_run = self.with_run();
+        let all_lines = with_run.len();
+        let lines: Vec<Profile> = with_run
+            .iter()
+            .filter_map(|(g, r)| {
+                let r0 = r.ranks.first()?;
+                let points: Vec<(f64, f64, f64)> = r0
+                    .history
+                    .iter()
+                    .filter(|p| p.residual() > 0.0 && p.residual().is_finite())
+                    .map(|p| (p.iteration() as f64, p.residual(), p.time_s()))
+                    .collect();
+                (!points.is_empty()).then(|| Profile {
+                    label: self.label(g.config, &[]),
+                    points,
+                })
             })
-        })
-        .take(MAX_SERIES)
-        .collect();
-    if !lines.is_empty() {
+            .take(MAX_SERIES)
+            .collect();
+        if lines.is_empty() {
+            return Ok(());
+        }
         let tols: Vec<f64> = with_run.iter().map(|(_, r)| r.tol).collect();
         let tol = tols
             .first()
@@ -501,26 +588,31 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
         let fig = Convergence {
             lines,
             tol,
-            what: criterion_desc(&configs),
+            what: criterion_desc(&self.configs),
             title,
         };
         files.extend(save(&fig, &dir.join(PLOTS[0]))?);
+        Ok(())
     }
 
-    // Iterations per rank, for the configurations with the most ranks.
-    let pmax = with_run
-        .iter()
-        .map(|(_, r)| r.ranks.len())
-        .max()
-        .unwrap_or(0);
-    if pmax > 1 {
+    /// Iterations per rank, for the configurations with the most ranks.
+    fn iterations_per_rank(&self, dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
+        let with_run = self.with_run();
+        let pmax = with_run
+            .iter()
+            .map(|(_, r)| r.ranks.len())
+            .max()
+            .unwrap_or(0);
+        if pmax <= 1 {
+            return Ok(());
+        }
         let series: Vec<(String, Vec<f64>)> = with_run
             .iter()
             .filter(|(_, r)| r.ranks.len() == pmax)
             .take(MAX_SERIES)
             .map(|(g, r)| {
                 (
-                    label(g.config, &["p"]),
+                    self.label(g.config, &["p"]),
                     r.ranks.iter().map(|k| k.iterations as f64).collect(),
                 )
             })
@@ -534,24 +626,29 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
             log_y: false,
         };
         files.extend(save(&fig, &dir.join(PLOTS[1]))?);
+        Ok(())
     }
 
-    // Arrival batch sizes of async and racy runs.
-    let hists: Vec<(String, Vec<(u64, u64)>)> = with_run
-        .iter()
-        .filter(|(g, _)| g.config.variant() != jacobi::Variant::Sync)
-        .filter_map(|(g, r)| {
-            let mut sum = std::collections::BTreeMap::<u64, u64>::new();
-            for k in &r.ranks {
-                for (v, c) in channel_buckets(k, g.config.variant(), |ch| &ch.batches) {
-                    *sum.entry(v).or_default() += c;
+    /// Arrival batch sizes of async and racy runs.
+    fn arrival_batches(&self, dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
+        let hists: Vec<(String, Vec<(u64, u64)>)> = self
+            .with_run()
+            .iter()
+            .filter(|(g, _)| g.config.variant() != jacobi::Variant::Sync)
+            .filter_map(|(g, r)| {
+                let mut sum = std::collections::BTreeMap::<u64, u64>::new();
+                for k in &r.ranks {
+                    for (v, c) in channel_buckets(k, g.config.variant(), |ch| &ch.batches) {
+                        *sum.entry(v).or_default() += c;
+                    }
                 }
-            }
-            (!sum.is_empty()).then(|| (label(g.config, &[]), sum.into_iter().collect()))
-        })
-        .take(MAX_SERIES)
-        .collect();
-    if !hists.is_empty() {
+                (!sum.is_empty()).then(|| (self.label(g.config, &[]), sum.into_iter().collect()))
+            })
+            .take(MAX_SERIES)
+            .collect();
+        if hists.is_empty() {
+            return Ok(());
+        }
         let mut cats: Vec<u64> = hists.iter().flat_map(|h| h.1.iter().map(|p| p.0)).collect();
         cats.sort_unstable();
         cats.dedup();
@@ -578,62 +675,20 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
             log_y: true,
         };
         files.extend(save(&fig, &dir.join(PLOTS[2]))?);
+        Ok(())
     }
 
-    // Time and rate against R, N and p.
-    type Param = (
-        &'static str,
-        &'static str,
-        &'static str,
-        fn(&RunConfig) -> Option<f64>,
-        fn(&RunConfig) -> String,
-        &'static [&'static str],
-    );
-    let params: [Param; 3] = [
-        (
-            "vs_R",
-            "against R, the messages in flight per channel",
-            "R (messages in flight per channel direction)",
-            |c| {
-                c.applies(jacobi::Setting::MaxInFlight)
-                    .then_some(crate::summary::iteration(c).max_in_flight as f64)
-            },
-            |c| {
-                let mut c = c.clone();
-                if let Some(it) = c.config.method.iteration_mut() {
-                    it.max_in_flight = 0;
-                }
-                c.key()
-            },
-            &["R"],
-        ),
-        (
-            "vs_N",
-            "against N, the halo exchange period",
-            "N (iterations between halo exchanges)",
-            |c| Some(crate::summary::iteration(c).halo_every as f64),
-            |c| {
-                let mut c = c.clone();
-                if let Some(it) = c.config.method.iteration_mut() {
-                    it.halo_every = 0;
-                }
-                c.key()
-            },
-            &["N"],
-        ),
-        (
-            "vs_p",
-            "against p, the number of processes",
-            "p (processes or threads)",
-            |c| Some(c.ranks as f64),
-            RunConfig::key_without_ranks,
-            &["p", "size", "decomp"],
-        ),
-    ];
-    for (name, title, x_desc, x_of, family_of, skip) in params {
+    /// Time and rate against one parameter ([`PARAMS`]): a line per family of configurations
+    /// that differ in it only, where a family has two points or more.
+    fn against(
+        &self,
+        (name, title, x_desc, x_of, family_of, skip): Param,
+        dir: &Path,
+        files: &mut Vec<PathBuf>,
+    ) -> Result<(), String> {
         // (family key, label, points)
         let mut fams: Vec<(String, String, Vec<StudyPoint>)> = Vec::new();
-        for g in &groups {
+        for g in &self.groups {
             let Some(x) = x_of(g.config) else { continue };
             let (Some(t), Some(rate)) = (g.median(|r| r.time_s), g.median(Report::iteration_rate))
             else {
@@ -642,7 +697,7 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
             let key = family_of(g.config);
             match fams.iter_mut().find(|f| f.0 == key) {
                 Some(f) => f.2.push((x, t, rate)),
-                None => fams.push((key, label(g.config, skip), vec![(x, t, rate)])),
+                None => fams.push((key, self.label(g.config, skip), vec![(x, t, rate)])),
             }
         }
         let series: Vec<(String, Vec<StudyPoint>)> = fams
@@ -655,7 +710,7 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
             })
             .collect();
         if series.is_empty() {
-            continue;
+            return Ok(());
         }
         let fig = VsParam {
             title: format!("Time to solution and iteration rate {title}"),
@@ -663,8 +718,8 @@ pub(crate) fn draw_all(outcomes: &[Outcome], dir: &Path) -> Result<Vec<PathBuf>,
             series,
         };
         files.extend(save(&fig, &dir.join(name))?);
+        Ok(())
     }
-    Ok(files)
 }
 
 /// One line of the hash table's weak-scaling plot: (ranks, insert s, probe s) for one

@@ -129,13 +129,6 @@ pub(crate) fn run(args: &RunArgs) -> Result<ExitCode, Error> {
     let info = args.backend.info();
     let here = Placement::here();
     one_process_job(&here, "run", args.backend).map_err(|e| here.before_start(e))?;
-    if let (Some(_), true) = (&args.matrix, info.shared_memory) {
-        return Err(Error::Invalid(format!(
-            "--matrix runs over channels: {} runs the grid's problem only (use --backend \
-             threads, mpi or shmem)",
-            info.flag
-        )));
-    }
     match (info.launcher, info.shared_memory) {
         (Some(launcher), _) => on_launched_rank(launcher, Launch(args)),
         (None, true) => run_shared(args),
@@ -170,7 +163,7 @@ fn run_threads(args: &RunArgs) -> Result<ExitCode, Error> {
     let (cfg, plan) = args.check()?;
     let n = args.threads.unwrap_or(1);
     // A matrix is read once here (one process: one copy), each rank's block cut from it.
-    let system = match args.matrix {
+    let system = match args.system.matrix {
         Some(_) => Some(matrix::load_all(args, &cfg, n)?),
         None => None,
     };
@@ -227,7 +220,7 @@ impl RankWork for Launch<'_> {
             })
             // Every rank reads the matrix and checks it alike: a bad file is refused on
             // every rank, with the same message, before the run.
-            .and_then(|(cfg, plan)| match args.matrix {
+            .and_then(|(cfg, plan)| match args.system.matrix {
                 Some(_) => {
                     matrix::load_rank(args, &cfg, size, me, here).map(|l| (cfg, plan, Some(l)))
                 }

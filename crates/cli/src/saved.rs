@@ -33,9 +33,10 @@ pub(crate) trait ConfigExt {
     fn key(&self) -> String;
     /// The key without the process count: one configuration over several p. With `--global`
     /// (strong scaling) the blocks shrink as p grows; with `--local` (weak scaling) the
-    /// global grid grows: either way that size and the process grid are left out.
+    /// global grid grows: either way that size and the process grid are left out, and so are a
+    /// matrix's rows of each rank.
     fn key_without_ranks(&self) -> String;
-    /// `--global N` (strong scaling) rather than `--local N` (weak scaling).
+    /// `--global N` (strong scaling) rather than `--local N` (weak scaling); a matrix always.
     fn is_global_size(&self) -> bool;
     /// `sync`, `async`, `racy`.
     fn variant(&self) -> Variant;
@@ -74,11 +75,15 @@ impl ConfigExt for RunConfig {
         } else {
             c.global = none;
         }
+        if let Some(m) = &mut c.matrix {
+            m.row_bounds.clear(); // the rows of each rank
+        }
         c.key()
     }
 
     fn is_global_size(&self) -> bool {
-        matches!(self.config.size, SizeSpec::Global(_))
+        // A matrix's order is fixed: its rows are shared over the ranks.
+        self.matrix.is_some() || matches!(self.config.size, SizeSpec::Global(_))
     }
 
     fn variant(&self) -> Variant {

@@ -147,7 +147,10 @@ pub(crate) const COLUMNS: &[Column] = &[
     Column {
         header: "problem",
         name: "",
-        value: |c| c.config.problem.name().into(),
+        value: |c| match &c.matrix {
+            Some(m) => m.file.clone(),
+            None => c.config.problem.name().into(),
+        },
         always: false,
     },
     Column {

@@ -552,3 +552,132 @@ fn cg_on_a_matrix_with_the_neighbor_exchange_equals_waitall_bit_for_bit() {
     }
     assert_eq!(runs[0], runs[1], "neighbor against waitall");
 }
+
+/// `aiac sweep --matrix FILE --rhs FILE` over solvers, variants, ranks and R: every run
+/// converges on the system; a sync Jacobi run's true residual (checked every iteration) is the
+/// serial Jacobi iterate's after as many sweeps (to 1e-9 of it), a CG run takes the serial CG's iterations (±2), and
+/// the sweep writes its table (one row per run) and the plot against p.
+#[test]
+fn a_sweep_over_a_matrix_converges_as_the_serial_solvers_do() {
+    let dir = scratch("matrix-sweep");
+    let a = Matrix::spd(6);
+    let (f, rhs) = (dir.join("a.mtx"), dir.join("b.mtx"));
+    a.write(&f, true);
+    let x: Vec<f64> = (0..a.n).map(|i| 1.0 + (i % 5) as f64 * 0.5).collect();
+    let b = a.mul(&x);
+    let mut s = format!("%%MatrixMarket matrix array real general\n{} 1\n", a.n);
+    for v in &b {
+        writeln!(s, "{v:e}").unwrap();
+    }
+    std::fs::write(&rhs, s).unwrap();
+    let out_dir = dir.join("sweep");
+    let out = common::aiac(&[
+        "sweep",
+        "--matrix",
+        f.to_str().unwrap(),
+        "--rhs",
+        rhs.to_str().unwrap(),
+        "--solver",
+        "jacobi,cg",
+        "--variant",
+        "sync,async",
+        "-t",
+        "1,3",
+        "--max-in-flight",
+        "1,2",
+        "--check-every",
+        "1",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let (mut runs, mut compared) = (0, 0);
+    for e in std::fs::read_dir(out_dir.join("runs")).unwrap() {
+        let path = e.unwrap().path();
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let c = &r["config"];
+        assert_eq!(r["converged"], true, "{path:?}");
+        assert_eq!(c["matrix"]["n"], a.n, "{path:?}");
+        assert!(c["matrix"]["rhs"].is_string(), "{path:?}");
+        let tol = r["tol"].as_f64().unwrap();
+        let true_res = r["residual"]["true"].as_f64().unwrap();
+        assert!(true_res < tol, "{path:?}: {true_res:e} ≥ {tol:e}");
+        let its = r["iterations"]["max"].as_f64().unwrap() as u64;
+        let method = &c["method"];
+        match (method["kind"].as_str(), method["variant"].as_str()) {
+            (Some("jacobi"), Some("sync")) => {
+                let xk = serial_jacobi(&a, &b, its as usize);
+                let ax = a.mul(&xk);
+                let res: Vec<f64> = b.iter().zip(&ax).map(|(b, ax)| b - ax).collect();
+                let serial = norm(&res) / norm(&b);
+                assert!(
+                    (true_res - serial).abs() <= 1e-9 * serial + 1e-15,
+                    "{path:?}: {true_res:e} against the serial {serial:e} after {its}"
+                );
+                compared += 1;
+            }
+            (Some("krylov"), _) => {
+                let (serial_its, _) = serial_cg(&a, &b, tol, 1000);
+                assert!(
+                    its.abs_diff(serial_its) <= 2,
+                    "{path:?}: {its} against {serial_its}"
+                );
+                compared += 1;
+            }
+            _ => {}
+        }
+        runs += 1;
+    }
+    // jacobi sync, jacobi async R = 1, 2, cg: each on 1 and 3 ranks.
+    assert_eq!((runs, compared), (8, 4));
+    let csv = std::fs::read_to_string(out_dir.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + runs, "{csv}");
+    assert!(out_dir.join("plots/vs_p.png").is_file());
+}
+
+/// A sweep over a matrix refuses a missing file, a matrix that is not square, a grid's flag
+/// and `--rhs` without `--matrix`: one error naming what is wrong, exit 1, nothing written.
+#[test]
+fn a_sweep_over_a_bad_matrix_is_refused_before_any_work() {
+    let dir = scratch("matrix-sweep-bad");
+    let rect = dir.join("rect.mtx");
+    std::fs::write(
+        &rect,
+        "%%MatrixMarket matrix coordinate real general\n2 3 2\n1 1 1.0\n2 2 1.0\n",
+    )
+    .unwrap();
+    let good = dir.join("a.mtx");
+    Matrix::spd(3).write(&good, true);
+    let missing = dir.join("missing.mtx");
+    let out_dir = dir.join("out");
+    let (rect, good, missing) = (
+        rect.to_str().unwrap(),
+        good.to_str().unwrap(),
+        missing.to_str().unwrap(),
+    );
+    for (args, names) in [
+        (&["--matrix", missing][..], "missing.mtx"),
+        (&["--matrix", rect][..], "not square"),
+        (&["--matrix", good, "--global", "8"][..], "--global"),
+        (&["--rhs", good][..], "--matrix"),
+        (
+            &["--matrix", good, "-t", "20"][..],
+            "every rank needs a row",
+        ),
+    ] {
+        let out = Command::new(AIAC)
+            .arg("sweep")
+            .args(args)
+            .args(["--out", out_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(names), "{args:?}: {err}");
+        assert_eq!(err.matches("error").count(), 1, "{args:?}: {err}");
+        assert!(!out_dir.exists(), "{args:?} created {out_dir:?}");
+    }
+}

@@ -1,4 +1,4 @@
-//! The value types of the Krylov kernels' vectors: `f64` (CG, `linalg.rs`) and `f32`
+//! The value types of the Krylov kernels' vectors: `f64` (CG, `linalg/`) and `f32`
 //! (multisplitting's inner CG in single precision, `single.rs`). Each kernel is written once
 //! over [`Lane`]: a portable body that works on chunks of `N` points (`N` values fill a
 //! 256-bit register: 4 `f64`s, 8 `f32`s), and an AVX2 kernel over the same `N` lanes with

@@ -10,7 +10,7 @@
 //! inner CG in double. Each inner iteration moves half the bytes: the four vectors it streams
 //! (r, p, A p, d) are `f32`.
 //!
-//! The kernels are `linalg.rs`'s, written once over the vectors' value type
+//! The kernels are `linalg/`'s, written once over the vectors' value type
 //! ([`crate::lane::Lane`]), here with `f32` lanes: eight points a step, their dot products summed
 //! in double precision, four lanes for the first four points of each chunk of eight and four
 //! for the last, from single-precision products. Their AVX2 kernels and portable bodies do the

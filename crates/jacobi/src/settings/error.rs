@@ -238,9 +238,42 @@ pub(crate) fn short(v: f64) -> String {
 
 impl fmt::Display for Named<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.error {
+            ConfigError::Tolerance { .. }
+            | ConfigError::CheckEveryTooLarge { .. }
+            | ConfigError::Zero(_)
+            | ConfigError::HaloDepthValue(_)
+            | ConfigError::MaxInFlight(_)
+            | ConfigError::Offset(_)
+            | ConfigError::OffsetSwamps { .. }
+            | ConfigError::Slowdown(_)
+            | ConfigError::InnerTol(_)
+            | ConfigError::NoRanks
+            | ConfigError::SlowRank { .. } => self.values(f),
+            ConfigError::ZeroExtent { .. }
+            | ConfigError::TooLarge(_)
+            | ConfigError::GridSize { .. }
+            | ConfigError::GridDoesNotDivide { .. }
+            | ConfigError::OutOfMemory { .. }
+            | ConfigError::ThreadsPerRank { .. }
+            | ConfigError::NotCubic { .. } => self.layout(f),
+            ConfigError::HaloDepthWith { .. }
+            | ConfigError::NotApplicable(_)
+            | ConfigError::CgExchange(_)
+            | ConfigError::TeamExchange(_)
+            | ConfigError::SnapshotOf(_)
+            | ConfigError::MatrixInner
+            | ConfigError::UpdateNorm(_)
+            | ConfigError::Unsupported { .. } => self.combination(f),
+        }
+    }
+}
+
+impl Named<'_> {
+    /// A value outside its range: tolerances, periods, limits, R, the offset, the slow rank.
+    fn values(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = |s: Setting| self.names.name(s);
         let given = |s: Setting, v: &str| self.names.given(s, v);
-        let human = crate::memory::human_bytes;
         match self.error {
             ConfigError::Tolerance { tol, max } => {
                 let upto = if *max < f64::MAX {
@@ -274,33 +307,6 @@ impl fmt::Display for Named<'_> {
                 "{} must be a number from 1 to {MAX_HALO_DEPTH} or auto, got '{v}'",
                 n(Setting::HaloDepth)
             ),
-            ConfigError::HaloDepthWith { depth, conflict } => {
-                let k = given(Setting::HaloDepth, &depth.to_string());
-                match conflict {
-                    DepthConflict::Exchange(x) => write!(
-                        f,
-                        "{k} uses its own exchange: it does not combine with {}",
-                        given(Setting::Exchange, x.name())
-                    ),
-                    DepthConflict::HaloEvery(every) => write!(
-                        f,
-                        "{k} exchanges every {depth} iterations by itself in the sync variant: \
-                         it needs {} 1, got {every}",
-                        n(Setting::HaloEvery)
-                    ),
-                    DepthConflict::CheckEvery(check) => write!(
-                        f,
-                        "{k} needs {} to be a multiple of {depth} (the residual is taken at the \
-                         end of a block of {depth} sweeps), got {check}",
-                        n(Setting::CheckEvery)
-                    ),
-                    DepthConflict::Thin { axis, points } => write!(
-                        f,
-                        "{k} needs at least {depth} points per rank along {axis} (a ghost zone \
-                         comes from the neighbour's own points), got {points}"
-                    ),
-                }
-            }
             ConfigError::MaxInFlight(e) => write!(f, "{}: {e}", n(Setting::MaxInFlight)),
             ConfigError::Offset(v) => write!(
                 f,
@@ -327,6 +333,35 @@ impl fmt::Display for Named<'_> {
                     given(Setting::Tol, &format!("{tol:e}")),
                 )
             }
+            ConfigError::SlowRank { rank, size } => write!(
+                f,
+                "{} is not a rank of this run (ranks 0..{size})",
+                given(Setting::SlowRank, &rank.to_string())
+            ),
+            ConfigError::Slowdown(v) => write!(
+                f,
+                "{} must be a number from 1 to {MAX_SLOWDOWN}, got {}",
+                n(Setting::Slowdown),
+                short(*v)
+            ),
+            ConfigError::NoRanks => write!(f, "{} must be at least 1, got 0", n(Setting::Ranks)),
+            ConfigError::InnerTol(t) => write!(
+                f,
+                "{} must be a number above 0 and below 1 (the factor by which an inner solve \
+                 reduces its block's residual), got {}",
+                n(Setting::InnerTol),
+                short(*t)
+            ),
+            _ => unreachable!("Named::fmt routes only this family here"),
+        }
+    }
+
+    /// A grid, a rank count or a memory size the run cannot have.
+    fn layout(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = |s: Setting| self.names.name(s);
+        let given = |s: Setting, v: &str| self.names.given(s, v);
+        let human = crate::memory::human_bytes;
+        match self.error {
             ConfigError::ZeroExtent { size, dims } => write!(
                 f,
                 "{}: every extent must be at least 1, got {dims}",
@@ -356,17 +391,6 @@ impl fmt::Display for Named<'_> {
                  do not divide into {procs} equal blocks",
                 given(Setting::Global, &global.to_string())
             ),
-            ConfigError::SlowRank { rank, size } => write!(
-                f,
-                "{} is not a rank of this run (ranks 0..{size})",
-                given(Setting::SlowRank, &rank.to_string())
-            ),
-            ConfigError::Slowdown(v) => write!(
-                f,
-                "{} must be a number from 1 to {MAX_SLOWDOWN}, got {}",
-                n(Setting::Slowdown),
-                short(*v)
-            ),
             ConfigError::OutOfMemory {
                 need,
                 per_rank,
@@ -383,7 +407,6 @@ impl fmt::Display for Named<'_> {
                 human(*available),
                 n(Setting::MaxInFlight)
             ),
-            ConfigError::NoRanks => write!(f, "{} must be at least 1, got 0", n(Setting::Ranks)),
             ConfigError::ThreadsPerRank { threads, planes_of } => {
                 let t = given(Setting::ThreadsPerRank, &threads.to_string());
                 match planes_of {
@@ -406,6 +429,16 @@ impl fmt::Display for Named<'_> {
                 "{} needs a cubic grid (N³ points, one spacing h), got {global}",
                 given(Setting::Problem, problem)
             ),
+            _ => unreachable!("Named::fmt routes only this family here"),
+        }
+    }
+
+    /// Settings that do not go together, or a value the backend cannot honour.
+    fn combination(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = |s: Setting| self.names.name(s);
+        let given = |s: Setting, v: &str| self.names.given(s, v);
+        match self.error {
+            ConfigError::HaloDepthWith { depth, conflict } => conflict.write(f, self.names, depth),
             ConfigError::NotApplicable(na) => na.write(f, self.names),
             ConfigError::CgExchange(x) => write!(
                 f,
@@ -467,54 +500,94 @@ impl fmt::Display for Named<'_> {
                     n(Setting::Tol)
                 )
             }
-            ConfigError::InnerTol(t) => write!(
-                f,
-                "{} must be a number above 0 and below 1 (the factor by which an inner solve \
-                 reduces its block's residual), got {}",
-                n(Setting::InnerTol),
-                short(*t)
-            ),
             ConfigError::Unsupported {
                 setting,
                 value,
                 backend,
                 why,
             } => {
-                let threads = given(Setting::Backend, "threads");
                 write!(
                     f,
                     "{} is not supported with {}: ",
                     given(*setting, value),
                     given(Setting::Backend, backend)
                 )?;
-                match why {
-                    Limit::SharedSolver(s) if s.is_krylov() => write!(
-                        f,
-                        "the Krylov solvers (cg, cg-overlap, pipecg) run over channels: use \
-                         {threads} for one process"
-                    ),
-                    Limit::SharedSolver(_) => write!(
-                        f,
-                        "multisplitting exchanges its blocks' boundaries over channels: use \
-                         {threads} for one process"
-                    ),
-                    Limit::SharedGrid => {
-                        write!(f, "it splits the grid in z only: the grid is 1x1xT")
-                    }
-                    Limit::Iallreduce => write!(
-                        f,
-                        "MPI_Iallreduce is MPI's: this backend reduces over chan-core's tree \
-                         ({})",
-                        given(Setting::Reduction, "tree")
-                    ),
-                    Limit::Neighbor => write!(
-                        f,
-                        "it is MPI-3's MPI_Ineighbor_alltoallv: this backend swaps halos over \
-                         its channels ({})",
-                        given(Setting::Exchange, "waitall")
-                    ),
-                }
+                why.write(f, self.names)
             }
+            _ => unreachable!("Named::fmt routes only this family here"),
+        }
+    }
+}
+
+impl DepthConflict {
+    /// "a fixed halo depth `depth` … does not combine with `self`".
+    fn write(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        names: &dyn Names,
+        depth: &HaloDepth,
+    ) -> fmt::Result {
+        let n = |s: Setting| names.name(s);
+        let given = |s: Setting, v: &str| names.given(s, v);
+        let k = given(Setting::HaloDepth, &depth.to_string());
+        match self {
+            DepthConflict::Exchange(x) => write!(
+                f,
+                "{k} uses its own exchange: it does not combine with {}",
+                given(Setting::Exchange, x.name())
+            ),
+            DepthConflict::HaloEvery(every) => write!(
+                f,
+                "{k} exchanges every {depth} iterations by itself in the sync variant: \
+                 it needs {} 1, got {every}",
+                n(Setting::HaloEvery)
+            ),
+            DepthConflict::CheckEvery(check) => write!(
+                f,
+                "{k} needs {} to be a multiple of {depth} (the residual is taken at the \
+                 end of a block of {depth} sweeps), got {check}",
+                n(Setting::CheckEvery)
+            ),
+            DepthConflict::Thin { axis, points } => write!(
+                f,
+                "{k} needs at least {depth} points per rank along {axis} (a ghost zone \
+                 comes from the neighbour's own points), got {points}"
+            ),
+        }
+    }
+}
+
+impl Limit {
+    /// Why a backend cannot honour a value, after "`value` is not supported with `backend`: ".
+    fn write(&self, f: &mut fmt::Formatter<'_>, names: &dyn Names) -> fmt::Result {
+        let given = |s: Setting, v: &str| names.given(s, v);
+        let threads = given(Setting::Backend, "threads");
+        match self {
+            Limit::SharedSolver(s) if s.is_krylov() => write!(
+                f,
+                "the Krylov solvers (cg, cg-overlap, pipecg) run over channels: use \
+                 {threads} for one process"
+            ),
+            Limit::SharedSolver(_) => write!(
+                f,
+                "multisplitting exchanges its blocks' boundaries over channels: use \
+                 {threads} for one process"
+            ),
+            Limit::SharedGrid => {
+                write!(f, "it splits the grid in z only: the grid is 1x1xT")
+            }
+            Limit::Iallreduce => write!(
+                f,
+                "MPI_Iallreduce is MPI's: this backend reduces over chan-core's tree \
+                 ({})",
+                given(Setting::Reduction, "tree")
+            ),
+            Limit::Neighbor => write!(
+                f,
+                "it is MPI-3's MPI_Ineighbor_alltoallv: this backend swaps halos over \
+                 its channels ({})",
+                given(Setting::Exchange, "waitall")
+            ),
         }
     }
 }
@@ -533,8 +606,32 @@ impl NotApplicable {
         } else {
             n(self.setting).into_owned()
         };
-        let (solver, variant) = (n(Setting::Solver), n(Setting::Variant));
         write!(f, "{what} applies to ")?;
+        self.scope_clause(f, names)?;
+        let this = match self.scope.part() {
+            Part::Solver => given(Setting::Solver, c.solver.name()),
+            Part::SolverVariant => format!(
+                "{} {}",
+                given(Setting::Solver, c.solver.name()),
+                given(Setting::Variant, c.variant.name())
+            ),
+            Part::Backend => given(Setting::Backend, c.backend.name),
+            Part::Problem => match c.operator {
+                Operator::Grid(p) => given(Setting::Problem, p.name()),
+                Operator::Matrix => n(Setting::Matrix).into_owned(),
+            },
+            Part::Matrix => n(Setting::Matrix).into_owned(),
+            Part::Team => given(Setting::ThreadsPerRank, &c.threads_per_rank.to_string()),
+        };
+        write!(f, ", not to {this}")
+    }
+
+    /// Where the setting applies, after "`setting` applies to ".
+    fn scope_clause(&self, f: &mut fmt::Formatter<'_>, names: &dyn Names) -> fmt::Result {
+        let n = |s: Setting| names.name(s);
+        let given = |s: Setting, v: &str| names.given(s, v);
+        let c = &self.context;
+        let (solver, variant) = (n(Setting::Solver), n(Setting::Variant));
         match self.scope {
             Scope::Synchronous => write!(
                 f,
@@ -646,22 +743,6 @@ impl NotApplicable {
                 f,
                 "one thread per rank (a team of hybrid ranks sweeps one-plane halos)"
             ),
-        }?;
-        let this = match self.scope.part() {
-            Part::Solver => given(Setting::Solver, c.solver.name()),
-            Part::SolverVariant => format!(
-                "{} {}",
-                given(Setting::Solver, c.solver.name()),
-                given(Setting::Variant, c.variant.name())
-            ),
-            Part::Backend => given(Setting::Backend, c.backend.name),
-            Part::Problem => match c.operator {
-                Operator::Grid(p) => given(Setting::Problem, p.name()),
-                Operator::Matrix => n(Setting::Matrix).into_owned(),
-            },
-            Part::Matrix => n(Setting::Matrix).into_owned(),
-            Part::Team => given(Setting::ThreadsPerRank, &c.threads_per_rank.to_string()),
-        };
-        write!(f, ", not to {this}")
+        }
     }
 }

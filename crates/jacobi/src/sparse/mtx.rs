@@ -549,45 +549,50 @@ fn vector_entries<S: Source + ?Sized>(
     Ok(())
 }
 
-/// Write `a` to `path` as a Matrix Market `coordinate real` file: `general` (every entry), or
+/// Write `a` to `w` as a Matrix Market `coordinate real` file: `general` (every entry), or
 /// `symmetric` (the lower triangle and diagonal; `a` must equal its transpose, or nothing is
-/// written). Values carry 17 significant digits, so [`read_matrix`] gives `a` back exactly.
-pub fn write_matrix(path: &Path, a: &Csr, symmetric: bool) -> Result<(), MatrixError> {
+/// written: an [`std::io::ErrorKind::InvalidInput`] error). Values carry 17 significant digits,
+/// so [`read_matrix`] gives `a` back exactly. The caller opens the file (aiac's CLI through its
+/// output module, which writes a file whole or not at all); `w` is buffered here.
+pub fn write_matrix<W: std::io::Write>(w: W, a: &Csr, symmetric: bool) -> std::io::Result<()> {
     use std::io::Write;
-    let fail = |why: String| MatrixError {
-        path: path.to_path_buf(),
-        line: None,
-        why,
-    };
     if symmetric && !a.is_symmetric() {
-        return Err(fail(
-            "the matrix is not symmetric: write it `general`".into(),
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the matrix is not symmetric: write it `general`",
         ));
     }
     let keep = |i: usize, c: u32| !symmetric || c as usize <= i;
     let entries: usize = (0..a.n())
         .map(|i| a.row(i).0.iter().filter(|&&c| keep(i, c)).count())
         .sum();
-    let file = std::fs::File::create(path).map_err(|e| fail(e.to_string()))?;
-    let mut w = std::io::BufWriter::new(file);
+    let mut w = std::io::BufWriter::new(w);
     let kind = if symmetric { "symmetric" } else { "general" };
-    (|| {
-        writeln!(w, "%%MatrixMarket matrix coordinate real {kind}")?;
-        writeln!(w, "{} {} {entries}", a.n(), a.n())?;
-        for i in 0..a.n() {
-            let (cols, vals) = a.row(i);
-            for (&c, &v) in cols.iter().zip(vals).filter(|(&c, _)| keep(i, c)) {
-                writeln!(w, "{} {} {v:.16e}", i + 1, c + 1)?;
-            }
+    writeln!(w, "%%MatrixMarket matrix coordinate real {kind}")?;
+    writeln!(w, "{} {} {entries}", a.n(), a.n())?;
+    for i in 0..a.n() {
+        let (cols, vals) = a.row(i);
+        for (&c, &v) in cols.iter().zip(vals).filter(|(&c, _)| keep(i, c)) {
+            writeln!(w, "{} {} {v:.16e}", i + 1, c + 1)?;
         }
-        w.flush()
-    })()
-    .map_err(|e| fail(e.to_string()))
+    }
+    w.flush()
 }
 
 #[cfg(test)]
+// Tests write their fixtures directly, not through a caller's output module.
+#[allow(clippy::disallowed_methods)]
 pub(super) mod tests {
     use super::*;
+
+    /// [`write_matrix`] into a new file at `path`.
+    pub(in crate::sparse) fn write_file(
+        path: &Path,
+        a: &Csr,
+        symmetric: bool,
+    ) -> std::io::Result<()> {
+        write_matrix(std::fs::File::create(path)?, a, symmetric)
+    }
 
     /// A file holding `text`, removed when dropped.
     struct File(PathBuf);
@@ -850,14 +855,14 @@ pub(super) mod tests {
             ("convdiff", convection_diffusion_2d(7, 2.3)),
         ] {
             let f = File::new(&format!("{name}.mtx"), "");
-            write_matrix(&f.0, &a, false).unwrap();
+            write_file(&f.0, &a, false).unwrap();
             assert_eq!(
                 read_matrix(&f.0, GIB).unwrap(),
                 (a.clone(), MatrixKind::General),
                 "{name}"
             );
             if a.is_symmetric() {
-                write_matrix(&f.0, &a, true).unwrap();
+                write_file(&f.0, &a, true).unwrap();
                 let text = std::fs::read_to_string(&f.0).unwrap();
                 let stored = text.lines().nth(1).unwrap().split(' ').nth(2).unwrap();
                 assert_eq!(
@@ -871,8 +876,8 @@ pub(super) mod tests {
                     "{name}"
                 );
             } else {
-                let e = write_matrix(&f.0, &a, true).unwrap_err();
-                assert!(e.why.contains("not symmetric"), "{e}");
+                let e = write_file(&f.0, &a, true).unwrap_err();
+                assert!(e.to_string().contains("not symmetric"), "{e}");
             }
         }
     }

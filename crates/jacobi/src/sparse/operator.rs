@@ -1,4 +1,4 @@
-//! A matrix's row block as the Krylov solvers' operator (`krylov.rs`, [`Operator`]): CG,
+//! A matrix's row block as the Krylov solvers' operator (`krylov/`, [`Operator`]): CG,
 //! CG with the ghost exchange overlapped, and pipelined CG run over it exactly as over the
 //! grid's 7-point operator.
 //!
