@@ -63,40 +63,31 @@ impl<T: Element> Carries<T> for Sync {}
 impl<T: Element> Carries<T> for Async {}
 impl<T: RacyElement> Carries<T> for Racy {}
 
-impl Mode for Sync {
-    const KIND: ModeKind = ModeKind::Sync;
-    type Delivery = Slots;
-    type Transport<B: Backend> = B::Mailbox;
-    fn wire<W: ChannelHooks + ?Sized>(
-        w: &mut W,
-        agreed: Agreed<Slots>,
-    ) -> Result<Vec<<W::Backend as Backend>::Mailbox>, CreateError> {
-        w.wire_slots(agreed)
-    }
-    fn wire_pair<W: ChannelHooks + ?Sized>(
-        w: &mut W,
-        agreed: PairAgreed<Slots>,
-    ) -> Result<<W::Backend as Backend>::Mailbox, CreateError> {
-        w.pair_wire_slots(agreed)
-    }
+/// The modes whose channels deliver into R + 1 flagged slots (Sync and Async): the same
+/// delivery, transport and wiring, their kind apart.
+macro_rules! mailbox_mode {
+    ($mode:ident) => {
+        impl Mode for $mode {
+            const KIND: ModeKind = ModeKind::$mode;
+            type Delivery = Slots;
+            type Transport<B: Backend> = B::Mailbox;
+            fn wire<W: ChannelHooks + ?Sized>(
+                w: &mut W,
+                agreed: Agreed<Slots>,
+            ) -> Result<Vec<<W::Backend as Backend>::Mailbox>, CreateError> {
+                w.wire_slots(agreed)
+            }
+            fn wire_pair<W: ChannelHooks + ?Sized>(
+                w: &mut W,
+                agreed: PairAgreed<Slots>,
+            ) -> Result<<W::Backend as Backend>::Mailbox, CreateError> {
+                w.pair_wire_slots(agreed)
+            }
+        }
+    };
 }
-impl Mode for Async {
-    const KIND: ModeKind = ModeKind::Async;
-    type Delivery = Slots;
-    type Transport<B: Backend> = B::Mailbox;
-    fn wire<W: ChannelHooks + ?Sized>(
-        w: &mut W,
-        agreed: Agreed<Slots>,
-    ) -> Result<Vec<<W::Backend as Backend>::Mailbox>, CreateError> {
-        w.wire_slots(agreed)
-    }
-    fn wire_pair<W: ChannelHooks + ?Sized>(
-        w: &mut W,
-        agreed: PairAgreed<Slots>,
-    ) -> Result<<W::Backend as Backend>::Mailbox, CreateError> {
-        w.pair_wire_slots(agreed)
-    }
-}
+mailbox_mode!(Sync);
+mailbox_mode!(Async);
 impl Mode for Racy {
     const KIND: ModeKind = ModeKind::Racy;
     type Delivery = Shared;
