@@ -176,11 +176,7 @@ impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
         expected: T,
         new: T,
     ) -> Result<PendingWord<'s, T>, WindowError> {
-        let op = WordOp {
-            operand: new.to_bits(),
-            compare: expected.to_bits(),
-            result: 0,
-        };
+        let op = WordOp::swap(expected, new);
         self.start_atomic(target, offset, op, R::compare_and_swap)
     }
 
@@ -227,12 +223,7 @@ impl<'s, 'env, R: RawWindow, T: IntWord> Epoch<'s, 'env, R, T> {
         offset: usize,
         delta: T,
     ) -> Result<PendingWord<'s, T>, WindowError> {
-        let op = WordOp {
-            operand: delta.to_bits(),
-            compare: 0,
-            result: 0,
-        };
-        self.start_atomic(target, offset, op, R::fetch_add)
+        self.start_atomic(target, offset, WordOp::add(delta), R::fetch_add)
     }
 }
 

@@ -59,6 +59,25 @@ pub struct WordOp {
     pub result: u64,
 }
 
+impl WordOp {
+    /// A compare-and-swap's operands: make the word `new` where it equals `expected`.
+    fn swap<T: Word>(expected: T, new: T) -> Self {
+        WordOp {
+            operand: new.to_bits(),
+            compare: expected.to_bits(),
+            result: 0,
+        }
+    }
+
+    /// A wrapping add's operand.
+    fn add<T: Word>(delta: T) -> Self {
+        WordOp {
+            operand: delta.to_bits(),
+            ..WordOp::default()
+        }
+    }
+}
+
 /// Words `offset..offset + count` of rank `target`'s window, checked against the window's
 /// world and length: what chan-core hands each [`RawWindow`] operation, so that a backend's
 /// operation is its library call alone. Only chan-core makes one, after the check
@@ -575,11 +594,7 @@ impl<R: RawWindow, T: Word> Window<R, T> {
         new: T,
     ) -> Result<T, WindowError> {
         let at = self.span(target, offset, 1)?;
-        let mut op = WordOp {
-            operand: new.to_bits(),
-            compare: expected.to_bits(),
-            result: 0,
-        };
+        let mut op = WordOp::swap(expected, new);
         // SAFETY: checked range; op lives on this frame until the flush below returns.
         unsafe { self.raw.compare_and_swap(at, &mut op)? };
         self.raw.flush(target)?;
@@ -659,11 +674,7 @@ impl<R: RawWindow, T: IntWord> Window<R, T> {
     /// Atomically add `delta` (wrapping) to word `offset` of `target`; returns its old value.
     pub fn fetch_add(&mut self, target: usize, offset: usize, delta: T) -> Result<T, WindowError> {
         let at = self.span(target, offset, 1)?;
-        let mut op = WordOp {
-            operand: delta.to_bits(),
-            compare: 0,
-            result: 0,
-        };
+        let mut op = WordOp::add(delta);
         // SAFETY: checked range; op lives on this frame until the flush below returns.
         unsafe { self.raw.fetch_add(at, &mut op)? };
         self.raw.flush(target)?;
