@@ -19,9 +19,43 @@ pub(crate) fn remote_from_env() -> Result<bool, EnvVarError> {
     )
 }
 
-/// The wait policy of a rank its launcher started: `AIAC_WAIT`, else the launcher's verdict,
-/// else the node's count of the job's ranks against this process's CPUs.
-pub(crate) fn wait_policy() -> Result<WaitPolicy, EnvVarError> {
-    let launch = launch_env::Launch::from_env();
-    WaitPolicy::detect(launch.yield_verdict(), launch.local_procs)
+/// The wait policy of a rank its launcher started that runs `threads` busy threads (the
+/// caller's own included): `AIAC_WAIT`, else the launcher's verdict, else the node's count of
+/// the job's ranks × `threads` against this process's CPUs.
+pub(crate) fn wait_policy(threads: usize) -> Result<WaitPolicy, EnvVarError> {
+    policy_of(&launch_env::Launch::from_env(), threads)
+}
+
+/// [`wait_policy`] for what `launch` says.
+fn policy_of(launch: &launch_env::Launch, threads: usize) -> Result<WaitPolicy, EnvVarError> {
+    WaitPolicy::detect(launch.yield_verdict(threads), launch.local_threads(threads))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::policy_of;
+    use chan_core::backend::WaitPolicy;
+
+    /// As many ranks as this process has CPUs (launched unbound, so the count decides): one
+    /// thread each spins; a team of two each is more threads than cores, and yields.
+    #[test]
+    fn ranks_times_threads_over_the_cores_yield() {
+        if std::env::var_os(chan_core::vars::WAIT).is_some() {
+            return; // the override decides; nothing to detect
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let launch = launch_env::Launch {
+            local_procs: Some(cpus),
+            ..launch_env::Launch::default()
+        };
+        assert_eq!(policy_of(&launch, 1), Ok(WaitPolicy::Spin));
+        assert_eq!(policy_of(&launch, 2), Ok(WaitPolicy::Yield));
+        let bound = launch_env::Launch {
+            local_procs: launch_env::node_cpus(),
+            bound: true,
+            ..launch_env::Launch::default()
+        };
+        assert_eq!(policy_of(&bound, 1), Ok(WaitPolicy::Spin));
+        assert_eq!(policy_of(&bound, 2), Ok(WaitPolicy::Yield));
+    }
 }
