@@ -207,6 +207,27 @@ fn pingpong_chan<M: chan_core::Mode>(
     }
 }
 
+/// `iters` messages one way, PE 0 to PE 1, which polls (`poll`) until its channel counted
+/// them all received.
+fn stream_chan<M: chan_core::Mode>(
+    ch: &mut Channel<Shmem, M>,
+    rank: usize,
+    data: &[f64],
+    iters: u64,
+    mut poll: impl FnMut(&mut Channel<Shmem, M>),
+) {
+    if rank == 0 {
+        for _ in 0..iters {
+            ch.send(data).unwrap();
+        }
+    } else {
+        let target = ch.stats().received + iters;
+        while ch.stats().received < target {
+            poll(ch);
+        }
+    }
+}
+
 /// The caller's face to send and the buffer to receive into, both page-aligned: memcpy slows
 /// down several times when its target lies a few bytes past its source modulo 4 KiB (4K
 /// aliasing), and with heap-allocated buffers whether an implementation's slot hits that
@@ -285,39 +306,19 @@ fn run(
                 }
             }
         }
-        (true, 2) => {
-            let c = &mut chans.st_async[li];
-            if rank == 0 {
-                for _ in 0..iters {
-                    c.send(data).unwrap();
-                }
-            } else {
-                let target = c.stats().received + iters;
-                while c.stats().received < target {
-                    if let Some(m) = c.recv().unwrap() {
-                        sink.copy_from_slice(&m);
-                    }
-                }
+        (true, 2) => stream_chan(&mut chans.st_async[li], rank, data, iters, |c| {
+            if let Some(m) = c.recv().unwrap() {
+                sink.copy_from_slice(&m);
             }
-        }
-        (true, _) => {
-            let c = &mut chans.st_racy[li];
-            if rank == 0 {
-                for _ in 0..iters {
-                    c.send(data).unwrap();
-                }
-            } else {
-                // Copy the view out when a send landed since the last copy, as the raw reader
-                // copies once per flag: a reader copying without pause would fight the writer
-                // for every cache line of the view.
-                let target = c.stats().received + iters;
-                while c.stats().received < target {
-                    if c.can_recv().unwrap() {
-                        c.recv().unwrap().load_into(sink);
-                    }
-                }
+        }),
+        // Copy the view out when a send landed since the last copy, as the raw reader copies
+        // once per flag: a reader copying without pause would fight the writer for every
+        // cache line of the view.
+        (true, _) => stream_chan(&mut chans.st_racy[li], rank, data, iters, |c| {
+            if c.can_recv().unwrap() {
+                c.recv().unwrap().load_into(sink);
             }
-        }
+        }),
     }
     ctx.barrier().unwrap();
     t.elapsed()
