@@ -170,6 +170,23 @@ fn collective_still_works<C: Context>(ctx: &mut C) -> Check {
     ctx.barrier().map_err(|e| e.to_string())
 }
 
+/// Each Sync channel of `chans` carries its tag both ways (every send before any receive),
+/// then they close together.
+fn tags_round_trip<B: Backend>(mut chans: Vec<Channel<B, Sync>>) -> Check {
+    for ch in &mut chans {
+        ch.send(&[f64::from(ch.tag())]).map_err(|e| e.to_string())?;
+    }
+    for ch in &mut chans {
+        let tag = ch.tag();
+        let m = ch.recv().map_err(|e| e.to_string())?;
+        if m.data() != [f64::from(tag)] {
+            return Err(format!("tag {tag}: got {:?}", m.data()));
+        }
+    }
+    chan_core::close_all(chans).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
 /// Needs 2 ranks (more stay out): two pairwise ends that disagree on length, R, then mode
 /// both get [`CreateError::Mismatch`] naming the field and both values; then a matching
 /// pairwise open carries a message and a collective open works.
@@ -342,17 +359,7 @@ pub fn pairwise_opposite_orders<C: Context>(ctx: &mut C, timeout: Duration) -> C
                 }
             }
         }
-        for ch in &mut chans {
-            ch.send(&[f64::from(ch.tag())]).map_err(|e| e.to_string())?;
-        }
-        for ch in &mut chans {
-            let tag = ch.tag();
-            let m = ch.recv().map_err(|e| e.to_string())?;
-            if m.data() != [f64::from(tag)] {
-                return Err(format!("tag {tag}: got {:?}", m.data()));
-            }
-        }
-        chan_core::close_all(chans).map_err(|e| e.to_string())?;
+        tags_round_trip(chans)?;
     }
     // Per tag, how many of the two ends met: 0 or 2; not both tags.
     ctx.all_reduce(&mut met, chan_core::ReduceOp::Sum)
@@ -369,17 +376,7 @@ pub fn pairwise_opposite_orders<C: Context>(ctx: &mut C, timeout: Duration) -> C
                     .map_err(|e| format!("rank {rank}: same order, tag {tag}: {e}"))?,
             );
         }
-        for ch in &mut chans {
-            ch.send(&[f64::from(ch.tag())]).map_err(|e| e.to_string())?;
-        }
-        for ch in &mut chans {
-            let tag = ch.tag();
-            let m = ch.recv().map_err(|e| e.to_string())?;
-            if m.data() != [f64::from(tag)] {
-                return Err(format!("tag {tag}: got {:?}", m.data()));
-            }
-        }
-        chan_core::close_all(chans).map_err(|e| e.to_string())?;
+        tags_round_trip(chans)?;
     }
     collective_still_works(ctx)
 }
