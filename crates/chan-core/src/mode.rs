@@ -63,57 +63,33 @@ impl<T: Element> Carries<T> for Sync {}
 impl<T: Element> Carries<T> for Async {}
 impl<T: RacyElement> Carries<T> for Racy {}
 
-impl Mode for Sync {
-    const KIND: ModeKind = ModeKind::Sync;
-    type Delivery = Slots;
-    type Transport<B: Backend> = B::Mailbox;
-    fn wire<W: ChannelHooks + ?Sized>(
-        w: &mut W,
-        agreed: Agreed<Slots>,
-    ) -> Result<Vec<<W::Backend as Backend>::Mailbox>, CreateError> {
-        w.wire_slots(agreed)
-    }
-    fn wire_pair<W: ChannelHooks + ?Sized>(
-        w: &mut W,
-        agreed: PairAgreed<Slots>,
-    ) -> Result<<W::Backend as Backend>::Mailbox, CreateError> {
-        w.pair_wire_slots(agreed)
-    }
+/// Each mode's delivery, its transport among the backend's two, and the hooks that wire it
+/// (collectively and pairwise): Sync and Async deliver into R + 1 flagged slots, Racy into
+/// one shared buffer.
+macro_rules! mode {
+    ($mode:ident, $delivery:ident, $transport:ident, $wire:ident, $wire_pair:ident) => {
+        impl Mode for $mode {
+            const KIND: ModeKind = ModeKind::$mode;
+            type Delivery = $delivery;
+            type Transport<B: Backend> = B::$transport;
+            fn wire<W: ChannelHooks + ?Sized>(
+                w: &mut W,
+                agreed: Agreed<$delivery>,
+            ) -> Result<Vec<<W::Backend as Backend>::$transport>, CreateError> {
+                w.$wire(agreed)
+            }
+            fn wire_pair<W: ChannelHooks + ?Sized>(
+                w: &mut W,
+                agreed: PairAgreed<$delivery>,
+            ) -> Result<<W::Backend as Backend>::$transport, CreateError> {
+                w.$wire_pair(agreed)
+            }
+        }
+    };
 }
-impl Mode for Async {
-    const KIND: ModeKind = ModeKind::Async;
-    type Delivery = Slots;
-    type Transport<B: Backend> = B::Mailbox;
-    fn wire<W: ChannelHooks + ?Sized>(
-        w: &mut W,
-        agreed: Agreed<Slots>,
-    ) -> Result<Vec<<W::Backend as Backend>::Mailbox>, CreateError> {
-        w.wire_slots(agreed)
-    }
-    fn wire_pair<W: ChannelHooks + ?Sized>(
-        w: &mut W,
-        agreed: PairAgreed<Slots>,
-    ) -> Result<<W::Backend as Backend>::Mailbox, CreateError> {
-        w.pair_wire_slots(agreed)
-    }
-}
-impl Mode for Racy {
-    const KIND: ModeKind = ModeKind::Racy;
-    type Delivery = Shared;
-    type Transport<B: Backend> = B::Racy;
-    fn wire<W: ChannelHooks + ?Sized>(
-        w: &mut W,
-        agreed: Agreed<Shared>,
-    ) -> Result<Vec<<W::Backend as Backend>::Racy>, CreateError> {
-        w.wire_shared(agreed)
-    }
-    fn wire_pair<W: ChannelHooks + ?Sized>(
-        w: &mut W,
-        agreed: PairAgreed<Shared>,
-    ) -> Result<<W::Backend as Backend>::Racy, CreateError> {
-        w.pair_wire_shared(agreed)
-    }
-}
+mode!(Sync, Slots, Mailbox, wire_slots, pair_wire_slots);
+mode!(Async, Slots, Mailbox, wire_slots, pair_wire_slots);
+mode!(Racy, Shared, Racy, wire_shared, pair_wire_shared);
 
 /// How a channel end receives; a type, so that a backend's one generic end is parameterised
 /// by it and a mailbox cannot be wired from a racy agreement. Sealed.

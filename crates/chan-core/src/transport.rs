@@ -184,8 +184,9 @@ pub trait Backend: Sized + Send + 'static {
 /// With at most one process per core, the peer a loop waits for is running, and the word or
 /// request it waits for changes within nanoseconds of the peer's write: spinning sees it
 /// soonest, and a `sched_yield` would add a system call to every wait ([`WaitPolicy::Spin`]).
-/// With more processes on the node than cores, the peer may be descheduled, and a process that
-/// spins keeps it off the core for the rest of its time slice ([`WaitPolicy::Yield`]): waits
+/// With more processes on the node than cores (or more busy threads: ranks × each one's
+/// threads), the peer may be descheduled, and a process that spins keeps it off the core for
+/// the rest of its time slice ([`WaitPolicy::Yield`]): waits
 /// back off (a few spins, then `sched_yield`, then short sleeps), and a poll that found nothing
 /// yields, as Open MPI's progress engine does when its launcher found the node oversubscribed
 /// (`mpi_yield_when_idle`). Measured on 2 cores, 8 processes: a SHMEM sync Jacobi solve took
@@ -271,10 +272,14 @@ impl WaitPolicy {
     /// backend reads it from its launcher's environment, e.g. Open MPI's `mpirun` and `oshrun`
     /// bind each process to its own core only when the node has a core for each, and a user's
     /// `OMPI_MCA_mpi_yield_when_idle` says what Open MPI's own progress loop does). Otherwise
-    /// `Yield` when `local_procs`, the job's processes on this node, exceeds the CPUs this
-    /// process may use ([`std::thread::available_parallelism`], which counts its affinity and
-    /// cgroup quota); else `Spin`.
-    pub fn detect(launcher: Option<bool>, local_procs: Option<usize>) -> Result<Self, EnvVarError> {
+    /// `Yield` when `local_threads`, the threads the job keeps busy on this node (its
+    /// processes × the threads each runs: a hybrid rank's team counts whole), exceeds the CPUs
+    /// this process may use ([`std::thread::available_parallelism`], which counts its affinity
+    /// and cgroup quota); else `Spin`.
+    pub fn detect(
+        launcher: Option<bool>,
+        local_threads: Option<usize>,
+    ) -> Result<Self, EnvVarError> {
         if let Some(policy) = crate::vars::wait_override()? {
             return Ok(policy);
         }
@@ -286,7 +291,7 @@ impl WaitPolicy {
             });
         }
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        Ok(match local_procs {
+        Ok(match local_threads {
             Some(n) if n > cores => WaitPolicy::Yield,
             _ => WaitPolicy::Spin,
         })
@@ -370,7 +375,7 @@ mod tests {
         // The launcher's verdict wins over the count.
         assert_eq!(detect(Some(true), Some(1)), WaitPolicy::Yield);
         assert_eq!(detect(Some(false), Some(usize::MAX)), WaitPolicy::Spin);
-        // Otherwise more processes on the node than CPUs for this one yield.
+        // Otherwise more busy threads on the node than CPUs for this one yield.
         assert_eq!(detect(None, Some(usize::MAX)), WaitPolicy::Yield);
         assert_eq!(detect(None, Some(1)), WaitPolicy::Spin);
         assert_eq!(detect(None, None), WaitPolicy::Spin);

@@ -367,8 +367,17 @@ impl MpiCtx {
     /// `AIAC_MPI_REMOTE` (`1`: the two-sided path to every peer, see
     /// [`MpiCtx::remote_only`]).
     pub fn init() -> Result<Self, InitError> {
+        Self::init_with_threads(1)
+    }
+
+    /// [`MpiCtx::init`] for a rank that keeps `threads` threads busy (its own included: a
+    /// hybrid rank's team of workers): the wait policy counts the node's ranks × `threads`
+    /// against its cores, so that a rank whose workers share cores with the other ranks'
+    /// waits by yielding ([`WaitPolicy::Yield`]) rather than spinning beside a worker that
+    /// needs the core.
+    pub fn init_with_threads(threads: usize) -> Result<Self, InitError> {
         // Read before MPI starts: a bad value fails init without touching the library.
-        let (wait, remote) = (wait_policy()?, remote_from_env()?);
+        let (wait, remote) = (wait_policy(threads)?, remote_from_env()?);
         // Under SimGrid's SMPI every rank is a simulated process inside one real one: ranks
         // on one simulated host share no memory a window could map for a peer that runs
         // between this rank's MPI calls, and simulated time moves only inside MPI calls. So
@@ -464,7 +473,8 @@ impl MpiCtx {
     }
 
     /// How this rank's waiting loops wait: [`WaitPolicy::Yield`] on an oversubscribed node
-    /// (more ranks than cores), from `AIAC_WAIT` or the launcher's environment at init.
+    /// (more ranks × threads than cores, [`MpiCtx::init_with_threads`]), from `AIAC_WAIT` or
+    /// the launcher's environment at init.
     pub fn wait_policy(&self) -> WaitPolicy {
         self.world.wait
     }

@@ -30,7 +30,7 @@
 //! * **Node-local**, between ranks of one node (`src/node.rs`): chan-core's one-sided
 //!   protocol over an MPI-3 shared-memory window, where a send fills the peer's slot in place
 //!   and publishes it with one store, as OpenSHMEM's ends do on one node.
-//! * **Two-sided** (`src/twosided.rs`): MPI sends and receives with credits, to ranks of other
+//! * **Two-sided** (`src/twosided/`): MPI sends and receives with credits, to ranks of other
 //!   nodes, to every peer under `AIAC_MPI_REMOTE=1` ([`MpiCtx::remote_only`],
 //!   [`MpiCtx::node_ends`]), and on a node where no shared window can be made.
 //!
@@ -48,12 +48,12 @@
 //!  └ chan-mpi     MpiEnd<D>: one path per end                    src/transport.rs
 //!     ├ node-local   chan-core again: OneSidedEnd<D, MpiPeer>,   src/node.rs
 //!     │              loads and stores into an MPI shared window
-//!     └ two-sided    Core: MPI sends and receives with credits   src/twosided.rs
+//!     └ two-sided    Core: MPI sends and receives with credits   src/twosided/
 //! under both: the rank's MPI world (communicators, requests,     src/env.rs
 //!             the node, the closing registry)
 //! ```
 //!
-//! How each mode maps onto two-sided MPI (the protocol is in `src/twosided.rs` and
+//! How each mode maps onto two-sided MPI (the protocol is in `src/twosided/` and
 //! docs/architecture.md): standard-mode sends from R owned send slots, each with a credit
 //! that guarantees a posted receive (credits return in the headers of the messages flowing
 //! back, or batched), R + 2 pre-posted receive slots, newest-wins on receive; racy posts its

@@ -7,7 +7,7 @@
 //!
 //! ## The rendezvous: the lower rank decides
 //! Messages of `[kind, nonce, offer…]`, 96 bytes, sent with a blocking `MPI_Send` (they leave
-//! eagerly, as the control messages of `twosided.rs` do: no send request is left behind).
+//! eagerly, as the control messages of `twosided/` do: no send request is left behind).
 //! * The higher rank sends `OFFER(n)`, n a number new on that rank, then waits for the lower
 //!   rank's `VERDICT(n)` until its deadline. A `VERDICT` of an older number answers an offer
 //!   it withdrew: dropped. If `VERDICT(n)` came, it sends `CONFIRM(n)` and has met the peer.

@@ -4,7 +4,7 @@
 
 use crate::env::World;
 use crate::raw::{self, check};
-use chan_core::CommError;
+use chan_core::{CommError, ReduceError};
 use mpi::ffi;
 use std::os::raw::c_int;
 use std::rc::Rc;
@@ -53,5 +53,23 @@ impl Pending {
     /// `MPI_Wait` (nothing when none is active).
     pub(crate) fn wait(&mut self) -> Result<(), CommError> {
         raw::wait_one(&mut self.req, &self.world.requests)
+    }
+
+    /// A reduction's test: [`Pending::test`], or [`ReduceError::NotStarted`] when none is in
+    /// flight.
+    pub(crate) fn test_started(&mut self) -> Result<bool, ReduceError> {
+        if !self.active() {
+            return Err(ReduceError::NotStarted);
+        }
+        Ok(self.test()?)
+    }
+
+    /// A reduction's wait: [`Pending::wait`], or [`ReduceError::NotStarted`] when none is in
+    /// flight.
+    pub(crate) fn wait_started(&mut self) -> Result<(), ReduceError> {
+        if !self.active() {
+            return Err(ReduceError::NotStarted);
+        }
+        Ok(self.wait()?)
     }
 }

@@ -97,21 +97,11 @@ impl Reduction for Iallreduce {
     }
 
     fn test(&mut self) -> Result<Option<&[f64]>, ReduceError> {
-        if !self.in_progress() {
-            return Err(ReduceError::NotStarted);
-        }
-        if self.req.test()? {
-            Ok(Some(&self.recv))
-        } else {
-            Ok(None)
-        }
+        Ok(self.req.test_started()?.then_some(&self.recv[..]))
     }
 
     fn wait(&mut self) -> Result<&[f64], ReduceError> {
-        if !self.in_progress() {
-            return Err(ReduceError::NotStarted);
-        }
-        self.req.wait()?;
+        self.req.wait_started()?;
         Ok(&self.recv)
     }
 
@@ -180,21 +170,11 @@ impl Reduction for Ibarrier {
     }
 
     fn test(&mut self) -> Result<Option<&[f64]>, ReduceError> {
-        if !self.in_progress() {
-            return Err(ReduceError::NotStarted);
-        }
-        if self.req.test()? {
-            Ok(Some(&[]))
-        } else {
-            Ok(None)
-        }
+        Ok(self.req.test_started()?.then_some(&[][..]))
     }
 
     fn wait(&mut self) -> Result<&[f64], ReduceError> {
-        if !self.in_progress() {
-            return Err(ReduceError::NotStarted);
-        }
-        self.req.wait()?;
+        self.req.wait_started()?;
         Ok(&[])
     }
 

@@ -53,6 +53,8 @@ const CASES: &[(&str, &[usize], u64)] = &[
     ("pairwise_tag_reuse", &[2, 3], 60),
     // MPI_Ineighbor_alltoallv on a line of ranks, lengths differing per direction.
     ("neighbor_exchange", &[1, 2, 3, 4], 60),
+    // Ranks that each keep as many threads busy as the machine has CPUs wait by yielding.
+    ("hybrid_wait_policy", &[2], 60),
 ];
 
 /// Cases run again where Open MPI can make no shared-memory window (its `sm` one-sided
@@ -123,6 +125,7 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
         "pairwise_timeout" => pairwise_timeout_leaves_nothing(ctx),
         "pairwise_tag_reuse" => pairwise_tag_reuse(ctx),
         "neighbor_exchange" => neighbor_exchange(ctx),
+        "hybrid_wait_policy" => hybrid_wait_policy(ctx),
         "pairwise_opposite_orders" => {
             testkit::pairwise::pairwise_opposite_orders(ctx, std::time::Duration::from_millis(200))
         }
@@ -291,8 +294,37 @@ fn ring_without_shared_windows(ctx: &mut MpiCtx) -> Check {
     Ok(())
 }
 
+/// The threads a rank of `case` says it keeps busy ([`MpiCtx::init_with_threads`]): as many
+/// as the machine has CPUs for `hybrid_wait_policy`, so that 2 ranks outnumber the cores.
+fn threads_of(case: &str) -> usize {
+    match case {
+        "hybrid_wait_policy" => launch_env::node_cpus().unwrap_or(2),
+        _ => 1,
+    }
+}
+
+/// Ranks started with more threads each than the node's CPUs share (2 ranks × the CPUs) wait
+/// by yielding, whatever the launcher bound, unless `AIAC_WAIT` says otherwise; and their
+/// channels work so.
+fn hybrid_wait_policy(ctx: &mut MpiCtx) -> Check {
+    let want = match std::env::var("AIAC_WAIT").as_deref() {
+        Ok("spin") => chan_core::backend::WaitPolicy::Spin,
+        _ => chan_core::backend::WaitPolicy::Yield,
+    };
+    if ctx.wait_policy() != want {
+        return Err(format!(
+            "{} ranks x {} threads on {:?} CPUs wait as {:?}, not {want:?}",
+            ctx.size(),
+            threads_of("hybrid_wait_policy"),
+            launch_env::node_cpus(),
+            ctx.wait_policy()
+        ));
+    }
+    testkit::sync_semantics(ctx, 200, 13, 3)
+}
+
 fn child(case: &str) -> ExitCode {
-    let mut ctx = match MpiCtx::init() {
+    let mut ctx = match MpiCtx::init_with_threads(threads_of(case)) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("MPI init failed: {e}");

@@ -189,20 +189,31 @@ fn raw_stream(raw: &mut Raw, rank: usize, face: &[f64], sink: &mut [f64], iters:
     }
 }
 
-fn pingpong_chan<M: chan_core::Mode>(
+/// `iters` messages over `ch` as PE `rank`: a ping-pong (PE 0 sends, then takes the reply
+/// with `take`; PE 1 the other way round), or a stream from PE 0 that PE 1 polls with `take`
+/// until its channel counted them all received.
+fn over_chan<M: chan_core::Mode>(
     ch: &mut Channel<Shmem, M>,
+    stream: bool,
     rank: usize,
-    data: &[f64],
-    iters: u64,
-    mut wait: impl FnMut(&mut Channel<Shmem, M>),
+    (data, iters): (&[f64], u64),
+    mut take: impl FnMut(&mut Channel<Shmem, M>),
 ) {
-    for _ in 0..iters {
-        if rank == 0 {
+    match (stream, rank) {
+        (false, 0) => (0..iters).for_each(|_| {
             ch.send(data).unwrap();
-            wait(ch);
-        } else {
-            wait(ch);
+            take(ch);
+        }),
+        (false, _) => (0..iters).for_each(|_| {
+            take(ch);
             ch.send(data).unwrap();
+        }),
+        (true, 0) => (0..iters).for_each(|_| ch.send(data).unwrap()),
+        (true, _) => {
+            let target = ch.stats().received + iters;
+            while ch.stats().received < target {
+                take(ch);
+            }
         }
     }
 }
@@ -261,63 +272,38 @@ fn run(
     let t = Instant::now();
     match (stream, which) {
         (false, 0) => raw_pingpong(raw, rank, data, sink, iters),
-        (false, 1) => pingpong_chan(&mut chans.pp_sync[li], rank, data, iters, |c| {
+        (false, 1) => over_chan(&mut chans.pp_sync[li], false, rank, (data, iters), |c| {
             c.recv_into(sink).unwrap();
         }),
-        (false, 2) => pingpong_chan(&mut chans.pp_async[li], rank, data, iters, |c| loop {
-            if let Some(m) = c.recv().unwrap() {
-                sink.copy_from_slice(&m);
-                break;
+        (false, 2) => over_chan(&mut chans.pp_async[li], false, rank, (data, iters), |c| {
+            loop {
+                if let Some(m) = c.recv().unwrap() {
+                    sink.copy_from_slice(&m);
+                    break;
+                }
             }
         }),
-        (false, _) => pingpong_chan(&mut chans.pp_racy[li], rank, data, iters, |c| {
+        (false, _) => over_chan(&mut chans.pp_racy[li], false, rank, (data, iters), |c| {
             while !c.can_recv().unwrap() {}
             c.recv().unwrap().load_into(sink);
         }),
         (true, 0) => raw_stream(raw, rank, data, sink, iters),
-        (true, 1) => {
-            let c = &mut chans.st_sync[li];
-            for _ in 0..iters {
-                if rank == 0 {
-                    c.send(data).unwrap();
-                } else {
-                    c.recv_into(sink).unwrap();
-                }
+        (true, 1) => over_chan(&mut chans.st_sync[li], true, rank, (data, iters), |c| {
+            c.recv_into(sink).unwrap();
+        }),
+        (true, 2) => over_chan(&mut chans.st_async[li], true, rank, (data, iters), |c| {
+            if let Some(m) = c.recv().unwrap() {
+                sink.copy_from_slice(&m);
             }
-        }
-        (true, 2) => {
-            let c = &mut chans.st_async[li];
-            if rank == 0 {
-                for _ in 0..iters {
-                    c.send(data).unwrap();
-                }
-            } else {
-                let target = c.stats().received + iters;
-                while c.stats().received < target {
-                    if let Some(m) = c.recv().unwrap() {
-                        sink.copy_from_slice(&m);
-                    }
-                }
+        }),
+        // Copy the view out when a send landed since the last copy, as the raw reader copies
+        // once per flag: a reader copying without pause would fight the writer for every
+        // cache line of the view.
+        (true, _) => over_chan(&mut chans.st_racy[li], true, rank, (data, iters), |c| {
+            if c.can_recv().unwrap() {
+                c.recv().unwrap().load_into(sink);
             }
-        }
-        (true, _) => {
-            let c = &mut chans.st_racy[li];
-            if rank == 0 {
-                for _ in 0..iters {
-                    c.send(data).unwrap();
-                }
-            } else {
-                // Copy the view out when a send landed since the last copy, as the raw reader
-                // copies once per flag: a reader copying without pause would fight the writer
-                // for every cache line of the view.
-                let target = c.stats().received + iters;
-                while c.stats().received < target {
-                    if c.can_recv().unwrap() {
-                        c.recv().unwrap().load_into(sink);
-                    }
-                }
-            }
-        }
+        }),
     }
     ctx.barrier().unwrap();
     t.elapsed()

@@ -406,8 +406,17 @@ impl ShmemCtx {
     /// a batch system's stop) and run on to the end of its work. One that arrives during
     /// init is acted on after it.
     pub fn init() -> Result<Self, InitError> {
+        Self::init_with_threads(1)
+    }
+
+    /// [`ShmemCtx::init`] for a PE that keeps `threads` threads busy (its own included: a
+    /// hybrid rank's team of workers): the wait policy counts the node's PEs × `threads`
+    /// against its cores, so that a PE whose workers share cores with the other PEs' waits by
+    /// yielding ([`WaitPolicy::Yield`]) rather than spinning beside a worker that needs the
+    /// core.
+    pub fn init_with_threads(threads: usize) -> Result<Self, InitError> {
         // Read before SHMEM starts: a bad value fails init without touching the library.
-        let (wait, remote) = (wait_policy()?, remote_from_env()?);
+        let (wait, remote) = (wait_policy(threads)?, remote_from_env()?);
         let pool_bytes = pool_bytes_from_env()?;
         if STATE
             .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)

@@ -40,11 +40,12 @@ pub(crate) fn pool_bytes_from_env() -> Result<usize, EnvVarError> {
     }
 }
 
-/// The wait policy of a PE its launcher started: `AIAC_WAIT`, else the launcher's verdict,
-/// else the node's count of the job's PEs against this process's CPUs.
-pub(crate) fn wait_policy() -> Result<WaitPolicy, EnvVarError> {
+/// The wait policy of a PE its launcher started that runs `threads` busy threads (the
+/// caller's own included): `AIAC_WAIT`, else the launcher's verdict, else the node's count of
+/// the job's PEs × `threads` against this process's CPUs.
+pub(crate) fn wait_policy(threads: usize) -> Result<WaitPolicy, EnvVarError> {
     let launch = launch_env::Launch::from_env();
-    WaitPolicy::detect(launch.yield_verdict(), launch.local_procs)
+    WaitPolicy::detect(launch.yield_verdict(threads), launch.local_threads(threads))
 }
 
 /// Open MPI 4.1's OSHMEM crashes in finalize with its default one-sided components; with

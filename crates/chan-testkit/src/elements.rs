@@ -1,7 +1,8 @@
 //! Channels of every element type: each round-trips bit for bit in each mode it may take,
 //! a struct keeps its fields, and two ends that name different types fail on both ranks.
 
-use crate::{expect_mismatch, pair_specs, Check};
+use crate::ends::expect_mismatch;
+use crate::{pair_specs, Check};
 use chan_core::bytemuck::{self, Pod, Zeroable};
 use chan_core::traits::*;
 use chan_core::{

@@ -15,23 +15,22 @@ fn spec(peer: usize, tag: u32, len: usize, r: usize) -> Result<ChannelSpec, Stri
     ChannelSpec::new(peer, tag, cfg).map_err(|e| e.to_string())
 }
 
-/// `rounds` messages each way over a Sync pairwise channel, every one checked whole and in
-/// order. The lower rank sends first in each round.
-fn sync_exchange<B: Backend>(ch: &mut Channel<B, Sync>, low: bool, rounds: u64) -> Check {
+/// `rounds` rounds of a ping-pong over a pairwise channel: in round k the lower rank sends
+/// message k, then each side takes the peer's (`take(ch, k)`, which checks it), and the
+/// higher rank sends its own.
+fn ping_pong<B: Backend, M: Mode>(
+    ch: &mut Channel<B, M>,
+    low: bool,
+    rounds: u64,
+    mut take: impl FnMut(&mut Channel<B, M>, u64) -> Check,
+) -> Check {
     let mut out = vec![0.0; ch.len()];
     for k in 1..=rounds {
         if low {
             fill(&mut out, k);
             ch.send(&out).map_err(|e| e.to_string())?;
         }
-        let m = ch.recv().map_err(|e| e.to_string())?;
-        if m.seq() != k {
-            return Err(format!(
-                "sync pairwise: message {} where {k} was due",
-                m.seq()
-            ));
-        }
-        check_whole(m.data(), k, "sync pairwise")?;
+        take(ch, k)?;
         if !low {
             fill(&mut out, k);
             ch.send(&out).map_err(|e| e.to_string())?;
@@ -40,15 +39,25 @@ fn sync_exchange<B: Backend>(ch: &mut Channel<B, Sync>, low: bool, rounds: u64) 
     Ok(())
 }
 
+/// `rounds` messages each way over a Sync pairwise channel, every one checked whole and in
+/// order. The lower rank sends first in each round.
+fn sync_exchange<B: Backend>(ch: &mut Channel<B, Sync>, low: bool, rounds: u64) -> Check {
+    ping_pong(ch, low, rounds, |ch, k| {
+        let m = ch.recv().map_err(|e| e.to_string())?;
+        if m.seq() != k {
+            return Err(format!(
+                "sync pairwise: message {} where {k} was due",
+                m.seq()
+            ));
+        }
+        check_whole(m.data(), k, "sync pairwise")
+    })
+}
+
 /// A ping-pong of `rounds` over an Async pairwise channel: one message in flight at a time,
 /// so each receive must give exactly the message just sent, whole.
 fn async_exchange<B: Backend>(ch: &mut Channel<B, Async>, low: bool, rounds: u64) -> Check {
-    let mut out = vec![0.0; ch.len()];
-    for k in 1..=rounds {
-        if low {
-            fill(&mut out, k);
-            ch.send(&out).map_err(|e| e.to_string())?;
-        }
+    ping_pong(ch, low, rounds, |ch, k| {
         let mut spins = 0;
         let got = loop {
             if let Some(m) = ch.recv().map_err(|e| e.to_string())? {
@@ -62,25 +71,16 @@ fn async_exchange<B: Backend>(ch: &mut Channel<B, Async>, low: bool, rounds: u64
         if got != k {
             return Err(format!("async pairwise: message {got} where {k} was due"));
         }
-        if !low {
-            fill(&mut out, k);
-            ch.send(&out).map_err(|e| e.to_string())?;
-        }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// A ping-pong of `rounds` over a Racy pairwise channel: each side waits until a send landed,
 /// and its view must then hold the peer's message k whole (one send in flight at a time, so
 /// nothing mixes).
 fn racy_exchange<B: Backend>(ch: &mut Channel<B, Racy>, low: bool, rounds: u64) -> Check {
-    let mut out = vec![0.0; ch.len()];
     let mut seen = vec![0.0; ch.len()];
-    for k in 1..=rounds {
-        if low {
-            fill(&mut out, k);
-            ch.send(&out).map_err(|e| e.to_string())?;
-        }
+    ping_pong(ch, low, rounds, |ch, k| {
         let mut spins = 0;
         loop {
             let landed = ch.can_recv().map_err(|e| e.to_string())?;
@@ -93,13 +93,8 @@ fn racy_exchange<B: Backend>(ch: &mut Channel<B, Racy>, low: bool, rounds: u64) 
             ch.relax(spins);
             spins += 1;
         }
-        check_whole(&seen, k, "racy pairwise")?;
-        if !low {
-            fill(&mut out, k);
-            ch.send(&out).map_err(|e| e.to_string())?;
-        }
-    }
-    Ok(())
+        check_whole(&seen, k, "racy pairwise")
+    })
 }
 
 /// One pairwise channel of each mode between this rank and `peer` (tags `base`, `base + 1`,
@@ -173,6 +168,23 @@ fn collective_still_works<C: Context>(ctx: &mut C) -> Check {
     }
     chan_core::close_all(chans).map_err(|e| e.to_string())?;
     ctx.barrier().map_err(|e| e.to_string())
+}
+
+/// Each Sync channel of `chans` carries its tag both ways (every send before any receive),
+/// then they close together.
+fn tags_round_trip<B: Backend>(mut chans: Vec<Channel<B, Sync>>) -> Check {
+    for ch in &mut chans {
+        ch.send(&[f64::from(ch.tag())]).map_err(|e| e.to_string())?;
+    }
+    for ch in &mut chans {
+        let tag = ch.tag();
+        let m = ch.recv().map_err(|e| e.to_string())?;
+        if m.data() != [f64::from(tag)] {
+            return Err(format!("tag {tag}: got {:?}", m.data()));
+        }
+    }
+    chan_core::close_all(chans).map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// Needs 2 ranks (more stay out): two pairwise ends that disagree on length, R, then mode
@@ -347,17 +359,7 @@ pub fn pairwise_opposite_orders<C: Context>(ctx: &mut C, timeout: Duration) -> C
                 }
             }
         }
-        for ch in &mut chans {
-            ch.send(&[f64::from(ch.tag())]).map_err(|e| e.to_string())?;
-        }
-        for ch in &mut chans {
-            let tag = ch.tag();
-            let m = ch.recv().map_err(|e| e.to_string())?;
-            if m.data() != [f64::from(tag)] {
-                return Err(format!("tag {tag}: got {:?}", m.data()));
-            }
-        }
-        chan_core::close_all(chans).map_err(|e| e.to_string())?;
+        tags_round_trip(chans)?;
     }
     // Per tag, how many of the two ends met: 0 or 2; not both tags.
     ctx.all_reduce(&mut met, chan_core::ReduceOp::Sum)
@@ -374,17 +376,7 @@ pub fn pairwise_opposite_orders<C: Context>(ctx: &mut C, timeout: Duration) -> C
                     .map_err(|e| format!("rank {rank}: same order, tag {tag}: {e}"))?,
             );
         }
-        for ch in &mut chans {
-            ch.send(&[f64::from(ch.tag())]).map_err(|e| e.to_string())?;
-        }
-        for ch in &mut chans {
-            let tag = ch.tag();
-            let m = ch.recv().map_err(|e| e.to_string())?;
-            if m.data() != [f64::from(tag)] {
-                return Err(format!("tag {tag}: got {:?}", m.data()));
-            }
-        }
-        chan_core::close_all(chans).map_err(|e| e.to_string())?;
+        tags_round_trip(chans)?;
     }
     collective_still_works(ctx)
 }

@@ -377,8 +377,9 @@ pub(crate) struct InitFailure {
 pub(crate) trait Launched: chan_core::Context + chan_core::traits::Windows + Sized {
     /// Its launcher.
     const LAUNCHER: Launcher;
-    /// Start the library in this process.
-    fn init() -> Result<Self, InitFailure>;
+    /// Start the library in this process, a rank that keeps `threads` threads busy (its own
+    /// included): the backend's wait policy counts them against the cores.
+    fn init(threads: usize) -> Result<Self, InitFailure>;
     /// Build `kind` for the non-blocking reductions (on every rank alike: collective). A
     /// backend with one kind ignores it (the run's checks refuse any other).
     fn use_reduction(&mut self, kind: jacobi::ReductionKind) {
@@ -393,8 +394,8 @@ pub(crate) trait Launched: chan_core::Context + chan_core::traits::Windows + Siz
 #[cfg(feature = "mpi")]
 impl Launched for chan_mpi::MpiCtx {
     const LAUNCHER: Launcher = Launcher::Mpirun;
-    fn init() -> Result<Self, InitFailure> {
-        chan_mpi::MpiCtx::init().map_err(|e| InitFailure {
+    fn init(threads: usize) -> Result<Self, InitFailure> {
+        chan_mpi::MpiCtx::init_with_threads(threads).map_err(|e| InitFailure {
             env: matches!(e, chan_mpi::InitError::Env(_)),
             message: e.to_string(),
         })
@@ -416,8 +417,8 @@ impl Launched for chan_mpi::MpiCtx {
 #[cfg(feature = "shmem")]
 impl Launched for chan_shmem::ShmemCtx {
     const LAUNCHER: Launcher = Launcher::Oshrun;
-    fn init() -> Result<Self, InitFailure> {
-        chan_shmem::ShmemCtx::init().map_err(|e| InitFailure {
+    fn init(threads: usize) -> Result<Self, InitFailure> {
+        chan_shmem::ShmemCtx::init_with_threads(threads).map_err(|e| InitFailure {
             env: matches!(e, chan_shmem::InitError::Env(_)),
             message: e.to_string(),
         })
@@ -438,11 +439,12 @@ pub(crate) struct Rank<C: Launched> {
 
 #[cfg(any(feature = "mpi", feature = "shmem"))]
 impl<C: Launched> Rank<C> {
-    /// Start the library. A bad value of one of aiac's variables is the same on every rank of
-    /// a node (the launcher gives them one environment; another node may not have it): the
-    /// first rank of each node alone says so, as rank 0 does for a usage error.
-    pub(crate) fn start() -> Result<Self, Error> {
-        C::init().map(|ctx| Rank { ctx }).map_err(|f| {
+    /// Start the library, for a rank that keeps `threads` threads busy. A bad value of one of
+    /// aiac's variables is the same on every rank of a node (the launcher gives them one
+    /// environment; another node may not have it): the first rank of each node alone says
+    /// so, as rank 0 does for a usage error.
+    pub(crate) fn start(threads: usize) -> Result<Self, Error> {
+        C::init(threads).map(|ctx| Rank { ctx }).map_err(|f| {
             let here = Placement::here();
             let first_of_node = here.local_rank.or(here.rank) == Some(0);
             if f.env && here.rank.is_some() && !first_of_node {
@@ -534,6 +536,11 @@ impl<C: Launched> Rank<C> {
 pub(crate) trait RankWork {
     /// The work's outcome.
     type Output;
+    /// The threads each rank keeps busy (its own included), which the backend's wait policy
+    /// counts against the cores: one, unless the work runs a team per rank.
+    fn threads_per_rank(&self) -> usize {
+        1
+    }
     /// Do it as `rank`.
     #[cfg(any(feature = "mpi", feature = "shmem"))]
     fn on<C: Launched>(self, rank: Rank<C>) -> Result<Self::Output, Error>;
@@ -547,9 +554,15 @@ pub(crate) fn on_launched_rank<W: RankWork>(
 ) -> Result<W::Output, Error> {
     match launcher {
         #[cfg(feature = "mpi")]
-        Launcher::Mpirun => work.on(Rank::<chan_mpi::MpiCtx>::start()?),
+        Launcher::Mpirun => {
+            let threads = work.threads_per_rank();
+            work.on(Rank::<chan_mpi::MpiCtx>::start(threads)?)
+        }
         #[cfg(feature = "shmem")]
-        Launcher::Oshrun => work.on(Rank::<chan_shmem::ShmemCtx>::start()?),
+        Launcher::Oshrun => {
+            let threads = work.threads_per_rank();
+            work.on(Rank::<chan_shmem::ShmemCtx>::start(threads)?)
+        }
         #[allow(unreachable_patterns)]
         other => {
             let _ = work;

@@ -196,6 +196,11 @@ struct Launch<'a>(&'a RunArgs);
 impl RankWork for Launch<'_> {
     type Output = ExitCode;
 
+    /// `--threads-per-rank`: the rank's team (a bad value is refused once the ranks run).
+    fn threads_per_rank(&self) -> usize {
+        self.0.threads_per_rank()
+    }
+
     /// Input is checked on every rank (the output files on rank 0, which writes them) and
     /// the ranks agree on it before the run ([`Rank::agree`]: one message, exit 1 on every
     /// rank). An error during the run stops the job ([`Rank::or_abort`]).

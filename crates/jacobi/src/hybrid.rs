@@ -16,7 +16,8 @@
 //!   included) and writes its own planes of the next one. "Go" is one-way ([`Team::go`]):
 //!   worker 0 does not wait for the others, who spin, then yield, then sleep until it comes
 //!   (an exchange can take a while, and a sleeping worker leaves its core to others);
-//!   "done" is the team's [`SpinBarrier`].
+//!   "done" is the team's [`SpinBarrier`], which backs off to short sleeps when the job's
+//!   busy threads outnumber the cores ([`team_wait_policy`]).
 //! * **The same bits as one thread.** Every point's update is the kernel's, whoever computes
 //!   it. A sweep whose residual a check reads has each worker total each of its planes on its
 //!   own into a per-plane slot, and worker 0 adds the slots in z order: a whole-block sweep's
@@ -38,7 +39,10 @@ use crate::halo::Halo;
 use crate::iterate::Iterate;
 use crate::kernel::{self, Shape};
 use crate::problem::Problem;
-use crate::team::{rank_team_cpus, BreakOnPanic, Slots, SpinBarrier, Waiter, SPIN_STEPS};
+use crate::team::{
+    rank_team_cpus, team_wait_policy, BreakOnPanic, Slots, SpinBarrier, Waiter, SPIN_STEPS,
+};
+use chan_core::backend::WaitPolicy;
 use chan_core::AtomicF64Slice;
 use std::ops::Range;
 use std::sync::atomic::{
@@ -103,6 +107,11 @@ impl RankTeam {
     fn cpus(&self) -> Option<Vec<core_affinity::CoreId>> {
         rank_team_cpus(self.threads, self.local_rank, self.local_size)
     }
+
+    /// How the workers wait for each other ([`team_wait_policy`]).
+    fn wait_policy(&self) -> WaitPolicy {
+        team_wait_policy(self.threads, self.local_size)
+    }
 }
 
 /// Worker t's planes of a block of `nz` planes among `threads` workers: contiguous, in
@@ -143,14 +152,15 @@ pub(crate) struct Team {
 }
 
 impl Team {
-    /// A team of `threads` workers for a block of `shape`.
-    pub(crate) fn new(shape: Shape, threads: usize) -> Self {
+    /// A team of `threads` workers for a block of `shape`, whose "done" waits as `wait` says
+    /// ([`team_wait_policy`]).
+    pub(crate) fn new(shape: Shape, threads: usize, wait: WaitPolicy) -> Self {
         assert!(
             threads >= 1 && threads <= shape.n.z,
             "a team of at most one worker per plane"
         );
         Team {
-            barrier: SpinBarrier::new(threads),
+            barrier: SpinBarrier::with_policy(threads, wait),
             go: AtomicU64::new(0),
             planes: Slots::new(shape.n.z),
             shape,
@@ -404,7 +414,7 @@ pub(crate) fn with_team<R>(
     body: impl for<'t> FnOnce(TeamField<'t>) -> R,
 ) -> R {
     let threads = placement.threads;
-    let team = Team::new(*field.shape(), threads);
+    let team = Team::new(*field.shape(), threads, placement.wait_policy());
     let cpus = placement.cpus();
     std::thread::scope(|s| {
         // Worker 0's handle on the barrier exists before any other worker can pass it, and

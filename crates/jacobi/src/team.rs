@@ -1,12 +1,31 @@
 //! What a team of workers sweeping one block together needs, shared by the shared-memory
-//! sync variant (`shared.rs`) and the hybrid ranks (`hybrid.rs`): a spinning, then yielding,
-//! barrier for a fixed team; per-worker (or per-plane) f64 slots, each on its own cache line;
-//! and the CPUs to pin the workers to.
+//! sync variant (`shared.rs`) and the hybrid ranks (`hybrid.rs`): a spinning, then yielding
+//! (or, with more busy threads than cores, backing off) barrier for a fixed team; per-worker
+//! (or per-plane) f64 slots, each on its own cache line; the CPUs to pin the workers to; and
+//! how the workers of the job's rank teams wait for each other.
 
+use chan_core::backend::WaitPolicy;
 use std::sync::atomic::{
     AtomicBool, AtomicU64, AtomicUsize,
     Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
+
+/// How the workers of a rank's team of `threads` wait for each other, one of `local_size`
+/// processes on this machine each running such a team: [`WaitPolicy::Yield`] when the busy
+/// threads outnumber the cores they run on, so that a waiting worker backs off and leaves the
+/// core to the one it waits for. That is when this thread may run on fewer CPUs than the team
+/// has workers (a rank bound to one core, Open MPI's default), or when it may run on every
+/// CPU of the machine (a job started unbound) and the job's teams together outnumber them.
+/// A rank bound to CPUs of its own, at least one per worker (`--map-by slot:PE=T`), spins.
+/// `AIAC_WAIT` overrides, as for the channels ([`WaitPolicy::detect`]); a bad value is left
+/// to the backend's start to report, and waits spin meanwhile.
+pub(crate) fn team_wait_policy(threads: usize, local_size: usize) -> WaitPolicy {
+    let own = core_affinity::get_core_ids().map_or(1, |ids| ids.len().max(1));
+    let unbound = launch_env::node_cpus().is_some_and(|node| own >= node);
+    let oversubscribed =
+        own < threads || (unbound && local_size.max(1).saturating_mul(threads) > own);
+    WaitPolicy::detect(Some(oversubscribed), None).unwrap_or(WaitPolicy::Spin)
+}
 
 /// The CPUs to pin the team of `threads` workers of one of `local_size` processes sharing
 /// this machine (the `local_rank`-th) to, one each, among those this thread may run on:
@@ -73,7 +92,10 @@ impl Slots {
 /// A sense-reversing barrier for a fixed team: the arrivals count down, the last one resets
 /// the count and flips the shared sense, the others wait for the flip. A waiter spins a
 /// little, backing off, then yields its core at every look: with more workers than cores
-/// (tests) the one it waits for may need that core.
+/// (tests) the one it waits for may need that core. Under [`WaitPolicy::Yield`] (more busy
+/// threads than cores: [`team_wait_policy`]) it backs off further, as a channel's blocking
+/// wait does ([`WaitPolicy::relax`]: a few spins, yields, then short sleeps), so that a
+/// worker of another team sharing its core, or a rank's halo wait, is not kept off it.
 ///
 /// ## Memory ordering
 /// Each arrival is an AcqRel `fetch_sub` on `left`. RMWs extend a release sequence, so the
@@ -88,6 +110,8 @@ pub(crate) struct SpinBarrier {
     /// Set when a worker panicked: the waiters panic too rather than wait for ever.
     broken: AtomicBool,
     n: usize,
+    /// How a waiter waits once its first spins found no flip.
+    wait: WaitPolicy,
 }
 
 /// A worker's handle on a [`SpinBarrier`]: its own sense, flipped at each passage.
@@ -101,12 +125,19 @@ pub(crate) const SPIN_STEPS: u32 = 6;
 
 impl SpinBarrier {
     pub(crate) fn new(n: usize) -> Self {
+        Self::with_policy(n, WaitPolicy::Spin)
+    }
+
+    /// A barrier whose waiters wait as `wait` says once their first spins found no flip:
+    /// `Spin`, yield at every look; `Yield`, back off to short sleeps.
+    pub(crate) fn with_policy(n: usize, wait: WaitPolicy) -> Self {
         assert!(n > 0, "a barrier for no worker");
         SpinBarrier {
             left: CacheLine(AtomicUsize::new(n)),
             sense: CacheLine(AtomicBool::new(false)),
             broken: AtomicBool::new(false),
             n,
+            wait,
         }
     }
 
@@ -131,7 +162,7 @@ impl Waiter<'_> {
             b.sense.0.store(self.sense, Release);
             return;
         }
-        let mut step = 0;
+        let (mut step, mut looks) = (0, 0u32);
         // Acquire: pairs with the last arrival's Release store above.
         while b.sense.0.load(Acquire) != self.sense {
             if step <= SPIN_STEPS {
@@ -143,7 +174,13 @@ impl Waiter<'_> {
                 if b.broken.load(Relaxed) {
                     panic!("another worker of the team panicked");
                 }
-                std::thread::yield_now();
+                match b.wait {
+                    WaitPolicy::Spin => std::thread::yield_now(),
+                    WaitPolicy::Yield => {
+                        b.wait.relax(looks);
+                        looks = looks.saturating_add(1);
+                    }
+                }
             }
         }
     }
@@ -189,8 +226,11 @@ mod tests {
     /// than cores, so waiters must yield to let the last arrival run.
     #[test]
     fn barrier_orders_every_round() {
-        for n in [1, 2, 3, 5] {
-            let barrier = SpinBarrier::new(n);
+        for (n, wait) in [1, 2, 3, 5]
+            .into_iter()
+            .flat_map(|n| [(n, WaitPolicy::Spin), (n, WaitPolicy::Yield)])
+        {
+            let barrier = SpinBarrier::with_policy(n, wait);
             let slots = [Slots::new(n), Slots::new(n)];
             std::thread::scope(|s| {
                 for t in 0..n {
@@ -201,11 +241,34 @@ mod tests {
                             let mine = &slots[(round % 2) as usize];
                             mine.put(t, f64::from(round));
                             bar.wait();
-                            assert_eq!(mine.sum(), f64::from(round) * n as f64, "n = {n}");
+                            let want = f64::from(round) * n as f64;
+                            assert_eq!(mine.sum(), want, "n = {n}, {wait:?}");
                         }
                     });
                 }
             });
+        }
+    }
+
+    /// Teams whose workers outnumber the cores they run on back off; teams that fit spin.
+    /// Here: a team with more workers than this process's CPUs, the job's teams together
+    /// over the machine's CPUs when this process may use all of them (unbound), and, for
+    /// contrast, one worker alone and a team that fits.
+    #[test]
+    fn teams_over_the_cores_back_off() {
+        if std::env::var_os(chan_core::vars::WAIT).is_some() {
+            return; // the override decides; nothing to detect
+        }
+        let own = core_affinity::get_core_ids()
+            .expect("this thread's CPUs")
+            .len();
+        assert_eq!(team_wait_policy(own + 1, 1), WaitPolicy::Yield);
+        assert_eq!(team_wait_policy(1, 1), WaitPolicy::Spin);
+        assert_eq!(team_wait_policy(own, 1), WaitPolicy::Spin);
+        if launch_env::node_cpus().is_some_and(|node| own >= node) {
+            // 2 ranks x 2 threads on 2 cores, and the like.
+            assert_eq!(team_wait_policy(2, own), WaitPolicy::Yield);
+            assert_eq!(team_wait_policy(1, own), WaitPolicy::Spin);
         }
     }
 

@@ -55,17 +55,27 @@ impl Launch {
         }
     }
 
-    /// Whether a waiting process should give up its core, when the launcher decides it: the
-    /// user's yield setting first; else, when the launcher bound the processes, whether more
-    /// share the node than it has online CPUs (bound is not a core each: `--bind-to
-    /// core:overload-allowed` binds several processes to one core and sets the flag too, and a
-    /// bound process sees only its own CPUs, so the node's count is the one to compare);
-    /// else `None`: the launcher said nothing, the process decides from the count.
-    pub fn yield_verdict(&self) -> Option<bool> {
+    /// The threads that keep a core busy on this node when each of the job's processes here
+    /// runs `threads` of them (a hybrid rank's team counts whole; at least one each): the
+    /// count a wait policy compares with the cores. `None` when the launcher did not say how
+    /// many processes share the node.
+    pub fn local_threads(&self, threads: usize) -> Option<usize> {
+        self.local_procs.map(|n| n.saturating_mul(threads.max(1)))
+    }
+
+    /// Whether a waiting thread should give up its core, when the launcher decides it, for
+    /// processes that each run `threads` busy threads: the user's yield setting first; else,
+    /// when the launcher bound the processes, whether more threads share the node than it has
+    /// online CPUs ([`Launch::local_threads`]; bound is not a core each: `--bind-to
+    /// core:overload-allowed` binds several processes to one core and sets the flag too, a
+    /// process bound to one core runs all its threads there, and a bound process sees only
+    /// its own CPUs, so the node's count is the one to compare); else `None`: the launcher
+    /// said nothing, the process decides from the count.
+    pub fn yield_verdict(&self, threads: usize) -> Option<bool> {
         match (self.yield_when_idle, self.bound) {
             (Some(y), _) => Some(y),
             (None, true) => Some(
-                self.local_procs
+                self.local_threads(threads)
                     .zip(node_cpus())
                     .is_some_and(|(n, c)| n > c),
             ),
@@ -103,19 +113,41 @@ mod tests {
             bound: true,
             ..Launch::default()
         };
-        assert_eq!(user(false).yield_verdict(), Some(false));
-        assert_eq!(user(true).yield_verdict(), Some(true));
+        assert_eq!(user(false).yield_verdict(1), Some(false));
+        assert_eq!(user(true).yield_verdict(1), Some(true));
         let bound = |n| Launch {
             local_procs: Some(n),
             bound: true,
             ..Launch::default()
         };
-        assert_eq!(bound(1).yield_verdict(), Some(false));
-        assert_eq!(bound(usize::MAX).yield_verdict(), Some(true));
+        assert_eq!(bound(1).yield_verdict(1), Some(false));
+        assert_eq!(bound(usize::MAX).yield_verdict(1), Some(true));
         let free = Launch {
             local_procs: Some(usize::MAX),
             ..Launch::default()
         };
-        assert_eq!(free.yield_verdict(), None);
+        assert_eq!(free.yield_verdict(1), None);
+    }
+
+    /// A process per core, bound, is not oversubscribed; the same processes with a team of
+    /// two threads each are: the count is of threads, not processes.
+    #[test]
+    fn bound_processes_count_their_threads_against_the_cores() {
+        let cpus = node_cpus().expect("this machine lists its online CPUs");
+        let full = Launch {
+            local_procs: Some(cpus),
+            bound: true,
+            ..Launch::default()
+        };
+        assert_eq!(full.local_threads(1), Some(cpus));
+        assert_eq!(
+            full.local_threads(0),
+            Some(cpus),
+            "at least one thread each"
+        );
+        assert_eq!(full.local_threads(2), Some(2 * cpus));
+        assert_eq!(full.yield_verdict(1), Some(false));
+        assert_eq!(full.yield_verdict(2), Some(true));
+        assert_eq!(Launch::default().local_threads(2), None);
     }
 }

@@ -301,7 +301,7 @@ pub(crate) fn probe(args: &ProbeArgs) -> Result<ExitCode, Error> {
             ChannelPathArg::NodeLocal => "0",
         },
     );
-    let rank = Rank::<MpiCtx>::start()?;
+    let rank = Rank::<MpiCtx>::start(1)?;
     let size = rank.size();
     let checked = checked.and_then(|v| match size {
         2 => Ok(v),

@@ -1,85 +1,21 @@
 //! One-sided windows: the user's [`Window`] (its docs give the model) over a backend's
-//! [`RawWindow`].
+//! [`RawWindow`]; the words it holds in `word.rs`, an epoch of non-blocking operations in
+//! `epoch.rs`, the window reached under locks in `locked.rs`.
 
 use crate::backend::{vote, Collective, Lists};
 use crate::error::{CommError, CreateError};
-use std::cell::UnsafeCell;
 use std::marker::PhantomData;
+mod epoch;
+mod locked;
+#[cfg(test)]
+mod test;
+mod word;
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for u64 {}
-    impl Sealed for i64 {}
-    impl Sealed for f64 {}
-}
-
-/// An 8-byte word a window holds: `u64`, `i64` or `f64` (as its bits). Sealed.
-///
-/// # Safety
-/// Implementors are 8 bytes, aligned to 8, and every bit pattern is a valid value, so a slice
-/// of them may be viewed as a slice of `u64` and back (the backends move `u64`).
-pub unsafe trait Word: Copy + sealed::Sealed + std::fmt::Debug + 'static {
-    /// The type's name, in creation errors.
-    const NAME: &'static str;
-    /// The type's code in the creation agreement.
-    const CODE: u64;
-    /// The word's bits.
-    fn to_bits(self) -> u64;
-    /// The word with these bits.
-    fn from_bits(bits: u64) -> Self;
-}
-
-/// A word [`Window::fetch_add`] can add to: two's-complement wrapping addition, the same bits
-/// for `u64` and `i64`.
-pub trait IntWord: Word {}
-
-const _: () = {
-    assert!(std::mem::size_of::<i64>() == 8 && std::mem::align_of::<i64>() == 8);
-    assert!(std::mem::size_of::<f64>() == 8 && std::mem::align_of::<f64>() == 8);
-    assert!(std::mem::align_of::<u64>() == 8);
-};
-
-// SAFETY: u64 is the backends' own word.
-unsafe impl Word for u64 {
-    const NAME: &'static str = "u64";
-    const CODE: u64 = 1;
-    fn to_bits(self) -> u64 {
-        self
-    }
-    fn from_bits(bits: u64) -> Self {
-        bits
-    }
-}
-// SAFETY: 8 bytes, align 8 (asserted above), every bit pattern is an i64.
-unsafe impl Word for i64 {
-    const NAME: &'static str = "i64";
-    const CODE: u64 = 2;
-    fn to_bits(self) -> u64 {
-        self as u64
-    }
-    fn from_bits(bits: u64) -> Self {
-        bits as i64
-    }
-}
-// SAFETY: 8 bytes, align 8 (asserted above), every bit pattern is an f64 (NaNs included).
-unsafe impl Word for f64 {
-    const NAME: &'static str = "f64";
-    const CODE: u64 = 3;
-    fn to_bits(self) -> u64 {
-        f64::to_bits(self)
-    }
-    fn from_bits(bits: u64) -> Self {
-        f64::from_bits(bits)
-    }
-}
-impl IntWord for u64 {}
-impl IntWord for i64 {}
-
-fn as_words<T: Word>(s: &[T]) -> &[u64] {
-    // SAFETY: Word's contract: T is 8 bytes, align 8, any bits valid, so the same memory is a
-    // valid [u64] of the same length, borrowed for the same lifetime.
-    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u64>(), s.len()) }
-}
+pub use epoch::{Epoch, Flushed, PendingGet, PendingWord};
+use epoch::{FlushGuard, Slots};
+pub use locked::{LockedWindow, TargetLock};
+use word::as_words;
+pub use word::{IntWord, Word};
 
 /// A one-sided operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -121,6 +57,25 @@ pub struct WordOp {
     pub compare: u64,
     /// The target word's value before the operation, written by the backend.
     pub result: u64,
+}
+
+impl WordOp {
+    /// A compare-and-swap's operands: make the word `new` where it equals `expected`.
+    fn swap<T: Word>(expected: T, new: T) -> Self {
+        WordOp {
+            operand: new.to_bits(),
+            compare: expected.to_bits(),
+            result: 0,
+        }
+    }
+
+    /// A wrapping add's operand.
+    fn add<T: Word>(delta: T) -> Self {
+        WordOp {
+            operand: delta.to_bits(),
+            ..WordOp::default()
+        }
+    }
 }
 
 /// Words `offset..offset + count` of rank `target`'s window, checked against the window's
@@ -440,51 +395,6 @@ fn type_name(code: u64) -> &'static str {
     }
 }
 
-/// Words of atomic results per block of [`Slots`].
-const BLOCK: usize = 256;
-
-/// Stable storage for the operands and results of an epoch's atomics: blocks that never move
-/// once allocated (the backend writes a result at completion), reused by later epochs.
-#[derive(Default)]
-struct Slots {
-    blocks: Vec<Box<[UnsafeCell<WordOp>; BLOCK]>>,
-    used: usize,
-}
-
-impl Slots {
-    /// The next slot, holding `op`.
-    #[inline]
-    fn next(&mut self, op: WordOp) -> (usize, *mut WordOp) {
-        let i = self.used;
-        if i / BLOCK == self.blocks.len() {
-            self.grow();
-        }
-        self.used += 1;
-        let p = self.blocks[i / BLOCK][i % BLOCK].get();
-        // SAFETY: slot i was not handed out in this epoch (used grows), so no operation
-        // writes it; the pointer comes from the UnsafeCell.
-        unsafe { p.write(op) };
-        (i, p)
-    }
-
-    /// One more block (once per BLOCK atomics of the window's busiest epoch so far).
-    #[cold]
-    #[inline(never)]
-    fn grow(&mut self) {
-        self.blocks.push(Box::new(std::array::from_fn(|_| {
-            UnsafeCell::new(WordOp::default())
-        })));
-    }
-
-    /// The result in slot `i` (after a flush covering it).
-    #[inline]
-    fn result(&self, i: usize) -> u64 {
-        // SAFETY: slot i was handed out in this epoch and a flush completed since (the
-        // caller holds a Flushed), so the backend no longer writes it.
-        unsafe { (*self.blocks[i / BLOCK][i % BLOCK].get()).result }
-    }
-}
-
 /// One-sided communication: symmetric windows of 8-byte words that any rank reads, writes and
 /// updates atomically without the owner taking part.
 ///
@@ -684,11 +594,7 @@ impl<R: RawWindow, T: Word> Window<R, T> {
         new: T,
     ) -> Result<T, WindowError> {
         let at = self.span(target, offset, 1)?;
-        let mut op = WordOp {
-            operand: new.to_bits(),
-            compare: expected.to_bits(),
-            result: 0,
-        };
+        let mut op = WordOp::swap(expected, new);
         // SAFETY: checked range; op lives on this frame until the flush below returns.
         unsafe { self.raw.compare_and_swap(at, &mut op)? };
         self.raw.flush(target)?;
@@ -768,11 +674,7 @@ impl<R: RawWindow, T: IntWord> Window<R, T> {
     /// Atomically add `delta` (wrapping) to word `offset` of `target`; returns its old value.
     pub fn fetch_add(&mut self, target: usize, offset: usize, delta: T) -> Result<T, WindowError> {
         let at = self.span(target, offset, 1)?;
-        let mut op = WordOp {
-            operand: delta.to_bits(),
-            compare: 0,
-            result: 0,
-        };
+        let mut op = WordOp::add(delta);
         // SAFETY: checked range; op lives on this frame until the flush below returns.
         unsafe { self.raw.fetch_add(at, &mut op)? };
         self.raw.flush(target)?;
@@ -792,359 +694,5 @@ impl<R: RawWindow, T: Word> Drop for Window<R, T> {
         if let Err(e) = self.raw.free() {
             eprintln!("aiac ({}): freeing a window: {e}", R::NAME);
         }
-    }
-}
-
-/// A window whose words are reached only under the target's exclusive lock: the lock-based
-/// insertion Maynard compares with compare-and-swap (MPI's `MPI_Win_lock(MPI_LOCK_EXCLUSIVE,
-/// target)` … `MPI_Win_unlock`, OpenSHMEM's `shmem_set_lock` … `shmem_clear_lock`).
-///
-/// [`LockedWindow::lock`] waits for a target's lock and returns a [`TargetLock`], which reads
-/// and writes that target's words and releases the lock when dropped or
-/// [`unlocked`](TargetLock::unlock). The lock borrows the window mutably, so a rank holds one
-/// lock at a time (no two ranks can wait on each other's). Everything written under a lock is
-/// complete at the target when the lock is released, so the next rank to take it reads it.
-///
-/// ```no_run
-/// use chan_core::traits::*;
-/// use chan_core::WindowError;
-///
-/// fn insert_once<C: Windows>(ctx: &mut C, key: u64) -> Result<bool, WindowError> {
-///     let mut win = ctx.locked_window::<u64>(16)?;     // collective
-///     let mut slot = win.lock(0)?;                      // rank 0's lock
-///     let empty = slot.load(3)? == 0;
-///     if empty {
-///         slot.store(3, key)?;
-///     }
-///     slot.unlock()?;
-///     win.fence()?;                                     // collective
-///     win.free()?;                                      // collective
-///     Ok(empty)
-/// }
-/// ```
-pub struct LockedWindow<R: RawWindow, T: Word> {
-    win: Window<R, T>,
-}
-
-impl<R: RawWindow, T: Word> std::fmt::Debug for LockedWindow<R, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockedWindow")
-            .field("window", &self.win)
-            .finish()
-    }
-}
-
-impl<R: RawWindow, T: Word> LockedWindow<R, T> {
-    /// Words of `T` per rank.
-    pub fn len(&self) -> usize {
-        self.win.len
-    }
-
-    /// Never true (a window holds at least one word).
-    pub fn is_empty(&self) -> bool {
-        self.win.len == 0
-    }
-
-    /// This rank.
-    pub fn rank(&self) -> usize {
-        self.win.rank
-    }
-
-    /// Ranks in the window's world.
-    pub fn size(&self) -> usize {
-        self.win.size
-    }
-
-    /// Wait until this rank holds `target`'s exclusive lock.
-    pub fn lock(&mut self, target: usize) -> Result<TargetLock<'_, R, T>, WindowError> {
-        self.win.raw.lock(checked_target(target, self.win.size)?)?;
-        Ok(TargetLock {
-            win: &mut self.win,
-            target,
-            held: true,
-        })
-    }
-
-    /// Collective: every rank's locked operations so far are visible to every rank's
-    /// [`read_local`](LockedWindow::read_local) after it (a barrier: each completed at its
-    /// unlock).
-    pub fn fence(&mut self) -> Result<(), WindowError> {
-        self.win.fence()
-    }
-
-    /// This rank's words, as they are now (see [`Window::read_local`]).
-    pub fn read_local(&mut self, out: &mut [T]) -> Result<(), WindowError> {
-        self.win.read_local(out)
-    }
-
-    /// Collective: release the window on every rank.
-    pub fn free(self) -> Result<(), CommError> {
-        self.win.free()
-    }
-}
-
-/// `target`'s exclusive lock on a [`LockedWindow`], held until [`TargetLock::unlock`] or the
-/// drop (which reports a failed unlock on stderr: call `unlock` to get the error). Every
-/// operation completes before it returns.
-pub struct TargetLock<'w, R: RawWindow, T: Word> {
-    win: &'w mut Window<R, T>,
-    target: usize,
-    held: bool,
-}
-
-impl<R: RawWindow, T: Word> TargetLock<'_, R, T> {
-    /// The rank whose lock this is.
-    pub fn target(&self) -> usize {
-        self.target
-    }
-
-    /// Read words `offset..offset + dst.len()` of the target into `dst`.
-    pub fn get(&mut self, offset: usize, dst: &mut [T]) -> Result<(), WindowError> {
-        self.win.get(self.target, offset, dst)
-    }
-
-    /// Word `offset` of the target.
-    pub fn load(&mut self, offset: usize) -> Result<T, WindowError> {
-        self.win.load(self.target, offset)
-    }
-
-    /// Write `src` to words `offset..` of the target; complete at the target on return.
-    pub fn put(&mut self, offset: usize, src: &[T]) -> Result<(), WindowError> {
-        self.win.put(self.target, offset, src)
-    }
-
-    /// Make word `offset` of the target `v`.
-    pub fn store(&mut self, offset: usize, v: T) -> Result<(), WindowError> {
-        self.put(offset, &[v])
-    }
-
-    /// Release the lock.
-    pub fn unlock(mut self) -> Result<(), WindowError> {
-        self.held = false;
-        Ok(self.win.raw.unlock(self.target)?)
-    }
-}
-
-impl<R: RawWindow, T: Word> Drop for TargetLock<'_, R, T> {
-    fn drop(&mut self) {
-        if self.held {
-            if let Err(e) = self.win.raw.unlock(self.target) {
-                eprintln!(
-                    "aiac ({}): releasing rank {}'s lock: {e}",
-                    R::NAME,
-                    self.target
-                );
-            }
-        }
-    }
-}
-
-/// Flushes the window when an epoch ends by a panic (the normal end flushes explicitly, to
-/// report the error).
-struct FlushGuard<'a, R: RawWindow> {
-    raw: &'a mut R,
-    done: bool,
-}
-
-impl<R: RawWindow> Drop for FlushGuard<'_, R> {
-    fn drop(&mut self) {
-        if !self.done {
-            // Unwinding: the borrowed buffers are about to be released; complete every
-            // operation that still uses them first.
-            if let Err(e) = self.raw.flush_all() {
-                eprintln!("aiac ({}): flushing a window while unwinding: {e}", R::NAME);
-            }
-        }
-    }
-}
-
-/// Non-blocking operations on a [`Window`], completed by [`Epoch::flush`] or at the end of
-/// [`Window::epoch`]. `'s` brands the epoch (a handle of one epoch cannot be read with
-/// another's [`Flushed`]); `'env` is the life of the buffers it borrows.
-pub struct Epoch<'s, 'env, R: RawWindow, T: Word> {
-    raw: &'s mut R,
-    slots: &'s mut Slots,
-    dirty: &'s mut bool,
-    size: usize,
-    len: usize,
-    _brand: PhantomData<fn(&'s ()) -> &'s ()>,
-    _env: PhantomData<(&'env mut &'env (), T)>,
-}
-
-/// The proof that every operation of an epoch started before it is complete: made by
-/// [`Epoch::flush`], it borrows the epoch, so no operation can start while it lives, and
-/// every handle it reads was made before it.
-pub struct Flushed<'s, 'e> {
-    slots: &'e Slots,
-    _brand: PhantomData<fn(&'s ()) -> &'s ()>,
-}
-
-/// The result of a non-blocking atomic or one-word get: readable with a [`Flushed`] of the
-/// same epoch made after it.
-#[must_use = "the result is readable only after a flush: call .value(&flushed)"]
-pub struct PendingWord<'s, T: Word> {
-    slot: usize,
-    _brand: PhantomData<fn(&'s ()) -> &'s ()>,
-    _word: PhantomData<T>,
-}
-
-impl<'s, T: Word> PendingWord<'s, T> {
-    /// The operation's result (an atomic's old value, or the word read).
-    pub fn value(self, done: &Flushed<'s, '_>) -> T {
-        T::from_bits(done.slots.result(self.slot))
-    }
-}
-
-/// A non-blocking get into a borrowed buffer: the buffer comes back, filled, with a
-/// [`Flushed`] of the same epoch made after it.
-#[must_use = "the buffer is readable only after a flush: call .into_slice(&flushed)"]
-pub struct PendingGet<'s, 'env, T: Word> {
-    dst: &'env mut [T],
-    _brand: PhantomData<fn(&'s ()) -> &'s ()>,
-}
-
-impl<'s, 'env, T: Word> PendingGet<'s, 'env, T> {
-    /// The filled buffer.
-    pub fn into_slice(self, _done: &Flushed<'s, '_>) -> &'env mut [T] {
-        self.dst
-    }
-}
-
-impl<'s, 'env, R: RawWindow, T: Word> Epoch<'s, 'env, R, T> {
-    fn span(&self, target: usize, offset: usize, count: usize) -> Result<Span, WindowError> {
-        Span::checked(target, offset, count, self.size, self.len)
-    }
-
-    /// Start writing `src` to words `offset..` of `target`. `src` stays borrowed until the
-    /// epoch ends.
-    pub fn put(&mut self, target: usize, offset: usize, src: &'env [T]) -> Result<(), WindowError> {
-        let at = self.span(target, offset, src.len())?;
-        *self.dirty = true;
-        // SAFETY: checked range; src is borrowed for 'env, which outlives the epoch, whose
-        // end flushes every operation (FlushGuard even when unwinding).
-        unsafe { self.raw.put(at, as_words(src).as_ptr())? };
-        Ok(())
-    }
-
-    /// Start reading words `offset..offset + dst.len()` of `target` into `dst`.
-    pub fn get_into(
-        &mut self,
-        target: usize,
-        offset: usize,
-        dst: &'env mut [T],
-    ) -> Result<PendingGet<'s, 'env, T>, WindowError> {
-        let at = self.span(target, offset, dst.len())?;
-        *self.dirty = true;
-        // SAFETY: checked range; dst is borrowed mutably for 'env by the handle (nothing
-        // else reads it; the handle gives it back only with a Flushed made after this
-        // call), and the epoch's end flushes before 'env can end. Any bits are a valid T.
-        unsafe { self.raw.get(at, dst.as_mut_ptr().cast::<u64>())? };
-        Ok(PendingGet {
-            dst,
-            _brand: PhantomData,
-        })
-    }
-
-    /// Start reading word `offset` of `target`.
-    pub fn get(&mut self, target: usize, offset: usize) -> Result<PendingWord<'s, T>, WindowError> {
-        let at = self.span(target, offset, 1)?;
-        let (slot, op) = self.slots.next(WordOp::default());
-        *self.dirty = true;
-        // SAFETY: checked range; the slot's `result` is a stable u64 nothing else touches
-        // until a flush (Slots never move; handed out once per epoch).
-        unsafe { self.raw.get(at, std::ptr::addr_of_mut!((*op).result))? };
-        Ok(pending(slot))
-    }
-
-    /// Start an atomic compare-and-swap (see [`Window::compare_and_swap`]).
-    pub fn compare_and_swap(
-        &mut self,
-        target: usize,
-        offset: usize,
-        expected: T,
-        new: T,
-    ) -> Result<PendingWord<'s, T>, WindowError> {
-        let at = self.span(target, offset, 1)?;
-        let (slot, op) = self.slots.next(WordOp {
-            operand: new.to_bits(),
-            compare: expected.to_bits(),
-            result: 0,
-        });
-        *self.dirty = true;
-        // SAFETY: checked range; the slot is stable and untouched until a flush.
-        unsafe { self.raw.compare_and_swap(at, op)? };
-        Ok(pending(slot))
-    }
-
-    /// Complete every operation started so far in this epoch; their handles become readable.
-    pub fn flush(&mut self) -> Result<Flushed<'s, '_>, WindowError> {
-        self.raw.flush_all()?;
-        *self.dirty = false;
-        Ok(Flushed {
-            slots: self.slots,
-            _brand: PhantomData,
-        })
-    }
-
-    /// Complete every operation started so far to `target` (the others may still be in
-    /// flight); handles to other targets must wait for a full [`Epoch::flush`].
-    pub fn flush_target(&mut self, target: usize) -> Result<(), WindowError> {
-        Ok(self.raw.flush(checked_target(target, self.size)?)?)
-    }
-}
-
-impl<'s, 'env, R: RawWindow, T: IntWord> Epoch<'s, 'env, R, T> {
-    /// Start an atomic wrapping add (see [`Window::fetch_add`]).
-    pub fn fetch_add(
-        &mut self,
-        target: usize,
-        offset: usize,
-        delta: T,
-    ) -> Result<PendingWord<'s, T>, WindowError> {
-        let at = self.span(target, offset, 1)?;
-        let (slot, op) = self.slots.next(WordOp {
-            operand: delta.to_bits(),
-            compare: 0,
-            result: 0,
-        });
-        *self.dirty = true;
-        // SAFETY: checked range; the slot is stable and untouched until a flush.
-        unsafe { self.raw.fetch_add(at, op)? };
-        Ok(pending(slot))
-    }
-}
-
-fn pending<'s, T: Word>(slot: usize) -> PendingWord<'s, T> {
-    PendingWord {
-        slot,
-        _brand: PhantomData,
-        _word: PhantomData,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A span is in range or the error that says why: the end may reach the window's length
-    /// but not pass it, an end that overflows is out of range, and the target is checked first.
-    #[test]
-    fn a_span_is_checked_against_the_world_and_the_length() {
-        let (size, len) = (3, 16);
-        let span = Span::checked(2, 12, 4, size, len).unwrap();
-        assert_eq!((span.target(), span.offset(), span.count()), (2, 12, 4));
-        assert_eq!(span.bytes(), 32);
-        assert!(Span::checked(0, len, 0, size, len).is_ok());
-        let oor = |offset, count| WindowError::OutOfRange { offset, count, len };
-        assert_eq!(Span::checked(1, 13, 4, size, len), Err(oor(13, 4)));
-        assert_eq!(Span::checked(1, len, 1, size, len), Err(oor(len, 1)));
-        assert_eq!(
-            Span::checked(1, usize::MAX, 2, size, len),
-            Err(oor(usize::MAX, 2))
-        );
-        let bad = WindowError::BadTarget { target: 3, size };
-        assert_eq!(Span::checked(3, 0, 1, size, len), Err(bad.clone()));
-        assert_eq!(Span::checked(3, len, 1, size, len), Err(bad));
-        assert_eq!(checked_target(2, size), Ok(2));
     }
 }
