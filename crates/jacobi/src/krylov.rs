@@ -49,6 +49,7 @@ use crate::kernel::{Region, Shape};
 use crate::linalg::{self, CgVectors, PipeVectors, Vector};
 use crate::method::{Krylov as Settings, KrylovSolver};
 use crate::parts::Parts;
+use crate::precond::{LocalCsr, Precond};
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
     Certification, KrylovRecord, MessageTotals, RankRecord, Residuals, StopReason,
@@ -59,6 +60,10 @@ use crate::Error;
 use chan_core::traits::*;
 use chan_core::{close_all, Channel, ChannelSpec, ReduceOp, Sync};
 use std::time::Duration;
+
+mod bicgstab;
+mod gmres;
+pub(crate) mod vecs;
 
 /// What the Krylov solvers need of the operator A on one rank's block: the vectors (owned
 /// values and the halo or ghosts the product reads), the halo's links, and the kernels over
@@ -130,6 +135,16 @@ pub(crate) trait Operator {
     fn place(&self) -> ([usize; 3], Dims);
     /// The largest error of `x` against the exact solution, where one is known.
     fn error_max(&mut self, x: &Self::Vector, cfg: &Config) -> Option<f64>;
+    /// The owned values' runs in a vector's storage, `(first, length)`: gmres's and
+    /// bicgstab's vector operations ([`vecs`]) and the preconditioners loop over them.
+    fn runs(&self) -> Vec<(usize, usize)>;
+    /// A vector's storage (its owned values at [`Operator::runs`]).
+    fn data<'v>(&self, v: &'v Self::Vector) -> &'v [f64];
+    /// A vector's storage, to write.
+    fn data_mut<'v>(&self, v: &'v mut Self::Vector) -> &'v mut [f64];
+    /// The rank's diagonal block of A (the couplings among its owned values), numbered in
+    /// [`Operator::runs`]' order: block Jacobi's block.
+    fn local_block(&self) -> LocalCsr;
 }
 
 /// Which owned points a product covers.
@@ -177,6 +192,13 @@ pub(crate) fn solve_op<C: Context, O: Operator>(
     op: O,
     progress: Option<&dyn Progress>,
 ) -> Result<(RankRecord, O::Vector, O), Error> {
+    if settings.solver == KrylovSolver::PipeCg && settings.pc == Pc::BJacobi {
+        return Err(Error::Precond(
+            "pipecg forms its preconditioner pointwise: block Jacobi runs with cg, \
+             cg-overlap, gmres and bicgstab"
+                .into(),
+        ));
+    }
     let mut k = Krylov {
         cfg,
         pc: settings.pc,
@@ -212,9 +234,26 @@ pub(crate) fn solve_op<C: Context, O: Operator>(
             k.pipecg(ctx, &mut chans, &mut red)?
         }
         KrylovSolver::Cg | KrylovSolver::CgOverlap => {
+            let block = match settings.pc {
+                Pc::BJacobi => Some(Precond::new(ctx, &k.op, settings)?),
+                _ => None,
+            };
             ctx.barrier()?;
             k.start = Instant::now();
-            k.cg(ctx, &mut chans, settings.solver == KrylovSolver::CgOverlap)?
+            let overlap = settings.solver == KrylovSolver::CgOverlap;
+            k.cg(ctx, &mut chans, overlap, block)?
+        }
+        KrylovSolver::Gmres => {
+            let mut pc = Precond::new(ctx, &k.op, settings)?;
+            ctx.barrier()?;
+            k.start = Instant::now();
+            k.gmres(ctx, &mut chans, settings.restart, &mut pc)?
+        }
+        KrylovSolver::BiCgStab => {
+            let mut pc = Precond::new(ctx, &k.op, settings)?;
+            ctx.barrier()?;
+            k.start = Instant::now();
+            k.bicgstab(ctx, &mut chans, &mut pc)?
         }
     };
     let time = k.start.elapsed();
@@ -396,6 +435,50 @@ impl Operator for GridOp {
     fn place(&self) -> ([usize; 3], Dims) {
         let g = self.field.geometry();
         (g.coords, g.local)
+    }
+    fn runs(&self) -> Vec<(usize, usize)> {
+        linalg::rows(&self.shape).collect()
+    }
+    fn data<'v>(&self, v: &'v Vector) -> &'v [f64] {
+        &v.v
+    }
+    fn data_mut<'v>(&self, v: &'v mut Vector) -> &'v mut [f64] {
+        &mut v.v
+    }
+    /// The 7-point operator restricted to the block: `diag` on the diagonal, −1 to each
+    /// owned neighbour.
+    fn local_block(&self) -> LocalCsr {
+        let n = self.shape.n;
+        let at = |x: usize, y: usize, z: usize| x + n.x * (y + n.y * z);
+        let mut a = LocalCsr::with_rows(n.x * n.y * n.z);
+        for z in 0..n.z {
+            for y in 0..n.y {
+                for x in 0..n.x {
+                    // Columns ascending: z − 1, y − 1, x − 1, the point, x + 1, y + 1, z + 1.
+                    if z > 0 {
+                        a.push(at(x, y, z - 1), -1.0);
+                    }
+                    if y > 0 {
+                        a.push(at(x, y - 1, z), -1.0);
+                    }
+                    if x > 0 {
+                        a.push(at(x - 1, y, z), -1.0);
+                    }
+                    a.push(at(x, y, z), self.diag);
+                    if x + 1 < n.x {
+                        a.push(at(x + 1, y, z), -1.0);
+                    }
+                    if y + 1 < n.y {
+                        a.push(at(x, y + 1, z), -1.0);
+                    }
+                    if z + 1 < n.z {
+                        a.push(at(x, y, z + 1), -1.0);
+                    }
+                    a.end_row();
+                }
+            }
+        }
+        a
     }
     /// (Leaves `x` in the field: the final iterate.)
     fn error_max(&mut self, x: &Vector, cfg: &Config) -> Option<f64> {
@@ -681,21 +764,27 @@ impl<O: Operator> Krylov<'_, O> {
         ctx: &mut C,
         chans: &mut [Channel<C::Backend, Sync>],
         overlap: bool,
+        mut block: Option<Precond>,
     ) -> Result<(StopReason, f64), Error> {
-        let pc = self.pc == Pc::Jacobi;
+        let diag = self.pc == Pc::Jacobi;
+        // z = M⁻¹ r held apart from r: Jacobi's, fused into the update, or block Jacobi's.
+        let pc = diag || block.is_some();
         let mut r = self.op.zeros();
         let mut p = self.op.zeros();
         let mut q = self.op.zeros();
         let mut scratch = self.op.zeros();
         // M = D⁻¹: the inverse diagonal, stored, and z = M r.
-        let (d, mut z) = if pc {
+        let (d, mut z) = if diag {
             (self.op.inv_diag(), self.op.zeros())
         } else {
             (self.op.zeros(), self.op.zeros())
         };
         let rr = self.initial(ctx, chans, &mut r, &mut scratch)?;
-        let precondition = |op: &O, r: &O::Vector, z: &mut O::Vector| -> f64 {
-            if pc {
+        let mut precondition = |op: &O, r: &O::Vector, z: &mut O::Vector| -> f64 {
+            if let Some(b) = block.as_mut() {
+                b.apply(op.data(r), op.data_mut(z));
+                op.dot(r, z)
+            } else if diag {
                 op.scale(&d, r, z)
             } else {
                 op.dot(r, r)
@@ -732,13 +821,16 @@ impl<O: Operator> Krylov<'_, O> {
                 }
                 let alpha = rz / pq;
                 let t = Instant::now();
-                let local = self.op.cg_update(
+                let mut local = self.op.cg_update(
                     alpha,
                     &mut self.x,
                     &mut r,
                     (&p, &q),
-                    pc.then_some((&d, &mut z)),
+                    diag.then_some((&d, &mut z)),
                 );
+                if pc && !diag {
+                    local[0] = precondition(&self.op, &r, &mut z);
+                }
                 self.computed(t);
                 self.it += 1;
                 let [rz_local, rr] = self.all_reduce(ctx, local)?;

@@ -163,6 +163,8 @@ pub enum ConfigError {
     UpdateNorm(Option<Solver>),
     /// The inner tolerance outside (0, 1).
     InnerTol(f64),
+    /// Block Jacobi's block solve given with another preconditioner.
+    PcSubWithout(crate::Pc),
     /// A value the backend cannot honour.
     Unsupported {
         /// The setting.
@@ -203,6 +205,7 @@ impl ConfigError {
             ConfigError::MatrixInner => Setting::Inner,
             ConfigError::UpdateNorm(_) => Setting::Criterion,
             ConfigError::InnerTol(_) => Setting::InnerTol,
+            ConfigError::PcSubWithout(_) => Setting::PcSub,
             ConfigError::Unsupported { setting, .. } => *setting,
         }
     }
@@ -474,6 +477,13 @@ impl fmt::Display for Named<'_> {
                 n(Setting::InnerTol),
                 short(*t)
             ),
+            ConfigError::PcSubWithout(pc) => write!(
+                f,
+                "{} is block Jacobi's block solve: it applies with {}, not with {}",
+                n(Setting::PcSub),
+                given(Setting::Pc, "bjacobi"),
+                given(Setting::Pc, pc.name())
+            ),
             ConfigError::Unsupported {
                 setting,
                 value,
@@ -490,7 +500,8 @@ impl fmt::Display for Named<'_> {
                 match why {
                     Limit::SharedSolver(s) if s.is_krylov() => write!(
                         f,
-                        "the Krylov solvers (cg, cg-overlap, pipecg) run over channels: use \
+                        "the Krylov solvers (cg, cg-overlap, pipecg, gmres, bicgstab) run over \
+                         channels: use \
                          {threads} for one process"
                     ),
                     Limit::SharedSolver(_) => write!(
@@ -564,7 +575,11 @@ impl NotApplicable {
                 "the async and racy variants (a sync run checks its residual with blocking \
                  all-reduces)"
             ),
-            Scope::Krylov => write!(f, "the Krylov solvers ({solver} cg, cg-overlap, pipecg)"),
+            Scope::Krylov => write!(
+                f,
+                "the Krylov solvers ({solver} cg, cg-overlap, pipecg, gmres, bicgstab)"
+            ),
+            Scope::Gmres => write!(f, "{solver} gmres"),
             Scope::Multisplit => write!(f, "{solver} multisplit"),
             Scope::Jacobi => write!(f, "{solver} jacobi"),
             Scope::BlockIteration => write!(
