@@ -274,8 +274,8 @@ settings! {
     /// --pc-sub says).
     #[arg(long, value_enum)]
     pc: Pc => Pc, "pc";
-    /// --pc bjacobi: the solve of each rank's block: its ILU(0), IC(0) (a symmetric positive
-    /// definite block) or exact LU.
+    /// --pc bjacobi: the solve of each rank's block: its ILU(0) or IC(0) (a symmetric
+    /// positive definite block).
     #[arg(long, value_enum)]
     pc_sub: PcSub => PcSub, "sub";
     /// --solver gmres: Arnoldi steps between restarts, m (at least 1).

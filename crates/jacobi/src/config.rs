@@ -218,17 +218,14 @@ pub enum PcSub {
     Ilu0,
     /// Incomplete Cholesky with no fill, IC(0), for a symmetric positive definite block.
     Ic0,
-    /// The block's exact sparse LU.
-    Lu,
 }
 
 impl PcSub {
-    /// `ilu0`, `ic0`, `lu`.
+    /// `ilu0`, `ic0`.
     pub fn name(self) -> &'static str {
         match self {
             PcSub::Ilu0 => "ilu0",
             PcSub::Ic0 => "ic0",
-            PcSub::Lu => "lu",
         }
     }
 }

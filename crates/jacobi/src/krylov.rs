@@ -63,6 +63,7 @@ use std::time::Duration;
 
 mod bicgstab;
 mod gmres;
+mod pipecg_block;
 pub(crate) mod vecs;
 
 /// What the Krylov solvers need of the operator A on one rank's block: the vectors (owned
@@ -192,13 +193,6 @@ pub(crate) fn solve_op<C: Context, O: Operator>(
     op: O,
     progress: Option<&dyn Progress>,
 ) -> Result<(RankRecord, O::Vector, O), Error> {
-    if settings.solver == KrylovSolver::PipeCg && settings.pc == Pc::BJacobi {
-        return Err(Error::Precond(
-            "pipecg forms its preconditioner pointwise: block Jacobi runs with cg, \
-             cg-overlap, gmres and bicgstab"
-                .into(),
-        ));
-    }
     let mut k = Krylov {
         cfg,
         pc: settings.pc,
@@ -227,6 +221,13 @@ pub(crate) fn solve_op<C: Context, O: Operator>(
         k.nb = Some(ctx.neighbor_exchange(&halo::neighbor_specs(&specs))?);
     }
     let (stop, true_value) = match settings.solver {
+        KrylovSolver::PipeCg if settings.pc == Pc::BJacobi => {
+            let mut pc = Precond::new(ctx, &k.op, settings)?;
+            let mut red = ctx.reduction(3, ReduceOp::Sum)?;
+            ctx.barrier()?;
+            k.start = Instant::now();
+            k.pipecg_block(ctx, &mut chans, &mut red, &mut pc)?
+        }
         KrylovSolver::PipeCg => {
             let mut red = ctx.reduction(3, ReduceOp::Sum)?;
             ctx.barrier()?;

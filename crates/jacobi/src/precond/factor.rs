@@ -16,8 +16,6 @@ pub(crate) enum Failure {
     NotPositive = 2,
     /// The block has no diagonal entry in this row.
     NoDiagonal = 3,
-    /// This block solve is not built.
-    Unsupported = 4,
 }
 
 impl Failure {
@@ -25,7 +23,6 @@ impl Failure {
         match c {
             2 => Failure::NotPositive,
             3 => Failure::NoDiagonal,
-            4 => Failure::Unsupported,
             _ => Failure::ZeroPivot,
         }
     }
@@ -58,7 +55,6 @@ impl FactorError {
                 "block Jacobi's {what} of rank {rank}'s block: row {row} of the block has no \
                  diagonal entry (a zero pivot)"
             ),
-            Failure::Unsupported => format!("block Jacobi's {what} is not built"),
         }
     }
 }
@@ -78,10 +74,6 @@ impl Factor {
         match sub {
             PcSub::Ilu0 => ilu0(a.clone()),
             PcSub::Ic0 => ic0(a),
-            PcSub::Lu => Err(FactorError {
-                row: 0,
-                kind: Failure::Unsupported,
-            }),
         }
     }
 

@@ -185,6 +185,5 @@ pub(crate) fn sub_name(sub: PcSub) -> &'static str {
     match sub {
         PcSub::Ilu0 => "ILU(0)",
         PcSub::Ic0 => "IC(0)",
-        PcSub::Lu => "LU",
     }
 }
