@@ -278,7 +278,7 @@ settings! {
     /// positive definite block).
     #[arg(long, value_enum)]
     pc_sub: PcSub => PcSub, "sub";
-    /// --solver gmres: Arnoldi steps between restarts, m (at least 1).
+    /// --solver gmres: Arnoldi steps between restarts, m (from 1 to 1000).
     #[arg(long, value_name = "M")]
     restart: usize => Restart, "m";
     /// Multisplit: the inner solver of each rank's block.

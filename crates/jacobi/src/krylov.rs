@@ -222,10 +222,10 @@ pub(crate) fn solve_op<C: Context, O: Operator>(
     }
     let (stop, true_value) = match settings.solver {
         KrylovSolver::PipeCg if settings.pc == Pc::BJacobi => {
-            let mut pc = Precond::new(ctx, &k.op, settings)?;
             let mut red = ctx.reduction(3, ReduceOp::Sum)?;
             ctx.barrier()?;
             k.start = Instant::now();
+            let mut pc = Precond::new(ctx, &k.op, settings)?;
             k.pipecg_block(ctx, &mut chans, &mut red, &mut pc)?
         }
         KrylovSolver::PipeCg => {
@@ -235,25 +235,25 @@ pub(crate) fn solve_op<C: Context, O: Operator>(
             k.pipecg(ctx, &mut chans, &mut red)?
         }
         KrylovSolver::Cg | KrylovSolver::CgOverlap => {
+            ctx.barrier()?;
+            k.start = Instant::now();
             let block = match settings.pc {
                 Pc::BJacobi => Some(Precond::new(ctx, &k.op, settings)?),
                 _ => None,
             };
-            ctx.barrier()?;
-            k.start = Instant::now();
             let overlap = settings.solver == KrylovSolver::CgOverlap;
             k.cg(ctx, &mut chans, overlap, block)?
         }
         KrylovSolver::Gmres => {
-            let mut pc = Precond::new(ctx, &k.op, settings)?;
             ctx.barrier()?;
             k.start = Instant::now();
+            let mut pc = Precond::new(ctx, &k.op, settings)?;
             k.gmres(ctx, &mut chans, settings.restart, &mut pc)?
         }
         KrylovSolver::BiCgStab => {
-            let mut pc = Precond::new(ctx, &k.op, settings)?;
             ctx.barrier()?;
             k.start = Instant::now();
+            let mut pc = Precond::new(ctx, &k.op, settings)?;
             k.bicgstab(ctx, &mut chans, &mut pc)?
         }
     };

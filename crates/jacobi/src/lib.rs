@@ -96,7 +96,7 @@ pub use hybrid::{RankTeam, MAX_THREADS_PER_RANK};
 pub use memory::{human_bytes, MemoryNeed};
 pub use method::{
     BlockIteration, Jacobi, Krylov, KrylovSolver, Method, Multisplit, DEFAULT_HALO_EVERY,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_ITERS, DEFAULT_RESTART,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_ITERS, DEFAULT_RESTART, MAX_RESTART,
 };
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};

@@ -178,6 +178,10 @@ pub struct Krylov {
 /// GMRES's default restart m: 30, PETSc's.
 pub const DEFAULT_RESTART: usize = 30;
 
+/// GMRES's largest restart m: its m + 1 basis vectors of the block and its (m + 1) × m
+/// Hessenberg matrix (8 MB at 1000) are held at once.
+pub const MAX_RESTART: usize = 1000;
+
 fn default_restart() -> usize {
     DEFAULT_RESTART
 }

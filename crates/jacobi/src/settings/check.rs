@@ -175,6 +175,9 @@ impl Config {
             if k.restart == 0 {
                 return Err(ConfigError::Zero(Setting::Restart));
             }
+            if k.restart > crate::MAX_RESTART {
+                return Err(ConfigError::RestartTooLarge(k.restart));
+            }
             if k.pc_sub != crate::PcSub::default() && k.pc != Pc::BJacobi {
                 return Err(ConfigError::PcSubWithout(k.pc));
             }

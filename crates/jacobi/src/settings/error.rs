@@ -165,6 +165,8 @@ pub enum ConfigError {
     InnerTol(f64),
     /// Block Jacobi's block solve given with another preconditioner.
     PcSubWithout(crate::Pc),
+    /// GMRES's restart above [`crate::MAX_RESTART`].
+    RestartTooLarge(usize),
     /// A value the backend cannot honour.
     Unsupported {
         /// The setting.
@@ -206,6 +208,7 @@ impl ConfigError {
             ConfigError::UpdateNorm(_) => Setting::Criterion,
             ConfigError::InnerTol(_) => Setting::InnerTol,
             ConfigError::PcSubWithout(_) => Setting::PcSub,
+            ConfigError::RestartTooLarge(_) => Setting::Restart,
             ConfigError::Unsupported { setting, .. } => *setting,
         }
     }
@@ -476,6 +479,13 @@ impl fmt::Display for Named<'_> {
                  reduces its block's residual), got {}",
                 n(Setting::InnerTol),
                 short(*t)
+            ),
+            ConfigError::RestartTooLarge(m) => write!(
+                f,
+                "{} must be at most {} (GMRES keeps m + 1 vectors of the block and an (m + 1) \
+                 × m matrix), got {m}",
+                n(Setting::Restart),
+                crate::MAX_RESTART
             ),
             ConfigError::PcSubWithout(pc) => write!(
                 f,

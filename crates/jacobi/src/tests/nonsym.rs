@@ -395,6 +395,13 @@ fn block_jacobi_failures_are_named_on_every_rank() {
         c.validate(),
         Err(crate::ConfigError::Zero(crate::Setting::Restart))
     );
+    let mut k = Krylov::new(KrylovSolver::Gmres);
+    k.restart = crate::MAX_RESTART + 1;
+    c.method = k.into();
+    assert_eq!(
+        c.validate(),
+        Err(crate::ConfigError::RestartTooLarge(crate::MAX_RESTART + 1))
+    );
     let mut k = Krylov::new(KrylovSolver::Cg);
     k.pc = Pc::Jacobi;
     k.pc_sub = PcSub::Ic0;
