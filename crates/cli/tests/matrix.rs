@@ -589,10 +589,11 @@ fn serial_gmres(a: &Matrix, b: &[f64], m: usize, k: usize) -> Vec<f64> {
             })
             .collect();
         for c in 0..j {
-            for i in c + 1..j {
-                let f = g[i][c] / g[c][c];
-                for l in c..=j {
-                    g[i][l] -= f * g[c][l];
+            let pivot = g[c].clone();
+            for row in g.iter_mut().skip(c + 1) {
+                let f = row[c] / pivot[c];
+                for (x, p) in row[c..].iter_mut().zip(&pivot[c..]) {
+                    *x -= f * p;
                 }
             }
         }

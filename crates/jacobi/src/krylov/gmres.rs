@@ -105,7 +105,7 @@ impl<O: Operator> Krylov<'_, O> {
                     self.computed(t);
                     let ww = buf[j + 1];
                     let mut hn2 = ww - buf[..=j].iter().map(|h| h * h).sum::<f64>();
-                    if !(hn2 > 1e-6 * ww) {
+                    if hn2.is_nan() || hn2 <= 1e-6 * ww {
                         let t = crate::clock::Instant::now();
                         let local = dot(&runs, self.op.data(w), self.op.data(w));
                         self.computed(t);

@@ -141,10 +141,11 @@ fn serial_gmres(a: &Csr, b: &[f64], m: usize, iters: usize, pc: &SerialPc) -> Ve
                 .max_by(|&i, &j| g[i][c].abs().total_cmp(&g[j][c].abs()))
                 .unwrap();
             g.swap(c, p);
-            for i in c + 1..k {
-                let f = g[i][c] / g[c][c];
-                for j in c..=k {
-                    g[i][j] -= f * g[c][j];
+            let pivot = g[c].clone();
+            for row in g.iter_mut().skip(c + 1) {
+                let f = row[c] / pivot[c];
+                for (x, p) in row[c..].iter_mut().zip(&pivot[c..]) {
+                    *x -= f * p;
                 }
             }
         }
