@@ -8,8 +8,8 @@ use crate::output::{check_distinct, check_file};
 use clap::{Args, ValueEnum};
 use jacobi::{
     Applies, Config, ConfigError, Context, Decomp, Detect, Dims, Exchange, HaloDepth, Inner,
-    Method, Operator, Pc, Plan, Problem, ProcGrid, RacyRead, ReductionKind, RunConfig, Setting,
-    SizeSpec, SlowRank, Solver, Variant, MAX_SLOWDOWN,
+    Method, Operator, Pc, PcSub, Plan, Problem, ProcGrid, RacyRead, ReductionKind, RunConfig,
+    Setting, SizeSpec, SlowRank, Solver, Variant, MAX_SLOWDOWN,
 };
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -264,14 +264,23 @@ macro_rules! settings {
 }
 
 settings! {
-    /// The iterative method. The Krylov solvers (cg, cg-overlap, pipecg) are synchronous,
+    /// The iterative method. The Krylov solvers (cg, cg-overlap, pipecg; gmres and bicgstab
+    /// for non-symmetric systems) are synchronous,
     /// stop on ‖b − A x‖₂/‖b‖₂ < TOL (default 1e-8) and run over channels (not --backend
     /// shared).
     #[arg(long, value_enum)]
     solver: Solver => Solver, "";
-    /// The Krylov solvers' preconditioner.
+    /// The Krylov solvers' preconditioner (bjacobi: each rank's diagonal block, solved as
+    /// --pc-sub says).
     #[arg(long, value_enum)]
     pc: Pc => Pc, "pc";
+    /// --pc bjacobi: the solve of each rank's block: its ILU(0) or IC(0) (a symmetric
+    /// positive definite block).
+    #[arg(long, value_enum)]
+    pc_sub: PcSub => PcSub, "sub";
+    /// --solver gmres: Arnoldi steps between restarts, m (from 1 to 1000).
+    #[arg(long, value_name = "M")]
+    restart: usize => Restart, "m";
     /// Multisplit: the inner solver of each rank's block.
     #[arg(long, value_enum)]
     inner: Inner => Inner, "inner";
@@ -406,6 +415,7 @@ shown_by_name!(
     BackendArg,
     Solver,
     Pc,
+    PcSub,
     Inner,
     Variant,
     Decomp,
@@ -552,6 +562,8 @@ impl RunArgs {
         }
         if let Some(k) = method.krylov_mut() {
             k.pc = self.pc.unwrap_or(k.pc);
+            k.pc_sub = self.pc_sub.unwrap_or(k.pc_sub);
+            k.restart = self.restart.unwrap_or(k.restart);
             k.exchange = self.exchange.unwrap_or(k.exchange);
         }
         if let Some(i) = method.inner_mut() {

@@ -14,6 +14,8 @@ pub(crate) fn flag(setting: Setting) -> &'static str {
     match setting {
         Setting::Solver => "--solver",
         Setting::Pc => "--pc",
+        Setting::PcSub => "--pc-sub",
+        Setting::Restart => "--restart",
         Setting::Inner => "--inner",
         Setting::InnerTol => "--inner-tol",
         Setting::InnerMax => "--inner-max",

@@ -110,15 +110,15 @@ fn check(cfg: &Config, file: &str, blk: &RowBlock, symmetric: bool) -> Result<()
         )));
     }
     let needs_spd = match cfg.method {
-        Method::Krylov(_) => true,
+        Method::Krylov(k) => !k.solver.solver().is_nonsymmetric(),
         Method::Multisplit(m) => m.inner.solver == Inner::Cg,
         Method::Jacobi(_) => false,
     };
     if needs_spd && !symmetric {
         return Err(Error::Invalid(format!(
             "{file} is not symmetric (rows {} to {} differ from their columns), and {} needs \
-             a symmetric positive definite matrix: use --solver jacobi, or multisplit with \
-             --inner jacobi",
+             a symmetric positive definite matrix: use --solver gmres or bicgstab, jacobi, or \
+             multisplit with --inner jacobi",
             blk.first_row() + 1,
             blk.first_row() + blk.rows(),
             match cfg.method {

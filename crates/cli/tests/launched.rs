@@ -923,6 +923,39 @@ fn krylov_over_a_launcher_matches_a_serial_run() {
     }
 }
 
+/// gmres and bicgstab on the grid over MPI and SHMEM on 1 and 2 ranks, without a
+/// preconditioner and with block Jacobi (ILU(0) of each rank's block, so the blocks are the
+/// decomposition's: compared at the same number of ranks), take the threads backend's
+/// iterations (±1: the reductions sum in another order) and converge, certified.
+#[test]
+fn gmres_and_bicgstab_over_a_launcher_match_threads() {
+    for l in &LAUNCHERS {
+        let dir = scratch(&format!("nonsym-{}", l.backend));
+        for solver in ["gmres", "bicgstab"] {
+            for pc in ["none", "bjacobi"] {
+                for np in 1..=2 {
+                    let args = [
+                        "--solver", solver, "--pc", pc, "--global", "12,8,8", "--quiet",
+                    ];
+                    let tj = dir.join(format!("{solver}-{pc}-{np}-threads.json"));
+                    let t = report(&threads(np, &args, &tj), &tj, "threads");
+                    let want = t["iterations"]["max"].as_f64().unwrap();
+                    assert!(want > 5.0, "{solver} {pc}: {want} iterations");
+                    let json = dir.join(format!("{solver}-{pc}-{np}.json"));
+                    let what = format!("{solver} --pc {pc} over {} np={np}", l.backend);
+                    let j = report(&launch(l, np, &args, &json), &json, &what);
+                    assert_eq!(j["config"]["method"]["solver"], solver);
+                    breakdown_adds_up(&j, &what);
+                    let its = j["iterations"]["max"].as_f64().unwrap();
+                    assert!((its - want).abs() <= 1.0, "{what}: {its} vs {want}");
+                    assert_eq!(j["converged"], true, "{what}");
+                    assert!(j["residual"]["true"].as_f64().unwrap() < 1e-8, "{what}");
+                }
+            }
+        }
+    }
+}
+
 /// Async multisplitting over mpirun and oshrun with rank 0 slowed per inner iteration
 /// (`--slow-rank 0 --slowdown 20`): it converges, its true residual below tol, and the slowed
 /// rank's inner solves were cut short by its neighbour's fresher faces (counted in its

@@ -67,6 +67,17 @@ pub enum Solver {
     #[serde(rename = "pipecg")]
     #[cfg_attr(feature = "clap", value(name = "pipecg"))]
     PipeCg,
+    /// Restarted GMRES(m) (Saad and Schultz; PETSc's KSPGMRES), right-preconditioned,
+    /// classical Gram–Schmidt: one blocking all-reduce per Arnoldi step. Non-symmetric
+    /// systems.
+    #[serde(rename = "gmres")]
+    #[cfg_attr(feature = "clap", value(name = "gmres"))]
+    Gmres,
+    /// BiCGStab (van der Vorst; PETSc's KSPBCGS), right-preconditioned, two blocking
+    /// all-reduces per iteration. Non-symmetric systems.
+    #[serde(rename = "bicgstab")]
+    #[cfg_attr(feature = "clap", value(name = "bicgstab"))]
+    BiCgStab,
     /// Asynchronous multisplitting (Bethune et al., §6.4): each rank solves its block's own
     /// problem with an inner solver ([`Inner`]), the newest halo held fixed as Dirichlet data,
     /// and exchanges its boundary planes as Jacobi does, in any [`Variant`].
@@ -91,13 +102,24 @@ impl Solver {
             Solver::Cg => "cg",
             Solver::CgOverlap => "cg-overlap",
             Solver::PipeCg => "pipecg",
+            Solver::Gmres => "gmres",
+            Solver::BiCgStab => "bicgstab",
             Solver::Multisplit => "multisplit",
         }
     }
 
-    /// A Krylov solver (cg, cg-overlap, pipecg): synchronous, stops on ‖b − A x‖₂/‖b‖₂.
+    /// A Krylov solver (cg, cg-overlap, pipecg, gmres, bicgstab): synchronous, stops on
+    /// ‖b − A x‖₂/‖b‖₂.
     pub fn is_krylov(self) -> bool {
-        matches!(self, Solver::Cg | Solver::CgOverlap | Solver::PipeCg)
+        matches!(
+            self,
+            Solver::Cg | Solver::CgOverlap | Solver::PipeCg | Solver::Gmres | Solver::BiCgStab
+        )
+    }
+
+    /// A Krylov solver for non-symmetric systems (gmres, bicgstab).
+    pub fn is_nonsymmetric(self) -> bool {
+        matches!(self, Solver::Gmres | Solver::BiCgStab)
     }
 }
 
@@ -168,14 +190,42 @@ pub enum Pc {
     /// the iterates nor the iteration count (M = I/6 only rescales the recurrences), and costs
     /// one more vector stream per iteration; it is here so that the code is general.
     Jacobi,
+    /// Block Jacobi: each rank solves with its own diagonal block of A ([`PcSub`]), the
+    /// couplings to the other ranks dropped (PETSc's PCBJACOBI, one block a rank).
+    #[serde(rename = "bjacobi")]
+    #[cfg_attr(feature = "clap", value(name = "bjacobi"))]
+    BJacobi,
 }
 
 impl Pc {
-    /// `none`, `jacobi`.
+    /// `none`, `jacobi`, `bjacobi`.
     pub fn name(self) -> &'static str {
         match self {
             Pc::None => "none",
             Pc::Jacobi => "jacobi",
+            Pc::BJacobi => "bjacobi",
+        }
+    }
+}
+
+/// Block Jacobi's solve of a rank's diagonal block (`--pc-sub`).
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PcSub {
+    /// Incomplete LU with no fill, ILU(0) (PETSc's default sub-preconditioner).
+    #[default]
+    Ilu0,
+    /// Incomplete Cholesky with no fill, IC(0), for a symmetric positive definite block.
+    Ic0,
+}
+
+impl PcSub {
+    /// `ilu0`, `ic0`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PcSub::Ilu0 => "ilu0",
+            PcSub::Ic0 => "ic0",
         }
     }
 }

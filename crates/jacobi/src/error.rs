@@ -27,6 +27,10 @@ pub enum Error {
     /// Gathering the per-rank records failed.
     #[error("gathering per-rank records: {0}")]
     Gather(String),
+    /// The preconditioner could not be set up (a factorisation failed): the message names
+    /// the rank and the row.
+    #[error("{0}")]
+    Precond(String),
     /// The shared-memory backend's thread pool could not be built.
     #[error("shared-memory backend: {0}")]
     Pool(String),

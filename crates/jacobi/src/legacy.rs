@@ -256,12 +256,14 @@ mod tests {
                 solver: KrylovSolver::PipeCg,
                 pc: Pc::Jacobi,
                 exchange: Exchange::Waitall,
+                ..Krylov::new(KrylovSolver::PipeCg)
             }
             .into(),
             Krylov {
                 solver: KrylovSolver::Cg,
                 pc: Pc::None,
                 exchange: Exchange::Neighbor,
+                ..Krylov::new(KrylovSolver::Cg)
             }
             .into(),
             ms.into(),

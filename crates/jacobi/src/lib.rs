@@ -66,6 +66,7 @@ mod memory;
 mod method;
 mod multisplit;
 mod parts;
+mod precond;
 mod problem;
 mod progress;
 mod record;
@@ -84,9 +85,9 @@ mod tests;
 
 pub use clock::{set_clock, set_compute_hook};
 pub use config::{
-    Config, ConfigError, Decomp, Detect, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead,
-    ReductionKind, SizeSpec, SlowRank, Solver, Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL,
-    DEFAULT_LOCAL, DEFAULT_SLOWDOWN, MAX_HALO_DEPTH, MAX_SLOWDOWN, MIN_TOL,
+    Config, ConfigError, Decomp, Detect, Exchange, HaloDepth, Inner, InnerSpec, Pc, PcSub,
+    RacyRead, ReductionKind, SizeSpec, SlowRank, Solver, Variant, DEFAULT_INNER_MAX,
+    DEFAULT_INNER_TOL, DEFAULT_LOCAL, DEFAULT_SLOWDOWN, MAX_HALO_DEPTH, MAX_SLOWDOWN, MIN_TOL,
 };
 pub use dispatch::{solve, solve_system, solve_with, solve_with_threads, SystemBlock};
 pub use error::Error;
@@ -95,7 +96,7 @@ pub use hybrid::{RankTeam, MAX_THREADS_PER_RANK};
 pub use memory::{human_bytes, MemoryNeed};
 pub use method::{
     BlockIteration, Jacobi, Krylov, KrylovSolver, Method, Multisplit, DEFAULT_HALO_EVERY,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_ITERS,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_ITERS, DEFAULT_RESTART, MAX_RESTART,
 };
 pub use problem::{Problem, StopCriterion};
 pub use progress::{History, HistoryPoint, Progress, ProgressSample};

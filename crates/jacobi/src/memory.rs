@@ -99,13 +99,25 @@ impl Config {
     pub fn memory_need(&self, plan: &Plan) -> MemoryNeed {
         // The iterate and its copy, the source term, and the Krylov solvers' vectors (cg and
         // cg-overlap: x, r, p, q, a scratch, the diagonal and z; pipecg: x, r, w, n, z, s, p,
-        // d, m and a scratch; ‖b‖ is computed in r and the scratch), each a grid with halos.
+        // d, m and a scratch; gmres: x, r, the m + 1 Arnoldi vectors, z, w, d and a scratch;
+        // bicgstab: x, r, r̂, p, p̂, v, s, t, d and a scratch; ‖b‖ is computed in r and the
+        // scratch), each a grid with halos.
         let krylov = match self.method {
             Method::Jacobi(_) => 0,
-            Method::Krylov(k) => match k.solver {
-                KrylovSolver::Cg | KrylovSolver::CgOverlap => 7,
-                KrylovSolver::PipeCg => 10,
-            },
+            Method::Krylov(k) => {
+                (match k.solver {
+                    KrylovSolver::Cg | KrylovSolver::CgOverlap => 7,
+                    KrylovSolver::PipeCg => 10,
+                    KrylovSolver::Gmres => k.restart as u64 + 7,
+                    KrylovSolver::BiCgStab => 10,
+                }) + match k.pc {
+                    // Block Jacobi's block, then its factors: 7 entries a point, each a value
+                    // and a column (8 bytes each), twice (the block, then the factor made from a
+                    // copy of it), and a gathered vector.
+                    crate::Pc::BJacobi => 29,
+                    _ => 0,
+                }
+            }
             // Inner CG's r, p and A p; inner single-precision CG's r, p, A p and d, half the
             // size each; inner Jacobi sweeps the iterate's own two arrays.
             Method::Multisplit(m) => match m.inner.solver {

@@ -5,8 +5,8 @@
 //! the earlier, flat schemas read through `legacy.rs`).
 
 use crate::config::{
-    ConfigError, Detect, Exchange, HaloDepth, Inner, InnerSpec, Pc, RacyRead, Solver, Variant,
-    DEFAULT_INNER_MAX, DEFAULT_INNER_TOL,
+    ConfigError, Detect, Exchange, HaloDepth, Inner, InnerSpec, Pc, PcSub, RacyRead, Solver,
+    Variant, DEFAULT_INNER_MAX, DEFAULT_INNER_TOL,
 };
 use crate::problem::Problem;
 use crate::settings::{check_given, Backend, Context, Operator, Setting};
@@ -137,6 +137,11 @@ pub enum KrylovSolver {
     /// Pipelined CG (Ghysels and Vanroose): one non-blocking reduction an iteration.
     #[serde(rename = "pipecg")]
     PipeCg,
+    /// Restarted GMRES(m), right-preconditioned, classical Gram–Schmidt.
+    Gmres,
+    /// BiCGStab, right-preconditioned.
+    #[serde(rename = "bicgstab")]
+    BiCgStab,
 }
 
 impl KrylovSolver {
@@ -146,6 +151,8 @@ impl KrylovSolver {
             KrylovSolver::Cg => Solver::Cg,
             KrylovSolver::CgOverlap => Solver::CgOverlap,
             KrylovSolver::PipeCg => Solver::PipeCg,
+            KrylovSolver::Gmres => Solver::Gmres,
+            KrylovSolver::BiCgStab => Solver::BiCgStab,
         }
     }
 }
@@ -160,6 +167,23 @@ pub struct Krylov {
     /// How CG swaps the halo of its matrix-vector product: over Sync channels (`waitall`,
     /// the default) or in one neighbourhood collective (`neighbor`, CG over MPI only).
     pub exchange: Exchange,
+    /// GMRES: Arnoldi steps between restarts, m (at least 1).
+    #[serde(default = "default_restart")]
+    pub restart: usize,
+    /// Block Jacobi: the solve of each rank's diagonal block.
+    #[serde(default)]
+    pub pc_sub: PcSub,
+}
+
+/// GMRES's default restart m: 30, PETSc's.
+pub const DEFAULT_RESTART: usize = 30;
+
+/// GMRES's largest restart m: its m + 1 basis vectors of the block and its (m + 1) × m
+/// Hessenberg matrix (8 MB at 1000) are held at once.
+pub const MAX_RESTART: usize = 1000;
+
+fn default_restart() -> usize {
+    DEFAULT_RESTART
 }
 
 impl Krylov {
@@ -169,6 +193,8 @@ impl Krylov {
             solver,
             pc: Pc::None,
             exchange: Exchange::Waitall,
+            restart: DEFAULT_RESTART,
+            pc_sub: PcSub::default(),
         }
     }
 }
@@ -245,6 +271,8 @@ impl Method {
             Solver::Cg => krylov(KrylovSolver::Cg),
             Solver::CgOverlap => krylov(KrylovSolver::CgOverlap),
             Solver::PipeCg => krylov(KrylovSolver::PipeCg),
+            Solver::Gmres => krylov(KrylovSolver::Gmres),
+            Solver::BiCgStab => krylov(KrylovSolver::BiCgStab),
             Solver::Multisplit => Ok(Multisplit::new(variant, Inner::default()).into()),
         }
     }

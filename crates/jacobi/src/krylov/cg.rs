@@ -3,6 +3,7 @@
 use super::{breaks, Krylov, Operator};
 use crate::clock::Instant;
 use crate::config::Pc;
+use crate::precond::Precond;
 use crate::record::StopReason;
 use crate::Error;
 use chan_core::traits::*;
@@ -16,21 +17,27 @@ impl<O: Operator> Krylov<'_, O> {
         ctx: &mut C,
         chans: &mut [Channel<C::Backend, Sync>],
         overlap: bool,
+        mut block: Option<Precond>,
     ) -> Result<(StopReason, f64), Error> {
-        let pc = self.pc == Pc::Jacobi;
+        let diag = self.pc == Pc::Jacobi;
+        // z = M⁻¹ r held apart from r: Jacobi's, fused into the update, or block Jacobi's.
+        let pc = diag || block.is_some();
         let mut r = self.op.zeros();
         let mut p = self.op.zeros();
         let mut q = self.op.zeros();
         let mut scratch = self.op.zeros();
         // M = D⁻¹: the inverse diagonal, stored, and z = M r.
-        let (d, mut z) = if pc {
+        let (d, mut z) = if diag {
             (self.op.inv_diag(), self.op.zeros())
         } else {
             (self.op.zeros(), self.op.zeros())
         };
         let rr = self.initial(ctx, chans, &mut r, &mut scratch)?;
-        let precondition = |op: &O, r: &O::Vector, z: &mut O::Vector| -> f64 {
-            if pc {
+        let mut precondition = |op: &O, r: &O::Vector, z: &mut O::Vector| -> f64 {
+            if let Some(b) = block.as_mut() {
+                b.apply(op.data(r), op.data_mut(z));
+                op.dot(r, z)
+            } else if diag {
                 op.scale(&d, r, z)
             } else {
                 op.dot(r, r)
@@ -67,13 +74,16 @@ impl<O: Operator> Krylov<'_, O> {
                 }
                 let alpha = rz / pq;
                 let t = Instant::now();
-                let local = self.op.cg_update(
+                let mut local = self.op.cg_update(
                     alpha,
                     &mut self.x,
                     &mut r,
                     (&p, &q),
-                    pc.then_some((&d, &mut z)),
+                    diag.then_some((&d, &mut z)),
                 );
+                if pc && !diag {
+                    local[0] = precondition(&self.op, &r, &mut z);
+                }
                 self.computed(t);
                 self.it += 1;
                 let [rz_local, rr] = self.all_reduce(ctx, local)?;

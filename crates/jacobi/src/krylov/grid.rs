@@ -8,6 +8,7 @@ use crate::halo::{self, Halo};
 use crate::kernel::{Region, Shape};
 use crate::linalg::{self, CgVectors, PipeVectors, Vector};
 use crate::method::Krylov as Settings;
+use crate::precond::LocalCsr;
 use crate::progress::Progress;
 use crate::record::RankRecord;
 use crate::solver::Block;
@@ -172,6 +173,50 @@ impl Operator for GridOp {
     fn place(&self) -> ([usize; 3], Dims) {
         let g = self.field.geometry();
         (g.coords, g.local)
+    }
+    fn runs(&self) -> Vec<(usize, usize)> {
+        linalg::rows(&self.shape).collect()
+    }
+    fn data<'v>(&self, v: &'v Vector) -> &'v [f64] {
+        &v.v
+    }
+    fn data_mut<'v>(&self, v: &'v mut Vector) -> &'v mut [f64] {
+        &mut v.v
+    }
+    /// The 7-point operator restricted to the block: `diag` on the diagonal, −1 to each
+    /// owned neighbour.
+    fn local_block(&self) -> LocalCsr {
+        let n = self.shape.n;
+        let at = |x: usize, y: usize, z: usize| x + n.x * (y + n.y * z);
+        let mut a = LocalCsr::with_rows(n.x * n.y * n.z);
+        for z in 0..n.z {
+            for y in 0..n.y {
+                for x in 0..n.x {
+                    // Columns ascending: z − 1, y − 1, x − 1, the point, x + 1, y + 1, z + 1.
+                    if z > 0 {
+                        a.push(at(x, y, z - 1), -1.0);
+                    }
+                    if y > 0 {
+                        a.push(at(x, y - 1, z), -1.0);
+                    }
+                    if x > 0 {
+                        a.push(at(x - 1, y, z), -1.0);
+                    }
+                    a.push(at(x, y, z), self.diag);
+                    if x + 1 < n.x {
+                        a.push(at(x + 1, y, z), -1.0);
+                    }
+                    if y + 1 < n.y {
+                        a.push(at(x, y + 1, z), -1.0);
+                    }
+                    if z + 1 < n.z {
+                        a.push(at(x, y, z + 1), -1.0);
+                    }
+                    a.end_row();
+                }
+            }
+        }
+        a
     }
     /// (Leaves `x` in the field: the final iterate.)
     fn error_max(&mut self, x: &Vector, cfg: &Config) -> Option<f64> {

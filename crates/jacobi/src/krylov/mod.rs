@@ -50,6 +50,7 @@ use crate::geometry::Dims;
 use crate::halo::{self, Halo};
 use crate::method::{Krylov as Settings, KrylovSolver};
 use crate::parts::Parts;
+use crate::precond::{LocalCsr, Precond};
 use crate::progress::{History, HistoryPoint, Progress, ProgressGate};
 use crate::record::{
     Certification, KrylovRecord, MessageTotals, RankRecord, Residuals, StopReason,
@@ -60,6 +61,10 @@ use chan_core::traits::*;
 use chan_core::{close_all, Channel, ChannelSpec, ReduceOp, Sync};
 use std::time::Duration;
 
+mod bicgstab;
+mod gmres;
+mod pipecg_block;
+pub(crate) mod vecs;
 pub(crate) use grid::solve_rank;
 pub(crate) use pipecg::Pipe;
 
@@ -133,6 +138,16 @@ pub(crate) trait Operator {
     fn place(&self) -> ([usize; 3], Dims);
     /// The largest error of `x` against the exact solution, where one is known.
     fn error_max(&mut self, x: &Self::Vector, cfg: &Config) -> Option<f64>;
+    /// The owned values' runs in a vector's storage, `(first, length)`: gmres's and
+    /// bicgstab's vector operations ([`vecs`]) and the preconditioners loop over them.
+    fn runs(&self) -> Vec<(usize, usize)>;
+    /// A vector's storage (its owned values at [`Operator::runs`]).
+    fn data<'v>(&self, v: &'v Self::Vector) -> &'v [f64];
+    /// A vector's storage, to write.
+    fn data_mut<'v>(&self, v: &'v mut Self::Vector) -> &'v mut [f64];
+    /// The rank's diagonal block of A (the couplings among its owned values), numbered in
+    /// [`Operator::runs`]' order: block Jacobi's block.
+    fn local_block(&self) -> LocalCsr;
 }
 
 /// Which owned points a product covers.
@@ -183,6 +198,13 @@ pub(crate) fn solve_op<C: Context, O: Operator>(
         k.nb = Some(ctx.neighbor_exchange(&halo::neighbor_specs(&specs))?);
     }
     let (stop, true_value) = match settings.solver {
+        KrylovSolver::PipeCg if settings.pc == Pc::BJacobi => {
+            let mut red = ctx.reduction(3, ReduceOp::Sum)?;
+            ctx.barrier()?;
+            k.start = Instant::now();
+            let mut pc = Precond::new(ctx, &k.op, settings)?;
+            k.pipecg_block(ctx, &mut chans, &mut red, &mut pc)?
+        }
         KrylovSolver::PipeCg => {
             let mut red = ctx.reduction(3, ReduceOp::Sum)?;
             ctx.barrier()?;
@@ -192,7 +214,24 @@ pub(crate) fn solve_op<C: Context, O: Operator>(
         KrylovSolver::Cg | KrylovSolver::CgOverlap => {
             ctx.barrier()?;
             k.start = Instant::now();
-            k.cg(ctx, &mut chans, settings.solver == KrylovSolver::CgOverlap)?
+            let block = match settings.pc {
+                Pc::BJacobi => Some(Precond::new(ctx, &k.op, settings)?),
+                _ => None,
+            };
+            let overlap = settings.solver == KrylovSolver::CgOverlap;
+            k.cg(ctx, &mut chans, overlap, block)?
+        }
+        KrylovSolver::Gmres => {
+            ctx.barrier()?;
+            k.start = Instant::now();
+            let mut pc = Precond::new(ctx, &k.op, settings)?;
+            k.gmres(ctx, &mut chans, settings.restart, &mut pc)?
+        }
+        KrylovSolver::BiCgStab => {
+            ctx.barrier()?;
+            k.start = Instant::now();
+            let mut pc = Precond::new(ctx, &k.op, settings)?;
+            k.bicgstab(ctx, &mut chans, &mut pc)?
         }
     };
     let time = k.start.elapsed();

@@ -55,6 +55,12 @@ impl Config {
                 if k.pc != Pc::default() {
                     out.push((Setting::Pc, k.pc.name().into()));
                 }
+                if k.pc_sub != crate::PcSub::default() {
+                    out.push((Setting::PcSub, k.pc_sub.name().into()));
+                }
+                if k.restart != crate::DEFAULT_RESTART {
+                    out.push((Setting::Restart, k.restart.to_string()));
+                }
                 k.exchange
             }
             Method::Multisplit(_) => Exchange::default(),
@@ -164,6 +170,17 @@ impl Config {
         }
         if let Some(it) = self.method.iteration() {
             it.validate()?;
+        }
+        if let Method::Krylov(k) = &self.method {
+            if k.restart == 0 {
+                return Err(ConfigError::Zero(Setting::Restart));
+            }
+            if k.restart > crate::MAX_RESTART {
+                return Err(ConfigError::RestartTooLarge(k.restart));
+            }
+            if k.pc_sub != crate::PcSub::default() && k.pc != Pc::BJacobi {
+                return Err(ConfigError::PcSubWithout(k.pc));
+            }
         }
         if let Method::Jacobi(Jacobi {
             halo_depth: HaloDepth::Fixed(k),

@@ -163,6 +163,10 @@ pub enum ConfigError {
     UpdateNorm(Option<Solver>),
     /// The inner tolerance outside (0, 1).
     InnerTol(f64),
+    /// Block Jacobi's block solve given with another preconditioner.
+    PcSubWithout(crate::Pc),
+    /// GMRES's restart above [`crate::MAX_RESTART`].
+    RestartTooLarge(usize),
     /// A value the backend cannot honour.
     Unsupported {
         /// The setting.
@@ -203,6 +207,8 @@ impl ConfigError {
             ConfigError::MatrixInner => Setting::Inner,
             ConfigError::UpdateNorm(_) => Setting::Criterion,
             ConfigError::InnerTol(_) => Setting::InnerTol,
+            ConfigError::PcSubWithout(_) => Setting::PcSub,
+            ConfigError::RestartTooLarge(_) => Setting::Restart,
             ConfigError::Unsupported { setting, .. } => *setting,
         }
     }
@@ -248,6 +254,8 @@ impl fmt::Display for Named<'_> {
             | ConfigError::OffsetSwamps { .. }
             | ConfigError::Slowdown(_)
             | ConfigError::InnerTol(_)
+            | ConfigError::RestartTooLarge(_)
+            | ConfigError::PcSubWithout(_)
             | ConfigError::NoRanks
             | ConfigError::SlowRank { .. } => self.values(f),
             ConfigError::ZeroExtent { .. }
@@ -351,6 +359,20 @@ impl Named<'_> {
                  reduces its block's residual), got {}",
                 n(Setting::InnerTol),
                 short(*t)
+            ),
+            ConfigError::RestartTooLarge(m) => write!(
+                f,
+                "{} must be at most {} (GMRES keeps m + 1 vectors of the block and an (m + 1) \
+                 × m matrix), got {m}",
+                n(Setting::Restart),
+                crate::MAX_RESTART
+            ),
+            ConfigError::PcSubWithout(pc) => write!(
+                f,
+                "{} is block Jacobi's block solve: it applies with {}, not with {}",
+                n(Setting::PcSub),
+                given(Setting::Pc, "bjacobi"),
+                given(Setting::Pc, pc.name())
             ),
             _ => unreachable!("Named::fmt routes only this family here"),
         }
@@ -565,8 +587,8 @@ impl Limit {
         match self {
             Limit::SharedSolver(s) if s.is_krylov() => write!(
                 f,
-                "the Krylov solvers (cg, cg-overlap, pipecg) run over channels: use \
-                 {threads} for one process"
+                "the Krylov solvers (cg, cg-overlap, pipecg, gmres, bicgstab) run over \
+                 channels: use {threads} for one process"
             ),
             Limit::SharedSolver(_) => write!(
                 f,
@@ -661,7 +683,11 @@ impl NotApplicable {
                 "the async and racy variants (a sync run checks its residual with blocking \
                  all-reduces)"
             ),
-            Scope::Krylov => write!(f, "the Krylov solvers ({solver} cg, cg-overlap, pipecg)"),
+            Scope::Krylov => write!(
+                f,
+                "the Krylov solvers ({solver} cg, cg-overlap, pipecg, gmres, bicgstab)"
+            ),
+            Scope::Gmres => write!(f, "{solver} gmres"),
             Scope::Multisplit => write!(f, "{solver} multisplit"),
             Scope::Jacobi => write!(f, "{solver} jacobi"),
             Scope::BlockIteration => write!(

@@ -27,6 +27,10 @@ pub enum Setting {
     Solver,
     /// The Krylov solvers' preconditioner ([`crate::Pc`]).
     Pc,
+    /// Block Jacobi's solve of a rank's block ([`crate::PcSub`]).
+    PcSub,
+    /// GMRES's restart m.
+    Restart,
     /// Multisplitting's inner solver ([`crate::Inner`]).
     Inner,
     /// Multisplitting's inner tolerance.
@@ -87,9 +91,11 @@ pub enum Setting {
 
 impl Setting {
     /// Every setting.
-    pub const ALL: [Setting; 30] = [
+    pub const ALL: [Setting; 32] = [
         Setting::Solver,
         Setting::Pc,
+        Setting::PcSub,
+        Setting::Restart,
         Setting::Inner,
         Setting::InnerTol,
         Setting::InnerMax,
@@ -125,6 +131,8 @@ impl Setting {
         match self {
             Setting::Solver => "the solver",
             Setting::Pc => "the preconditioner",
+            Setting::PcSub => "block Jacobi's block solve",
+            Setting::Restart => "GMRES's restart m",
             Setting::Inner => "the inner solver",
             Setting::InnerTol => "the inner tolerance",
             Setting::InnerMax => "the inner iteration limit",
@@ -164,6 +172,7 @@ impl Setting {
             self,
             Setting::Solver
                 | Setting::Pc
+                | Setting::PcSub
                 | Setting::Inner
                 | Setting::Variant
                 | Setting::Backend
@@ -196,6 +205,10 @@ impl Setting {
         match self {
             Setting::Pc if krylov => Yes,
             Setting::Pc => Only(Scope::Krylov),
+            Setting::PcSub if krylov => Yes,
+            Setting::PcSub => Only(Scope::Krylov),
+            Setting::Restart if solver == Solver::Gmres => Yes,
+            Setting::Restart => Only(Scope::Gmres),
             Setting::Inner | Setting::InnerTol | Setting::InnerMax => match solver {
                 Solver::Multisplit => Yes,
                 _ => No(Scope::Multisplit),
@@ -209,9 +222,11 @@ impl Setting {
                 Solver::Jacobi if sync => Yes,
                 Solver::Jacobi => Only(Scope::SyncExchange),
                 Solver::Cg => Yes,
-                Solver::CgOverlap | Solver::PipeCg | Solver::Multisplit => {
-                    Only(Scope::ExchangeSolvers)
-                }
+                Solver::CgOverlap
+                | Solver::PipeCg
+                | Solver::Gmres
+                | Solver::BiCgStab
+                | Solver::Multisplit => Only(Scope::ExchangeSolvers),
             },
             Setting::HaloEvery if krylov => Only(Scope::BlockIteration),
             Setting::HaloEvery if shared => Only(Scope::Channels),
@@ -271,6 +286,8 @@ impl Setting {
         Some(match self {
             Setting::Solver => Solver::default().name().into(),
             Setting::Pc => crate::Pc::default().name().into(),
+            Setting::PcSub => crate::PcSub::default().name().into(),
+            Setting::Restart => crate::DEFAULT_RESTART.to_string(),
             Setting::Inner => crate::Inner::default().name().into(),
             Setting::InnerTol => crate::DEFAULT_INNER_TOL.to_string(),
             Setting::InnerMax => crate::DEFAULT_INNER_MAX.to_string(),
@@ -419,6 +436,8 @@ pub enum Scope {
     AsyncDetect,
     /// The Krylov solvers.
     Krylov,
+    /// GMRES.
+    Gmres,
     /// Multisplitting.
     Multisplit,
     /// Jacobi.
@@ -463,6 +482,7 @@ impl Scope {
             | Scope::AsyncDetect
             | Scope::SyncExchange => Part::SolverVariant,
             Scope::Krylov
+            | Scope::Gmres
             | Scope::Multisplit
             | Scope::Jacobi
             | Scope::BlockIteration

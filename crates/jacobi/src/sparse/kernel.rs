@@ -58,6 +58,13 @@ impl Rows {
             .collect()
     }
 
+    /// `f(column, value)` of each entry of row `i`, in the order stored.
+    pub(crate) fn each(&self, i: usize, mut f: impl FnMut(usize, f64)) {
+        for k in self.ptr[i]..self.ptr[i + 1] {
+            f(self.cols[k] as usize, self.vals[k]);
+        }
+    }
+
     /// Whether row `i` reads a ghost.
     pub(crate) fn reads_ghost(&self, i: usize) -> bool {
         let rows = self.len();

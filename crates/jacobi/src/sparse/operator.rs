@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::geometry::Dims;
 use crate::halo::Halo;
 use crate::krylov::{Operator, Part, Pipe};
+use crate::precond::LocalCsr;
 use chan_core::{ChannelConfig, ChannelSpec, CreateError};
 use std::sync::Arc;
 
@@ -243,5 +244,28 @@ impl Operator for RowOp {
     }
     fn error_max(&mut self, x: &RowVec, _: &Config) -> Option<f64> {
         self.sys.error_max(self.own(x))
+    }
+    fn runs(&self) -> Vec<(usize, usize)> {
+        vec![(0, self.sys.rows())]
+    }
+    fn data<'v>(&self, v: &'v RowVec) -> &'v [f64] {
+        &v.v
+    }
+    fn data_mut<'v>(&self, v: &'v mut RowVec) -> &'v mut [f64] {
+        &mut v.v
+    }
+    /// The entries of the block's rows in its own columns (the ghosts' dropped).
+    fn local_block(&self) -> LocalCsr {
+        let rows = self.sys.rows();
+        let mut a = LocalCsr::with_rows(rows);
+        for i in 0..rows {
+            self.sys.a.each(i, |c, v| {
+                if c < rows {
+                    a.push(c, v);
+                }
+            });
+            a.end_row();
+        }
+        a
     }
 }

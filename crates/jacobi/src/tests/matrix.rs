@@ -28,7 +28,7 @@ fn systems() -> Vec<(&'static str, Csr, bool)> {
 }
 
 /// b = A·1 (the solution is 1 everywhere).
-fn ones_rhs(a: &Csr) -> Vec<f64> {
+pub(super) fn ones_rhs(a: &Csr) -> Vec<f64> {
     let mut b = vec![0.0; a.n()];
     a.mul(&vec![1.0; a.n()], &mut b);
     b
@@ -57,7 +57,7 @@ pub(super) fn run(cfg: &Config, a: &Csr, b: &[f64], p: usize) -> (Vec<RankRecord
 }
 
 /// ‖b − A x‖₂ / ‖b‖₂, serially.
-fn rel_residual(a: &Csr, b: &[f64], x: &[f64]) -> f64 {
+pub(super) fn rel_residual(a: &Csr, b: &[f64], x: &[f64]) -> f64 {
     let mut ax = vec![0.0; a.n()];
     a.mul(x, &mut ax);
     let r: f64 = ax.iter().zip(b).map(|(p, q)| (q - p) * (q - p)).sum();
@@ -65,7 +65,7 @@ fn rel_residual(a: &Csr, b: &[f64], x: &[f64]) -> f64 {
     (r / bb).sqrt()
 }
 
-fn config(method: Method, tol: f64, check_every: u64, max_iters: u64) -> Config {
+pub(super) fn config(method: Method, tol: f64, check_every: u64, max_iters: u64) -> Config {
     let mut c = Config::new(Problem::Laplace { offset: 0.0 }, method);
     c.criterion = StopCriterion::RelativeResidual { tol };
     c.check_every = check_every;
@@ -108,7 +108,7 @@ fn sync_jacobi_over_row_blocks_is_serial_jacobi() {
 
 /// The grid's Laplace problem on `g` as a matrix: the 7-point operator, and b_i the sum of
 /// point i's six neighbours with the interior at 0 (the boundary's values).
-fn stencil_system(g: Dims) -> (Csr, Vec<f64>) {
+pub(super) fn stencil_system(g: Dims) -> (Csr, Vec<f64>) {
     let (sh, _, u, _) = crate::serial::start(&Problem::Laplace { offset: 0.0 }, g);
     let mut b = Vec::with_capacity(g.x * g.y * g.z);
     for z in 1..=g.z {

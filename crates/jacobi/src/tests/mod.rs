@@ -8,6 +8,7 @@ mod hybrid;
 mod krylov;
 mod matrix;
 mod multisplit;
+mod nonsym;
 mod poisson;
 mod shared_async;
 mod shared_sync;
