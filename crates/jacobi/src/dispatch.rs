@@ -9,7 +9,7 @@ use crate::config::{Config, Exchange, HaloDepth, Variant};
 use crate::deep::{choose_depth, DeepField};
 use crate::field::Field;
 use crate::geometry::Plan;
-use crate::hybrid::{with_team, RankTeam};
+use crate::hybrid::{with_team, RankTeam, TeamSetup};
 use crate::iterate::Iterate;
 use crate::method::Method;
 use crate::multisplit::InnerSolve;
@@ -101,7 +101,7 @@ pub(crate) fn solve_rank<C: Context>(
         // Jacobi on one-plane halos (checked above): the rank's team sweeps its block.
         let regions = (block.interior, block.shell);
         let rank = ctx.rank();
-        let (record, field) = with_team(block.field, team, |field| {
+        let (record, field) = with_team(block.field, team, TeamSetup::rank(), |field| {
             let mut run = Run::new(cfg, scheme, rank, field, block.faces, regions, progress);
             run.exchange = exchange;
             run_loop(ctx, run).map(|(record, field)| (record, field.into_field()))

@@ -304,12 +304,6 @@ impl Field {
         });
     }
 
-    /// The two arrays (current iterate, next buffer), both with the halo, and the right-hand
-    /// side if the problem has one.
-    pub fn into_arrays(self) -> (Grid, Grid, Option<Grid>) {
-        (self.u, self.next, self.rhs)
-    }
-
     /// Overwrite the owned points of the current iterate with `vals` (x fastest, as
     /// [`Field::owned_values`] gives them).
     pub(crate) fn set_owned(&mut self, vals: &[f64]) {

@@ -86,7 +86,7 @@ pub(crate) struct Run<'a, F: Iterate> {
     /// The steps of the first overlapped exchange.
     trace: Vec<ExchangeStep>,
     /// The slow rank's extra passes (`slow.rs`).
-    slow: Slowdown,
+    pub(crate) slow: Slowdown,
     /// The links to neighbours (a grid block's faces with a neighbour, in [`Face::ALL`]
     /// order); channel k serves `faces[k]`.
     pub(crate) faces: Vec<F::Link>,
@@ -113,6 +113,11 @@ pub(crate) struct Run<'a, F: Iterate> {
     pub(crate) progress: ProgressGate<'a>,
     /// Multisplitting's inner solver, which replaces the sweep (`None`: Jacobi).
     pub(crate) inner: Option<InnerSolve>,
+    /// Async rounds of fresh shares (the shared-memory backend, whose threads may be
+    /// descheduled between reading their halos and sweeping, a whole round long): each
+    /// round's shares come from sweeps that read their halos after the previous round
+    /// returned, and a claim needs two rounds in a row below tolerance (`shared/`, "Rounds").
+    pub(crate) fresh_rounds: bool,
 }
 
 /// One face's receive state in async and racy runs.
@@ -319,17 +324,32 @@ pub(crate) struct Rounds<R> {
     /// The rank is waiting, not iterating (multisplitting with no new faces): its iteration
     /// count stands still, so pacing by it would never start the round the others wait in.
     waiting: bool,
+    /// Fresh shares ([`Run::fresh_rounds`]): a round starts only after a sweep that began
+    /// once the previous round had returned, and a claim needs two rounds in a row.
+    fresh: bool,
+    /// The last round that returned met the criterion (read with `fresh` only).
+    met_before: bool,
 }
 
 impl<R: chan_core::Reduction> Rounds<R> {
-    pub(crate) fn new(red: R, cfg: &Config, scheme: &BlockIteration) -> Self {
+    pub(crate) fn new(red: R, cfg: &Config, scheme: &BlockIteration, fresh: bool) -> Self {
         Rounds {
             red,
             pace: scheme.pace_reductions.then_some(cfg.check_every),
             max_iters: cfg.max_iters,
             started: None,
             waiting: false,
+            fresh,
+            met_before: false,
         }
+    }
+
+    /// A round that returned with `met` (its value meets the criterion): does it claim
+    /// convergence? With fresh shares only the second of two rounds in a row that meet it.
+    fn claims(&mut self, met: bool) -> bool {
+        let claim = met && (!self.fresh || self.met_before);
+        self.met_before = met;
+        claim
     }
 
     /// Whether the rank is waiting for its neighbours instead of iterating: a waiting rank's
@@ -491,6 +511,7 @@ impl<'a, F: Iterate> Run<'a, F> {
             start: Instant::now(),
             progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
             inner: None,
+            fresh_rounds: false,
         }
     }
 
@@ -854,7 +875,7 @@ impl<'a, F: Iterate> Run<'a, F> {
         self.reported = Some(value);
         self.observe(self.it, value);
         let mut step = RoundStep::Went;
-        if self.criterion().met(value) {
+        if rounds.claims(self.criterion().met(value)) {
             if !self.cfg.confirm {
                 return Ok(RoundStep::Stop(StopReason::Criterion));
             }
@@ -864,12 +885,14 @@ impl<'a, F: Iterate> Run<'a, F> {
                 return Ok(RoundStep::Stop(StopReason::Criterion));
             }
             local[0] = self.last_true_local;
+            rounds.met_before = false;
             step = RoundStep::Rejected;
         }
         if g[1] > 0.0 {
             return Ok(RoundStep::Stop(StopReason::MaxIters));
         }
-        if rounds.due(self.it) {
+        // Fresh shares: the next pass's poll starts the round, after a sweep.
+        if !rounds.fresh && rounds.due(self.it) {
             let t = Instant::now();
             rounds.start(self.it, local)?;
             self.parts.reduced(t);
@@ -1215,6 +1238,7 @@ impl<F: Iterate> Run<'_, F> {
                 ctx.reduction(2, ReduceOp::Sum)?,
                 self.cfg,
                 &self.scheme,
+                self.fresh_rounds,
             )),
             Detect::Snapshot => {
                 let snap = snapshot

@@ -31,19 +31,6 @@ pub(crate) fn rank_team_cpus(
     (ids.len() >= threads).then(|| ids[first..first + threads].to_vec())
 }
 
-/// The CPUs to pin a team of `threads` workers to, one each: the first `threads` CPUs this
-/// thread may run on (`sched_getaffinity` on Linux: under mpirun, the rank's binding).
-/// `None` when there are fewer of them than workers, or they cannot be listed: pinning would
-/// then stack two workers on one core for good.
-pub(crate) fn team_cpus(threads: usize) -> Option<Vec<core_affinity::CoreId>> {
-    core_affinity::get_core_ids()
-        .filter(|ids| ids.len() >= threads)
-        .map(|mut ids| {
-            ids.truncate(threads);
-            ids
-        })
-}
-
 /// One f64 per worker, each on a cache line of its own, so that workers storing their own
 /// slot do not bounce one line between cores. Relaxed: the team's barrier orders the stores
 /// before it with the loads after it.
