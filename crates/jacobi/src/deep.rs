@@ -120,7 +120,7 @@ use crate::config::Config;
 use crate::field::{copy_row, Field};
 use crate::geometry::{Axis, Face, Geometry, GlobalIdx, LocalIdx, Plan};
 use crate::halo::{self, Halo};
-use crate::iterate::Iterate;
+use crate::iterate::{Iterate, Lacks};
 use crate::kernel::{self, Grid, Lanes, Region, Shape, ROW_ALIGN};
 use crate::parts::Parts;
 use crate::problem::Problem;
@@ -810,6 +810,7 @@ impl Halo for DeepField {
 }
 
 impl Iterate for DeepField {
+    type Snapshot = Lacks;
     fn link_peer(&self, face: Face) -> usize {
         self.geom.neighbours[face.index()].expect("links are faces with a neighbour")
     }
@@ -851,7 +852,7 @@ impl Iterate for DeepField {
     fn residual_sq(&self) -> f64 {
         DeepField::residual_sq(self)
     }
-    fn snapshot_buffer(&self) -> Result<Self, crate::Setting> {
+    fn snapshot_buffer(&self) -> Result<Lacks, crate::Setting> {
         Err(crate::Setting::HaloDepth)
     }
     /// Blocks start at multiples of k; only the last one, cut by --max-iters, is shorter

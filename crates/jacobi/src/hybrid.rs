@@ -35,7 +35,7 @@ use crate::config::{Config, ConfigError};
 use crate::field::Field;
 use crate::geometry::{Dims, Face, Plan};
 use crate::halo::Halo;
-use crate::iterate::Iterate;
+use crate::iterate::{Iterate, Lacks};
 use crate::kernel::{self, Shape};
 use crate::problem::Problem;
 use crate::slow::Slowdown;
@@ -370,6 +370,7 @@ impl Halo for TeamField<'_> {
 }
 
 impl Iterate for TeamField<'_> {
+    type Snapshot = Lacks;
     fn link_peer(&self, face: Face) -> usize {
         self.field.link_peer(face)
     }
@@ -392,7 +393,7 @@ impl Iterate for TeamField<'_> {
     fn residual_sq(&self) -> f64 {
         self.field.residual_sq()
     }
-    fn snapshot_buffer(&self) -> Result<Self, crate::Setting> {
+    fn snapshot_buffer(&self) -> Result<Lacks, crate::Setting> {
         Err(crate::Setting::ThreadsPerRank)
     }
     fn set_halo_current_only(&mut self, on: bool) {

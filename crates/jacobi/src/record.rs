@@ -961,7 +961,7 @@ mod tests {
         let plan = cfg.plan(2).unwrap();
         let records = World::new(2)
             .unwrap()
-            .run(|ctx| crate::solve(ctx, &cfg).unwrap());
+            .run(|ctx| crate::Solve::new(&cfg).run(ctx).unwrap());
         Report::new(
             RunConfig::new("threads", 2, &plan, &cfg, ReductionKind::Tree),
             records,

@@ -337,7 +337,7 @@ pub struct Context {
 pub enum Operator {
     /// The 7-point stencil on the grid, with this problem.
     Grid(Problem),
-    /// A sparse matrix's rows ([`crate::solve_system`]).
+    /// A sparse matrix's rows ([`crate::Solve::system`]).
     Matrix,
 }
 
@@ -347,7 +347,7 @@ pub struct Backend {
     /// Its name, for messages (`threads`, `shared`, `mpi`, …).
     pub name: &'static str,
     /// Threads of one process reading each other's planes, no channels
-    /// ([`crate::solve_shared`]).
+    /// ([`crate::Solve::run_shared`]).
     pub shared_memory: bool,
     /// Its ranks are processes, each of which may sweep with a team of threads (hybrid ranks).
     pub process_ranks: bool,
@@ -372,7 +372,7 @@ impl Backend {
         racy_in_flight: true,
     };
 
-    /// Shared memory ([`crate::solve_shared`]).
+    /// Shared memory ([`crate::Solve::run_shared`]).
     pub const SHARED: Backend = Backend {
         name: "shared",
         shared_memory: true,

@@ -47,7 +47,7 @@ use crate::hybrid::{with_team, RankTeam, TeamSetup};
 use crate::progress::Progress;
 use crate::record::{MessageTotals, RankRecord};
 use crate::slow::Slowdown;
-use crate::solver::{Block, Run};
+use crate::solver::{Block, Run, Sweep};
 use crate::Error;
 use chan_core::backend::{EnvVarError, WaitPolicy};
 use chan_core::traits::*;
@@ -76,25 +76,8 @@ impl Config {
     }
 }
 
-/// Run on `threads` threads of this process with shared memory: the shared-memory entry point.
-/// One record per thread.
-pub fn solve_shared(cfg: &Config, threads: usize) -> Result<Vec<RankRecord>, Error> {
-    let plan = cfg.shared_plan(threads)?;
-    solve_shared_with(cfg, &plan, None)
-}
-
-/// As [`solve_shared`], over the decomposition `plan` that [`Config::shared_plan`] gave (its
-/// process grid 1 × 1 × T names the thread count), calling `progress` (when given) from
-/// thread 0 as the run goes, at most 10 times a second.
-pub fn solve_shared_with(
-    cfg: &Config,
-    plan: &Plan,
-    progress: Option<&dyn Progress>,
-) -> Result<Vec<RankRecord>, Error> {
-    solve(cfg, plan, progress).map(|o| o.records)
-}
-
-/// As [`solve_shared_with`], also returning the final solution.
+/// Run on the threads of `plan` (1 × 1 × T) with shared memory ([`crate::Solve::run_shared`]),
+/// calling `progress` from thread 0: one record per thread, and the final solution.
 pub(crate) fn solve(
     cfg: &Config,
     plan: &Plan,
@@ -211,7 +194,7 @@ fn sync(
         let block = Block::of_rank(ctx, cfg, &whole)?;
         let regions = (block.interior, block.shell);
         with_team(block.field, RankTeam::alone(threads), setup(), |field| {
-            let mut run = Run::new(cfg, scheme, 0, field, block.faces, regions, progress);
+            let mut run = Run::new(cfg, scheme, 0, field, block.faces, regions, progress, Sweep);
             // The team slows its workers, not the loop its rank.
             run.slow = Slowdown::new(1.0);
             run_loop(ctx, run).map(|(record, field)| (record, field.into_field()))
@@ -253,7 +236,7 @@ fn asynchronous<P: BoundaryPlanes>(
         let slab = SlabField::new(field, &shared, t);
         let hook = if t == 0 { progress } else { None };
         // No channels: the halo comes from the planes.
-        let mut run = Run::new(cfg, scheme, t, slab, Vec::new(), regions, hook);
+        let mut run = Run::new(cfg, scheme, t, slab, Vec::new(), regions, hook, Sweep);
         run.fresh_rounds = true;
         let (record, slab) = run_loop(ctx, run)?;
         Ok((

@@ -9,7 +9,7 @@
 use crate::field::Field;
 use crate::geometry::{Axis, Dims, Face};
 use crate::halo::Halo;
-use crate::iterate::Iterate;
+use crate::iterate::{Iterate, Lacks};
 use crate::parts::Parts;
 use crate::problem::Problem;
 use crate::Error;
@@ -244,6 +244,7 @@ impl<P: BoundaryPlanes> Halo for SlabField<'_, P> {
 }
 
 impl<P: BoundaryPlanes> Iterate for SlabField<'_, P> {
+    type Snapshot = Lacks;
     fn link_peer(&self, face: Face) -> usize {
         self.field.link_peer(face)
     }
@@ -278,7 +279,7 @@ impl<P: BoundaryPlanes> Iterate for SlabField<'_, P> {
     fn residual_sq(&self) -> f64 {
         self.field.residual_sq()
     }
-    fn snapshot_buffer(&self) -> Result<Self, crate::Setting> {
+    fn snapshot_buffer(&self) -> Result<Lacks, crate::Setting> {
         Err(crate::Setting::Backend)
     }
     /// Read whatever is new, sweep, publish.

@@ -174,7 +174,7 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
     }
 }
 
-impl<F: Iterate> Run<'_, F> {
+impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
     /// The async and racy variants: each iteration take whatever halo data is there, sweep,
     /// offer the faces with `try_send` (skipped when all R slots are busy), test the
     /// non-blocking reduction and restart it as soon as it returns (with
@@ -196,7 +196,7 @@ impl<F: Iterate> Run<'_, F> {
         // An iterate with no snapshot refuses the scheme before any channel opens.
         let snapshot = self.snapshot_buffer()?;
         // Multisplitting's faces carry one word after the values: the echo (`Outbox`).
-        let echo_words = usize::from(self.inner.is_some());
+        let echo_words = usize::from(S::INNER);
         let specs = self.specs(0, self.scheme.max_in_flight, echo_words)?;
         let mut chans = ctx.open::<M>(&specs)?;
         let cert_specs = self.specs(3, 1, 0)?;
@@ -234,7 +234,7 @@ impl<F: Iterate> Run<'_, F> {
                 // solve while they wait for its faces and they while it waits for theirs,
                 // one rank at a time, and stay that way for the rest of the run.
                 let mut got = false;
-                let first_solve = self.inner.is_some() && self.it == 0;
+                let first_solve = S::INNER && self.it == 0;
                 if !first_solve {
                     for (((ch, &face), ib), new) in chans
                         .iter_mut()
@@ -262,7 +262,7 @@ impl<F: Iterate> Run<'_, F> {
                 // solve at most.
                 // (Only after a solve that sent its faces: with --halo-every N it solves on
                 // until one does.)
-                let idle = self.inner.is_some()
+                let idle = S::INNER
                     && self.it > 0
                     && self.it.is_multiple_of(self.scheme.halo_every)
                     && !resolve
@@ -333,9 +333,7 @@ impl<F: Iterate> Run<'_, F> {
                     };
                     local[0] = self.sweep_or_solve(&mut fresher)?;
                     last_solve = t.elapsed();
-                    if let Some(s) = &mut self.inner {
-                        s.sent_mid_solve += mid_sent;
-                    }
+                    self.step.sent_mid_solve(mid_sent);
                     // Offer the new faces.
                     if self.it.is_multiple_of(self.scheme.halo_every) {
                         outbox.iter_mut().for_each(|o| o.unsent = true);
@@ -387,7 +385,7 @@ impl<F: Iterate> Run<'_, F> {
                 o.unsent = false;
                 o.sent = self.it;
             } else {
-                o.unsent = self.inner.is_some();
+                o.unsent = S::INNER;
             }
         }
         Ok(())

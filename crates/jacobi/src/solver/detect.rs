@@ -3,6 +3,7 @@
 //! claim by the true residual, for all three.
 
 use super::*;
+use crate::iterate::SnapshotOf;
 
 /// The non-blocking reduction of async and racy runs, `[Σ r², ranks at max_iters]`: restarted
 /// as soon as it returns or, with [`BlockIteration::pace_reductions`], no sooner than `check_every`
@@ -97,7 +98,7 @@ pub(crate) enum RoundStep {
 }
 
 /// How an async or racy run detects convergence (`--detect`): the state of its scheme.
-pub(crate) enum Detector<R, B: Backend, F> {
+pub(crate) enum Detector<R, B: Backend, F: Iterate> {
     /// Rounds of the non-blocking reduction of the residuals the sweeps saw.
     Reduction(Rounds<R>),
     /// Rounds of a consistent snapshot ("Snapshot detection" at [`Run::snapshot_round`]).
@@ -106,7 +107,7 @@ pub(crate) enum Detector<R, B: Backend, F> {
     Barrier(Barrier<R>),
 }
 
-impl<R: chan_core::Reduction, B: Backend, F> Detector<R, B, F> {
+impl<R: chan_core::Reduction, B: Backend, F: Iterate> Detector<R, B, F> {
     /// [`Rounds::set_waiting`] (multisplitting, which detects by reduction only).
     pub(super) fn set_waiting(&mut self, waiting: bool) {
         if let Detector::Reduction(r) = self {
@@ -135,9 +136,9 @@ impl<R: chan_core::Reduction, B: Backend, F> Detector<R, B, F> {
 /// Snapshot detection's state: the snapshot of this rank's block (allocated once), the Sync
 /// channels its faces travel on (one per link, opened at setup beside the async halo
 /// channels, so a snapshot face is never taken for an iterate), and the round under way.
-pub(crate) struct Snapshots<R, B: Backend, F> {
+pub(crate) struct Snapshots<R, B: Backend, F: Iterate> {
     red: R,
-    snap: F,
+    snap: F::Snapshot,
     chans: Vec<Channel<B, Sync>>,
     /// This round's snapshot faces not sent yet (the channel's slot still busy).
     unsent: Vec<bool>,
@@ -168,10 +169,10 @@ pub(crate) struct Barrier<R> {
     ranks: f64,
 }
 
-impl<F: Iterate> Run<'_, F> {
+impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
     /// The snapshot detection's buffer, allocated once (`None` for the other schemes); an
     /// error naming the setting that rules it out for an iterate with no snapshot.
-    pub(super) fn snapshot_buffer(&self) -> Result<Option<F>, Error> {
+    pub(super) fn snapshot_buffer(&self) -> Result<Option<F::Snapshot>, Error> {
         match self.scheme.detect {
             Detect::Snapshot => Ok(Some(
                 self.field
@@ -187,7 +188,7 @@ impl<F: Iterate> Run<'_, F> {
     pub(super) fn detector<C: Context>(
         &self,
         ctx: &mut C,
-        snapshot: Option<F>,
+        snapshot: Option<F::Snapshot>,
     ) -> Result<Detector<C::Reduction, C::Backend, F>, Error> {
         Ok(match (self.scheme.detect, snapshot) {
             (Detect::Snapshot, Some(snap)) => {
@@ -287,7 +288,7 @@ impl<F: Iterate> Run<'_, F> {
                 }
             }
             let t = Instant::now();
-            s.snap.copy_current_from(&self.field);
+            s.snap.take_from(&self.field);
             self.parts.sweep += t.computed();
             s.taken = true;
             s.at = self.it;
@@ -353,7 +354,7 @@ impl<F: Iterate> Run<'_, F> {
         if self.criterion().met(value) {
             // Stop on the snapshot: the vector whose residual this is.
             let t = Instant::now();
-            self.field.copy_current_from(&s.snap);
+            s.snap.restore_into(&mut self.field);
             self.parts.sweep += t.computed();
             if !self.cfg.confirm {
                 return Ok(RoundStep::Stop(StopReason::Criterion));

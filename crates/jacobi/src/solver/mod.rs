@@ -12,9 +12,13 @@
 
 mod asynchronous;
 mod detect;
+mod step;
 mod sync;
 #[cfg(test)]
 mod test;
+
+pub(crate) use step::{Step, Sweep};
+pub(crate) use sync::{Overlapped, Swap, Whole};
 
 use crate::clock::Instant;
 use crate::config::{Config, ConfigError, Detect, Exchange, RacyRead};
@@ -78,7 +82,7 @@ impl Block {
 
 /// The state of one rank's run, over its iterate `F`: the one-plane [`Field`], or the deep
 /// halo's (`deep.rs`).
-pub(crate) struct Run<'a, F: Iterate> {
+pub(crate) struct Run<'a, F: Iterate, S: Step<F> = Sweep> {
     pub(crate) cfg: &'a Config,
     /// How the block iteration runs over channels (the method's).
     pub(crate) scheme: BlockIteration,
@@ -117,8 +121,8 @@ pub(crate) struct Run<'a, F: Iterate> {
     /// When the solve started (after the channels were opened and a barrier).
     pub(crate) start: Instant,
     pub(crate) progress: ProgressGate<'a>,
-    /// Multisplitting's inner solver, which replaces the sweep (`None`: Jacobi).
-    pub(crate) inner: Option<InnerSolve>,
+    /// The block iteration's step: Jacobi's sweep, or multisplitting's inner solve.
+    pub(crate) step: S,
     /// Async rounds of fresh shares (the shared-memory backend, whose threads may be
     /// descheduled between reading their halos and sweeping, a whole round long): each
     /// round's shares come from sweeps that read their halos after the previous round
@@ -147,10 +151,11 @@ pub(crate) fn sum_all<C: Context>(ctx: &mut C, v: f64) -> Result<f64, Error> {
     Ok(buf[0])
 }
 
-impl<'a, F: Iterate> Run<'a, F> {
+impl<'a, F: Iterate, S: Step<F>> Run<'a, F, S> {
     /// The state before the run: nothing swept, timed or recorded yet. `regions` is the
     /// one-plane block's interior and shell (the overlapped exchange's; unused with a deep
-    /// halo).
+    /// halo); `step` is what an iteration does to the block.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         cfg: &'a Config,
         scheme: BlockIteration,
@@ -159,6 +164,7 @@ impl<'a, F: Iterate> Run<'a, F> {
         faces: Vec<F::Link>,
         (interior, shell): (Region, Vec<Region>),
         progress: Option<&'a dyn Progress>,
+        step: S,
     ) -> Self {
         Run {
             cfg,
@@ -182,7 +188,7 @@ impl<'a, F: Iterate> Run<'a, F> {
             last_true_local: 0.0,
             start: Instant::now(),
             progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
-            inner: None,
+            step,
             fresh_rounds: false,
         }
     }
@@ -306,18 +312,7 @@ impl<'a, F: Iterate> Run<'a, F> {
             history: self.history.clone(),
             error_max,
             krylov: None,
-            multisplit: self.inner.as_ref().map(|s| MultisplitRecord {
-                inner_iterations: s.total,
-                inner_per_outer: if self.it > 0 {
-                    s.total as f64 / self.it as f64
-                } else {
-                    0.0
-                },
-                inner_fewest: if s.fewest == u64::MAX { 0 } else { s.fewest },
-                inner_most: s.most,
-                inner_cut_short: s.cut_short,
-                faces_sent_mid_solve: s.sent_mid_solve,
-            }),
+            multisplit: self.step.record(self.it),
             halo_auto: None,
             exchange_trace: self.trace.clone(),
             messages,
@@ -331,43 +326,26 @@ impl<'a, F: Iterate> Run<'a, F> {
 }
 
 /// The sweeps, timed, over any iterate.
-impl<F: Iterate> Run<'_, F> {
+impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
     /// The sync loop's block of `m` sweeps ([`Iterate::block_len`]; multisplit: one full
     /// inner solve of the block), timed as compute, with the slow rank's extra passes; Σ r² of
     /// the iterate the last sweep started from, or 0 when `resid` is false (the sweeps
     /// between checks).
     fn sweep(&mut self, m: u64, resid: bool) -> Result<f64, Error> {
-        self.timed(m, |f| f.sweep_block(m, resid), &mut |_: &F| Ok(false))
+        let t = Instant::now();
+        let r = self.step.block(&mut self.field, &mut self.slow, m, resid)?;
+        self.parts.sweep += t.computed();
+        self.it += m;
+        Ok(r)
     }
 
     /// The async loop's sweep, or multisplit's inner solve of the block, which `fresher` may
     /// cut short (`multisplit.rs`); timed as compute. Σ r² of the iterate it started from.
     fn sweep_or_solve(&mut self, fresher: &mut Fresher<'_, F>) -> Result<f64, Error> {
-        self.timed(1, F::sweep_async, fresher)
-    }
-
-    /// `m` sweeps by `sweep` (multisplit: its inner solve instead), timed as compute. The slow
-    /// rank's extra passes follow the sweeps, and each unit of an inner solve's work (the
-    /// solve can stop between them).
-    #[inline]
-    fn timed(
-        &mut self,
-        m: u64,
-        sweep: impl FnOnce(&mut F) -> f64,
-        fresher: &mut Fresher<'_, F>,
-    ) -> Result<f64, Error> {
         let t = Instant::now();
-        let r = match &mut self.inner {
-            None => {
-                let r = sweep(&mut self.field);
-                let field = &self.field;
-                self.slow.after(m, || field.residual_sq());
-                r
-            }
-            Some(s) => self.field.solve_inner(s, &mut self.slow, fresher)?,
-        };
+        let r = self.step.step(&mut self.field, &mut self.slow, fresher)?;
         self.parts.sweep += t.computed();
-        self.it += m;
+        self.it += 1;
         Ok(r)
     }
 }

@@ -2,16 +2,21 @@
 //! overlapped with the sweep, the neighbourhood collective.
 
 use super::*;
+use crate::iterate::SweepRegions;
+use chan_core::NeighborExchange;
 
-impl<F: Iterate> Run<'_, F> {
+impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
     /// The sync variant (the paper's Figure 1): halo swap every `halo_every` iterations,
     /// global residual every `check_every`. With a deep halo each swap brings k planes and
     /// is followed by a block of k sweeps (`deep.rs`; `halo_every` is 1 and K a multiple of
     /// k there, so a check falls at the end of a block).
-    pub(crate) fn sync<C: Context>(&mut self, ctx: &mut C) -> Result<Ending, Error> {
+    ///
+    /// `X` is how a due swap goes around the sweep: [`Whole`], or [`Overlapped`] for an
+    /// iterate that sweeps by regions.
+    pub(crate) fn sync<C: Context, X: Swap<F>>(&mut self, ctx: &mut C) -> Result<Ending, Error> {
         // A swap before every sweep, and no inner solve sweeping without one: the next
         // array's halo is never read.
-        let every = self.inner.is_none() && self.scheme.halo_every == 1;
+        let every = !S::INNER && self.scheme.halo_every == 1;
         self.field.set_halo_current_only(every);
         let specs = self.specs(0, 1, 0)?;
         let mut chans = ctx.open::<Sync>(&specs)?;
@@ -41,22 +46,10 @@ impl<F: Iterate> Run<'_, F> {
                 // Only a check reads the block's residual: the others skip it, as the C
                 // programs do.
                 let resid = (self.it + m).is_multiple_of(self.cfg.check_every);
-                let r = match (swap, self.exchange) {
-                    (true, Exchange::Overlap) => self.overlapped_sweep(&mut chans, resid)?,
-                    (true, Exchange::Blocking) => {
-                        self.exchange_blocking(&mut chans)?;
-                        self.sweep(m, resid)?
-                    }
-                    (true, Exchange::Waitall) => {
-                        self.exchange(&mut chans)?;
-                        self.sweep(m, resid)?
-                    }
-                    (true, Exchange::Neighbor) => {
-                        let nb = nb.as_deref_mut().expect("made above for neighbor");
-                        halo::swap_neighbor(nb, &self.faces, &mut self.field, &mut self.parts)?;
-                        self.sweep(m, resid)?
-                    }
-                    (false, _) => self.sweep(m, resid)?,
+                let r = if swap {
+                    X::swap_sweep(self, &mut chans, nb.as_deref_mut(), m, resid)?
+                } else {
+                    self.sweep(m, resid)?
                 };
                 fresh = false;
                 last_true = None;
@@ -96,52 +89,10 @@ impl<F: Iterate> Run<'_, F> {
     }
 
     /// Record a step of the first overlapped exchange (no allocation: capacity 4).
-    fn step(&mut self, s: ExchangeStep) {
+    fn trace_step(&mut self, s: ExchangeStep) {
         if self.trace.len() < self.trace.capacity() {
             self.trace.push(s);
         }
-    }
-
-    /// Sweep some regions into the next iterate, timed as compute; Σ r² of the current
-    /// iterate over them (0 without `resid`).
-    fn sweep_regions(&mut self, interior: bool, resid: bool) -> f64 {
-        let t = Instant::now();
-        let r = if interior {
-            self.field.sweep_region(&self.interior, resid)
-        } else {
-            self.shell
-                .iter()
-                .map(|reg| self.field.sweep_region(reg, resid))
-                .sum()
-        };
-        self.parts.sweep += t.computed();
-        r
-    }
-
-    /// One sweep with the halo swapped around it, as `--exchange overlap` does: start every
-    /// face's send, sweep the interior (which reads no neighbour's halo) while the messages
-    /// travel, receive and unpack every face, sweep the boundary shell. The iterate is the
-    /// one a swap followed by a whole sweep computes, bit for bit. Σ r² of the start iterate.
-    fn overlapped_sweep<B: Backend>(
-        &mut self,
-        chans: &mut [Channel<B, Sync>],
-        resid: bool,
-    ) -> Result<f64, Error> {
-        halo::post(chans, &self.faces, self.it, &self.field, &mut self.parts)?;
-        self.step(ExchangeStep::Posted);
-        let inner = self.sweep_regions(true, resid);
-        self.step(ExchangeStep::InteriorSwept);
-        halo::complete(chans, &self.faces, &mut self.field, &mut self.parts)?;
-        self.step(ExchangeStep::HalosArrived);
-        let outer = self.sweep_regions(false, resid);
-        self.step(ExchangeStep::ShellSwept);
-        let t = Instant::now();
-        let field = &self.field;
-        self.slow.after(1, || field.residual_sq());
-        self.parts.sweep += t.computed();
-        self.field.finish_sweep();
-        self.it += 1;
-        Ok(inner + outer)
     }
 
     /// A halo swap with synchronous sends and receives one at a time (`--exchange
@@ -199,5 +150,106 @@ impl<F: Iterate> Run<'_, F> {
             }
         }
         Ok(())
+    }
+}
+
+/// The overlapped exchange's sweeps, for an iterate that sweeps by regions.
+impl<F: SweepRegions, S: Step<F>> Run<'_, F, S> {
+    /// Sweep some regions into the next iterate, timed as compute; Σ r² of the current
+    /// iterate over them (0 without `resid`).
+    fn sweep_regions(&mut self, interior: bool, resid: bool) -> f64 {
+        let t = Instant::now();
+        let r = if interior {
+            self.field.sweep_region(&self.interior, resid)
+        } else {
+            self.shell
+                .iter()
+                .map(|reg| self.field.sweep_region(reg, resid))
+                .sum()
+        };
+        self.parts.sweep += t.computed();
+        r
+    }
+
+    /// One sweep with the halo swapped around it, as `--exchange overlap` does: start every
+    /// face's send, sweep the interior (which reads no neighbour's halo) while the messages
+    /// travel, receive and unpack every face, sweep the boundary shell. The iterate is the
+    /// one a swap followed by a whole sweep computes, bit for bit. Σ r² of the start iterate.
+    fn overlapped_sweep<B: Backend>(
+        &mut self,
+        chans: &mut [Channel<B, Sync>],
+        resid: bool,
+    ) -> Result<f64, Error> {
+        halo::post(chans, &self.faces, self.it, &self.field, &mut self.parts)?;
+        self.trace_step(ExchangeStep::Posted);
+        let inner = self.sweep_regions(true, resid);
+        self.trace_step(ExchangeStep::InteriorSwept);
+        halo::complete(chans, &self.faces, &mut self.field, &mut self.parts)?;
+        self.trace_step(ExchangeStep::HalosArrived);
+        let outer = self.sweep_regions(false, resid);
+        self.trace_step(ExchangeStep::ShellSwept);
+        let t = Instant::now();
+        let field = &self.field;
+        self.slow.after(1, || field.residual_sq());
+        self.parts.sweep += t.computed();
+        self.field.finish_sweep();
+        self.it += 1;
+        Ok(inner + outer)
+    }
+}
+
+/// How the sync loop swaps the halo around a block of sweeps when a swap is due
+/// (`--exchange`), chosen by `dispatch.rs`.
+pub(crate) trait Swap<F: Iterate> {
+    /// Swap the halo over `chans` (or `nb`, the neighbourhood collective) and sweep the block
+    /// of `m`: Σ r² of the iterate the block started from when `resid`, else 0.
+    fn swap_sweep<B: Backend, S: Step<F>, N: NeighborExchange + ?Sized>(
+        run: &mut Run<'_, F, S>,
+        chans: &mut [Channel<B, Sync>],
+        nb: Option<&mut N>,
+        m: u64,
+        resid: bool,
+    ) -> Result<f64, Error>;
+}
+
+/// The whole halo swapped, then the block swept: `--exchange waitall`, `blocking` and
+/// `neighbor`, for every iterate. (`overlap` computes the same iterate, bit for bit, swapping
+/// the whole halo first: dispatch runs it as [`Overlapped`] wherever the iterate sweeps by
+/// regions, and the configuration refuses it elsewhere.)
+pub(crate) struct Whole;
+
+impl<F: Iterate> Swap<F> for Whole {
+    fn swap_sweep<B: Backend, S: Step<F>, N: NeighborExchange + ?Sized>(
+        run: &mut Run<'_, F, S>,
+        chans: &mut [Channel<B, Sync>],
+        nb: Option<&mut N>,
+        m: u64,
+        resid: bool,
+    ) -> Result<f64, Error> {
+        match (run.exchange, nb) {
+            (Exchange::Blocking, _) => run.exchange_blocking(chans)?,
+            (Exchange::Neighbor, Some(nb)) => {
+                halo::swap_neighbor(nb, &run.faces, &mut run.field, &mut run.parts)?
+            }
+            _ => run.exchange(chans)?,
+        }
+        run.sweep(m, resid)
+    }
+}
+
+/// `--exchange overlap`: the sends posted, the interior swept while they travel, the shell
+/// swept once they have arrived ([`Run::overlapped_sweep`]).
+pub(crate) struct Overlapped;
+
+impl<F: SweepRegions> Swap<F> for Overlapped {
+    fn swap_sweep<B: Backend, S: Step<F>, N: NeighborExchange + ?Sized>(
+        run: &mut Run<'_, F, S>,
+        chans: &mut [Channel<B, Sync>],
+        _: Option<&mut N>,
+        m: u64,
+        resid: bool,
+    ) -> Result<f64, Error> {
+        debug_assert_eq!(m, 1, "one-plane halos: one sweep per swap");
+        run.overlapped_sweep(chans, resid)
     }
 }
