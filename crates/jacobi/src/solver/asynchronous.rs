@@ -174,6 +174,74 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
     }
 }
 
+/// What the async loop keeps from one pass to the next, beside the run's state.
+struct Pass<L> {
+    /// Each face's receive state.
+    inbox: Vec<Inbox>,
+    /// Faces offered but not sent (all R slots busy: multisplitting retries them), what
+    /// multisplitting's faces echo, and which neighbours wait for this rank's next ones.
+    outbox: Vec<Outbox>,
+    /// The links, for multisplitting's mid-solve sends (the solve's closure cannot borrow
+    /// the run's).
+    faces: Vec<L>,
+    /// Multisplitting is waiting for faces, and has taken the residual it reduces meanwhile.
+    idled: bool,
+    /// Passes in a row spent waiting.
+    spins: u32,
+    /// A certification swap wrote new halos: solve with them.
+    resolve: bool,
+    /// Multisplitting: the faces with new data since the last solve, when the first of them
+    /// came, and how long the last solve took.
+    fresh: Vec<bool>,
+    first_new: Option<Instant>,
+    last_solve: Duration,
+    /// This rank's share of the next round: `[Σ r², at max_iters]`.
+    local: [f64; 2],
+}
+
+impl<L: Copy> Pass<L> {
+    fn new(faces: &[L]) -> Self {
+        let n = faces.len();
+        Pass {
+            inbox: vec![Inbox::default(); n],
+            outbox: vec![Outbox::default(); n],
+            faces: faces.to_vec(),
+            idled: false,
+            spins: 0,
+            resolve: false,
+            fresh: vec![false; n],
+            first_new: None,
+            last_solve: Duration::ZERO,
+            local: [0.0, 0.0],
+        }
+    }
+
+    /// Does multisplitting wait for new faces at iteration `it` instead of solving? It does
+    /// not solve the same block problem twice: with no new halo since its last solve, it
+    /// offers the faces it could not send yet, reduces the residual of its current iterate,
+    /// and waits. Every solve sends new faces, so a neighbour always brings new data. Once
+    /// one face has new data it waits for the others at most as long as its last solve
+    /// took, then solves with whatever has arrived: a slow neighbour holds it back by one
+    /// solve at most. (Only after a solve that sent its faces: with --halo-every N it solves
+    /// on until one does.) Jacobi (`inner` false) never waits.
+    fn idle(&mut self, inner: bool, it: u64, halo_every: u64) -> bool {
+        if !(inner && it > 0 && it.is_multiple_of(halo_every) && !self.resolve) {
+            return false;
+        }
+        if self.fresh.is_empty() {
+            return false;
+        }
+        let any = self.fresh.iter().any(|&f| f);
+        if any && self.first_new.is_none() {
+            self.first_new = Some(Instant::now());
+        }
+        !any || (!self.fresh.iter().all(|&f| f)
+            && self
+                .first_new
+                .is_some_and(|t0| t0.elapsed() < self.last_solve))
+    }
+}
+
 impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
     /// The async and racy variants: each iteration take whatever halo data is there, sweep,
     /// offer the faces with `try_send` (skipped when all R slots are busy), test the
@@ -196,8 +264,7 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
         // An iterate with no snapshot refuses the scheme before any channel opens.
         let snapshot = self.snapshot_buffer()?;
         // Multisplitting's faces carry one word after the values: the echo (`Outbox`).
-        let echo_words = usize::from(S::INNER);
-        let specs = self.specs(0, self.scheme.max_in_flight, echo_words)?;
+        let specs = self.specs(0, self.scheme.max_in_flight, usize::from(S::INNER))?;
         let mut chans = ctx.open::<M>(&specs)?;
         let cert_specs = self.specs(3, 1, 0)?;
         let mut cert = ctx.open::<Sync>(&cert_specs)?;
@@ -205,21 +272,7 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
         ctx.barrier()?;
         self.start = Instant::now();
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
-        let mut inbox = vec![Inbox::default(); self.faces.len()];
-        // Faces offered but not sent (all R slots busy: multisplitting retries them), what
-        // multisplitting's faces echo, and which neighbours wait for this rank's next ones.
-        let mut outbox = vec![Outbox::default(); self.faces.len()];
-        // Multisplitting's mid-solve sends: the solve's closure cannot borrow `self.faces`.
-        let faces = self.faces.clone();
-        let (mut idled, mut spins) = (false, 0u32);
-        // A certification swap wrote new halos: solve with them.
-        let mut resolve = false;
-        // Multisplitting: the faces with new data since the last solve, when the first of
-        // them came, and how long the last solve took.
-        let mut fresh = vec![false; self.faces.len()];
-        let mut first_new: Option<Instant> = None;
-        let mut last_solve = Duration::ZERO;
-        let mut local = [0.0, 0.0];
+        let mut pass = Pass::new(&self.faces);
         let initial = self.measure(self.res0_sq);
         let mut last_true = Some(initial);
         let stop = 'run: loop {
@@ -227,146 +280,159 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
                 break StopReason::Criterion; // u_0 already solves the system
             }
             if self.it < self.cfg.max_iters {
-                // Take whatever new halo data is there. Multisplitting's first solve starts
-                // from the initial halo on every rank, so the first solves overlap even when
-                // a rank starts late: it finds its neighbours' first faces mid-solve (and is
-                // cut short by them), not before it. Were it to take them first, it would
-                // solve while they wait for its faces and they while it waits for theirs,
-                // one rank at a time, and stay that way for the rest of the run.
-                let mut got = false;
-                let first_solve = S::INNER && self.it == 0;
-                if !first_solve {
-                    for (((ch, &face), ib), new) in chans
-                        .iter_mut()
-                        .zip(&self.faces)
-                        .zip(&mut inbox)
-                        .zip(&mut fresh)
-                    {
-                        let applied = ch.take(
-                            &mut self.field,
-                            face,
-                            ib,
-                            self.scheme.racy_read,
-                            &mut self.parts,
-                        )?;
-                        *new |= applied;
-                        got |= applied;
-                    }
-                }
-                // Multisplitting does not solve the same block problem twice: with no new
-                // halo since its last solve, it offers the faces it could not send yet,
-                // reduces the residual of its current iterate, and waits. Every solve sends
-                // new faces, so a neighbour always brings new data. Once one face has new
-                // data it waits for the others at most as long as its last solve took, then
-                // solves with whatever has arrived: a slow neighbour holds it back by one
-                // solve at most.
-                // (Only after a solve that sent its faces: with --halo-every N it solves on
-                // until one does.)
-                let idle = S::INNER
-                    && self.it > 0
-                    && self.it.is_multiple_of(self.scheme.halo_every)
-                    && !resolve
-                    && !fresh.is_empty()
-                    && {
-                        let any = fresh.iter().any(|&f| f);
-                        if any && first_new.is_none() {
-                            first_new = Some(Instant::now());
-                        }
-                        !any || (!fresh.iter().all(|&f| f)
-                            && first_new.is_some_and(|t0| t0.elapsed() < last_solve))
-                    };
+                let got = self.take_halos(&mut chans, &mut pass)?;
+                let idle = pass.idle(S::INNER, self.it, self.scheme.halo_every);
                 rounds.set_waiting(idle);
                 if idle {
-                    // The residual of the current iterate with the newest halo.
-                    if !idled || got {
-                        idled = true;
-                        let t = Instant::now();
-                        local[0] = self.field.residual_sq();
-                        self.parts.sweep += t.computed();
-                    }
-                    if outbox.iter().any(|o| o.unsent) {
-                        self.offer(&mut chans, &mut outbox)?;
-                    }
-                    chans[0].relax(spins);
-                    spins = spins.saturating_add(1);
+                    self.wait_for_faces(&mut chans, &mut pass, got)?;
                 } else {
-                    idled = false;
-                    resolve = false;
-                    spins = 0;
-                    fresh.fill(false);
-                    first_new = None;
-                    let t = Instant::now();
-                    // Multisplitting: a neighbour whose newest faces answer this rank's
-                    // newest waits for this solve (they took turns); it gets this rank's
-                    // faces once mid-solve (`Outbox`). The solve's faces echo the halo it
-                    // starts from.
-                    for (o, ib) in outbox.iter_mut().zip(&inbox) {
-                        o.waits = echo_words > 0 && o.sent > 0 && ib.echo == o.sent;
-                        o.echo = ib.stamp;
-                    }
-                    let mut mid = outbox.iter().any(|o| o.waits);
-                    let mut mid_sent = 0;
-                    let it = self.it;
-                    // Multisplitting stops its inner solve once every neighbour has sent new
-                    // faces since it began (`multisplit.rs`); Jacobi's sweep never asks.
-                    let mut fresher = |field: &F| {
-                        if std::mem::take(&mut mid) {
-                            for ((ch, &face), _) in chans
-                                .iter_mut()
-                                .zip(&faces)
-                                .zip(&outbox)
-                                .filter(|(_, o)| o.waits)
-                            {
-                                // Echo 0: this rank is solving, not waiting (`Outbox`).
-                                // Timed in the solve: multisplitting's sweep.
-                                let mut aside = Parts::default();
-                                mid_sent +=
-                                    u64::from(offer_face(ch, field, face, 0, it, &mut aside)?);
-                            }
-                        }
-                        for ch in chans.iter_mut() {
-                            if !ch.fresh()? {
-                                return Ok(false);
-                            }
-                        }
-                        Ok(!chans.is_empty())
-                    };
-                    local[0] = self.sweep_or_solve(&mut fresher)?;
-                    last_solve = t.elapsed();
-                    self.step.sent_mid_solve(mid_sent);
-                    // Offer the new faces.
-                    if self.it.is_multiple_of(self.scheme.halo_every) {
-                        outbox.iter_mut().for_each(|o| o.unsent = true);
-                        self.offer(&mut chans, &mut outbox)?;
-                    }
+                    self.step_and_offer(&mut chans, &mut pass)?;
                 }
-                local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
+                pass.local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
             }
             // Test the reduction; restart it as soon as it returns (paced: once due).
             let step = match &mut rounds {
                 Detector::Reduction(r) => {
-                    self.async_round(ctx, r, &mut cert, &mut local, &mut last_true)?
+                    self.async_round(ctx, r, &mut cert, &mut pass.local, &mut last_true)?
                 }
                 Detector::Snapshot(s) => self.snapshot_round(ctx, s, &mut cert, &mut last_true)?,
                 Detector::Barrier(b) => {
-                    self.barrier_round(ctx, b, &mut cert, &local, &mut last_true)?
+                    self.barrier_round(ctx, b, &mut cert, &pass.local, &mut last_true)?
                 }
             };
             match step {
                 RoundStep::Stop(reason) => break 'run reason,
                 RoundStep::Rejected => {
                     // Messages sent before the certification swap carry older stamps.
-                    for (ch, ib) in cert.iter().zip(&mut inbox) {
+                    for (ch, ib) in cert.iter().zip(&mut pass.inbox) {
                         ib.floor = ch.latest().map_or(ib.floor, |m| m.stamp());
                         // The halo holds that iterate now; it answers nothing.
                         ib.applied(ib.floor, None);
                     }
-                    resolve = true; // solve with the new halo
+                    pass.resolve = true; // solve with the new halo
                 }
                 RoundStep::Pending | RoundStep::Went => {}
             }
         };
         self.end_async(ctx, stop, last_true, rounds, chans, cert)
+    }
+
+    /// Take whatever new halo data is there: true when some was applied. Multisplitting's
+    /// first solve starts from the initial halo on every rank, so the first solves overlap
+    /// even when a rank starts late: it finds its neighbours' first faces mid-solve (and is
+    /// cut short by them), not before it. Were it to take them first, it would solve while
+    /// they wait for its faces and they while it waits for theirs, one rank at a time, and
+    /// stay that way for the rest of the run.
+    fn take_halos<Ch: HaloSource>(
+        &mut self,
+        chans: &mut [Ch],
+        pass: &mut Pass<F::Link>,
+    ) -> Result<bool, Error> {
+        let mut got = false;
+        if S::INNER && self.it == 0 {
+            return Ok(got);
+        }
+        for (((ch, &face), ib), new) in chans
+            .iter_mut()
+            .zip(&self.faces)
+            .zip(&mut pass.inbox)
+            .zip(&mut pass.fresh)
+        {
+            let applied = ch.take(
+                &mut self.field,
+                face,
+                ib,
+                self.scheme.racy_read,
+                &mut self.parts,
+            )?;
+            *new |= applied;
+            got |= applied;
+        }
+        Ok(got)
+    }
+
+    /// Multisplitting waiting for new faces ([`Pass::idle`]): the residual of the current
+    /// iterate with the newest halo (once, and again when `got` new data), the faces not sent
+    /// yet offered again, the core given away as the transport waits.
+    fn wait_for_faces<B: Backend, M: chan_core::Mode>(
+        &mut self,
+        chans: &mut [Channel<B, M>],
+        pass: &mut Pass<F::Link>,
+        got: bool,
+    ) -> Result<(), Error> {
+        if !pass.idled || got {
+            pass.idled = true;
+            let t = Instant::now();
+            pass.local[0] = self.field.residual_sq();
+            self.parts.sweep += t.computed();
+        }
+        if pass.outbox.iter().any(|o| o.unsent) {
+            self.offer(chans, &mut pass.outbox)?;
+        }
+        chans[0].relax(pass.spins);
+        pass.spins = pass.spins.saturating_add(1);
+        Ok(())
+    }
+
+    /// The step (a sweep, or multisplitting's inner solve, which new faces from every
+    /// neighbour cut short), then the new faces offered when due.
+    fn step_and_offer<B: Backend, M: chan_core::Mode>(
+        &mut self,
+        chans: &mut [Channel<B, M>],
+        pass: &mut Pass<F::Link>,
+    ) -> Result<(), Error>
+    where
+        Channel<B, M>: HaloSource,
+    {
+        pass.idled = false;
+        pass.resolve = false;
+        pass.spins = 0;
+        pass.fresh.fill(false);
+        pass.first_new = None;
+        let t = Instant::now();
+        // Multisplitting: a neighbour whose newest faces answer this rank's newest waits for
+        // this solve (they took turns); it gets this rank's faces once mid-solve (`Outbox`).
+        // The solve's faces echo the halo it starts from.
+        for (o, ib) in pass.outbox.iter_mut().zip(&pass.inbox) {
+            o.waits = S::INNER && o.sent > 0 && ib.echo == o.sent;
+            o.echo = ib.stamp;
+        }
+        let mut mid = pass.outbox.iter().any(|o| o.waits);
+        let mut mid_sent = 0;
+        let it = self.it;
+        let (faces, outbox) = (&pass.faces, &pass.outbox);
+        // Multisplitting stops its inner solve once every neighbour has sent new faces since
+        // it began (`multisplit.rs`); Jacobi's sweep never asks.
+        let mut fresher = |field: &F| {
+            if std::mem::take(&mut mid) {
+                for ((ch, &face), _) in chans
+                    .iter_mut()
+                    .zip(faces)
+                    .zip(outbox)
+                    .filter(|(_, o)| o.waits)
+                {
+                    // Echo 0: this rank is solving, not waiting (`Outbox`). Timed in the
+                    // solve: multisplitting's sweep.
+                    let mut aside = Parts::default();
+                    mid_sent += u64::from(offer_face(ch, field, face, 0, it, &mut aside)?);
+                }
+            }
+            for ch in chans.iter_mut() {
+                if !ch.fresh()? {
+                    return Ok(false);
+                }
+            }
+            Ok(!chans.is_empty())
+        };
+        pass.local[0] = self.sweep_or_solve(&mut fresher)?;
+        pass.last_solve = t.elapsed();
+        self.step.sent_mid_solve(mid_sent);
+        // Offer the new faces.
+        if self.it.is_multiple_of(self.scheme.halo_every) {
+            pass.outbox.iter_mut().for_each(|o| o.unsent = true);
+            self.offer(chans, &mut pass.outbox)?;
+        }
+        Ok(())
     }
 
     /// Offer the current faces marked unsent in `outbox` with `try_send`; a face whose R
