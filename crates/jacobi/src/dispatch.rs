@@ -1,7 +1,7 @@
 //! The one place that picks a rank's path from the configuration, behind the entry point
 //! [`crate::Solve`]: the solver (Krylov in `krylov.rs`; Jacobi and multisplitting in the loops
 //! of `solver/`, the step a type parameter: [`Sweep`] or [`InnerSolve`]), the iterate
-//! (one-plane [`Field`], a hybrid rank's team, deep halos: `deep.rs`, a matrix's row block)
+//! (one-plane [`Field`], a hybrid rank's team, deep halos: `deep/`, a matrix's row block)
 //! with the capabilities its path requires ([`Overlapped`] needs an iterate that sweeps by
 //! regions, [`InnerSolve`] one that solves its block), and the variant (sync loop, or the
 //! async loop over Async or Racy channels). The shared-memory variants run on the same
@@ -89,7 +89,7 @@ pub(crate) fn solve_rank<C: Context>(
             field: keep.then_some(field),
         });
     }
-    // `auto`: measured here, before the run's channels open (`deep.rs`, "Choosing k").
+    // `auto`: measured here, before the run's channels open (`deep/`, "Choosing k").
     let auto = match depth {
         HaloDepth::Fixed(_) => None,
         HaloDepth::Auto => Some(choose_depth(ctx, cfg, plan, &block.field, &block.faces)?),
@@ -100,7 +100,7 @@ pub(crate) fn solve_rank<C: Context>(
     let rank = ctx.rank();
     let (mut record, field) = if depth > 1 {
         let depth = usize::try_from(depth).expect("validated: at most 16");
-        // Async and racy rows of owned points begin aligned (`deep.rs`, "Async and racy").
+        // Async and racy rows of owned points begin aligned (`deep/`, "Async and racy").
         let align = scheme.variant != Variant::Sync;
         let deep = DeepField::new(&block.geom, &cfg.problem, depth, align);
         let run = Run::new(

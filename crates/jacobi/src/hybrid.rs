@@ -1,14 +1,14 @@
 //! Hybrid ranks (`--threads-per-rank T`): every rank of a channel backend (MPI, SHMEM) sweeps
-//! its block with a team of T workers, as the shared-memory sync variant sweeps the whole
-//! grid (`shared.rs`), and talks to the other ranks over its channels as a one-thread rank
-//! does.
+//! its block with a team of T workers, and talks to the other ranks over its channels as a
+//! one-thread rank does. The shared-memory sync variant is one such rank, its team sweeping
+//! the whole grid (`shared/`).
 //!
 //! * **One region per solve.** The rank's own thread is worker 0; T − 1 more threads start
 //!   with the solve and end with it. Worker t owns a fixed range of the block's z-planes for
 //!   the whole solve (the planes split as evenly as they go, lower workers taking the extra
 //!   ones), pinned to a CPU of its own in the rank's allowed set when it has T of them
 //!   (ranks started unbound take disjoint CPUs by their local rank: [`RankTeam`]).
-//! * **Who exchanges.** Worker 0 runs Jacobi's loops (`solver.rs`) unchanged, over a
+//! * **Who exchanges.** Worker 0 runs Jacobi's loops (`solver/`) unchanged, over a
 //!   [`TeamField`]: the halo exchange, the reductions, the certification and every decision
 //!   are its own, between sweeps, while the other workers wait. A sweep has two
 //!   synchronisations: "go", after worker 0 published the arrays, and "done", after which

@@ -1,5 +1,5 @@
 //! What Jacobi's loops (`solver/`) need of an iterate, so that one sync loop and one async
-//! loop serve every iterate alike: the one-plane [`Field`], the deep halo's (`deep.rs`), a
+//! loop serve every iterate alike: the one-plane [`Field`], the deep halo's (`deep/`), a
 //! matrix's row block (`sparse/iterate.rs`), a hybrid rank's team (`hybrid.rs`) and the
 //! shared-memory threads' slabs (`shared/planes.rs`). The loops are generic over
 //! [`Iterate`] and monomorphised for each: no dynamic dispatch in a sweep.

@@ -1,5 +1,5 @@
-//! What a team of workers sweeping one block together needs, shared by the shared-memory
-//! sync variant (`shared.rs`) and the hybrid ranks (`hybrid.rs`): a spinning, then yielding,
+//! What a team of workers sweeping one block together needs: the hybrid ranks' teams
+//! (`hybrid.rs`), which the shared-memory sync variant runs too (`shared/`): a spinning, then yielding,
 //! barrier for a fixed team; per-worker (or per-plane) f64 slots, each on its own cache line;
 //! and the CPUs to pin the workers to.
 

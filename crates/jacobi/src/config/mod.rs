@@ -282,12 +282,12 @@ pub enum Detect {
     /// Rounds of a consistent snapshot: each rank copies its block and sends the copy's faces
     /// over dedicated Sync channels while it iterates on; once it holds every neighbour's
     /// snapshot faces it reduces the residual of the snapshot (one global vector), and a round
-    /// below tolerance stops the run on the snapshot itself (`solver.rs`, "Snapshot
+    /// below tolerance stops the run on the snapshot itself (`solver/`, "Snapshot
     /// detection").
     Snapshot,
     /// A non-blocking barrier (`MPI_Ibarrier` over MPI, the tree reduction elsewhere) that a
     /// rank enters once its own residual is below its share of the tolerance; its completion
-    /// is certified (`solver.rs`, "Barrier detection").
+    /// is certified (`solver/`, "Barrier detection").
     Ibarrier,
 }
 
@@ -380,7 +380,7 @@ pub const MIN_TOL: f64 = f64::EPSILON;
 pub const MAX_HALO_DEPTH: u64 = 16;
 
 /// Jacobi's `--halo-depth`: a fixed k, or `auto`, which measures the candidate depths on
-/// this run's blocks and channels before the solve and takes the fastest (`deep.rs`,
+/// this run's blocks and channels before the solve and takes the fastest (`deep/`,
 /// "Choosing k"). A report stores a fixed k as the number and `auto` as the string `"auto"`
 /// (reports written before `auto` hold a number, and read as before); the k `auto` chose is
 /// in the report's `halo_auto`.

@@ -1,5 +1,5 @@
 //! Deep halos and temporal blocking (`--halo-depth k`): the iterate with a ghost zone k planes
-//! deep, for Jacobi's sync, async and racy loops (`solver.rs`, which run over it as over the
+//! deep, for Jacobi's sync, async and racy loops (`solver/`, which run over it as over the
 //! one-plane [`Field`] through the [`Iterate`] trait). What is specific to deep halos is here:
 //! the grown block, its wavefront of k sweeps, the async sweep of a ghost zone that ages, and
 //! the packing of k-plane messages.
@@ -800,7 +800,7 @@ fn copy_box(sh: &Shape, dst: &mut [f64], src: &[f64], reg: &Region) {
     }
 }
 
-/// The deep halo's iterate in the loops of `solver.rs`: k-plane messages, a block of up to
+/// The deep halo's iterate in the loops of `solver/`: k-plane messages, a block of up to
 /// k sweeps per exchange in the sync loop, [`DeepField::sweep_async`] in the async one.
 impl Halo for DeepField {
     type Link = Face;

@@ -1,7 +1,7 @@
 //! Jacobi's loops, written once against chan-core's [`Context`] and over the [`Iterate`]
 //! trait: one sync loop ([`Run::sync`]) and one async loop for the async and racy variants
 //! ([`Run::asynchronous`]), each monomorphised for the one-plane [`Field`] and the deep halo's
-//! iterate (`deep.rs`), and run by multisplitting with its inner solve in place of the sweep
+//! iterate (`deep/`), and run by multisplitting with its inner solve in place of the sweep
 //! (`multisplit.rs`). Which loop, over which iterate, is chosen in `dispatch.rs`.
 //!
 //! Every decision that ends or changes the course of a run is taken from a value every rank
@@ -81,7 +81,7 @@ impl Block {
 }
 
 /// The state of one rank's run, over its iterate `F`: the one-plane [`Field`], or the deep
-/// halo's (`deep.rs`).
+/// halo's (`deep/`).
 pub(crate) struct Run<'a, F: Iterate, S: Step<F> = Sweep> {
     pub(crate) cfg: &'a Config,
     /// How the block iteration runs over channels (the method's).

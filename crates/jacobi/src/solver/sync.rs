@@ -8,7 +8,7 @@ use chan_core::NeighborExchange;
 impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
     /// The sync variant (the paper's Figure 1): halo swap every `halo_every` iterations,
     /// global residual every `check_every`. With a deep halo each swap brings k planes and
-    /// is followed by a block of k sweeps (`deep.rs`; `halo_every` is 1 and K a multiple of
+    /// is followed by a block of k sweeps (`deep/`; `halo_every` is 1 and K a multiple of
     /// k there, so a check falls at the end of a block).
     ///
     /// `X` is how a due swap goes around the sweep: [`Whole`], or [`Overlapped`] for an

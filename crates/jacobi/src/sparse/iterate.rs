@@ -1,4 +1,4 @@
-//! A matrix's row block as an iterate of the Jacobi loops (`solver.rs`): the same sync,
+//! A matrix's row block as an iterate of the Jacobi loops (`solver/`): the same sync,
 //! async and racy loops, the same certification and records as the stencil's grid, and
 //! multisplitting's inner solves (`multisplit.rs`) over the block's rows.
 //!
