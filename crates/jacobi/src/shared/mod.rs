@@ -139,15 +139,18 @@ fn solve_pinned(
 
 /// The scheme of a shared-memory run: Jacobi's, the only method it takes.
 fn scheme(cfg: &Config) -> Result<crate::BlockIteration, ConfigError> {
-    match cfg.method {
-        crate::Method::Jacobi(j) => Ok(j.iteration),
-        _ => Err(ConfigError::Unsupported {
-            setting: crate::Setting::Solver,
-            value: cfg.solver().name().into(),
-            backend: crate::Backend::SHARED.name,
-            why: crate::Limit::SharedSolver(cfg.solver()),
-        }),
-    }
+    let refused = || ConfigError::Unsupported {
+        setting: crate::Setting::Solver,
+        value: cfg.solver().name().into(),
+        backend: crate::Backend::SHARED.name,
+        why: crate::Limit::SharedSolver(cfg.solver()),
+    };
+    let jacobi = cfg.solver() == crate::Solver::Jacobi;
+    cfg.method
+        .iteration()
+        .filter(|_| jacobi)
+        .copied()
+        .ok_or_else(refused)
 }
 
 /// The record of thread `t` from a loop's record: the shared backend's name and place, and no
