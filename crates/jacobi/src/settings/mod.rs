@@ -361,7 +361,7 @@ pub struct Backend {
 }
 
 impl Backend {
-    /// A channel backend of which nothing more is known ([`crate::solve`]): every
+    /// A channel backend of which nothing more is known ([`crate::Solve::run`]): every
     /// capability is assumed, and the run itself reports what it lacks.
     pub const CHANNELS: Backend = Backend {
         name: "channels",
