@@ -57,7 +57,10 @@ fn run_on<C: Context>(
     warn_unpinned(ctx, &team, args.quiet)?;
     let progress = (ctx.rank() == 0 && !args.quiet).then(|| RunProgress::start(cfg));
     let hook = progress.as_ref().map(RunProgress::hook);
-    let solve = jacobi::Solve::new(cfg).hook(hook);
+    let mut solve = jacobi::Solve::new(cfg);
+    if let Some(hook) = hook {
+        solve = solve.hook(hook);
+    }
     let rec = match &matrix {
         None => solve
             .plan(plan)
@@ -192,10 +195,11 @@ fn run_shared(args: &RunArgs) -> Result<ExitCode, Error> {
     let (cfg, plan) = args.check()?;
     let progress = (!args.quiet).then(|| RunProgress::start(&cfg));
     let threads = args.threads.unwrap_or(1);
-    let records = jacobi::Solve::new(&cfg)
-        .plan(&plan)
-        .hook(progress.as_ref().map(RunProgress::hook))
-        .run_shared(threads);
+    let mut solve = jacobi::Solve::new(&cfg).plan(&plan);
+    if let Some(p) = &progress {
+        solve = solve.hook(p.hook());
+    }
+    let records = solve.run_shared(threads);
     drop(progress);
     finish(
         Report::new(args.run_config(&cfg, threads, &plan), records?),

@@ -161,10 +161,10 @@ impl<'a> Solve<'a> {
 }
 
 impl<'a, On> Solve<'a, On> {
-    /// Call `progress` (when given) as the run goes.
-    pub fn hook(self, progress: impl Into<Option<&'a dyn Progress>>) -> Self {
+    /// Call `progress` as the run goes.
+    pub fn hook(self, progress: &'a dyn Progress) -> Self {
         Solve {
-            hook: progress.into(),
+            hook: Some(progress),
             ..self
         }
     }
