@@ -57,7 +57,7 @@ fn unsynced(cfg: &Config) -> [Config; 2] {
 fn serial(cfg: &Config) -> Result<RankRecord, String> {
     World::new(1)
         .map_err(|e| e.to_string())?
-        .run(|ctx| jacobi::solve(ctx, cfg))
+        .run(|ctx| jacobi::Solve::new(cfg).run(ctx))
         .remove(0)
         .map_err(|e| e.to_string())
 }
@@ -129,7 +129,9 @@ fn every_check<C: Context>(ctx: &mut C, backend: &str) -> Check {
     let p = ctx.size();
     for (name, cfg) in configs() {
         let what = format!("{name} on {backend} at {p} ranks");
-        let mut got = jacobi::solve(ctx, &cfg).map_err(|e| format!("{what}: {e}"))?;
+        let mut got = jacobi::Solve::new(&cfg)
+            .run(ctx)
+            .map_err(|e| format!("{what}: {e}"))?;
         // A rank's error is over its own points: the run's is the largest.
         if let Some(e) = got.error_max {
             let mut all = [e];
@@ -143,7 +145,9 @@ fn every_check<C: Context>(ctx: &mut C, backend: &str) -> Check {
         }
         for cfg in unsynced(&cfg) {
             let what = format!("{what}, {:?}", cfg.variant());
-            let r = jacobi::solve(ctx, &cfg).map_err(|e| format!("{what}: {e}"))?;
+            let r = jacobi::Solve::new(&cfg)
+                .run(ctx)
+                .map_err(|e| format!("{what}: {e}"))?;
             certified(&what, &r, &cfg)?;
         }
     }
@@ -163,7 +167,9 @@ fn in_process() -> Check {
         let want = serial(&cfg)?;
         for t in 1..=3 {
             let what = format!("{name} on shared memory with {t} threads");
-            let mut got = jacobi::solve_shared(&cfg, t).map_err(|e| format!("{what}: {e}"))?;
+            let mut got = jacobi::Solve::new(&cfg)
+                .run_shared(t)
+                .map_err(|e| format!("{what}: {e}"))?;
             // A thread's error is over its own planes: the run's is the largest.
             let error = got.iter().filter_map(|r| r.error_max).reduce(f64::max);
             for r in &mut got {
@@ -172,7 +178,10 @@ fn in_process() -> Check {
             }
             for cfg in unsynced(&cfg) {
                 let what = format!("{what}, {:?}", cfg.variant());
-                for r in jacobi::solve_shared(&cfg, t).map_err(|e| format!("{what}: {e}"))? {
+                for r in jacobi::Solve::new(&cfg)
+                    .run_shared(t)
+                    .map_err(|e| format!("{what}: {e}"))?
+                {
                     certified(&what, &r, &cfg)?;
                 }
             }

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 pub(crate) enum BackendArg {
     /// Ranks are threads of this process, talking over chan-core's channels.
     Threads,
-    /// Shared memory (rayon): threads read their neighbours' planes directly.
+    /// Shared memory: threads read their neighbours' planes directly.
     Shared,
     /// MPI processes started by mpirun, one rank each (needs the `mpi` feature).
     Mpi,

@@ -1,6 +1,6 @@
 //! `aiac run --matrix FILE [--rhs FILE]`: the user's own sparse system, in contiguous row
 //! blocks balanced by nonzeros, one per rank, solved over the ghost channels
-//! ([`jacobi::solve_system`]).
+//! ([`jacobi::Solve::system`]).
 //!
 //! A launched rank (mpirun, oshrun) reads its own rows only ([`read_block`]: two passes over
 //! the file, the memory of its block); the threads backend reads the file once and cuts

@@ -57,9 +57,17 @@ fn run_on<C: Context>(
     warn_unpinned(ctx, &team, args.quiet)?;
     let progress = (ctx.rank() == 0 && !args.quiet).then(|| RunProgress::start(cfg));
     let hook = progress.as_ref().map(RunProgress::hook);
+    let mut solve = jacobi::Solve::new(cfg);
+    if let Some(hook) = hook {
+        solve = solve.hook(hook);
+    }
     let rec = match &matrix {
-        None => jacobi::solve_with_threads(ctx, cfg, plan, hook, team).map(|r| (r, Vec::new())),
-        Some((sys, _)) => jacobi::solve_system(ctx, cfg, sys, hook),
+        None => solve
+            .plan(plan)
+            .team(team)
+            .run(ctx)
+            .map(|r| (r, Vec::new())),
+        Some((sys, _)) => solve.system(sys).run(ctx),
     };
     drop(progress); // the line is cleared before anything else is printed
     let (rec, x) = rec?;
@@ -175,13 +183,17 @@ fn run_threads(args: &RunArgs) -> Result<ExitCode, Error> {
     codes.into_iter().next().ok_or(ConfigError::NoRanks.into())
 }
 
-/// `--backend shared`: the shared-memory (rayon) variants.
+/// `--backend shared`: the shared-memory variants.
 fn run_shared(args: &RunArgs) -> Result<ExitCode, Error> {
     let (cfg, plan) = args.check()?;
     let progress = (!args.quiet).then(|| RunProgress::start(&cfg));
-    let records = jacobi::solve_shared_with(&cfg, &plan, progress.as_ref().map(RunProgress::hook));
-    drop(progress);
     let threads = args.threads.unwrap_or(1);
+    let mut solve = jacobi::Solve::new(&cfg).plan(&plan);
+    if let Some(p) = &progress {
+        solve = solve.hook(p.hook());
+    }
+    let records = solve.run_shared(threads);
+    drop(progress);
     finish(
         Report::new(args.run_config(&cfg, threads, &plan), records?),
         args,
@@ -450,7 +462,7 @@ mod tests {
             let n = args.threads.unwrap_or(1);
             let records = World::new(n)
                 .unwrap()
-                .run(|ctx| jacobi::solve_with(ctx, &cfg, &plan, None).unwrap());
+                .run(|ctx| jacobi::Solve::new(&cfg).plan(&plan).run(ctx).unwrap());
             let report = Report::new(args.run_config(&cfg, n, &plan), records);
             let v = serde_json::to_value(&report).unwrap();
             let failed = serde_json::to_value(args.report_config(&cfg, &plan)).unwrap();

@@ -1,61 +1,28 @@
-//! The distributed entry points and the one place that picks a rank's path from the
-//! configuration: the solver (Krylov in `krylov.rs`; Jacobi and multisplitting in the loops of
-//! `solver.rs`), the iterate (one-plane [`Field`], or deep halos: `deep.rs`) and the variant
-//! (sync loop, or the async loop over Async or Racy channels). The shared-memory variants
-//! have their own entry point, [`crate::solve_shared`] (`shared.rs`). A new solver adds its
-//! file and one arm here.
+//! The one place that picks a rank's path from the configuration, behind the entry point
+//! [`crate::Solve`]: the solver (Krylov in `krylov.rs`; Jacobi and multisplitting in the loops
+//! of `solver/`, the step a type parameter: [`Sweep`] or [`InnerSolve`]), the iterate
+//! (one-plane [`Field`], a hybrid rank's team, deep halos: `deep/`, a matrix's row block)
+//! with the capabilities its path requires ([`Overlapped`] needs an iterate that sweeps by
+//! regions, [`InnerSolve`] one that solves its block), and the variant (sync loop, or the
+//! async loop over Async or Racy channels). The shared-memory variants run on the same
+//! loops (`shared/`). A new solver adds its file and one arm here.
 
 use crate::config::{Config, Exchange, HaloDepth, Variant};
 use crate::deep::{choose_depth, DeepField};
 use crate::field::Field;
 use crate::geometry::Plan;
-use crate::hybrid::{with_team, RankTeam};
+use crate::hybrid::{with_team, RankTeam, TeamSetup};
 use crate::iterate::Iterate;
 use crate::method::Method;
 use crate::multisplit::InnerSolve;
 use crate::progress::Progress;
 use crate::record::RankRecord;
-use crate::solver::{Block, Ending, Run};
+use crate::solver::{Block, Ending, Overlapped, Run, Step, Swap, Sweep, Whole};
 use crate::sparse::iterate::{BlockSystem, SparseIterate};
 use crate::sparse::operator::RowOp;
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{Async, Racy};
-
-/// Run the configured solver on this rank: the distributed entry point (collective: every
-/// rank of `ctx` calls it with the same configuration). Returns this rank's record; gather them
-/// with [`crate::gather_records`].
-pub fn solve<C: Context>(ctx: &mut C, cfg: &Config) -> Result<RankRecord, Error> {
-    let plan = cfg.plan(ctx.size())?;
-    solve_with(ctx, cfg, &plan, None)
-}
-
-/// As [`solve`], over the decomposition `plan` that [`Config::plan`] gave for this world
-/// (computed once by the caller, who also reports it), calling `progress` (when given) as the
-/// run goes: at checks (sync) or completed reduction rounds (async, racy), at most 10 times a
-/// second. Give the hook to one rank.
-pub fn solve_with<C: Context>(
-    ctx: &mut C,
-    cfg: &Config,
-    plan: &Plan,
-    progress: Option<&dyn Progress>,
-) -> Result<RankRecord, Error> {
-    solve_with_threads(ctx, cfg, plan, progress, RankTeam::alone(1))
-}
-
-/// As [`solve_with`], each rank sweeping its block with `team.threads` workers (hybrid
-/// ranks, `hybrid.rs`; 1: the rank's thread alone), placed as `team` says, which
-/// [`Config::check_threads_per_rank`] accepts for this configuration. A sync run's iterates,
-/// residual history and iteration count are those of one thread per rank, bit for bit.
-pub fn solve_with_threads<C: Context>(
-    ctx: &mut C,
-    cfg: &Config,
-    plan: &Plan,
-    progress: Option<&dyn Progress>,
-    team: RankTeam,
-) -> Result<RankRecord, Error> {
-    solve_rank(ctx, cfg, plan, progress, false, team).map(|o| o.record)
-}
 
 /// What one rank ends with: its record, and its final iterate when asked for.
 #[derive(Debug)]
@@ -69,7 +36,9 @@ pub(crate) struct RankOutcome {
     pub(crate) field: Option<Field>,
 }
 
-/// As [`solve_with`], also returning the final iterate when `keep` (the crate's tests).
+/// Run the configured solver on this rank over `plan` ([`crate::Solve::run`]), with a team
+/// of `team.threads` per rank, also returning the final iterate when `keep` (the crate's
+/// tests).
 pub(crate) fn solve_rank<C: Context>(
     ctx: &mut C,
     cfg: &Config,
@@ -97,12 +66,21 @@ pub(crate) fn solve_rank<C: Context>(
         ),
     };
     let block = Block::of_rank(ctx, cfg, plan)?;
+    let regions = (block.interior, block.shell);
     if team.threads > 1 {
         // Jacobi on one-plane halos (checked above): the rank's team sweeps its block.
-        let regions = (block.interior, block.shell);
         let rank = ctx.rank();
-        let (record, field) = with_team(block.field, team, |field| {
-            let mut run = Run::new(cfg, scheme, rank, field, block.faces, regions, progress);
+        let (record, field) = with_team(block.field, team, TeamSetup::rank(), |field| {
+            let mut run = Run::new(
+                cfg,
+                scheme,
+                rank,
+                field,
+                block.faces,
+                regions,
+                progress,
+                Sweep,
+            );
             run.exchange = exchange;
             run_loop(ctx, run).map(|(record, field)| (record, field.into_field()))
         })?;
@@ -111,7 +89,7 @@ pub(crate) fn solve_rank<C: Context>(
             field: keep.then_some(field),
         });
     }
-    // `auto`: measured here, before the run's channels open (`deep.rs`, "Choosing k").
+    // `auto`: measured here, before the run's channels open (`deep/`, "Choosing k").
     let auto = match depth {
         HaloDepth::Fixed(_) => None,
         HaloDepth::Auto => Some(choose_depth(ctx, cfg, plan, &block.field, &block.faces)?),
@@ -119,41 +97,55 @@ pub(crate) fn solve_rank<C: Context>(
     let depth = auto
         .as_ref()
         .map_or(depth.fixed().unwrap_or(1), |a| a.chosen);
-    let regions = (block.interior, block.shell);
-    if depth > 1 {
+    let rank = ctx.rank();
+    let (mut record, field) = if depth > 1 {
         let depth = usize::try_from(depth).expect("validated: at most 16");
-        // Async and racy rows of owned points begin aligned (`deep.rs`, "Async and racy").
+        // Async and racy rows of owned points begin aligned (`deep/`, "Async and racy").
         let align = scheme.variant != Variant::Sync;
         let deep = DeepField::new(&block.geom, &cfg.problem, depth, align);
         let run = Run::new(
             cfg,
             scheme,
-            ctx.rank(),
+            rank,
             deep,
             block.faces,
             regions,
             progress,
+            Sweep,
         );
-        let (mut record, deep) = run_loop(ctx, run)?;
-        record.halo_auto = auto;
-        return Ok(RankOutcome {
-            record,
-            field: keep.then(|| deep.into_field(block.field)),
-        });
-    }
-    let mut run = Run::new(
-        cfg,
-        scheme,
-        ctx.rank(),
-        block.field,
-        block.faces,
-        regions,
-        progress,
-    );
-    run.exchange = exchange;
-    // Multisplitting: its work vectors allocated here, once.
-    run.inner = inner.map(|s| InnerSolve::new(s, &run.field));
-    let (mut record, field) = run_loop(ctx, run)?;
+        let (record, deep) = run_loop(ctx, run)?;
+        (record, deep.into_field(block.field))
+    } else if let Some(spec) = inner {
+        // Multisplitting: its work vectors allocated here, once.
+        let step = InnerSolve::new(spec, &block.field);
+        let run = Run::new(
+            cfg,
+            scheme,
+            rank,
+            block.field,
+            block.faces,
+            regions,
+            progress,
+            step,
+        );
+        run_loop(ctx, run)?
+    } else {
+        let mut run = Run::new(
+            cfg,
+            scheme,
+            rank,
+            block.field,
+            block.faces,
+            regions,
+            progress,
+            Sweep,
+        );
+        run.exchange = exchange;
+        match exchange {
+            Exchange::Overlap => run_loop_with::<_, _, _, Overlapped>(ctx, run)?,
+            _ => run_loop(ctx, run)?,
+        }
+    };
     record.halo_auto = auto;
     Ok(RankOutcome {
         record,
@@ -161,13 +153,22 @@ pub(crate) fn solve_rank<C: Context>(
     })
 }
 
-/// The loop of the variant over `run`'s iterate: the rank's record and the final iterate.
-pub(crate) fn run_loop<C: Context, F: Iterate>(
+/// The loop of the variant over `run`'s iterate, a due swap of the sync loop swapping the
+/// whole halo before the sweep ([`Whole`]): the rank's record and the final iterate.
+pub(crate) fn run_loop<C: Context, F: Iterate, S: Step<F>>(
     ctx: &mut C,
-    mut run: Run<'_, F>,
+    run: Run<'_, F, S>,
+) -> Result<(RankRecord, F), Error> {
+    run_loop_with::<C, F, S, Whole>(ctx, run)
+}
+
+/// As [`run_loop`], the sync loop's swaps going as `X` says.
+pub(crate) fn run_loop_with<C: Context, F: Iterate, S: Step<F>, X: Swap<F>>(
+    ctx: &mut C,
+    mut run: Run<'_, F, S>,
 ) -> Result<(RankRecord, F), Error> {
     let (stop, true_value, time, channels): Ending = match run.scheme.variant {
-        Variant::Sync => run.sync(ctx)?,
+        Variant::Sync => run.sync::<C, X>(ctx)?,
         Variant::Async => run.asynchronous::<C, Async>(ctx)?,
         Variant::Racy => run.asynchronous::<C, Racy>(ctx)?,
     };
@@ -195,25 +196,7 @@ pub struct SystemBlock {
 }
 
 /// Solve a sparse system from x = 0 with the configured method, this rank holding `sys`
-/// (collective: every rank calls it with the same configuration and its own block). The
-/// loops, certification and record are those of the grid's solvers ([`solve_with`]):
-/// Jacobi's sync, async and racy loops over the row block's ghost channels,
-/// multisplitting with inner CG or Jacobi on the block, and the Krylov solvers (cg,
-/// cg-overlap, pipecg, with or without the Jacobi preconditioner) over the block as their
-/// operator. [`Config::validate_matrix`] says
-/// which settings apply to a matrix.
-///
-/// Returns this rank's record and its part of the final iterate x (its rows).
-pub fn solve_system<C: Context>(
-    ctx: &mut C,
-    cfg: &Config,
-    sys: &SystemBlock,
-    progress: Option<&dyn Progress>,
-) -> Result<(RankRecord, Vec<f64>), Error> {
-    solve_system_rank(ctx, cfg, sys, progress)
-}
-
-/// [`solve_system`].
+/// ([`crate::Solve::system`]): its record and its rows of the final iterate.
 pub(crate) fn solve_system_rank<C: Context>(
     ctx: &mut C,
     cfg: &Config,
@@ -243,16 +226,37 @@ pub(crate) fn solve_system_rank<C: Context>(
         y: 0..0,
         z: 0..0,
     };
-    let mut run = Run::new(
-        cfg,
-        scheme,
-        ctx.rank(),
-        it,
-        links,
-        (none, Vec::new()),
-        progress,
-    );
-    run.inner = inner.map(InnerSolve::counts_only);
-    let (record, it) = run_loop(ctx, run)?;
+    let rank = ctx.rank();
+    let (record, it) = match inner {
+        Some(spec) => {
+            let step = InnerSolve::counts_only(spec);
+            run_loop(
+                ctx,
+                Run::new(
+                    cfg,
+                    scheme,
+                    rank,
+                    it,
+                    links,
+                    (none, Vec::new()),
+                    progress,
+                    step,
+                ),
+            )?
+        }
+        None => run_loop(
+            ctx,
+            Run::new(
+                cfg,
+                scheme,
+                rank,
+                it,
+                links,
+                (none, Vec::new()),
+                progress,
+                Sweep,
+            ),
+        )?,
+    };
     Ok((record, it.own().to_vec()))
 }

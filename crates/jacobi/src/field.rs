@@ -130,7 +130,7 @@ impl Field {
     }
 
     /// Copy `src`'s current iterate, owned points and halo, into this one's current array
-    /// (a block of the same shape: snapshots, `solver.rs`). The next array is left as it
+    /// (a block of the same shape: snapshots, `solver/`). The next array is left as it
     /// was: its owned points are overwritten by the next sweep, and its halo by the next
     /// unpack (a restored snapshot is followed by a certification swap).
     pub(crate) fn copy_current_from(&mut self, src: &Field) {
@@ -302,12 +302,6 @@ impl Field {
             out.store(k, self.u[i]);
             k += 1;
         });
-    }
-
-    /// The two arrays (current iterate, next buffer), both with the halo, and the right-hand
-    /// side if the problem has one.
-    pub fn into_arrays(self) -> (Grid, Grid, Option<Grid>) {
-        (self.u, self.next, self.rhs)
     }
 
     /// Overwrite the owned points of the current iterate with `vals` (x fastest, as

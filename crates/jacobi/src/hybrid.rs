@@ -1,14 +1,14 @@
 //! Hybrid ranks (`--threads-per-rank T`): every rank of a channel backend (MPI, SHMEM) sweeps
-//! its block with a team of T workers, as the shared-memory sync variant sweeps the whole
-//! grid (`shared.rs`), and talks to the other ranks over its channels as a one-thread rank
-//! does.
+//! its block with a team of T workers, and talks to the other ranks over its channels as a
+//! one-thread rank does. The shared-memory sync variant is one such rank, its team sweeping
+//! the whole grid (`shared/`).
 //!
 //! * **One region per solve.** The rank's own thread is worker 0; T − 1 more threads start
 //!   with the solve and end with it. Worker t owns a fixed range of the block's z-planes for
 //!   the whole solve (the planes split as evenly as they go, lower workers taking the extra
 //!   ones), pinned to a CPU of its own in the rank's allowed set when it has T of them
 //!   (ranks started unbound take disjoint CPUs by their local rank: [`RankTeam`]).
-//! * **Who exchanges.** Worker 0 runs Jacobi's loops (`solver.rs`) unchanged, over a
+//! * **Who exchanges.** Worker 0 runs Jacobi's loops (`solver/`) unchanged, over a
 //!   [`TeamField`]: the halo exchange, the reductions, the certification and every decision
 //!   are its own, between sweeps, while the other workers wait. A sweep has two
 //!   synchronisations: "go", after worker 0 published the arrays, and "done", after which
@@ -36,9 +36,10 @@ use crate::config::{Config, ConfigError};
 use crate::field::Field;
 use crate::geometry::{Dims, Face, Plan};
 use crate::halo::Halo;
-use crate::iterate::Iterate;
+use crate::iterate::{Iterate, Lacks};
 use crate::kernel::{self, Shape};
 use crate::problem::Problem;
+use crate::slow::Slowdown;
 use crate::team::{
     rank_team_cpus, team_wait_policy, BreakOnPanic, Slots, SpinBarrier, Waiter, SPIN_STEPS,
 };
@@ -149,12 +150,16 @@ pub(crate) struct Team {
     dst: AtomicPtr<f64>,
     rhs: AtomicPtr<f64>,
     cmd: AtomicU8,
+    /// Each worker's slowdown factor (`slow.rs`), when the slow unit is a worker of the team
+    /// (the shared-memory backend's threads); empty: no worker is slowed (a hybrid rank is
+    /// slowed as a whole, by its loop).
+    slow: Vec<f64>,
 }
 
 impl Team {
     /// A team of `threads` workers for a block of `shape`, whose "done" waits as `wait` says
-    /// ([`team_wait_policy`]).
-    pub(crate) fn new(shape: Shape, threads: usize, wait: WaitPolicy) -> Self {
+    /// ([`team_wait_policy`]), each worker slowed by `slow[t]` (empty: none).
+    pub(crate) fn new(shape: Shape, threads: usize, wait: WaitPolicy, slow: Vec<f64>) -> Self {
         assert!(
             threads >= 1 && threads <= shape.n.z,
             "a team of at most one worker per plane"
@@ -169,7 +174,13 @@ impl Team {
             dst: AtomicPtr::new(std::ptr::null_mut()),
             rhs: AtomicPtr::new(std::ptr::null_mut()),
             cmd: AtomicU8::new(STEP),
+            slow,
         }
+    }
+
+    /// Worker `t`'s slowdown, from no sweep done.
+    fn slowdown(&self, t: usize) -> Slowdown {
+        Slowdown::new(self.slow.get(t).copied().unwrap_or(1.0))
     }
 
     /// Worker `t` (≥ 1) for the whole solve: sweep its planes at each "go" until told to stop.
@@ -178,6 +189,7 @@ impl Team {
         // If this worker panics worker 0 would wait for it for ever: break the barrier.
         let _guard = BreakOnPanic(&self.barrier);
         let mut seen = 0;
+        let mut slow = self.slowdown(t);
         loop {
             seen = self.wait_for_go(seen);
             let cmd = self.cmd.load(Relaxed);
@@ -186,7 +198,7 @@ impl Team {
             }
             // SAFETY: (1) between this "go" and the "done" below the sweep's protocol holds
             // (`sweep_planes`' Safety); worker 0 published the arrays before "go".
-            unsafe { self.sweep_planes(t, cmd == SWEEP) };
+            unsafe { self.sweep_planes(t, cmd == SWEEP, &mut slow) };
             bar.wait(); // done
         }
     }
@@ -217,7 +229,8 @@ impl Team {
     }
 
     /// Sweep worker `t`'s planes from the published current iterate into the published next
-    /// array; with `resid`, each plane's Σ r² into its slot.
+    /// array; with `resid`, each plane's Σ r² into its slot. Then the worker's extra passes
+    /// over its planes when it is the slow one (`slow`).
     ///
     /// # Safety
     /// Called between a "go" and the following "done" passage of the barrier, with the
@@ -225,7 +238,7 @@ impl Team {
     /// arrays (`Field::sweep_arrays`) and touches the field by no other way until "done".
     /// Then nobody writes the current iterate or the source term, and each worker writes only
     /// its own planes of the next array (the ranges of [`planes_of`] are disjoint).
-    unsafe fn sweep_planes(&self, t: usize, resid: bool) {
+    unsafe fn sweep_planes(&self, t: usize, resid: bool, slow: &mut Slowdown) {
         let sh = &self.shape;
         let zs = planes_of(sh.n.z, self.threads, t);
         let (src, dst, rhs) = (
@@ -252,8 +265,9 @@ impl Team {
                 self.planes.put(z - 1, r);
             }
         } else {
-            kernel::step_planes(sh, src, rhs, dst, zs);
+            kernel::step_planes(sh, src, rhs, dst, zs.clone());
         }
+        slow.after(1, || kernel::residual_sq_planes(sh, src, rhs, zs.clone()));
     }
 }
 
@@ -264,6 +278,8 @@ pub(crate) struct TeamField<'t> {
     team: &'t Team,
     /// Worker 0's passages of the barrier; tells the others to stop when dropped.
     lead: Lead<'t>,
+    /// Worker 0's slowdown ([`Team::slowdown`]).
+    slow: Slowdown,
 }
 
 /// Worker 0's handle on the team: its passages of "done", and the other workers' threads to
@@ -311,6 +327,7 @@ impl<'t> TeamField<'t> {
         TeamField {
             field,
             team,
+            slow: team.slowdown(0),
             lead: Lead {
                 team,
                 bar: team.barrier.waiter(),
@@ -341,7 +358,7 @@ impl<'t> TeamField<'t> {
         self.lead.go();
         // SAFETY: (1) between "go" and "done", with the pointers just published from the
         // field's arrays, whose borrows ended there; the field is not touched until "done".
-        unsafe { team.sweep_planes(0, resid) };
+        unsafe { team.sweep_planes(0, resid, &mut self.slow) };
         self.lead.bar.wait(); // done: every plane of the next array written
         self.field.finish_sweep();
         if resid {
@@ -363,6 +380,7 @@ impl Halo for TeamField<'_> {
 }
 
 impl Iterate for TeamField<'_> {
+    type Snapshot = Lacks;
     fn link_peer(&self, face: Face) -> usize {
         self.field.link_peer(face)
     }
@@ -385,7 +403,7 @@ impl Iterate for TeamField<'_> {
     fn residual_sq(&self) -> f64 {
         self.field.residual_sq()
     }
-    fn snapshot_buffer(&self) -> Result<Self, crate::Setting> {
+    fn snapshot_buffer(&self) -> Result<Lacks, crate::Setting> {
         Err(crate::Setting::ThreadsPerRank)
     }
     fn set_halo_current_only(&mut self, on: bool) {
@@ -403,19 +421,39 @@ impl Iterate for TeamField<'_> {
     }
 }
 
+/// How a team's workers are placed and slowed: pinned or not, and each worker's slowdown
+/// factor (empty: none slowed).
+pub(crate) struct TeamSetup {
+    /// Pin each worker to a CPU of this thread's allowed set when it has that many
+    /// ([`RankTeam::cpus`]).
+    pub(crate) pin: bool,
+    /// Worker t's slowdown factor at `slow[t]` (`slow.rs`).
+    pub(crate) slow: Vec<f64>,
+}
+
+impl TeamSetup {
+    /// A hybrid rank's team: pinned, no worker slowed (the loop slows the rank).
+    pub(crate) fn rank() -> Self {
+        TeamSetup {
+            pin: true,
+            slow: Vec::new(),
+        }
+    }
+}
+
 /// Run `body` on this thread as worker 0 of a team of `team.threads` sweeping `field`, the
-/// other workers on threads of their own for as long as it runs, each pinned to a CPU of
-/// this thread's allowed set when it has that many ([`RankTeam::cpus`]). The workers stop when `body` drops
-/// the [`TeamField`] or takes its field back ([`TeamField::into_field`]), whichever way it
-/// returns.
+/// other workers on threads of their own for as long as it runs, placed and slowed as
+/// `setup` says. The workers stop when `body` drops the [`TeamField`] or takes its field back
+/// ([`TeamField::into_field`]), whichever way it returns.
 pub(crate) fn with_team<R>(
     field: Field,
     placement: RankTeam,
+    setup: TeamSetup,
     body: impl for<'t> FnOnce(TeamField<'t>) -> R,
 ) -> R {
     let threads = placement.threads;
-    let team = Team::new(*field.shape(), threads, placement.wait_policy());
-    let cpus = placement.cpus();
+    let team = Team::new(*field.shape(), threads, placement.wait_policy(), setup.slow);
+    let cpus = if setup.pin { placement.cpus() } else { None };
     std::thread::scope(|s| {
         // Worker 0's handle on the barrier exists before any other worker can pass it, and
         // stops the workers started so far if starting one fails.

@@ -1,6 +1,8 @@
-//! What Jacobi's loops (`solver.rs`) need of an iterate, so that one sync loop and one async
-//! loop serve the one-plane [`Field`] and the deep halo's iterate (`deep.rs`) alike. The loops
-//! are generic over [`Iterate`] and monomorphised for each: no dynamic dispatch in a sweep.
+//! What Jacobi's loops (`solver/`) need of an iterate, so that one sync loop and one async
+//! loop serve every iterate alike: the one-plane [`Field`], the deep halo's (`deep/`), a
+//! matrix's row block (`sparse/iterate.rs`), a hybrid rank's team (`hybrid.rs`) and the
+//! shared-memory threads' slabs (`shared/planes.rs`). The loops are generic over
+//! [`Iterate`] and monomorphised for each: no dynamic dispatch in a sweep.
 
 use crate::field::Field;
 use crate::geometry::{Dims, Face};
@@ -15,14 +17,22 @@ use chan_core::traits::*;
 use chan_core::{AtomicF64Slice, Channel, Sync};
 
 /// A block's iterate with a halo that travels between neighbours ([`Halo`]), swept by the
-/// Jacobi loops.
+/// Jacobi loops: what every loop needs of every iterate. What only some iterates can do is a
+/// capability trait of its own, required where it is used:
 ///
-/// The last three methods are the one-plane iterate's alone (and the row block's, for
-/// multisplitting's inner solve): multisplitting's inner solve and the overlapped exchange's
-/// sweep by regions. [`Config::validate`](crate::Config::validate) refuses them with a deep
-/// halo (`--solver multisplit`, `--exchange overlap`) and `validate_matrix` the overlapped
-/// exchange with a matrix, so no run calls them on one; their default panics saying so.
-pub(crate) trait Iterate: Halo {
+/// * [`SolveInner`]: multisplitting's inner solve in place of a sweep (the one-plane
+///   [`Field`] and a matrix's row block), required by the loops' step
+///   ([`InnerSolve`](crate::multisplit::InnerSolve) as [`Step`](crate::solver::Step));
+/// * [`SweepRegions`]: the overlapped exchange's sweep by regions ([`Field`] alone), required
+///   by `dispatch.rs` where it runs `--exchange overlap`;
+/// * [`SnapshotOf`]: the snapshot detection's copies, through [`Iterate::Snapshot`]: `Self`
+///   for an iterate that has them ([`Field`]), the uninhabited [`Lacks`] for one that has
+///   none, whose [`Iterate::snapshot_buffer`] names the setting that rules the detection
+///   out.
+pub(crate) trait Iterate: Halo + Sized {
+    /// The snapshot detection's buffer ([`SnapshotOf`]), or [`Lacks`].
+    type Snapshot: SnapshotOf<Self>;
+
     /// The rank across `link`.
     fn link_peer(&self, link: Self::Link) -> usize;
 
@@ -65,21 +75,10 @@ pub(crate) trait Iterate: Halo {
     /// Σ r² over the owned points, with the halo as last exchanged.
     fn residual_sq(&self) -> f64;
 
-    /// The snapshot detection: a second iterate to take snapshots into, allocated once; or,
-    /// for an iterate with no snapshot, the setting that rules it out (the run refuses the
+    /// The snapshot detection: a buffer to take snapshots into, allocated once; or, for an
+    /// iterate with no snapshot, the setting that rules it out (the run refuses the
     /// detection naming it).
-    fn snapshot_buffer(&self) -> Result<Self, crate::Setting>
-    where
-        Self: Sized;
-
-    /// Copy `src`'s current iterate, owned points and halo, into this one's: taking a
-    /// snapshot (`src` the iterate, `self` the buffer) and restoring it (the other way round).
-    /// Only for iterates whose [`Iterate::snapshot_buffer`] gives one.
-    fn copy_current_from(&mut self, _src: &Self) {
-        unreachable!(
-            "only iterates with a snapshot buffer take snapshots (Iterate::snapshot_buffer)"
-        )
-    }
+    fn snapshot_buffer(&self) -> Result<Self::Snapshot, crate::Setting>;
 
     /// Unpack messages into the current iterate's halo only: the sync loop with an exchange
     /// before every sweep ([`Field::set_halo_current_only`]). Nothing by default.
@@ -101,31 +100,72 @@ pub(crate) trait Iterate: Halo {
 
     /// The largest |u − exact| over the owned points, for a problem with a known solution.
     fn error_max(&self, problem: &Problem) -> Option<f64>;
+}
 
-    /// Multisplitting's inner solve of the block in place of a sweep (`multisplit.rs`):
-    /// Σ r² of the iterate it started from.
+/// Capability: multisplitting's inner solve of the block in place of a sweep
+/// (`multisplit.rs`).
+pub(crate) trait SolveInner: Iterate {
+    /// Solve the block with `inner`, the halo fixed, `fresher` asked between inner iterations
+    /// whether to stop early: Σ r² of the iterate it started from.
     fn solve_inner(
         &mut self,
-        _inner: &mut InnerSolve,
-        _slow: &mut Slowdown,
-        _fresher: &mut Fresher<'_, Self>,
-    ) -> Result<f64, Error> {
-        unreachable!("multisplitting has no deep halo: Method::Multisplit holds no depth, so dispatch.rs runs it over Field and SparseIterate only")
-    }
+        inner: &mut InnerSolve,
+        slow: &mut Slowdown,
+        fresher: &mut Fresher<'_, Self>,
+    ) -> Result<f64, Error>;
+}
 
-    /// Sweep `region` into the next iterate without swapping (the overlapped exchange): Σ r²
-    /// of the current iterate over it when `resid`, else 0.
-    fn sweep_region(&mut self, _region: &Region, _resid: bool) -> f64 {
-        unreachable!("the overlapped exchange has no deep-halo form (Config::validate refuses it with k > 1)")
-    }
+/// Capability: the overlapped exchange's sweep by regions (`--exchange overlap`).
+pub(crate) trait SweepRegions: Iterate {
+    /// Sweep `region` into the next iterate without swapping: Σ r² of the current iterate
+    /// over it when `resid`, else 0.
+    fn sweep_region(&mut self, region: &Region, resid: bool) -> f64;
 
     /// End a sweep done region by region.
-    fn finish_sweep(&mut self) {
-        unreachable!("the overlapped exchange has no deep-halo form (Config::validate refuses it with k > 1)")
+    fn finish_sweep(&mut self);
+}
+
+/// Capability: the snapshot detection's buffer for iterate `F` (`--detect snapshot`): a copy
+/// of its current iterate, owned points and halo, whose faces travel and whose residual is
+/// reduced.
+pub(crate) trait SnapshotOf<F: Halo> {
+    /// Take a snapshot: copy `src`'s current iterate into this buffer.
+    fn take_from(&mut self, src: &F);
+    /// Restore it: copy this buffer into `dst`'s current iterate.
+    fn restore_into(&self, dst: &mut F);
+    /// The snapshot's face across `link`, as [`Halo::pack`].
+    fn pack(&self, link: F::Link, buf: &mut [f64]);
+    /// A neighbour's snapshot face into the snapshot's halo, as [`Halo::unpack`].
+    fn unpack(&mut self, link: F::Link, data: &[f64]);
+    /// Σ r² of the snapshot.
+    fn residual_sq(&self) -> f64;
+}
+
+/// The capability an iterate lacks: a type with no value, so that none of its methods can
+/// be called (an iterate whose [`Iterate::snapshot_buffer`] refuses gives none).
+#[derive(Debug)]
+pub(crate) enum Lacks {}
+
+impl<F: Halo> SnapshotOf<F> for Lacks {
+    fn take_from(&mut self, _: &F) {
+        match *self {}
+    }
+    fn restore_into(&self, _: &mut F) {
+        match *self {}
+    }
+    fn pack(&self, _: F::Link, _: &mut [f64]) {
+        match *self {}
+    }
+    fn unpack(&mut self, _: F::Link, _: &[f64]) {
+        match *self {}
+    }
+    fn residual_sq(&self) -> f64 {
+        match *self {}
     }
 }
 
 impl Iterate for Field {
+    type Snapshot = Field;
     fn link_peer(&self, face: Face) -> usize {
         self.geometry().neighbours[face.index()].expect("links are faces with a neighbour")
     }
@@ -155,9 +195,6 @@ impl Iterate for Field {
         snap.set_halo_current_only(true);
         Ok(snap)
     }
-    fn copy_current_from(&mut self, src: &Self) {
-        Field::copy_current_from(self, src);
-    }
     fn set_halo_current_only(&mut self, on: bool) {
         Field::set_halo_current_only(self, on);
     }
@@ -177,6 +214,9 @@ impl Iterate for Field {
     fn error_max(&self, problem: &Problem) -> Option<f64> {
         Field::error_max(self, problem)
     }
+}
+
+impl SolveInner for Field {
     fn solve_inner(
         &mut self,
         inner: &mut InnerSolve,
@@ -185,6 +225,9 @@ impl Iterate for Field {
     ) -> Result<f64, Error> {
         inner.solve(self, slow, fresher)
     }
+}
+
+impl SweepRegions for Field {
     fn sweep_region(&mut self, region: &Region, resid: bool) -> f64 {
         if resid {
             Field::sweep_region(self, region)
@@ -195,5 +238,23 @@ impl Iterate for Field {
     }
     fn finish_sweep(&mut self) {
         Field::finish_sweep(self);
+    }
+}
+
+impl SnapshotOf<Field> for Field {
+    fn take_from(&mut self, src: &Field) {
+        self.copy_current_from(src);
+    }
+    fn restore_into(&self, dst: &mut Field) {
+        dst.copy_current_from(self);
+    }
+    fn pack(&self, face: Face, buf: &mut [f64]) {
+        Field::pack(self, face, buf);
+    }
+    fn unpack(&mut self, face: Face, data: &[f64]) {
+        Field::unpack(self, face, data);
+    }
+    fn residual_sq(&self) -> f64 {
+        Field::residual_sq(self)
     }
 }

@@ -21,26 +21,30 @@
 //! method's defaults (its stopping criterion and check period).
 //!
 //! The API is small: a [`Config`] (with its [`Problem`], [`Method`] and [`StopCriterion`]), one
-//! distributed entry point, [`solve`] (generic over chan-core's [`chan_core::Context`], so the
-//! same code runs over threads, MPI and SHMEM), one shared-memory entry point,
-//! [`solve_shared`] (the rayon variants of the paper's OpenMP section), and what they return:
-//! a [`RankRecord`] per rank, gathered to rank 0 with [`gather_records`] and summarised in a
-//! [`Report`]. The `_with` forms take a decomposition computed once ([`Config::plan`],
-//! [`Config::shared_plan`]) and a [`Progress`] hook. Async and racy runs **certify** a
-//! convergence claim with a synchronous halo swap and reduction of the true residual before
-//! they stop ([`Config::confirm`]); aiac never reports converged with the true residual above
-//! tolerance.
+//! entry point, the builder [`Solve`], and what it returns: a [`RankRecord`] per rank,
+//! gathered to rank 0 with [`gather_records`] and summarised in a [`Report`].
+//! [`Solve::run`] is generic over chan-core's [`chan_core::Context`], so the same code runs
+//! over threads, MPI and SHMEM; [`Solve::run_shared`] runs the shared-memory variants of the
+//! paper's OpenMP section on threads of this process, on the same loops. Optional pieces are
+//! one call each: a decomposition computed once ([`Solve::plan`], from [`Config::plan`] or
+//! [`Config::shared_plan`]), a [`Progress`] hook ([`Solve::hook`]), hybrid ranks
+//! ([`Solve::team`]) and a sparse system instead of the grid ([`Solve::system`]). Async and
+//! racy runs **certify** a convergence claim with a synchronous halo swap and reduction of
+//! the true residual before they stop ([`Config::confirm`]); aiac never reports converged
+//! with the true residual above tolerance.
 //!
 //! ```
 //! use chan_threads::World;
-//! use jacobi::{Config, Dims, Jacobi, SizeSpec, Variant};
+//! use jacobi::{Config, Dims, Jacobi, SizeSpec, Solve, Variant};
 //!
 //! let cfg = Config {
 //!     method: Jacobi::new(Variant::Async).into(),
 //!     size: SizeSpec::Global(Dims::cube(8)),
 //!     ..Config::default()
 //! };
-//! let records = World::new(2).unwrap().run(|ctx| jacobi::solve(ctx, &cfg).unwrap());
+//! let records = World::new(2)
+//!     .unwrap()
+//!     .run(|ctx| Solve::new(&cfg).run(ctx).unwrap());
 //! assert!(records.iter().all(|r| r.converged && r.residual.true_residual < 1e-4));
 //! ```
 
@@ -77,6 +81,7 @@ mod settings;
 mod shared;
 mod single;
 mod slow;
+mod solve;
 mod solver;
 pub mod sparse;
 mod team;
@@ -89,7 +94,7 @@ pub use config::{
     RacyRead, ReductionKind, SizeSpec, SlowRank, Solver, Variant, DEFAULT_INNER_MAX,
     DEFAULT_INNER_TOL, DEFAULT_LOCAL, DEFAULT_SLOWDOWN, MAX_HALO_DEPTH, MAX_SLOWDOWN, MIN_TOL,
 };
-pub use dispatch::{solve, solve_system, solve_with, solve_with_threads, SystemBlock};
+pub use dispatch::SystemBlock;
 pub use error::Error;
 pub use geometry::{Dims, Plan, ProcGrid};
 pub use hybrid::{RankTeam, MAX_THREADS_PER_RANK};
@@ -109,7 +114,7 @@ pub use settings::{
     check_given, Applies, Backend, Context, DepthConflict, Limit, Named, Names, NotApplicable,
     Operator, Scope, Setting, Words,
 };
-pub use shared::{solve_shared, solve_shared_with};
+pub use solve::{Grid, Solve, System};
 
 /// The stencil kernels, for the criterion benchmarks in `benches/` only: not part of the API.
 #[doc(hidden)]

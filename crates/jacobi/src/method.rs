@@ -102,7 +102,7 @@ pub struct Jacobi {
     /// does the k sweeps on its block grown by the ghost zone, as one wavefront (temporal
     /// blocking); the iterates are bit for bit those of k = 1. Async and racy send k-deep
     /// faces every `halo_every` iterations and advance a fresh ghost zone with the block.
-    /// `auto`: k chosen at the start from measured costs (`deep.rs`, "Choosing k").
+    /// `auto`: k chosen at the start from measured costs (`deep/`, "Choosing k").
     pub halo_depth: HaloDepth,
 }
 

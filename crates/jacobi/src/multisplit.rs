@@ -3,7 +3,7 @@
 //! multisplit` solves the rank's block of `A u = b`, the halo held fixed as Dirichlet data,
 //! in place of the one sweep a Jacobi iteration does. Everything else (halo channels, the
 //! sync, async and racy loops, the reductions, the certification of a convergence claim) is
-//! the Jacobi solver's, in `solver.rs`: "converged" means the same for both.
+//! the Jacobi solver's, in `solver/`: "converged" means the same for both.
 //!
 //! * **Inner CG** ([`Inner::Cg`]): conjugate gradients on the owned points alone. With the
 //!   halo fixed, the block's equations are `A_loc u = b_loc + (halo terms)`; starting from
@@ -36,7 +36,7 @@
 //! never cut a solve (they have no new data mid-solve by construction). A rank whose
 //! neighbour waits for it (the two took turns) sends that neighbour its faces after the
 //! solve's first inner iteration, from `fresher`, which is given the current iterate for it
-//! (`solver.rs`, `Outbox`).
+//! (`solver/`, `Outbox`).
 //!
 //! The work vectors (inner CG: r, p, A p) are allocated once, when the run starts.
 
@@ -69,7 +69,7 @@ pub(crate) struct InnerSolve {
     /// Solves ended before their tolerance or iteration limit because fresher halos had
     /// arrived.
     pub(crate) cut_short: u64,
-    /// Faces sent mid-solve to a neighbour that waited for them (`solver.rs`, `Outbox`).
+    /// Faces sent mid-solve to a neighbour that waited for them (`solver/`, `Outbox`).
     pub(crate) sent_mid_solve: u64,
 }
 

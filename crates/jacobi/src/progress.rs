@@ -2,8 +2,7 @@
 //! [`History`] every rank records.
 //!
 //! The library prints nothing by itself. A caller that wants a progress line (the `aiac`
-//! binary draws one on rank 0) passes a [`Progress`] to [`crate::solve_with`] or
-//! [`crate::solve_shared_with`]; the solver calls it at a check (sync) or a completed round of
+//! binary draws one on rank 0) passes a [`Progress`] to [`crate::Solve::hook`]; the solver calls it at a check (sync) or a completed round of
 //! the non-blocking reduction (async, racy), at most once every [`PROGRESS_INTERVAL`]. Between
 //! calls the solver only compares two durations: nothing is allocated, formatted or locked in
 //! the iteration loop.

@@ -29,15 +29,6 @@ impl Slowdown {
         }
     }
 
-    /// As [`Slowdown::new`], `done` units of work already done: for a loop that knows its
-    /// count but cannot keep the state (the shared-memory sync sweep's parallel closure).
-    pub(crate) fn after_units(factor: f64, done: u64) -> Self {
-        Slowdown {
-            done,
-            ..Slowdown::new(factor)
-        }
-    }
-
     /// The extra passes owed after units `done .. done + units`: ⌊e·(done + units)⌋ − ⌊e·done⌋,
     /// so that over n units there are ⌊e·n⌋ of them, however the units are grouped.
     fn owed(&self, units: u64) -> u64 {
@@ -82,12 +73,5 @@ mod tests {
         assert_eq!(count(2.5, &[1; 10]), 15);
         assert_eq!(count(2.5, &[4, 3, 3]), 15);
         assert_eq!(count(20.0, &[1, 1]), 38);
-        // Resumed after 3 units of F = 2.5: the 4th owes ⌊1.5 · 4⌋ − ⌊1.5 · 3⌋ = 6 − 4.
-        let mut n = 0;
-        Slowdown::after_units(2.5, 3).after(1, || {
-            n += 1;
-            0.0
-        });
-        assert_eq!(n, 2);
     }
 }

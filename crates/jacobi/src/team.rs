@@ -1,8 +1,8 @@
-//! What a team of workers sweeping one block together needs, shared by the shared-memory
-//! sync variant (`shared.rs`) and the hybrid ranks (`hybrid.rs`): a spinning, then yielding
-//! (or, with more busy threads than cores, backing off) barrier for a fixed team; per-worker
-//! (or per-plane) f64 slots, each on its own cache line; the CPUs to pin the workers to; and
-//! how the workers of the job's rank teams wait for each other.
+//! What a team of workers sweeping one block together needs: the hybrid ranks' teams
+//! (`hybrid.rs`), which the shared-memory sync variant runs too (`shared/`): a spinning, then
+//! yielding (or, with more busy threads than cores, backing off) barrier for a fixed team;
+//! per-worker (or per-plane) f64 slots, each on its own cache line; the CPUs to pin the
+//! workers to; and how the workers of the job's rank teams wait for each other.
 
 use chan_core::backend::WaitPolicy;
 use std::sync::atomic::{
@@ -48,19 +48,6 @@ pub(crate) fn rank_team_cpus(
         _ => 0,
     };
     (ids.len() >= threads).then(|| ids[first..first + threads].to_vec())
-}
-
-/// The CPUs to pin a team of `threads` workers to, one each: the first `threads` CPUs this
-/// thread may run on (`sched_getaffinity` on Linux: under mpirun, the rank's binding).
-/// `None` when there are fewer of them than workers, or they cannot be listed: pinning would
-/// then stack two workers on one core for good.
-pub(crate) fn team_cpus(threads: usize) -> Option<Vec<core_affinity::CoreId>> {
-    core_affinity::get_core_ids()
-        .filter(|ids| ids.len() >= threads)
-        .map(|mut ids| {
-            ids.truncate(threads);
-            ids
-        })
 }
 
 /// One f64 per worker, each on a cache line of its own, so that workers storing their own
@@ -124,10 +111,6 @@ pub(crate) struct Waiter<'a> {
 pub(crate) const SPIN_STEPS: u32 = 6;
 
 impl SpinBarrier {
-    pub(crate) fn new(n: usize) -> Self {
-        Self::with_policy(n, WaitPolicy::Spin)
-    }
-
     /// A barrier whose waiters wait as `wait` says once their first spins found no flip:
     /// `Spin`, yield at every look; `Yield`, back off to short sleeps.
     pub(crate) fn with_policy(n: usize, wait: WaitPolicy) -> Self {
@@ -276,7 +259,7 @@ mod tests {
     /// ever, and the panic reaches the caller.
     #[test]
     fn a_panicking_worker_breaks_the_barrier() {
-        let barrier = SpinBarrier::new(3);
+        let barrier = SpinBarrier::with_policy(3, WaitPolicy::Spin);
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             std::thread::scope(|s| {
                 for t in 0..3 {

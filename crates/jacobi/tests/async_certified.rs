@@ -17,7 +17,7 @@ fn certified(variant: Variant, n: usize, shared: bool) {
         let r = 1 + rep % 3;
         c.method.iteration_mut().unwrap().max_in_flight = r;
         let recs = if shared {
-            jacobi::solve_shared(&c, n).unwrap()
+            jacobi::Solve::new(&c).run_shared(n).unwrap()
         } else {
             run_threads(&c, n)
         };
@@ -95,7 +95,7 @@ fn slow_rank_does_fewer_iterations() {
             factor: 16.0,
         });
         let recs = if shared {
-            jacobi::solve_shared(&c, 2).unwrap()
+            jacobi::Solve::new(&c).run_shared(2).unwrap()
         } else {
             run_pinned(&c, 2)
         };

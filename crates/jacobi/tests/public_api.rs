@@ -11,7 +11,7 @@ use jacobi::{Dims, RacyRead, StopReason, Variant};
 fn records_gather_to_rank_zero() {
     let c = cfg(Dims::new(9, 8, 6), Variant::Racy);
     let out = World::new(3).unwrap().run(|ctx| {
-        let rec = jacobi::solve(ctx, &c).unwrap();
+        let rec = jacobi::Solve::new(&c).run(ctx).unwrap();
         let all = jacobi::gather_records(ctx, &rec).unwrap();
         (rec, all)
     });

@@ -12,7 +12,7 @@ fn report(variant: Variant) -> Report {
     let plan = cfg.plan(2).unwrap();
     let records = World::new(2)
         .unwrap()
-        .run(|ctx| crate::solve(ctx, &cfg).unwrap());
+        .run(|ctx| crate::Solve::new(&cfg).run(ctx).unwrap());
     Report::new(
         RunConfig::new("threads", 2, &plan, &cfg, ReductionKind::Tree),
         records,

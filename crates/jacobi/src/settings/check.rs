@@ -91,7 +91,7 @@ impl Config {
         self.check_in(&self.context(Backend::CHANNELS))
     }
 
-    /// [`Config::validate`] for a sparse matrix's run ([`crate::solve_system`]): the
+    /// [`Config::validate`] for a sparse matrix's run ([`crate::Solve::system`]): the
     /// relative-residual criterion; Jacobi with one-plane ghosts exchanged all at once;
     /// multisplitting with inner CG or Jacobi; every Krylov solver. (The grid's size and
     /// problem are not read.)

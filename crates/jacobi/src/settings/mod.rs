@@ -354,7 +354,7 @@ pub struct Context {
 pub enum Operator {
     /// The 7-point stencil on the grid, with this problem.
     Grid(Problem),
-    /// A sparse matrix's rows ([`crate::solve_system`]).
+    /// A sparse matrix's rows ([`crate::Solve::system`]).
     Matrix,
 }
 
@@ -364,7 +364,7 @@ pub struct Backend {
     /// Its name, for messages (`threads`, `shared`, `mpi`, …).
     pub name: &'static str,
     /// Threads of one process reading each other's planes, no channels
-    /// ([`crate::solve_shared`]).
+    /// ([`crate::Solve::run_shared`]).
     pub shared_memory: bool,
     /// Its ranks are processes, each of which may sweep with a team of threads (hybrid ranks).
     pub process_ranks: bool,
@@ -378,7 +378,7 @@ pub struct Backend {
 }
 
 impl Backend {
-    /// A channel backend of which nothing more is known ([`crate::solve`]): every
+    /// A channel backend of which nothing more is known ([`crate::Solve::run`]): every
     /// capability is assumed, and the run itself reports what it lacks.
     pub const CHANNELS: Backend = Backend {
         name: "channels",
@@ -389,7 +389,7 @@ impl Backend {
         racy_in_flight: true,
     };
 
-    /// Shared memory ([`crate::solve_shared`]).
+    /// Shared memory ([`crate::Solve::run_shared`]).
     pub const SHARED: Backend = Backend {
         name: "shared",
         shared_memory: true,

@@ -1,4 +1,4 @@
-//! A matrix's row block as an iterate of the Jacobi loops (`solver.rs`): the same sync,
+//! A matrix's row block as an iterate of the Jacobi loops (`solver/`): the same sync,
 //! async and racy loops, the same certification and records as the stencil's grid, and
 //! multisplitting's inner solves (`multisplit.rs`) over the block's rows.
 //!
@@ -21,7 +21,7 @@ use crate::config::Inner;
 use crate::error::Error;
 use crate::geometry::Dims;
 use crate::halo::Halo;
-use crate::iterate::Iterate;
+use crate::iterate::{Iterate, Lacks, SolveInner};
 use crate::multisplit::{self, CgBlock, Fresher, InnerSolve, Work};
 use crate::problem::Problem;
 use crate::slow::Slowdown;
@@ -206,6 +206,7 @@ impl Halo for SparseIterate {
 }
 
 impl Iterate for SparseIterate {
+    type Snapshot = Lacks;
     fn link_peer(&self, link: usize) -> usize {
         self.sys.neighbours[link].peer
     }
@@ -224,7 +225,7 @@ impl Iterate for SparseIterate {
     fn place(&self) -> ([usize; 3], Dims) {
         self.sys.place()
     }
-    fn snapshot_buffer(&self) -> Result<Self, crate::Setting> {
+    fn snapshot_buffer(&self) -> Result<Lacks, crate::Setting> {
         Err(crate::Setting::Matrix)
     }
     fn residual_sq(&self) -> f64 {
@@ -251,6 +252,9 @@ impl Iterate for SparseIterate {
     fn error_max(&self, _: &Problem) -> Option<f64> {
         self.sys.error_max(self.own())
     }
+}
+
+impl SolveInner for SparseIterate {
     fn solve_inner(
         &mut self,
         inner: &mut InnerSolve,

@@ -21,7 +21,7 @@
 //! * [`row_blocks`] splits the rows into `p` contiguous blocks of about equal nonzeros.
 //! * [`RowBlock`] is one rank's rows, its ghost columns found from the pattern, and the
 //!   lists of what each neighbour sends it and it sends each neighbour.
-//! * The solvers run on a row block through [`crate::solve_system`]: `iterate.rs` makes it
+//! * The solvers run on a row block through [`crate::Solve::system`]: `iterate.rs` makes it
 //!   an iterate of Jacobi's sync, async and racy loops and multisplitting (one channel per
 //!   neighbouring block), `operator.rs` the Krylov solvers' operator, `kernel.rs` holds the
 //!   fused product, sweep and residual.

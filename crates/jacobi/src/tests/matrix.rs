@@ -1,4 +1,4 @@
-//! A sparse matrix through the grid's loops (`solve_system`): sync Jacobi over row blocks is
+//! A sparse matrix through the grid's loops (`Solve::system`): sync Jacobi over row blocks is
 //! serial Jacobi on the whole matrix, the stencil written as a matrix takes the stencil's
 //! iterations, and async, racy and multisplitting runs stop only on a true residual below
 //! tolerance, recomputed here from the gathered solution.

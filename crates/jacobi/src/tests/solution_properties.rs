@@ -88,7 +88,7 @@ fn offset_shifts_the_solution_and_keeps_the_iterations() {
             ("threads", run_threads(&d, 2).0, run_threads(&d, 2).1),
             (
                 "shared",
-                crate::solve_shared(&d, 2).unwrap(),
+                crate::Solve::new(&d).run_shared(2).unwrap(),
                 run_shared(&d, 2).1,
             ),
         ] {
@@ -136,7 +136,7 @@ fn max_iters_bounds_every_variant() {
             recs.iter().any(|r| r.iterations == 40),
             "{v}: someone reached the bound"
         );
-        let shared = crate::solve_shared(&c, 3).unwrap();
+        let shared = crate::Solve::new(&c).run_shared(3).unwrap();
         assert!(
             shared.iter().all(|r| r.iterations <= 40 && !r.converged),
             "{v} shared"
@@ -151,7 +151,7 @@ fn single_rank_runs_every_variant() {
         let (recs, _, _) = run_threads(&cfg(g, v), 1);
         assert!(recs[0].converged, "{v}");
         assert!(recs[0].channels.is_empty());
-        let shared = crate::solve_shared(&cfg(g, v), 1).unwrap();
+        let shared = crate::Solve::new(&cfg(g, v)).run_shared(1).unwrap();
         assert!(shared[0].converged, "{v} shared");
     }
 }
@@ -162,7 +162,7 @@ fn bad_configuration_fails_on_every_rank() {
     c.grid = Some(ProcGrid(Dims::new(2, 1, 1)));
     let out = World::new(2)
         .unwrap()
-        .run(|ctx| crate::solve(ctx, &c).map(|_| ()));
+        .run(|ctx| crate::Solve::new(&c).run(ctx).map(|_| ()));
     for r in out {
         let e = r.unwrap_err().to_string();
         assert!(
@@ -170,5 +170,5 @@ fn bad_configuration_fails_on_every_rank() {
             "{e}"
         );
     }
-    assert!(crate::solve_shared(&c, 2).is_err());
+    assert!(crate::Solve::new(&c).run_shared(2).is_err());
 }

@@ -23,7 +23,7 @@ pub fn with_tol(mut c: Config, tol: f64) -> Config {
 pub fn run_threads(c: &Config, n: usize) -> Vec<RankRecord> {
     World::new(n)
         .unwrap()
-        .run(|ctx| jacobi::solve(ctx, c).expect("run failed"))
+        .run(|ctx| jacobi::Solve::new(c).run(ctx).expect("run failed"))
 }
 
 /// As [`run_threads`], each rank pinned to a CPU of its own (`World::pinned`) where the
@@ -35,7 +35,7 @@ pub fn run_pinned(c: &Config, n: usize) -> Vec<RankRecord> {
     World::new(n)
         .unwrap()
         .pinned()
-        .run(|ctx| jacobi::solve(ctx, c).expect("run failed"))
+        .run(|ctx| jacobi::Solve::new(c).run(ctx).expect("run failed"))
 }
 
 /// Every rank stopped on the criterion, converged, with its certified true residual below
