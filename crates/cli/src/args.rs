@@ -447,6 +447,22 @@ fn with_default(arg: clap::Arg) -> clap::Arg {
     arg
 }
 
+/// `--matrix-storage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StorageArg {
+    Auto,
+    Csr,
+}
+
+impl From<StorageArg> for jacobi::sparse::MatrixStorage {
+    fn from(s: StorageArg) -> Self {
+        match s {
+            StorageArg::Auto => jacobi::sparse::MatrixStorage::Auto,
+            StorageArg::Csr => jacobi::sparse::MatrixStorage::Csr,
+        }
+    }
+}
+
 /// `aiac run`'s flags: its settings ([`RunSettings`], read through `Deref`), the flags it
 /// shares with `aiac sweep`, and its own inputs and outputs.
 #[derive(Debug, Args)]
@@ -465,6 +481,13 @@ pub(crate) struct RunArgs {
     /// `coordinate` matrix (default: b = A·1, whose solution is 1).
     #[arg(long, value_name = "FILE", requires = "matrix")]
     pub(crate) rhs: Option<PathBuf>,
+    /// With --matrix: how each rank stores its rows for the kernels. `auto` takes the most
+    /// compact storage the block allows (column offsets from the row in 16 bits, and a table
+    /// of the distinct values indexed in 8 or 16 bits: 3 bytes an entry for a 7-point
+    /// operator), else CSR; `csr` always CSR (PETSc's AIJ: 12 bytes an entry). The results
+    /// are the same to the bit.
+    #[arg(long, value_name = "STORAGE", value_enum, default_value_t = StorageArg::Auto, requires = "matrix")]
+    pub(crate) matrix_storage: StorageArg,
     #[command(flatten)]
     pub(crate) fixed: Fixed,
     /// With --matrix: write the solution x to FILE as a Matrix Market `array real general`

@@ -552,3 +552,76 @@ fn cg_on_a_matrix_with_the_neighbor_exchange_equals_waitall_bit_for_bit() {
     }
     assert_eq!(runs[0], runs[1], "neighbor against waitall");
 }
+
+/// `--matrix-storage`: on 2 ranks of threads and of mpirun, Jacobi and CG give the same
+/// iterations, residual and solution to the bit whether the rows are stored as CSR or as the
+/// compact storage `auto` takes (16-bit column offsets and a table of the few values), and
+/// the report says which was taken and its bytes an entry.
+#[test]
+fn compact_matrix_storage_runs_to_the_bits_of_csr() {
+    let dir = scratch("matrix-storage");
+    let a = Matrix::spd(12);
+    let f = dir.join("spd.mtx");
+    a.write(&f, true);
+    for backend in ["threads", "mpi"] {
+        for solver in ["jacobi", "cg"] {
+            let mut runs = Vec::new();
+            for storage in ["csr", "auto"] {
+                let at = format!("{backend} {solver} {storage}");
+                let (json, x) = (
+                    dir.join(format!("{backend}-{solver}-{storage}.json")),
+                    dir.join(format!("{backend}-{solver}-{storage}.mtx")),
+                );
+                let out = aiac_run(
+                    backend,
+                    2,
+                    &[
+                        "--matrix",
+                        f.to_str().unwrap(),
+                        "--matrix-storage",
+                        storage,
+                        "--solver",
+                        solver,
+                        "--tol",
+                        "1e-8",
+                        "--solution",
+                        x.to_str().unwrap(),
+                        "--json",
+                        json.to_str().unwrap(),
+                    ],
+                );
+                assert_eq!(out.status.code(), Some(0), "{at}: {}", text(&out.stderr));
+                let r: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+                assert_eq!(r["converged"], true, "{at}");
+                let m = &r["config"]["matrix"];
+                let bytes = m["bytes_per_entry"].as_f64().unwrap();
+                match storage {
+                    "csr" => {
+                        assert_eq!(m["storage"], "csr", "{at}");
+                        assert!(bytes > 12.0, "{at}: {bytes}");
+                    }
+                    _ => {
+                        assert_eq!(m["storage"], "offsets16+table8", "{at}");
+                        assert!(bytes < 4.5, "{at}: {bytes}");
+                    }
+                }
+                let said = format!(
+                    "stored {} ({bytes:.2} bytes an entry)",
+                    m["storage"].as_str().unwrap()
+                );
+                assert!(
+                    text(&out.stdout).contains(&said),
+                    "{at}: {}",
+                    text(&out.stdout)
+                );
+                runs.push((
+                    r["iterations"].to_string(),
+                    r["residual"].to_string(),
+                    std::fs::read_to_string(&x).unwrap(),
+                ));
+            }
+            assert_eq!(runs[0], runs[1], "{backend} {solver}: auto against csr");
+        }
+    }
+}
