@@ -111,16 +111,22 @@ impl Cols for &[u32] {
     }
 }
 
-/// Columns as offsets from their row.
+/// Columns as offsets from their row; with `WRAP`, a negative column `c` is the extended
+/// vector's `c + ext` (the ghosts a block's first rows read, from the rank before it, come
+/// after its own values: wrapped, they sit just before row 0).
 #[derive(Clone, Copy)]
-struct Offsets<'a>(&'a [i16]);
+struct Offsets<'a, const WRAP: bool>(&'a [i16], usize);
 
-impl Cols for Offsets<'_> {
+impl<const WRAP: bool> Cols for Offsets<'_, WRAP> {
     #[inline(always)]
     unsafe fn col(self, i: usize, k: usize) -> usize {
-        // SAFETY: the caller's `k` is an entry of row `i`; `i + offset` is that entry's
-        // column, in `0..ext` (checked when the block was made).
-        unsafe { i.wrapping_add(*self.0.get_unchecked(k) as isize as usize) }
+        // SAFETY: the caller's `k` is an entry of row `i`; `i + offset`, wrapped when
+        // negative, is that entry's column, in `0..ext` (checked when the block was made).
+        let c = i as isize + unsafe { *self.0.get_unchecked(k) } as isize;
+        match WRAP {
+            false => c as usize,
+            true => (c + ((c >> (isize::BITS - 1)) & self.1 as isize)) as usize,
+        }
     }
 }
 
@@ -171,6 +177,9 @@ enum Layout {
     Offsets {
         ptr: Vec<u32>,
         offs: Vec<i16>,
+        /// Whether negative columns wrap to the end ([`Offsets`]).
+        wrap: bool,
+        ext: usize,
         vals: Values,
     },
 }
@@ -188,35 +197,46 @@ macro_rules! with_view {
                 };
                 $body
             }
-            Layout::Offsets { ptr, offs, vals } => {
+            Layout::Offsets {
+                ptr,
+                offs,
+                wrap,
+                ext,
+                vals,
+            } => {
                 let ptr = &ptr[..];
-                let cols = Offsets(&offs[..]);
-                match vals {
-                    Values::Full(v) => {
-                        let $v = View {
-                            ptr,
-                            cols,
-                            vals: &v[..],
-                        };
-                        $body
-                    }
-                    Values::Byte(t, ix) => {
-                        let $v = View {
-                            ptr,
-                            cols,
-                            vals: Table(&t[..], &ix[..]),
-                        };
-                        $body
-                    }
-                    Values::Short(t, ix) => {
-                        let $v = View {
-                            ptr,
-                            cols,
-                            vals: Table(&t[..], &ix[..]),
-                        };
-                        $body
-                    }
+                match wrap {
+                    false => with_view!(@vals vals, ptr, Offsets::<false>(&offs[..], *ext), $v => $body),
+                    true => with_view!(@vals vals, ptr, Offsets::<true>(&offs[..], *ext), $v => $body),
                 }
+            }
+        }
+    };
+    (@vals $vals:expr, $ptr:expr, $cols:expr, $v:ident => $body:expr) => {
+        match $vals {
+            Values::Full(v) => {
+                let $v = View {
+                    ptr: $ptr,
+                    cols: $cols,
+                    vals: &v[..],
+                };
+                $body
+            }
+            Values::Byte(t, ix) => {
+                let $v = View {
+                    ptr: $ptr,
+                    cols: $cols,
+                    vals: Table(&t[..], &ix[..]),
+                };
+                $body
+            }
+            Values::Short(t, ix) => {
+                let $v = View {
+                    ptr: $ptr,
+                    cols: $cols,
+                    vals: Table(&t[..], &ix[..]),
+                };
+                $body
             }
         }
     };
@@ -380,17 +400,27 @@ impl Rows {
         assert!(ptr.windows(2).all(|w| w[0] <= w[1]) && ptr[n] == cols.len());
         assert_eq!(cols.len(), vals.len());
         let entries = cols.len() as u64;
-        let offsets = || -> Option<Vec<i16>> {
-            if cols.len() > u32::MAX as usize {
+        // Each entry's offset from its row, wrapped (a negative column counting back from
+        // `ext`) only where the plain one does not fit.
+        let offsets = || -> Option<(Vec<i16>, bool)> {
+            if cols.len() > u32::MAX as usize || ext > i32::MAX as usize {
                 return None;
             }
-            let mut offs = Vec::with_capacity(cols.len());
+            let (mut offs, mut wrap) = (Vec::with_capacity(cols.len()), false);
             for i in 0..n {
                 for &c in &cols[ptr[i]..ptr[i + 1]] {
-                    offs.push(i16::try_from(c as i64 - i as i64).ok()?);
+                    let plain = c as i64 - i as i64;
+                    let o = match i16::try_from(plain) {
+                        Ok(o) => o,
+                        Err(_) => {
+                            wrap = true;
+                            i16::try_from(plain - ext as i64).ok()?
+                        }
+                    };
+                    offs.push(o);
                 }
             }
-            Some(offs)
+            Some((offs, wrap))
         };
         let offs = match storage {
             MatrixStorage::Csr => None,
@@ -409,7 +439,7 @@ impl Rows {
                     entries,
                 },
             ),
-            Some(offs) => {
+            Some((offs, wrap)) => {
                 // A table only where it saves more than it costs.
                 let saves =
                     |t: &[f64], each: usize| 8 * t.len() + each * vals.len() < 8 * vals.len();
@@ -431,6 +461,8 @@ impl Rows {
                     Layout::Offsets {
                         ptr: ptr.iter().map(|&p| p as u32).collect(),
                         offs,
+                        wrap,
+                        ext,
                         vals: values,
                     },
                     StorageInfo {
@@ -620,11 +652,11 @@ mod tests {
         }
     }
 
-    /// For each block of 1 to 3 of `a`: the storage `auto` takes (the one `want` names on
+    /// For each block of 1 to `most` blocks of `a`: the storage `auto` takes (the one `want` names on
     /// every block), CSR's, and both kernels against the reference to the bit.
-    fn check(name: &str, a: &Csr, want: &str) -> f64 {
+    fn check(name: &str, a: &Csr, want: &str, blocks: usize) -> f64 {
         let mut most = 0.0f64;
-        for p in 1..=3 {
+        for p in 1..=blocks {
             let bounds = row_blocks(a.row_ptr(), p);
             for r in 0..p {
                 let blk = RowBlock::from_global(a, &bounds, r);
@@ -649,6 +681,7 @@ mod tests {
             "laplace3d",
             &generate::laplace_3d(9, 8, 7),
             "offsets16+table8",
+            3,
         );
         // 7 entries a row: 3 bytes each and 4 a row, plus the table over few entries.
         assert!(l < 4.0, "{l}");
@@ -656,12 +689,19 @@ mod tests {
             "aniso2d",
             &generate::anisotropic_2d(20, 0.01),
             "offsets16+table8",
+            3,
         );
-        check("jump3d", &generate::jump_3d(8, 1000.0), "offsets16+table8");
+        check(
+            "jump3d",
+            &generate::jump_3d(8, 1000.0),
+            "offsets16+table8",
+            3,
+        );
         check(
             "convdiff2d",
             &generate::convection_diffusion_2d(20, 1.5),
             "offsets16+table8",
+            3,
         );
         // `distinct` values (more than 256, then more than 65 536) over a banded matrix.
         let banded = |n: usize, distinct: usize| {
@@ -682,24 +722,52 @@ mod tests {
         };
         let s = check(
             "banded 1000 values",
-            &banded(30_000, 1000),
+            &banded(6_000, 1000),
             "offsets16+table16",
+            3,
         );
-        assert!(s < 6.0, "{s}");
-        let s = check("banded, all values", &banded(30_000, 90_000), "offsets16");
+        assert!(s < 9.0, "{s}");
+        let s = check(
+            "banded, all values",
+            &banded(23_000, 69_000),
+            "offsets16",
+            1,
+        );
         assert!(s < 12.0, "{s}");
         // A table costing more than it saves: f64 values.
-        check("small, all values", &banded(300, 900), "offsets16");
-        // An entry 40 000 columns from its row: no offset fits, CSR.
-        let n = 40_001u32;
+        check("small, all values", &banded(300, 900), "offsets16", 3);
+        // An entry 50 000 columns from its row (and 50 000 back, wrapped): no offset fits
+        // in 16 bits, CSR.
+        let n = 100_000u32;
         let mut t: Vec<(u32, u32, f64)> = (0..n).map(|i| (i, i, 2.0)).collect();
-        t.push((0, n - 1, -1.0));
-        t.push((n - 1, 0, -1.0));
+        t.push((0, n / 2, -1.0));
+        t.push((n / 2, 0, -1.0));
         let far = Csr::from_triplets(n as usize, t);
         let blk = RowBlock::from_global(&far, &[0, n as usize], 0);
         let rows = Rows::new(&blk, MatrixStorage::Auto);
         assert_eq!(rows.storage().name, "csr");
         same_bits("far", &blk, &rows);
+        // Blocks of more than 32 767 rows: the ghosts of the block before are read by the
+        // first rows, from past the last: offsets wrapped.
+        let t = (0..66_000u32)
+            .flat_map(|i| {
+                [
+                    (i, i, 2.0),
+                    (i, i.saturating_sub(1), -1.0),
+                    (i, (i + 1).min(65_999), -1.0),
+                ]
+            })
+            .collect();
+        let long = Csr::from_triplets(66_000, t);
+        check("tridiagonal 66 000", &long, "offsets16+table8", 2);
+        let wraps = |p: usize, r: usize| {
+            let blk = RowBlock::from_global(&long, &row_blocks(long.row_ptr(), p), r);
+            match Rows::new(&blk, MatrixStorage::Auto).layout {
+                Layout::Offsets { wrap, .. } => wrap,
+                Layout::Csr { .. } => panic!("offsets"),
+            }
+        };
+        assert!(!wraps(1, 0) && !wraps(2, 0) && wraps(2, 1));
         // −0 and 0 are two values of the table (by bits), and a table of two values.
         let t = (0..200u32)
             .flat_map(|i| {
@@ -708,7 +776,7 @@ mod tests {
             })
             .collect();
         let z = Csr::from_triplets(200, t);
-        check("zeros", &z, "offsets16+table8");
+        check("zeros", &z, "offsets16+table8", 3);
         let blk = RowBlock::from_global(&z, &[0, 200], 0);
         let Layout::Offsets {
             vals: Values::Byte(table, _),
