@@ -101,6 +101,16 @@ trait Cols: Copy {
     /// # Safety
     /// `k` is one of row `i`'s entries.
     unsafe fn col(self, i: usize, k: usize) -> usize;
+
+    /// Entry `k`'s value of `x` (the extended vector's start).
+    ///
+    /// # Safety
+    /// `k` is one of row `i`'s entries; `x` points to at least `ext` values.
+    #[inline(always)]
+    unsafe fn read(self, x: *const f64, i: usize, k: usize) -> f64 {
+        // SAFETY: the column is below `ext` (the caller's conditions).
+        unsafe { *x.add(self.col(i, k)) }
+    }
 }
 
 impl Cols for &[u32] {
@@ -126,6 +136,20 @@ impl<const WRAP: bool> Cols for Offsets<'_, WRAP> {
         match WRAP {
             false => c as usize,
             true => (c + ((c >> (isize::BITS - 1)) & self.1 as isize)) as usize,
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn read(self, x: *const f64, i: usize, k: usize) -> f64 {
+        // SAFETY: as in `col`; without wrapping, `x + i + offset` is the entry's column, in
+        // `0..ext` (the row's place plus the offset, each within the vector), so the address
+        // can be formed as row's place then offset (one addressing mode, the row's place
+        // computed once a row).
+        unsafe {
+            match WRAP {
+                false => *x.add(i).offset(*self.0.get_unchecked(k) as isize),
+                true => *x.add(self.col(i, k)),
+            }
         }
     }
 }
@@ -263,7 +287,8 @@ impl<P: Ptrs, C: Cols, V: Vals> View<P, C, V> {
         // 1)` is an entry of row `i`, and its column is below `ext ≤ x.len()`.
         unsafe {
             let (a, z) = (self.ptr.at(i), self.ptr.at(i + 1));
-            let at = |k: usize| self.vals.val(k) * *x.get_unchecked(self.cols.col(i, k));
+            let xp = x.as_ptr();
+            let at = |k: usize| self.vals.val(k) * self.cols.read(xp, i, k);
             // Two sums, so that a row's products do not wait on one chain of additions.
             let (mut s0, mut s1) = (0.0, 0.0);
             let mut k = a;
