@@ -451,6 +451,7 @@ fn with_default(arg: clap::Arg) -> clap::Arg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum StorageArg {
     Auto,
+    Compact,
     Csr,
 }
 
@@ -458,6 +459,7 @@ impl From<StorageArg> for jacobi::sparse::MatrixStorage {
     fn from(s: StorageArg) -> Self {
         match s {
             StorageArg::Auto => jacobi::sparse::MatrixStorage::Auto,
+            StorageArg::Compact => jacobi::sparse::MatrixStorage::Compact,
             StorageArg::Csr => jacobi::sparse::MatrixStorage::Csr,
         }
     }
@@ -481,11 +483,13 @@ pub(crate) struct RunArgs {
     /// `coordinate` matrix (default: b = A·1, whose solution is 1).
     #[arg(long, value_name = "FILE", requires = "matrix")]
     pub(crate) rhs: Option<PathBuf>,
-    /// With --matrix: how each rank stores its rows for the kernels. `auto` takes the most
+    /// With --matrix: how each rank stores its rows for the kernels. `compact` takes the most
     /// compact storage the block allows (column offsets from the row in 16 bits, and a table
-    /// of the distinct values indexed in 8 or 16 bits: 3 bytes an entry for a 7-point
-    /// operator), else CSR; `csr` always CSR (PETSc's AIJ: 12 bytes an entry). The results
-    /// are the same to the bit.
+    /// of the distinct values indexed in 8 or 16 bits: 3.6 bytes an entry for a 7-point
+    /// operator), else CSR; `csr` always CSR (PETSc's AIJ: 12 bytes an entry and 8 a row);
+    /// `auto` compact for a block whose CSR takes 8 MiB or more (the matrix streamed from
+    /// memory), CSR below (in cache, CSR's kernels take fewer instructions). The results are
+    /// the same to the bit.
     #[arg(long, value_name = "STORAGE", value_enum, default_value_t = StorageArg::Auto, requires = "matrix")]
     pub(crate) matrix_storage: StorageArg,
     #[command(flatten)]

@@ -32,18 +32,29 @@ pub enum MatrixStorage {
     Csr,
     /// The most compact storage the block fits: column offsets and a value table when it
     /// can, else CSR.
+    Compact,
+    /// [`MatrixStorage::Compact`] for a block whose CSR takes at least [`COMPACT_FROM`]
+    /// bytes, CSR below: a matrix that stays in cache costs its kernels' instructions more
+    /// than its bytes, and the compact storage's take more instructions an entry (an index,
+    /// a table and an offset to read instead of a value and a column).
     #[default]
     Auto,
 }
 
+/// The CSR bytes of a block from which [`MatrixStorage::Auto`] stores it compactly: 8 MiB,
+/// between the two points measured (docs/performance.md, "A Matrix Market system against
+/// PETSc": CSR faster on a 2.4 MB block, the compact storage on a 19.6 MB one).
+pub const COMPACT_FROM: u64 = 8 << 20;
+
 impl MatrixStorage {
     /// The setting's names.
-    pub const NAMES: [&'static str; 2] = ["csr", "auto"];
+    pub const NAMES: [&'static str; 3] = ["csr", "compact", "auto"];
 
     /// The storage of a name in [`MatrixStorage::NAMES`].
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "csr" => Some(MatrixStorage::Csr),
+            "compact" => Some(MatrixStorage::Compact),
             "auto" => Some(MatrixStorage::Auto),
             _ => None,
         }
@@ -449,6 +460,8 @@ impl Rows {
         };
         let offs = match storage {
             MatrixStorage::Csr => None,
+            MatrixStorage::Compact => offsets(),
+            MatrixStorage::Auto if ((8 * (n + 1) + 12 * cols.len()) as u64) < COMPACT_FROM => None,
             MatrixStorage::Auto => offsets(),
         };
         let (layout, info) = match offs {
@@ -625,12 +638,8 @@ mod tests {
         let d = scattered(n, 9);
         let want: Vec<f64> = (0..n).map(|i| reference_row(blk, i, &x)).collect();
         let bits = |v: &[f64]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-        for i in 0..n {
-            assert_eq!(
-                rows.row(i, &x).to_bits(),
-                want[i].to_bits(),
-                "{what} row {i}"
-            );
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(rows.row(i, &x).to_bits(), w.to_bits(), "{what} row {i}");
         }
         let mut y = vec![0.0; ext];
         let acc = rows.apply(None, &x, &mut y);
@@ -689,7 +698,10 @@ mod tests {
                 let csr = Rows::new(&blk, MatrixStorage::Csr);
                 assert_eq!(csr.storage().name, "csr", "{what}");
                 same_bits(&format!("{what} csr"), &blk, &csr);
-                let auto = Rows::new(&blk, MatrixStorage::Auto);
+                // `auto` takes CSR on a block this small.
+                let small = Rows::new(&blk, MatrixStorage::Auto);
+                assert_eq!(small.storage().name, "csr", "{what}");
+                let auto = Rows::new(&blk, MatrixStorage::Compact);
                 assert_eq!(auto.storage().name, want, "{what}");
                 assert!(StorageInfo::NAMES.contains(&want));
                 same_bits(&format!("{what} auto"), &blk, &auto);
@@ -769,7 +781,7 @@ mod tests {
         t.push((n / 2, 0, -1.0));
         let far = Csr::from_triplets(n as usize, t);
         let blk = RowBlock::from_global(&far, &[0, n as usize], 0);
-        let rows = Rows::new(&blk, MatrixStorage::Auto);
+        let rows = Rows::new(&blk, MatrixStorage::Compact);
         assert_eq!(rows.storage().name, "csr");
         same_bits("far", &blk, &rows);
         // Blocks of more than 32 767 rows: the ghosts of the block before are read by the
@@ -787,7 +799,7 @@ mod tests {
         check("tridiagonal 66 000", &long, "offsets16+table8", 2);
         let wraps = |p: usize, r: usize| {
             let blk = RowBlock::from_global(&long, &row_blocks(long.row_ptr(), p), r);
-            match Rows::new(&blk, MatrixStorage::Auto).layout {
+            match Rows::new(&blk, MatrixStorage::Compact).layout {
                 Layout::Offsets { wrap, .. } => wrap,
                 Layout::Csr { .. } => panic!("offsets"),
             }
@@ -806,7 +818,7 @@ mod tests {
         let Layout::Offsets {
             vals: Values::Byte(table, _),
             ..
-        } = &Rows::new(&blk, MatrixStorage::Auto).layout
+        } = &Rows::new(&blk, MatrixStorage::Compact).layout
         else {
             panic!("a table")
         };

@@ -40,7 +40,7 @@ pub(crate) mod operator;
 pub use block::{read_block, BlockRead};
 pub use csr::{row_blocks, Csr};
 pub use dist::{Link, RowBlock};
-pub use kernel::{MatrixStorage, StorageInfo};
+pub use kernel::{MatrixStorage, StorageInfo, COMPACT_FROM};
 pub use mtx::{
     read_matrix, read_vector, read_vector_block, write_matrix, MatrixError, MatrixKind, Source,
     MAX_LINE,
