@@ -704,7 +704,7 @@ mod tests {
                 let auto = Rows::new(&blk, MatrixStorage::Compact);
                 assert_eq!(auto.storage().name, want, "{what}");
                 assert!(StorageInfo::NAMES.contains(&want));
-                same_bits(&format!("{what} auto"), &blk, &auto);
+                same_bits(&format!("{what} compact"), &blk, &auto);
                 most = most.max(auto.storage().bytes_per_entry());
             }
         }
