@@ -457,6 +457,24 @@ fn with_default(arg: clap::Arg) -> clap::Arg {
     arg
 }
 
+/// `--matrix-storage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StorageArg {
+    Auto,
+    Compact,
+    Csr,
+}
+
+impl From<StorageArg> for jacobi::sparse::MatrixStorage {
+    fn from(s: StorageArg) -> Self {
+        match s {
+            StorageArg::Auto => jacobi::sparse::MatrixStorage::Auto,
+            StorageArg::Compact => jacobi::sparse::MatrixStorage::Compact,
+            StorageArg::Csr => jacobi::sparse::MatrixStorage::Csr,
+        }
+    }
+}
+
 /// `--matrix` and `--rhs`: the user's own sparse system, for `aiac run` and `aiac sweep` alike
 /// (a sweep runs each of its runs over it).
 #[derive(Debug, Args)]
@@ -473,6 +491,15 @@ pub(crate) struct SystemFiles {
     /// `coordinate` matrix (default: b = A·1, whose solution is 1).
     #[arg(long, value_name = "FILE", requires = "matrix")]
     pub(crate) rhs: Option<PathBuf>,
+    /// With --matrix: how each rank stores its rows for the kernels. `compact` takes the most
+    /// compact storage the block allows (column offsets from the row in 16 bits, and a table
+    /// of the distinct values indexed in 8 or 16 bits: 3.6 bytes an entry for a 7-point
+    /// operator), else CSR; `csr` always CSR (PETSc's AIJ: 12 bytes an entry and 8 a row);
+    /// `auto` compact for a block whose CSR takes 8 MiB or more (the matrix streamed from
+    /// memory), CSR below (in cache, CSR's kernels take fewer instructions). The results are
+    /// the same to the bit.
+    #[arg(long, value_name = "STORAGE", value_enum, default_value_t = StorageArg::Auto, requires = "matrix")]
+    pub(crate) matrix_storage: StorageArg,
 }
 
 /// `aiac run`'s flags: its settings ([`RunSettings`], read through `Deref`), the flags it

@@ -15,7 +15,8 @@ use crate::input::{self, MatrixFile};
 use chan_core::traits::*;
 use chan_core::ReduceOp;
 use jacobi::sparse::{
-    read_block, read_matrix, read_vector, read_vector_block, row_blocks, Csr, MatrixKind, RowBlock,
+    read_block, read_matrix, read_vector, read_vector_block, row_blocks, storage_of, Csr,
+    MatrixKind, MatrixStorage, RowBlock, StorageInfo,
 };
 use jacobi::{Config, Inner, MatrixInfo, Method, Pc, RunConfig, SystemBlock};
 use std::path::Path;
@@ -48,16 +49,30 @@ impl Loaded {
         cfg: &Config,
     ) -> Result<RunConfig, Error> {
         let (weak, strict) = self.dominance;
-        let mut v = [
+        let blk = self.block(ctx.rank());
+        let stored = storage_of(&blk.block, blk.storage);
+        let names = StorageInfo::NAMES;
+        let mut v = [0.0; 5 + StorageInfo::NAMES.len()];
+        v[..5].copy_from_slice(&[
             f64::from(u8::from(!self.info.symmetric)),
             f64::from(u8::from(!weak)),
             f64::from(u8::from(strict)),
-        ];
+            stored.bytes as f64,
+            stored.entries as f64,
+        ]);
+        let taken = names.iter().position(|&n| n == stored.name);
+        v[5 + taken.expect("a storage of the list")] = 1.0;
         ctx.all_reduce(&mut v, ReduceOp::Sum)
             .map_err(jacobi::Error::from)?;
         let mut info = self.info.clone();
         info.symmetric = v[0] == 0.0;
         info.diagonally_dominant = v[1] == 0.0 && v[2] > 0.0;
+        let ranks = ctx.size() as f64;
+        info.storage = Some(match names.iter().zip(&v[5..]).find(|(_, &k)| k == ranks) {
+            Some((n, _)) => n.to_string(),
+            None => "mixed".to_string(),
+        });
+        info.bytes_per_entry = Some(v[3] / v[4].max(1.0));
         let blockwise = matches!(cfg.method, Method::Jacobi(_) | Method::Multisplit(_));
         if ctx.rank() == 0 && !args.quiet && blockwise && !info.diagonally_dominant {
             crate::error::say(&format!(
@@ -227,6 +242,8 @@ pub(crate) struct System {
     exact: Option<f64>,
     file: String,
     rhs: Option<String>,
+    /// How each rank stores its rows (`--matrix-storage`).
+    storage: MatrixStorage,
 }
 
 impl System {
@@ -252,6 +269,7 @@ impl System {
             exact,
             file,
             rhs: rhs_name(args),
+            storage: args.system.matrix_storage.into(),
         })
     }
 
@@ -265,6 +283,7 @@ impl System {
             exact,
             file,
             rhs,
+            storage,
         } = self;
         let (kind, exact, file) = (*kind, *exact, file.clone());
         let n = a.n();
@@ -290,6 +309,7 @@ impl System {
                 b: b[bounds[r]..bounds[r + 1]].to_vec(),
                 block,
                 exact,
+                storage: *storage,
             });
         }
         let dominance = a.dominance();
@@ -305,6 +325,8 @@ impl System {
                 symmetric,
                 diagonally_dominant: dominance.0 && dominance.1,
                 row_bounds: bounds,
+                storage: None, // settled over every rank
+                bytes_per_entry: None,
             },
             dominance,
         })
@@ -345,12 +367,15 @@ pub(crate) fn load_rank(
             symmetric: read.symmetric,
             diagonally_dominant: false, // settled over every rank
             row_bounds: read.bounds,
+            storage: None, // settled over every rank
+            bytes_per_entry: None,
         },
         dominance: read.dominance,
         blocks: vec![SystemBlock {
             block: read.block,
             b,
             exact,
+            storage: args.system.matrix_storage.into(),
         }],
         first_rank: rank,
     })

@@ -77,6 +77,9 @@ impl ConfigExt for RunConfig {
         }
         if let Some(m) = &mut c.matrix {
             m.row_bounds.clear(); // the rows of each rank
+                                  // How the rows were stored, and their bytes an entry, follow from the blocks.
+            m.storage = None;
+            m.bytes_per_entry = None;
         }
         c.key()
     }

@@ -193,6 +193,8 @@ pub struct SystemBlock {
     pub b: Vec<f64>,
     /// The solution's value at every row, when known.
     pub exact: Option<f64>,
+    /// How the rows are stored for the kernels (CSR, or the most compact the block allows).
+    pub storage: crate::sparse::MatrixStorage,
 }
 
 /// Solve a sparse system from x = 0 with the configured method, this rank holding `sys`
@@ -213,12 +215,19 @@ pub(crate) fn solve_system_rank<C: Context>(
                 &sys.block,
                 sys.b.clone(),
                 sys.exact,
+                sys.storage,
             ));
             let (record, x, op) = crate::krylov::solve_op(ctx, cfg, &k, op, progress)?;
             return Ok((record, op.own(&x).to_vec()));
         }
     };
-    let block = BlockSystem::new(ctx.rank(), &sys.block, sys.b.clone(), sys.exact);
+    let block = BlockSystem::new(
+        ctx.rank(),
+        &sys.block,
+        sys.b.clone(),
+        sys.exact,
+        sys.storage,
+    );
     let it = SparseIterate::new(block, inner.map(|s| s.solver));
     let links = it.links();
     let none = crate::kernel::Region {

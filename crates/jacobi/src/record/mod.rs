@@ -484,6 +484,14 @@ pub struct MatrixInfo {
     pub diagonally_dominant: bool,
     /// Each rank's first row, then n: the contiguous row blocks, balanced by nonzeros.
     pub row_bounds: Vec<usize>,
+    /// How the ranks stored their rows for the kernels ([`crate::sparse::StorageInfo::NAMES`],
+    /// `mixed` when the ranks took different ones); `None` in a report from before.
+    #[serde(default)]
+    pub storage: Option<String>,
+    /// The stored matrix's bytes (row pointers, columns, values, tables) per entry, over
+    /// every rank: 12 and a bit for CSR.
+    #[serde(default)]
+    pub bytes_per_entry: Option<f64>,
 }
 
 impl RunConfig {

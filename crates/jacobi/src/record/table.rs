@@ -62,7 +62,7 @@ impl Report {
             Some(m) => (
                 m.file.clone(),
                 format!(
-                    "n {} ({} nonzeros, {}{}), rows of a rank at most {}",
+                    "n {} ({} nonzeros, {}{}), rows of a rank at most {}{}",
                     m.n,
                     m.nnz,
                     m.kind,
@@ -71,7 +71,11 @@ impl Report {
                     } else {
                         ""
                     },
-                    c.local.x
+                    c.local.x,
+                    match (&m.storage, m.bytes_per_entry) {
+                        (Some(s), Some(b)) => format!(", stored {s} ({b:.2} bytes an entry)"),
+                        _ => String::new(),
+                    }
                 ),
             ),
         };

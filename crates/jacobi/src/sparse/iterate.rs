@@ -16,7 +16,7 @@
 //! copy of the ghost part only), so a halo received before any sweep is read by the next.
 
 use super::dist::RowBlock;
-use super::kernel::Rows;
+use super::kernel::{MatrixStorage, Rows};
 use crate::config::Inner;
 use crate::error::Error;
 use crate::geometry::Dims;
@@ -113,10 +113,17 @@ pub(crate) struct BlockSystem {
 
 impl BlockSystem {
     /// Rank `rank`'s block `blk` and its part `b` of the right-hand side. The block's
-    /// diagonal must have no zero for Jacobi (checked when the system was set up).
-    pub(crate) fn new(rank: usize, blk: &RowBlock, b: Vec<f64>, exact: Option<f64>) -> Self {
+    /// diagonal must have no zero for Jacobi (checked when the system was set up). Its rows
+    /// are stored as `storage` says and the block allows.
+    pub(crate) fn new(
+        rank: usize,
+        blk: &RowBlock,
+        b: Vec<f64>,
+        exact: Option<f64>,
+        storage: MatrixStorage,
+    ) -> Self {
         assert_eq!(b.len(), blk.rows(), "b is the block's part");
-        let a = Rows::new(blk);
+        let a = Rows::new(blk, storage);
         BlockSystem {
             rank,
             inv_diag: a.diagonal().iter().map(|d| 1.0 / d).collect(),

@@ -40,7 +40,15 @@ pub(crate) mod operator;
 pub use block::{read_block, BlockRead};
 pub use csr::{row_blocks, Csr};
 pub use dist::{Link, RowBlock};
+pub use kernel::{MatrixStorage, StorageInfo, COMPACT_FROM};
 pub use mtx::{
     read_matrix, read_vector, read_vector_block, write_matrix, MatrixError, MatrixKind, Source,
     MAX_LINE,
 };
+
+/// The storage `storage` takes for `blk`'s rows (module `kernel`, "Storage"): its name and
+/// bytes per entry. Builds the rows once to see (memory for a copy of the block's matrix
+/// while it runs).
+pub fn storage_of(blk: &RowBlock, storage: MatrixStorage) -> StorageInfo {
+    kernel::Rows::new(blk, storage).storage()
+}

@@ -5,7 +5,7 @@
 
 use crate::dispatch::{solve_system_rank, SystemBlock};
 use crate::geometry::Dims;
-use crate::sparse::{generate, row_blocks, Csr, RowBlock};
+use crate::sparse::{generate, row_blocks, Csr, MatrixStorage, RowBlock};
 use crate::{
     Config, Inner, Jacobi, Method, Multisplit, Problem, RankRecord, SizeSpec, StopCriterion,
     Variant,
@@ -36,6 +36,17 @@ pub(super) fn ones_rhs(a: &Csr) -> Vec<f64> {
 
 /// Run `cfg` on `p` thread ranks over `a`'s row blocks: the records and the assembled x.
 pub(super) fn run(cfg: &Config, a: &Csr, b: &[f64], p: usize) -> (Vec<RankRecord>, Vec<f64>) {
+    run_stored(cfg, a, b, p, MatrixStorage::Auto)
+}
+
+/// [`run`], the rows stored as `storage` says.
+fn run_stored(
+    cfg: &Config,
+    a: &Csr,
+    b: &[f64],
+    p: usize,
+    storage: MatrixStorage,
+) -> (Vec<RankRecord>, Vec<f64>) {
     let bounds = row_blocks(a.row_ptr(), p);
     let outs = World::new(p).unwrap().run(|ctx| {
         let r = ctx.rank();
@@ -44,6 +55,7 @@ pub(super) fn run(cfg: &Config, a: &Csr, b: &[f64], p: usize) -> (Vec<RankRecord
             b: b[bounds[r]..bounds[r + 1]].to_vec(),
             block,
             exact: None,
+            storage,
         };
         solve_system_rank(ctx, cfg, &sys, None).expect("run failed")
     });
@@ -220,6 +232,7 @@ fn grid_only_settings_are_refused_for_a_matrix() {
                 block,
                 b: b.clone(),
                 exact: None,
+                storage: MatrixStorage::Auto,
             };
             solve_system_rank(ctx, &cfg, &sys, None)
                 .unwrap_err()
@@ -331,6 +344,47 @@ fn cg_on_the_stencil_as_a_matrix_takes_the_grids_iterations() {
                 stencil[0].iterations, matrix[0].iterations,
                 "{solver:?} p={p}"
             );
+        }
+    }
+}
+
+/// Sync Jacobi and the three CGs, on 1 to 3 thread ranks, give the same iterations, residual
+/// and iterate to the bit whether the rows are stored as CSR or as the compact storage the
+/// blocks take when asked (column offsets and a value table: `kernel.rs`, "Storage").
+#[test]
+fn compact_storage_solves_to_the_bits_of_csr() {
+    use crate::{Krylov, KrylovSolver};
+    let mut systems = systems();
+    systems.push(("laplace3d", generate::laplace_3d(7, 6, 5), true));
+    for (name, a, spd) in systems {
+        let b = ones_rhs(&a);
+        let mut methods: Vec<Method> = vec![Jacobi::new(Variant::Sync).into()];
+        if spd {
+            for s in [
+                KrylovSolver::Cg,
+                KrylovSolver::CgOverlap,
+                KrylovSolver::PipeCg,
+            ] {
+                methods.push(Krylov::new(s).into());
+            }
+        }
+        for method in methods {
+            let cfg = config(method, 1e-8, 10, 300);
+            for p in 1..=3 {
+                let what = format!("{name} {method:?} p={p}");
+                let (rc, xc) = run_stored(&cfg, &a, &b, p, MatrixStorage::Csr);
+                let (ra, xa) = run_stored(&cfg, &a, &b, p, MatrixStorage::Compact);
+                for (c, o) in rc.iter().zip(&ra) {
+                    assert_eq!(c.iterations, o.iterations, "{what}");
+                    assert_eq!(
+                        c.residual.true_residual.to_bits(),
+                        o.residual.true_residual.to_bits(),
+                        "{what}"
+                    );
+                }
+                let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&xc), bits(&xa), "{what}");
+            }
         }
     }
 }

@@ -320,6 +320,7 @@ fn tiny(
             b: b[bounds[r]..bounds[r + 1]].to_vec(),
             block: RowBlock::from_global(&a, &bounds, r),
             exact: None,
+            storage: crate::sparse::MatrixStorage::Auto,
         };
         solve_system_rank(ctx, &cfg, &sys, None)
             .map(|(rec, _)| rec)
