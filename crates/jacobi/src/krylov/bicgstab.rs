@@ -34,6 +34,45 @@ fn breaks(v: f64) -> bool {
     v == 0.0 || !v.is_finite()
 }
 
+/// The new direction over the owned `runs`: `p = r + β (p − ω v)`.
+fn direction(runs: &[(usize, usize)], beta: f64, omega: f64, r: &[f64], v: &[f64], p: &mut [f64]) {
+    for &(s, m) in runs {
+        for i in s..s + m {
+            p[i] = r[i] + beta * (p[i] - omega * v[i]);
+        }
+    }
+}
+
+/// The iterate's step over the owned `runs`: `x += α p̂ + ω ŝ`.
+fn step(runs: &[(usize, usize)], alpha: f64, p: &[f64], omega: f64, s: &[f64], x: &mut [f64]) {
+    for &(first, m) in runs {
+        for i in first..first + m {
+            x[i] += alpha * p[i] + omega * s[i];
+        }
+    }
+}
+
+/// The local parts of `(t, s)`, `(t, t)`, `(r̂, s)`, `(r̂, t)` and `(s, s)`: one reduction.
+fn dots(runs: &[(usize, usize)], s: &[f64], t: &[f64], rh: &[f64]) -> [f64; 5] {
+    [
+        dot(runs, t, s),
+        dot(runs, t, t),
+        dot(runs, rh, s),
+        dot(runs, rh, t),
+        dot(runs, s, s),
+    ]
+}
+
+/// What follows a residual observed at the top of an iteration.
+enum Next {
+    /// The run ends.
+    Stop(StopReason),
+    /// The recurrence residual is replaced by the true one and the recurrences restart.
+    Replace,
+    /// The iteration goes on.
+    Go,
+}
+
 impl<O: Operator> Krylov<'_, O> {
     /// BiCGStab. Returns why it stopped and the relative true residual of the final iterate.
     pub(super) fn bicgstab<C: Context>(
@@ -71,19 +110,11 @@ impl<O: Operator> Krylov<'_, O> {
                 }
                 // p = r + β (p − ω v).
                 let c = Instant::now();
-                {
-                    let (pd, rd, vd) =
-                        (self.op.data_mut(&mut p), self.op.data(&r), self.op.data(&v));
-                    if restart {
-                        copy(&runs, rd, pd);
-                    } else {
-                        let beta = (rho / rho_old) * (alpha / omega);
-                        for &(s, m) in runs.iter() {
-                            for i in s..s + m {
-                                pd[i] = rd[i] + beta * (pd[i] - omega * vd[i]);
-                            }
-                        }
-                    }
+                let (pd, rd, vd) = (self.op.data_mut(&mut p), self.op.data(&r), self.op.data(&v));
+                if restart {
+                    copy(&runs, rd, pd);
+                } else {
+                    direction(&runs, (rho / rho_old) * (alpha / omega), omega, rd, vd, pd);
                 }
                 restart = false;
                 // v = A M⁻¹ p.
@@ -106,35 +137,14 @@ impl<O: Operator> Krylov<'_, O> {
                 let [rv, rr] = self.all_reduce(ctx, local)?;
                 if !seen {
                     seen = true;
-                    let value = self.measure(rr);
-                    self.observe(value);
-                    let claim = self.met(value);
-                    if claim && !self.cfg.confirm {
-                        break 'run StopReason::Criterion;
-                    }
-                    if claim || self.it.is_multiple_of(self.cfg.check_every) {
-                        let (tr, replace) = if claim {
-                            let (tr, ok) = self.certify(ctx, chans, &mut scratch, &r)?;
-                            if ok {
-                                known = Some((self.it, tr));
-                                break 'run StopReason::Criterion;
-                            }
-                            (tr, true)
-                        } else {
-                            self.check(ctx, chans, &mut scratch, &r)?
-                        };
-                        known = Some((self.it, tr));
-                        if replace {
-                            if self.it >= self.cfg.max_iters {
-                                break 'run StopReason::MaxIters;
-                            }
+                    match self.observe_residual(ctx, chans, rr, &mut r, &mut scratch, &mut known)? {
+                        Next::Stop(stop) => break 'run stop,
+                        Next::Replace => {
                             rho = self.restart_from(ctx, &runs, &mut r, &mut scratch, &mut rh)?;
                             restart = true;
                             continue;
                         }
-                    }
-                    if self.it >= self.cfg.max_iters {
-                        break 'run StopReason::MaxIters;
+                        Next::Go => {}
                     }
                 }
                 if breaks(rv) {
@@ -151,14 +161,7 @@ impl<O: Operator> Krylov<'_, O> {
                 let src = if plain { &mut r } else { &mut sh };
                 self.spmv(chans, src, &mut t, false, &mut || Ok(()))?;
                 let c = Instant::now();
-                let (sd, td, rhd) = (self.op.data(&r), self.op.data(&t), self.op.data(&rh));
-                let local = [
-                    dot(&runs, td, sd),
-                    dot(&runs, td, td),
-                    dot(&runs, rhd, sd),
-                    dot(&runs, rhd, td),
-                    dot(&runs, sd, sd),
-                ];
+                let local = dots(&runs, self.op.data(&r), self.op.data(&t), self.op.data(&rh));
                 self.computed(c);
                 let [ts, tt, rs, rt, ss] = self.all_reduce(ctx, local)?;
                 if !ss.is_finite() {
@@ -201,24 +204,11 @@ impl<O: Operator> Krylov<'_, O> {
                 }
                 // x += α p̂ + ω ŝ; r = s − ω t.
                 let c = Instant::now();
-                {
-                    let pd = if plain {
-                        self.op.data(&p)
-                    } else {
-                        self.op.data(&ph)
-                    };
-                    let sd = if plain {
-                        self.op.data(&r)
-                    } else {
-                        self.op.data(&sh)
-                    };
-                    let xd = self.op.data_mut(&mut self.x);
-                    for &(s, m) in runs.iter() {
-                        for i in s..s + m {
-                            xd[i] += alpha * pd[i] + omega * sd[i];
-                        }
-                    }
-                }
+                let (pd, sd) = match plain {
+                    true => (self.op.data(&p), self.op.data(&r)),
+                    false => (self.op.data(&ph), self.op.data(&sh)),
+                };
+                step(&runs, alpha, pd, omega, sd, self.op.data_mut(&mut self.x));
                 axpy(&runs, -omega, self.op.data(&t), self.op.data_mut(&mut r));
                 self.computed(c);
                 self.it += 1;
@@ -229,6 +219,49 @@ impl<O: Operator> Krylov<'_, O> {
         };
         let tr = self.final_residual(ctx, chans, &mut scratch, known)?;
         Ok((stop, tr))
+    }
+
+    /// The recurrence residual's squared norm `rr` of the iteration's top, observed: a claim is
+    /// certified (or, without confirmation, taken), and every `check_every` iterations the
+    /// true residual is computed and may replace it ([`Krylov::check`]).
+    fn observe_residual<C: Context>(
+        &mut self,
+        ctx: &mut C,
+        chans: &mut [Channel<C::Backend, Sync>],
+        rr: f64,
+        r: &mut O::Vector,
+        scratch: &mut O::Vector,
+        known: &mut Option<(u64, f64)>,
+    ) -> Result<Next, Error> {
+        let value = self.measure(rr);
+        self.observe(value);
+        let claim = self.met(value);
+        if claim && !self.cfg.confirm {
+            return Ok(Next::Stop(StopReason::Criterion));
+        }
+        if claim || self.it.is_multiple_of(self.cfg.check_every) {
+            let (tr, replace) = if claim {
+                let (tr, ok) = self.certify(ctx, chans, scratch, r)?;
+                if ok {
+                    *known = Some((self.it, tr));
+                    return Ok(Next::Stop(StopReason::Criterion));
+                }
+                (tr, true)
+            } else {
+                self.check(ctx, chans, scratch, r)?
+            };
+            *known = Some((self.it, tr));
+            if replace {
+                if self.it >= self.cfg.max_iters {
+                    return Ok(Next::Stop(StopReason::MaxIters));
+                }
+                return Ok(Next::Replace);
+            }
+        }
+        if self.it >= self.cfg.max_iters {
+            return Ok(Next::Stop(StopReason::MaxIters));
+        }
+        Ok(Next::Go)
     }
 
     /// Replace `r` by the true residual in `scratch` and restart the recurrences from it:

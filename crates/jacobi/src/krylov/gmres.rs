@@ -34,6 +34,40 @@ use crate::Error;
 use chan_core::traits::*;
 use chan_core::{Channel, Sync};
 
+/// Apply the cycle's `j` Givens rotations to Hessenberg column `col` (step j's), then make
+/// and apply the one that zeroes `col[j + 1]`, rotating `g` too. `false`: the rotated diagonal
+/// is 0 (no rotation exists).
+fn rotate(col: &mut [f64], j: usize, cs: &mut [f64], sn: &mut [f64], g: &mut [f64]) -> bool {
+    for i in 0..j {
+        let t = cs[i] * col[i] + sn[i] * col[i + 1];
+        col[i + 1] = -sn[i] * col[i] + cs[i] * col[i + 1];
+        col[i] = t;
+    }
+    let d = col[j].hypot(col[j + 1]);
+    if d == 0.0 {
+        return false;
+    }
+    cs[j] = col[j] / d;
+    sn[j] = col[j + 1] / d;
+    col[j] = d;
+    col[j + 1] = 0.0;
+    g[j + 1] = -sn[j] * g[j];
+    g[j] *= cs[j];
+    true
+}
+
+/// `y` of `R_k y = g_k`: R the rotated Hessenberg matrix's upper triangle (column by column,
+/// `m + 1` rows), solved backwards.
+fn back_substitute(h: &[f64], m: usize, k: usize, g: &[f64], y: &mut [f64]) {
+    for i in (0..k).rev() {
+        let mut s = g[i];
+        for (l, yl) in y.iter().enumerate().take(k).skip(i + 1) {
+            s -= h[l * (m + 1) + i] * yl;
+        }
+        y[i] = s / h[i * (m + 1) + i];
+    }
+}
+
 impl<O: Operator> Krylov<'_, O> {
     /// GMRES(m). Returns why it stopped and the relative true residual of the final iterate.
     pub(super) fn gmres<C: Context>(
@@ -82,27 +116,14 @@ impl<O: Operator> Krylov<'_, O> {
                     let j = k;
                     let (basis, rest) = v.split_at_mut(j + 1);
                     let w = &mut rest[0];
-                    // w = A M⁻¹ v_j.
-                    if pc.is_none() {
-                        self.spmv(chans, &mut basis[j], w, false, &mut || Ok(()))?;
-                    } else {
-                        let t = crate::clock::Instant::now();
-                        pc.apply(self.op.data(&basis[j]), self.op.data_mut(&mut z));
-                        self.computed(t);
-                        self.spmv(chans, &mut z, w, false, &mut || Ok(()))?;
-                    }
-                    let t = crate::clock::Instant::now();
-                    for (i, b) in basis.iter().enumerate() {
-                        buf[i] = dot(&runs, self.op.data(b), self.op.data(w));
-                    }
-                    buf[j + 1] = dot(&runs, self.op.data(w), self.op.data(w));
-                    self.computed(t);
-                    self.reduce_slice(ctx, &mut buf[..j + 2])?;
-                    let t = crate::clock::Instant::now();
-                    for (i, b) in basis.iter().enumerate() {
-                        axpy(&runs, -buf[i], self.op.data(b), self.op.data_mut(w));
-                    }
-                    self.computed(t);
+                    self.arnoldi(
+                        ctx,
+                        chans,
+                        (basis, w),
+                        (&mut z, &mut buf[..j + 2]),
+                        pc,
+                        &runs,
+                    )?;
                     let ww = buf[j + 1];
                     let mut hn2 = ww - buf[..=j].iter().map(|h| h * h).sum::<f64>();
                     if hn2.is_nan() || hn2 <= 1e-6 * ww {
@@ -120,13 +141,7 @@ impl<O: Operator> Krylov<'_, O> {
                         broke = Some("a NaN in the Arnoldi step".into());
                         break;
                     }
-                    for i in 0..j {
-                        let t = cs[i] * col[i] + sn[i] * col[i + 1];
-                        col[i + 1] = -sn[i] * col[i] + cs[i] * col[i + 1];
-                        col[i] = t;
-                    }
-                    let d = col[j].hypot(col[j + 1]);
-                    if d == 0.0 {
+                    if !rotate(col, j, &mut cs, &mut sn, &mut g) {
                         broke = Some(
                             "the rotated Hessenberg diagonal = 0 (A M⁻¹ is singular on the \
                              Krylov space)"
@@ -134,12 +149,6 @@ impl<O: Operator> Krylov<'_, O> {
                         );
                         break;
                     }
-                    cs[j] = col[j] / d;
-                    sn[j] = col[j + 1] / d;
-                    col[j] = d;
-                    col[j + 1] = 0.0;
-                    g[j + 1] = -sn[j] * g[j];
-                    g[j] *= cs[j];
                     k += 1;
                     let value = self.measure(g[j + 1] * g[j + 1]);
                     self.observe(value);
@@ -157,34 +166,8 @@ impl<O: Operator> Krylov<'_, O> {
                 // x += M⁻¹ V_k y, R_k y = g_k.
                 if k > 0 {
                     let t = crate::clock::Instant::now();
-                    for i in (0..k).rev() {
-                        let mut s = g[i];
-                        for (l, yl) in y.iter().enumerate().take(k).skip(i + 1) {
-                            s -= h[l * (m + 1) + i] * yl;
-                        }
-                        y[i] = s / h[i * (m + 1) + i];
-                    }
-                    let u = self.op.data_mut(&mut scratch);
-                    scale_into(&runs, y[0], self.op.data(&v[0]), u);
-                    for (i, yi) in y.iter().enumerate().take(k).skip(1) {
-                        axpy(
-                            &runs,
-                            *yi,
-                            self.op.data(&v[i]),
-                            self.op.data_mut(&mut scratch),
-                        );
-                    }
-                    if pc.is_none() {
-                        axpy(
-                            &runs,
-                            1.0,
-                            self.op.data(&scratch),
-                            self.op.data_mut(&mut self.x),
-                        );
-                    } else {
-                        pc.apply(self.op.data(&scratch), self.op.data_mut(&mut z));
-                        axpy(&runs, 1.0, self.op.data(&z), self.op.data_mut(&mut self.x));
-                    }
+                    back_substitute(&h, m, k, &g, &mut y);
+                    self.add_combination(&v[..k], &y[..k], (&mut scratch, &mut z), pc, &runs);
                     self.computed(t);
                 }
                 // The restart's residual: the true one, which certifies a claim.
@@ -218,6 +201,64 @@ impl<O: Operator> Krylov<'_, O> {
         };
         let t = self.final_residual(ctx, chans, &mut scratch, known)?;
         Ok((stop, t))
+    }
+
+    /// Arnoldi step j (`basis` holds v_0..v_j): `w = A M⁻¹ v_j`, the projections `(v_i, w)`
+    /// and `‖w‖²` into `buf` (j + 2 values, one reduction), then w orthogonalised against the
+    /// basis (classical Gram–Schmidt); `z` is scratch for `M⁻¹ v_j`.
+    fn arnoldi<C: Context>(
+        &mut self,
+        ctx: &mut C,
+        chans: &mut [Channel<C::Backend, Sync>],
+        (basis, w): (&mut [O::Vector], &mut O::Vector),
+        (z, buf): (&mut O::Vector, &mut [f64]),
+        pc: &mut Precond,
+        runs: &[(usize, usize)],
+    ) -> Result<(), Error> {
+        let j = basis.len() - 1;
+        if pc.is_none() {
+            self.spmv(chans, &mut basis[j], w, false, &mut || Ok(()))?;
+        } else {
+            let t = crate::clock::Instant::now();
+            pc.apply(self.op.data(&basis[j]), self.op.data_mut(z));
+            self.computed(t);
+            self.spmv(chans, z, w, false, &mut || Ok(()))?;
+        }
+        let t = crate::clock::Instant::now();
+        for (i, b) in basis.iter().enumerate() {
+            buf[i] = dot(runs, self.op.data(b), self.op.data(w));
+        }
+        buf[j + 1] = dot(runs, self.op.data(w), self.op.data(w));
+        self.computed(t);
+        self.reduce_slice(ctx, buf)?;
+        let t = crate::clock::Instant::now();
+        for (i, b) in basis.iter().enumerate() {
+            axpy(runs, -buf[i], self.op.data(b), self.op.data_mut(w));
+        }
+        self.computed(t);
+        Ok(())
+    }
+
+    /// `x += M⁻¹ Σ_i y_i v_i`, the combination formed in `u` (and `M⁻¹` of it in `z`).
+    fn add_combination(
+        &mut self,
+        v: &[O::Vector],
+        y: &[f64],
+        (u, z): (&mut O::Vector, &mut O::Vector),
+        pc: &mut Precond,
+        runs: &[(usize, usize)],
+    ) {
+        scale_into(runs, y[0], self.op.data(&v[0]), self.op.data_mut(u));
+        for (vi, yi) in v.iter().zip(y).skip(1) {
+            axpy(runs, *yi, self.op.data(vi), self.op.data_mut(u));
+        }
+        let step = if pc.is_none() {
+            &*u
+        } else {
+            pc.apply(self.op.data(u), self.op.data_mut(z));
+            &*z
+        };
+        axpy(runs, 1.0, self.op.data(step), self.op.data_mut(&mut self.x));
     }
 
     /// One of the iteration's blocking all-reduces (sum) of `v.len()` values, counted in
