@@ -476,6 +476,21 @@ pub(crate) struct RunArgs {
         requires = "matrix"
     )]
     pub(crate) solution: Option<PathBuf>,
+    /// Start from the iterate in FILE instead of the problem's: a Matrix Market `array real
+    /// general` vector of the grid's interior points, x fastest (a checkpoint's vector too).
+    #[arg(long, value_name = "FILE", conflicts_with = "resume", help_heading = "Start and resume")]
+    pub(crate) x0: Option<PathBuf>,
+    /// Every --checkpoint-every K iterations of a sync run, write the iterate to FILE with
+    /// what --resume needs (written whole: a kill leaves the previous checkpoint).
+    #[arg(long, value_name = "FILE", requires = "checkpoint_every", help_heading = "Start and resume")]
+    pub(crate) checkpoint: Option<PathBuf>,
+    /// K, the iterations between checkpoints (a multiple of --halo-every).
+    #[arg(long, value_name = "K", requires = "checkpoint", help_heading = "Start and resume")]
+    pub(crate) checkpoint_every: Option<u64>,
+    /// Go on from the checkpoint in FILE (the same problem, size, ranks and method): a sync
+    /// run reaches the iterate and iteration count of the run it continues, bit for bit.
+    #[arg(long, value_name = "FILE", help_heading = "Start and resume")]
+    pub(crate) resume: Option<PathBuf>,
     /// Write the whole report as JSON to FILE (schema aiac.run/4, docs/json-schema.md).
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(crate) json: Option<PathBuf>,
@@ -725,7 +740,12 @@ fn outputs(args: &RunArgs) -> Vec<(&'static str, &Path)> {
 
 /// The input files, named by their flags.
 fn inputs(args: &RunArgs) -> Vec<(&'static str, &Path)> {
-    [("--matrix", &args.matrix), ("--rhs", &args.rhs)]
+    [
+        ("--matrix", &args.matrix),
+        ("--rhs", &args.rhs),
+        ("--x0", &args.x0),
+        ("--resume", &args.resume),
+    ]
         .into_iter()
         .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
         .collect()
@@ -738,7 +758,21 @@ pub(crate) fn check_output(args: &RunArgs) -> Result<(), Error> {
     for (flag, path) in &files {
         check_file(flag, path)?;
     }
-    check_distinct(&files, &inputs(args))
+    check_distinct(&files, &inputs(args))?;
+    // The checkpoint may replace the one resumed from (read whole before the run, and
+    // replaced atomically), no other input or output.
+    if let Some(path) = &args.checkpoint {
+        check_file("--checkpoint", path)?;
+        let others: Vec<_> = inputs(args)
+            .into_iter()
+            .filter(|(f, _)| *f != "--resume")
+            .collect();
+        check_distinct(&[("--checkpoint", path.as_path())], &others)?;
+        let mut all = files.clone();
+        all.push(("--checkpoint", path.as_path()));
+        check_distinct(&all, &[])?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

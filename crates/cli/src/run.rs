@@ -15,6 +15,7 @@ use crate::launch::{Launched, Rank};
 use crate::matrix::{self, Loaded};
 use crate::output::{write_atomically, Csv};
 use crate::progress::RunProgress;
+use crate::resume::Restart;
 use crate::saved::{self, ConfigExt};
 use chan_core::Context;
 use chan_threads::World;
@@ -42,6 +43,7 @@ fn run_on<C: Context>(
     plan: &Plan,
     args: &RunArgs,
     matrix: Option<&Loaded>,
+    restart: &Restart,
 ) -> Result<ExitCode, Error> {
     // The matrix's flags over every block, and the report's config (collective).
     let matrix = match matrix {
@@ -59,7 +61,8 @@ fn run_on<C: Context>(
     let hook = progress.as_ref().map(RunProgress::hook);
     let solve = jacobi::Solve::new(cfg).hook(hook);
     let rec = match &matrix {
-        None => solve
+        None => restart
+            .apply(solve)
             .plan(plan)
             .team(team)
             .run(ctx)
@@ -179,9 +182,10 @@ fn run_threads(args: &RunArgs) -> Result<ExitCode, Error> {
         Some(_) => Some(matrix::load_all(args, &cfg, n)?),
         None => None,
     };
+    let restart = Restart::load(args, &cfg, &plan, n)?;
     // One rank per CPU when they fit (unpinned busy-polling ranks can share a core).
     let world = World::new(n).map_err(|_| ConfigError::NoRanks)?.pinned();
-    let outcomes = world.run(|ctx| run_on(ctx, &cfg, &plan, args, system.as_ref()));
+    let outcomes = world.run(|ctx| run_on(ctx, &cfg, &plan, args, system.as_ref(), &restart));
     // Every rank's result; the first error, else rank 0's exit code.
     let codes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
     codes.into_iter().next().ok_or(ConfigError::NoRanks.into())
@@ -190,6 +194,13 @@ fn run_threads(args: &RunArgs) -> Result<ExitCode, Error> {
 /// `--backend shared`: the shared-memory variants.
 fn run_shared(args: &RunArgs) -> Result<ExitCode, Error> {
     let (cfg, plan) = args.check()?;
+    if args.x0.is_some() || args.resume.is_some() || args.checkpoint.is_some() {
+        return Err(Error::Invalid(
+            "--x0, --resume and --checkpoint run over channels (--backend threads, mpi or \
+             shmem), not --backend shared"
+                .into(),
+        ));
+    }
     let progress = (!args.quiet).then(|| RunProgress::start(&cfg));
     let threads = args.threads.unwrap_or(1);
     let records = jacobi::Solve::new(&cfg)
@@ -240,9 +251,13 @@ impl RankWork for Launch<'_> {
                     matrix::load_rank(args, &cfg, size, me, here).map(|l| (cfg, plan, Some(l)))
                 }
                 None => Ok((cfg, plan, None)),
+            })
+            // Every rank reads --x0 or --resume alike: a bad file is refused on every rank.
+            .and_then(|(cfg, plan, loaded)| {
+                Restart::load(args, &cfg, &plan, size).map(|r| (cfg, plan, loaded, r))
             });
-        let (mut rank, (cfg, plan, loaded)) = rank.agree(checked)?;
-        let code = run_on(rank.ctx(), &cfg, &plan, args, loaded.as_ref());
+        let (mut rank, (cfg, plan, loaded, restart)) = rank.agree(checked)?;
+        let code = run_on(rank.ctx(), &cfg, &plan, args, loaded.as_ref(), &restart);
         let code = rank.or_abort(code);
         rank.stop()?;
         Ok(code)

@@ -20,6 +20,7 @@ use crate::record::RankRecord;
 use crate::solver::{Block, Ending, Overlapped, Run, Step, Swap, Sweep, Whole};
 use crate::sparse::iterate::{BlockSystem, SparseIterate};
 use crate::sparse::operator::RowOp;
+use crate::start::{Checkpoint, Start};
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{Async, Racy};
@@ -39,6 +40,7 @@ pub(crate) struct RankOutcome {
 /// Run the configured solver on this rank over `plan` ([`crate::Solve::run`]), with a team
 /// of `team.threads` per rank, also returning the final iterate when `keep` (the crate's
 /// tests).
+#[cfg_attr(not(test), allow(dead_code))] // the crate's tests
 pub(crate) fn solve_rank<C: Context>(
     ctx: &mut C,
     cfg: &Config,
@@ -47,8 +49,41 @@ pub(crate) fn solve_rank<C: Context>(
     keep: bool,
     team: RankTeam,
 ) -> Result<RankOutcome, Error> {
+    solve_rank_from(ctx, cfg, plan, progress, keep, team, Restart::default())
+}
+
+/// Where a run starts and where its checkpoints go ([`crate::Solve::start`],
+/// [`crate::Solve::checkpoint`]).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Restart<'a> {
+    pub(crate) begin: Option<&'a Start>,
+    pub(crate) checkpoint: Option<&'a dyn Checkpoint>,
+}
+
+impl Restart<'_> {
+    pub(crate) fn given(&self) -> bool {
+        self.begin.is_some() || self.checkpoint.is_some()
+    }
+}
+
+/// As [`solve_rank`], from `restart`'s start and with its checkpoints.
+pub(crate) fn solve_rank_from<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+    plan: &Plan,
+    progress: Option<&dyn Progress>,
+    keep: bool,
+    team: RankTeam,
+    restart: Restart<'_>,
+) -> Result<RankOutcome, Error> {
     cfg.check_threads_per_rank(team.threads, plan)?;
     let (scheme, exchange, depth, inner) = match cfg.method {
+        Method::Krylov(_) if restart.given() => {
+            return Err(Error::Start(format!(
+                "{} (Krylov) starts from zero and takes no checkpoint",
+                crate::Setting::Solver.words()
+            )))
+        }
         Method::Krylov(k) => {
             let diag = crate::linalg::SEVEN_POINT;
             let (record, field) = crate::krylov::solve_rank(ctx, cfg, &k, plan, progress, diag)?;
@@ -82,6 +117,7 @@ pub(crate) fn solve_rank<C: Context>(
                 Sweep,
             );
             run.exchange = exchange;
+            restart.apply(&mut run);
             run_loop(ctx, run).map(|(record, field)| (record, field.into_field()))
         })?;
         return Ok(RankOutcome {
@@ -103,7 +139,7 @@ pub(crate) fn solve_rank<C: Context>(
         // Async and racy rows of owned points begin aligned (`deep/`, "Async and racy").
         let align = scheme.variant != Variant::Sync;
         let deep = DeepField::new(&block.geom, &cfg.problem, depth, align);
-        let run = Run::new(
+        let mut run = Run::new(
             cfg,
             scheme,
             rank,
@@ -113,12 +149,13 @@ pub(crate) fn solve_rank<C: Context>(
             progress,
             Sweep,
         );
+        restart.apply(&mut run);
         let (record, deep) = run_loop(ctx, run)?;
         (record, deep.into_field(block.field))
     } else if let Some(spec) = inner {
         // Multisplitting: its work vectors allocated here, once.
         let step = InnerSolve::new(spec, &block.field);
-        let run = Run::new(
+        let mut run = Run::new(
             cfg,
             scheme,
             rank,
@@ -128,6 +165,7 @@ pub(crate) fn solve_rank<C: Context>(
             progress,
             step,
         );
+        restart.apply(&mut run);
         run_loop(ctx, run)?
     } else {
         let mut run = Run::new(
@@ -141,6 +179,7 @@ pub(crate) fn solve_rank<C: Context>(
             Sweep,
         );
         run.exchange = exchange;
+        restart.apply(&mut run);
         match exchange {
             Exchange::Overlap => run_loop_with::<_, _, _, Overlapped>(ctx, run)?,
             _ => run_loop(ctx, run)?,
@@ -151,6 +190,14 @@ pub(crate) fn solve_rank<C: Context>(
         record,
         field: keep.then_some(field),
     })
+}
+
+impl<'a> Restart<'a> {
+    /// Give `run` this start and these checkpoints.
+    fn apply<F: Iterate, S: Step<F>>(&self, run: &mut Run<'a, F, S>) {
+        run.begin = self.begin;
+        run.checkpoint = self.checkpoint;
+    }
 }
 
 /// The loop of the variant over `run`'s iterate, a due swap of the sync loop swapping the
@@ -167,6 +214,13 @@ pub(crate) fn run_loop_with<C: Context, F: Iterate, S: Step<F>, X: Swap<F>>(
     ctx: &mut C,
     mut run: Run<'_, F, S>,
 ) -> Result<(RankRecord, F), Error> {
+    if run.scheme.variant != Variant::Sync && run.checkpoint.is_some() {
+        return Err(Error::Checkpoint(format!(
+            "{} {}: checkpoints are taken by the sync variant",
+            crate::Setting::Variant.words(),
+            run.scheme.variant
+        )));
+    }
     let (stop, true_value, time, channels): Ending = match run.scheme.variant {
         Variant::Sync => run.sync::<C, X>(ctx)?,
         Variant::Async => run.asynchronous::<C, Async>(ctx)?,
@@ -202,8 +256,15 @@ pub(crate) fn solve_system_rank<C: Context>(
     cfg: &Config,
     sys: &SystemBlock,
     progress: Option<&dyn Progress>,
+    restart: Restart<'_>,
 ) -> Result<(RankRecord, Vec<f64>), Error> {
     cfg.validate_matrix()?;
+    if restart.given() {
+        return Err(Error::Start(format!(
+            "{} starts from zero and takes no checkpoint",
+            crate::Setting::Matrix.words()
+        )));
+    }
     let (scheme, inner) = match cfg.method {
         Method::Jacobi(j) => (j.iteration, None),
         Method::Multisplit(m) => (m.iteration, Some(m.inner)),

@@ -82,6 +82,7 @@ mod single;
 mod slow;
 mod solve;
 mod solver;
+mod start;
 pub mod sparse;
 mod team;
 #[cfg(test)]
@@ -114,6 +115,7 @@ pub use settings::{
     Operator, Scope, Setting, Words,
 };
 pub use solve::{Grid, Solve, System};
+pub use start::{Checkpoint, Saved, Start};
 
 /// The stencil kernels, for the criterion benchmarks in `benches/` only: not part of the API.
 #[doc(hidden)]

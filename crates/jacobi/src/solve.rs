@@ -4,7 +4,8 @@
 //! memory ([`Solve::run_shared`]).
 
 use crate::config::{Config, ConfigError};
-use crate::dispatch::{solve_rank, solve_system_rank, SystemBlock};
+use crate::dispatch::{solve_rank_from, solve_system_rank, Restart, SystemBlock};
+use crate::start::{Checkpoint, Start};
 use crate::geometry::Plan;
 use crate::hybrid::RankTeam;
 use crate::progress::Progress;
@@ -59,6 +60,7 @@ pub struct Solve<'a, On = Grid> {
     plan: Option<&'a Plan>,
     hook: Option<&'a dyn Progress>,
     team: RankTeam,
+    restart: Restart<'a>,
     on: On,
 }
 
@@ -88,6 +90,7 @@ impl<'a> Solve<'a> {
             plan: None,
             hook: None,
             team: RankTeam::alone(1),
+            restart: Restart::default(),
             on: Grid,
         }
     }
@@ -119,6 +122,7 @@ impl<'a> Solve<'a> {
             plan: None,
             hook: self.hook,
             team: self.team,
+            restart: self.restart,
             on: System(sys),
         }
     }
@@ -133,12 +137,20 @@ impl<'a> Solve<'a> {
                 &computed
             }
         };
-        solve_rank(ctx, self.cfg, plan, self.hook, false, self.team).map(|o| o.record)
+        let restart = self.restart;
+        solve_rank_from(ctx, self.cfg, plan, self.hook, false, self.team, restart)
+            .map(|o| o.record)
     }
 
     /// Run on `threads` threads of this process with shared memory (`--backend shared`, the
     /// paper's OpenMP section): one record per thread. Hybrid ranks do not apply.
     pub fn run_shared(self, threads: usize) -> Result<Vec<RankRecord>, Error> {
+        if self.restart.given() {
+            return Err(Error::Start(format!(
+                "{} shared starts from the problem's iterate and takes no checkpoint",
+                crate::Setting::Backend.words()
+            )));
+        }
         if self.team.threads != 1 {
             self.cfg.check_in(&crate::Context {
                 threads_per_rank: self.team.threads,
@@ -168,12 +180,32 @@ impl<'a, On> Solve<'a, On> {
             ..self
         }
     }
+
+    /// Start from `start` instead of the problem's iterate (the grid's interior points x
+    /// fastest; a checkpoint's iterate and iteration count to resume from it).
+    pub fn start(self, start: &'a Start) -> Self {
+        let restart = Restart {
+            begin: Some(start),
+            ..self.restart
+        };
+        Solve { restart, ..self }
+    }
+
+    /// Hand a checkpoint to `checkpoint` every [`Checkpoint::every`] iterations (the sync
+    /// variant).
+    pub fn checkpoint(self, checkpoint: &'a dyn Checkpoint) -> Self {
+        let restart = Restart {
+            checkpoint: Some(checkpoint),
+            ..self.restart
+        };
+        Solve { restart, ..self }
+    }
 }
 
 impl Solve<'_, System<'_>> {
     /// Run on this rank of `ctx` (collective, every rank with its own block): this rank's
     /// record and its part of the final iterate x (its rows).
     pub fn run<C: Context>(self, ctx: &mut C) -> Result<(RankRecord, Vec<f64>), Error> {
-        solve_system_rank(ctx, self.cfg, self.on.0, self.hook)
+        solve_system_rank(ctx, self.cfg, self.on.0, self.hook, self.restart)
     }
 }

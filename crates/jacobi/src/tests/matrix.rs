@@ -45,7 +45,7 @@ pub(super) fn run(cfg: &Config, a: &Csr, b: &[f64], p: usize) -> (Vec<RankRecord
             block,
             exact: None,
         };
-        solve_system_rank(ctx, cfg, &sys, None).expect("run failed")
+        solve_system_rank(ctx, cfg, &sys, None, Default::default()).expect("run failed")
     });
     let mut x = Vec::with_capacity(a.n());
     let mut records = Vec::new();
@@ -221,7 +221,7 @@ fn grid_only_settings_are_refused_for_a_matrix() {
                 b: b.clone(),
                 exact: None,
             };
-            solve_system_rank(ctx, &cfg, &sys, None)
+            solve_system_rank(ctx, &cfg, &sys, None, Default::default())
                 .unwrap_err()
                 .to_string()
         });
