@@ -478,14 +478,30 @@ pub(crate) struct RunArgs {
     pub(crate) solution: Option<PathBuf>,
     /// Start from the iterate in FILE instead of the problem's: a Matrix Market `array real
     /// general` vector of the grid's interior points, x fastest (a checkpoint's vector too).
-    #[arg(long, value_name = "FILE", conflicts_with = "resume", help_heading = "Start and resume")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "resume",
+        help_heading = "Start and resume"
+    )]
     pub(crate) x0: Option<PathBuf>,
-    /// Every --checkpoint-every K iterations of a sync run, write the iterate to FILE with
+    /// Every --checkpoint-every K iterations (async, racy: rounds), write the iterate to FILE with
     /// what --resume needs (written whole: a kill leaves the previous checkpoint).
-    #[arg(long, value_name = "FILE", requires = "checkpoint_every", help_heading = "Start and resume")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "checkpoint_every",
+        help_heading = "Start and resume"
+    )]
     pub(crate) checkpoint: Option<PathBuf>,
-    /// K, the iterations between checkpoints (a multiple of --halo-every).
-    #[arg(long, value_name = "K", requires = "checkpoint", help_heading = "Start and resume")]
+    /// K: a checkpoint every K iterations (sync; a multiple of --halo-every), every K
+    /// completed rounds of the convergence detection (async, racy).
+    #[arg(
+        long,
+        value_name = "K",
+        requires = "checkpoint",
+        help_heading = "Start and resume"
+    )]
     pub(crate) checkpoint_every: Option<u64>,
     /// Go on from the checkpoint in FILE (the same problem, size, ranks and method): a sync
     /// run reaches the iterate and iteration count of the run it continues, bit for bit.
@@ -746,9 +762,9 @@ fn inputs(args: &RunArgs) -> Vec<(&'static str, &Path)> {
         ("--x0", &args.x0),
         ("--resume", &args.resume),
     ]
-        .into_iter()
-        .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
-        .collect()
+    .into_iter()
+    .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+    .collect()
 }
 
 /// Fail before running if an output file could not be written where asked, or would be

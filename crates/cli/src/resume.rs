@@ -189,8 +189,9 @@ impl Restart {
     }
 }
 
-/// Checkpoints are taken by Jacobi's and multisplitting's sync variant, K a multiple of its
-/// halo period (a resumed run then swaps the halo where the interrupted one did).
+/// Checkpoints are taken by Jacobi and multisplitting: sync every K iterations, K a
+/// multiple of the halo period (a resumed run then swaps the halo where the interrupted one
+/// did); async and racy every K completed rounds of the convergence detection.
 fn check_checkpointable(cfg: &Config, every: u64) -> Result<(), Error> {
     let Some(it) = cfg.method.iteration() else {
         return Err(Error::Invalid(
@@ -199,13 +200,8 @@ fn check_checkpointable(cfg: &Config, every: u64) -> Result<(), Error> {
                 .into(),
         ));
     };
-    if it.variant != jacobi::Variant::Sync {
-        return Err(Error::Invalid(format!(
-            "--checkpoint: checkpoints are taken by --variant sync (not {})",
-            it.variant
-        )));
-    }
-    if every == 0 || !every.is_multiple_of(it.halo_every) {
+    let sync = it.variant == jacobi::Variant::Sync;
+    if every == 0 || (sync && !every.is_multiple_of(it.halo_every)) {
         return Err(Error::Invalid(format!(
             "--checkpoint-every {every}: must be a positive multiple of --halo-every {}",
             it.halo_every

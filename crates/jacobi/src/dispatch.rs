@@ -214,13 +214,6 @@ pub(crate) fn run_loop_with<C: Context, F: Iterate, S: Step<F>, X: Swap<F>>(
     ctx: &mut C,
     mut run: Run<'_, F, S>,
 ) -> Result<(RankRecord, F), Error> {
-    if run.scheme.variant != Variant::Sync && run.checkpoint.is_some() {
-        return Err(Error::Checkpoint(format!(
-            "{} {}: checkpoints are taken by the sync variant",
-            crate::Setting::Variant.words(),
-            run.scheme.variant
-        )));
-    }
     let (stop, true_value, time, channels): Ending = match run.scheme.variant {
         Variant::Sync => run.sync::<C, X>(ctx)?,
         Variant::Async => run.asynchronous::<C, Async>(ctx)?,

@@ -13,8 +13,8 @@ use crate::parts::Parts;
 use crate::problem::Problem;
 use crate::slow::Slowdown;
 use crate::Error;
-use chan_core::traits::*;
 use chan_core::backend::Lists;
+use chan_core::traits::*;
 use chan_core::{AtomicF64Slice, Channel, Sync};
 
 /// A block's iterate with a halo that travels between neighbours ([`Halo`]), swept by the

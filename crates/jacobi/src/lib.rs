@@ -82,8 +82,8 @@ mod single;
 mod slow;
 mod solve;
 mod solver;
-mod start;
 pub mod sparse;
+mod start;
 mod team;
 #[cfg(test)]
 mod tests;

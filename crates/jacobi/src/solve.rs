@@ -5,11 +5,11 @@
 
 use crate::config::{Config, ConfigError};
 use crate::dispatch::{solve_rank_from, solve_system_rank, Restart, SystemBlock};
-use crate::start::{Checkpoint, Start};
 use crate::geometry::Plan;
 use crate::hybrid::RankTeam;
 use crate::progress::Progress;
 use crate::record::RankRecord;
+use crate::start::{Checkpoint, Start};
 use crate::Error;
 use chan_core::Context;
 
@@ -138,8 +138,7 @@ impl<'a> Solve<'a> {
             }
         };
         let restart = self.restart;
-        solve_rank_from(ctx, self.cfg, plan, self.hook, false, self.team, restart)
-            .map(|o| o.record)
+        solve_rank_from(ctx, self.cfg, plan, self.hook, false, self.team, restart).map(|o| o.record)
     }
 
     /// Run on `threads` threads of this process with shared memory (`--backend shared`, the

@@ -27,10 +27,12 @@ pub struct Saved<'a> {
     pub x: &'a [f64],
 }
 
-/// Where a run's checkpoints go: every [`Checkpoint::every`] iterations of a sync run (at
-/// the same iteration on every rank), the ranks' blocks are gathered to rank 0, which
-/// calls [`Checkpoint::save`]; every rank then learns whether it succeeded (a failed save
-/// stops the run on every rank with its message).
+/// Where a run's checkpoints go: every [`Checkpoint::every`] = K iterations of a sync run
+/// (at the same iteration on every rank), or every K completed rounds of an async or racy
+/// run's convergence detection (which every rank sees alike), the ranks' blocks are
+/// gathered to rank 0, which calls [`Checkpoint::save`] with its own iteration count;
+/// every rank then learns whether it succeeded (a failed save stops the run on every rank
+/// with its message).
 pub trait Checkpoint: Sync {
     /// K: a checkpoint after every K iterations.
     fn every(&self) -> u64;
