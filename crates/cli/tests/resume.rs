@@ -1,0 +1,353 @@
+//! Start and resume (`--x0`, `--checkpoint --checkpoint-every`, `--resume`): a sync run
+//! resumed from its checkpoint ends as the run that was not interrupted, bit for bit, on
+//! threads and under real `mpirun`; an async or racy run resumed converges and certifies;
+//! a bad start or checkpoint is refused with one message naming the file, exit 1, nothing
+//! written.
+
+// Tests write their fixtures and hostile files directly, not through aiac's output module.
+#![allow(clippy::disallowed_methods)]
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+mod common;
+
+use common::{scratch, text, within, AIAC};
+
+/// `aiac run ARGS --json JSON -q`: on the threads backend (`-t 2` unless ARGS give -t), or
+/// under `mpirun -np 2 … --backend mpi`.
+fn run(mpi: bool, args: &[&str], json: &Path) -> Output {
+    let mut c = if mpi {
+        let mut c = Command::new("timeout");
+        c.args([
+            "-k",
+            "5",
+            "120",
+            "mpirun",
+            "-np",
+            "2",
+            AIAC,
+            "run",
+            "--backend",
+            "mpi",
+        ]);
+        c
+    } else {
+        let mut c = Command::new(AIAC);
+        c.arg("run");
+        if !args.contains(&"-t") {
+            c.args(["-t", "2"]);
+        }
+        c
+    };
+    c.args(args).args(["--json", json.to_str().unwrap(), "-q"]);
+    within(c, 150)
+}
+
+fn report(out: &Output, json: &Path, code: i32) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(json).expect("report written")).expect("valid JSON")
+}
+
+/// The iterations (max over ranks) and the bits of the reported and true final residuals.
+fn ending(j: &Value) -> (u64, u64, u64) {
+    let bits = |v: &Value| v.as_f64().expect("a number").to_bits();
+    (
+        j["iterations"]["max"].as_f64().unwrap() as u64,
+        bits(&j["residual"]["reported"]),
+        bits(&j["residual"]["true"]),
+    )
+}
+
+/// A run checkpointed every K/2 iterations, stopped at K by --max-iters (as a killed run
+/// would be, its last checkpoint at K), and
+/// resumed reaches the uninterrupted run's iteration count and final residuals bit for bit.
+fn resumed_bit_for_bit(mpi: bool, problem: &[&str], (k, every): (&str, &str)) {
+    let every = ["--checkpoint-every", every];
+    let d = scratch(if mpi { "bits-mpi" } else { "bits-threads" });
+    let p = |n: &str| d.join(n);
+    let ck = p("ck.mtx");
+    let full = report(&run(mpi, problem, &p("full.json")), &p("full.json"), 0);
+    let stopped = run(
+        mpi,
+        &[
+            problem,
+            &every,
+            &["--max-iters", k, "--checkpoint", ck.to_str().unwrap()],
+        ]
+        .concat(),
+        &p("part.json"),
+    );
+    let part = report(&stopped, &p("part.json"), 2);
+    assert_eq!(ending(&part).0, k.parse::<u64>().unwrap());
+    let head = std::fs::read_to_string(&ck).expect("a checkpoint written");
+    assert!(head.contains(&format!("% iteration: {k}\n")), "{head}");
+    let resumed = report(
+        &run(
+            mpi,
+            &[problem, &["--resume", ck.to_str().unwrap()]].concat(),
+            &p("resumed.json"),
+        ),
+        &p("resumed.json"),
+        0,
+    );
+    assert!(ending(&full).0 > k.parse::<u64>().unwrap());
+    assert_eq!(
+        ending(&resumed),
+        ending(&full),
+        "resumed against uninterrupted"
+    );
+}
+
+const LAPLACE: &[&str] = &["--global", "12"];
+const POISSON: &[&str] = &["--problem", "poisson", "--global", "10"];
+
+#[test]
+fn a_resumed_sync_run_is_the_uninterrupted_one_bit_for_bit_on_threads() {
+    resumed_bit_for_bit(false, LAPLACE, ("200", "100"));
+    resumed_bit_for_bit(false, POISSON, ("80", "40"));
+}
+
+#[test]
+fn a_resumed_sync_run_is_the_uninterrupted_one_bit_for_bit_under_mpirun() {
+    resumed_bit_for_bit(true, LAPLACE, ("200", "100"));
+    resumed_bit_for_bit(true, POISSON, ("80", "40"));
+}
+
+/// `--x0` from a checkpoint's vector (the format --solution writes): the run starts from it
+/// at iteration 0, stops in fewer iterations than from the problem's start, and reaches the
+/// same answer (the same sweeps from the same iterate).
+#[test]
+fn x0_from_an_earlier_iterate_stops_sooner_at_the_same_answer() {
+    let d = scratch("x0");
+    let p = |n: &str| d.join(n);
+    let ck = p("ck.mtx");
+    let full = report(&run(false, LAPLACE, &p("full.json")), &p("full.json"), 0);
+    let args = [
+        LAPLACE,
+        &["--max-iters", "200", "--checkpoint-every", "200"],
+        &["--checkpoint", ck.to_str().unwrap()],
+    ]
+    .concat();
+    report(&run(false, &args, &p("part.json")), &p("part.json"), 2);
+    let from = report(
+        &run(
+            false,
+            &[LAPLACE, &["--x0", ck.to_str().unwrap()]].concat(),
+            &p("x0.json"),
+        ),
+        &p("x0.json"),
+        0,
+    );
+    let (n_full, _, true_full) = ending(&full);
+    let (n_x0, _, true_x0) = ending(&from);
+    assert_eq!(n_x0, n_full - 200, "{n_x0} against {n_full}");
+    assert_eq!(true_x0, true_full);
+}
+
+/// Async and racy runs checkpointed at a detection round and resumed converge, their claim
+/// certified.
+#[test]
+fn async_and_racy_runs_resume_and_certify() {
+    let d = scratch("async");
+    let p = |n: &str| d.join(n);
+    for variant in ["async", "racy"] {
+        let ck = p(&format!("{variant}.mtx"));
+        let args = [
+            "--global",
+            "12",
+            "--variant",
+            variant,
+            "--checkpoint",
+            ck.to_str().unwrap(),
+            "--checkpoint-every",
+            "2",
+        ];
+        let part = run(
+            false,
+            &[&args[..], &["--max-iters", "150"]].concat(),
+            &p("a.json"),
+        );
+        report(&part, &p("a.json"), 2);
+        let head = std::fs::read_to_string(&ck).expect("a checkpoint written");
+        let at: u64 = head
+            .lines()
+            .find_map(|l| l.strip_prefix("% iteration: "))
+            .expect("an iteration line")
+            .parse()
+            .unwrap();
+        assert!(at > 0 && at <= 150, "{variant}: {at}");
+        let j = report(
+            &run(
+                false,
+                &[&args[..2], &args[2..4], &["--resume", ck.to_str().unwrap()]].concat(),
+                &p("b.json"),
+            ),
+            &p("b.json"),
+            0,
+        );
+        assert_eq!(j["converged"], true, "{variant}");
+        let certs = j["certifications"].as_array().expect("certifications");
+        assert!(
+            certs.last().is_some_and(|c| c["accepted"] == true),
+            "{variant}: {certs:?}"
+        );
+        assert!(
+            j["iterations"]["min"].as_f64().unwrap() as u64 > at,
+            "{variant}"
+        );
+    }
+}
+
+/// One message naming the file, exit 1, nothing written.
+fn refused(mpi: bool, args: &[&str], d: &Path, file: &Path, says: &str) {
+    let json = d.join("out.json");
+    let out = run(mpi, args, &json);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(
+        err.contains(file.to_str().unwrap()) && err.contains(says),
+        "{args:?}: {err}"
+    );
+    assert_eq!(
+        err.matches("aiac: error").count(),
+        1,
+        "{args:?}: one message: {err}"
+    );
+    assert!(!json.exists(), "{args:?}: nothing written");
+    assert!(
+        !d.join("new.mtx").exists(),
+        "{args:?}: no checkpoint written"
+    );
+}
+
+#[test]
+fn bad_starts_and_checkpoints_are_refused() {
+    let d = scratch("bad");
+    let p = |n: &str| d.join(n);
+    let ck = p("ck.mtx");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let ck_s = s(&ck);
+    let args = [
+        LAPLACE,
+        &["--max-iters", "100", "--checkpoint-every", "100"],
+        &["--checkpoint", &ck_s],
+    ]
+    .concat();
+    report(&run(false, &args, &p("part.json")), &p("part.json"), 2);
+    let good = std::fs::read_to_string(&ck).unwrap();
+    let new = s(&p("new.mtx"));
+    let with = |flag: &str, f: &Path, more: &[&str]| -> Vec<String> {
+        let global: &[&str] = if more.contains(&"--global") {
+            &[]
+        } else {
+            &["--global", "12"]
+        };
+        [
+            &["--checkpoint-every", "100"],
+            global,
+            &[flag, &s(f), "--checkpoint", &new],
+            more,
+        ]
+        .concat()
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+    };
+    let check = |mpi: bool, v: Vec<String>, f: &Path, says: &str| {
+        let v: Vec<&str> = v.iter().map(String::as_str).collect();
+        refused(mpi, &v, &d, f, says);
+    };
+    // --x0: wrong length, NaN, inf, a directory, a FIFO.
+    let short = p("short.mtx");
+    std::fs::write(
+        &short,
+        "%%MatrixMarket matrix array real general\n2 1\n1.0\n2.0\n",
+    )
+    .unwrap();
+    check(false, with("--x0", &short, &[]), &short, "has 2 entries");
+    let nan = p("nan.mtx");
+    let mut lines: Vec<String> = good.lines().map(str::to_string).collect();
+    let last = lines.len() - 1;
+    lines[last] = "NaN".into();
+    std::fs::write(&nan, lines.join("\n")).unwrap();
+    check(false, with("--x0", &nan, &[]), &nan, "not a finite number");
+    lines[last] = "-inf".into();
+    let inf = p("inf.mtx");
+    std::fs::write(&inf, lines.join("\n")).unwrap();
+    check(false, with("--x0", &inf, &[]), &inf, "not a finite number");
+    let dir = p("dir");
+    std::fs::create_dir(&dir).unwrap();
+    check(false, with("--x0", &dir, &[]), &dir, "a directory");
+    let fifo = p("fifo");
+    let c = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path that lives across the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    check(false, with("--x0", &fifo, &[]), &fifo, "a FIFO");
+    // --resume: truncated (within the last value, leaving a number; halfway), another format,
+    // not a checkpoint, another configuration.
+    for (name, cut) in [
+        ("cut1.mtx", good.rfind('e').unwrap()),
+        ("cut2.mtx", good.len() / 2),
+    ] {
+        let f = p(name);
+        std::fs::write(&f, &good[..cut]).unwrap();
+        check(false, with("--resume", &f, &[]), &f, "truncated");
+    }
+    let v2 = p("v2.mtx");
+    std::fs::write(&v2, good.replace("format 1", "format 2")).unwrap();
+    check(false, with("--resume", &v2, &[]), &v2, "format 2");
+    let plain = p("plain.mtx");
+    std::fs::write(&plain, good.replace("% aiac checkpoint: format 1\n", "")).unwrap();
+    check(
+        false,
+        with("--resume", &plain, &[]),
+        &plain,
+        "not a checkpoint",
+    );
+    check(
+        false,
+        with("--resume", &ck, &["--global", "16"]),
+        &ck,
+        "size 12x12x12 there, 16x16x16 here",
+    );
+    check(
+        false,
+        with("--resume", &ck, &["--variant", "async"]),
+        &ck,
+        "method",
+    );
+    check(
+        false,
+        with("--resume", &ck, &["--problem", "poisson"]),
+        &ck,
+        "problem",
+    );
+    check(
+        false,
+        with("--resume", &ck, &["-t", "1"]),
+        &ck,
+        "ranks 2 there, 1 here",
+    );
+    check(
+        true,
+        with("--resume", &ck, &["-t", "2", "--global", "16"]),
+        &ck,
+        "size",
+    );
+    check(
+        true,
+        with("--x0", &short, &["-t", "2"]),
+        &short,
+        "has 2 entries",
+    );
+    // The checkpoint refused is left as it was.
+    assert_eq!(std::fs::read_to_string(&ck).unwrap(), good);
+}
