@@ -98,7 +98,12 @@ fn resumed_bit_for_bit(mpi: bool, problem: &[&str], (k, every): (&str, &str)) {
         &p("resumed.json"),
         0,
     );
-    assert!(ending(&full).0 > k.parse::<u64>().unwrap());
+    let k: u64 = k.parse().unwrap();
+    assert!(ending(&full).0 > k);
+    // It went on from K: its first check is past K (a run from the start checks first
+    // before K).
+    let first = resumed["history"][0][0].as_f64().expect("a history") as u64;
+    assert!(first >= k, "first check at {first}, resumed at {k}");
     assert_eq!(
         ending(&resumed),
         ending(&full),
@@ -175,7 +180,7 @@ fn async_and_racy_runs_resume_and_certify() {
             &[&args[..], &["--max-iters", "150"]].concat(),
             &p("a.json"),
         );
-        report(&part, &p("a.json"), 2);
+        let part = report(&part, &p("a.json"), 2);
         let head = std::fs::read_to_string(&ck).expect("a checkpoint written");
         let at: u64 = head
             .lines()
@@ -202,6 +207,21 @@ fn async_and_racy_runs_resume_and_certify() {
         assert!(
             j["iterations"]["min"].as_f64().unwrap() as u64 > at,
             "{variant}"
+        );
+        // It went on from there: rank 0's first round is past the checkpoint's iteration.
+        let first = j["history"][0][0].as_f64().expect("a history") as u64;
+        assert!(
+            first >= at,
+            "{variant}: first round at {first}, resumed at {at}"
+        );
+        // From the checkpoint's iterate: below the residual of the interrupted run's first
+        // round, which its checkpoint came after.
+        let value = |j: &Value| j["history"][0][1].as_f64().expect("a residual");
+        assert!(
+            value(&j) < value(&part),
+            "{variant}: {} against {}",
+            value(&j),
+            value(&part)
         );
     }
 }
