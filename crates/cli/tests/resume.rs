@@ -371,3 +371,47 @@ fn bad_starts_and_checkpoints_are_refused() {
     // The checkpoint refused is left as it was.
     assert_eq!(std::fs::read_to_string(&ck).unwrap(), good);
 }
+
+/// A run killed while it writes a checkpoint leaves the previous one whole: it resumes.
+#[test]
+fn a_kill_during_a_checkpoint_leaves_the_previous_one() {
+    let d = scratch("kill");
+    let ck = d.join("ck.mtx");
+    let mut child = Command::new(AIAC)
+        .args([
+            "run",
+            "-t",
+            "2",
+            "--global",
+            "12",
+            "-q",
+            "--max-iters",
+            "100000",
+        ])
+        .args(["--checkpoint-every", "50", "--checkpoint"])
+        .arg(&ck)
+        .env("AIAC_TEST_PAUSE_IN_WRITE_MS", "1500")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("aiac starts");
+    let t = std::time::Instant::now();
+    while !ck.exists() {
+        assert!(t.elapsed().as_secs() < 60, "no checkpoint written");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The next checkpoint's write is under way (its pause before the rename).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&ck).unwrap();
+    assert!(text.contains("% iteration: 50\n"), "{}", &text[..300]);
+    let json = d.join("r.json");
+    let out = run(
+        false,
+        &["--global", "12", "--resume", ck.to_str().unwrap()],
+        &json,
+    );
+    let j = report(&out, &json, 0);
+    assert_eq!(j["converged"], true);
+}
