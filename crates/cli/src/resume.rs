@@ -160,6 +160,15 @@ impl Restart {
                 "--x0, --resume and --checkpoint run on the grid (not with --matrix)".into(),
             ));
         }
+        let deep = matches!(cfg.method, jacobi::Method::Jacobi(j)
+            if j.halo_depth != jacobi::HaloDepth::Fixed(1));
+        if given && (deep || args.threads_per_rank() > 1) {
+            return Err(Error::Invalid(
+                "--x0, --resume and --checkpoint run with one-plane halos and one thread per \
+                 rank (not with --halo-depth above 1 or auto, nor --threads-per-rank above 1)"
+                    .into(),
+            ));
+        }
         let bound = bound_to(cfg, plan, ranks);
         let checkpoint = match (&args.checkpoint, args.checkpoint_every) {
             (Some(path), Some(every)) => {

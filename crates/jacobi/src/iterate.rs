@@ -106,9 +106,17 @@ pub(crate) trait Iterate: Halo + Sized {
     /// fastest): this block's part of it into the owned points. An iterate that cannot
     /// start from one (or be checkpointed) says which setting rules it out.
     fn start_from(&mut self, _x: &[f64]) -> Result<(), Error> {
+        self.restartable()
+    }
+
+    /// Whether this iterate can start from a given one and be checkpointed: an error naming
+    /// the settings that rule it out, for one that cannot (deep halos, hybrid ranks).
+    fn restartable(&self) -> Result<(), Error> {
         Err(Error::Start(format!(
-            "{} cannot start from a given iterate",
-            crate::Setting::HaloDepth.words()
+            "{} above 1 and {} above 1 start from the problem's iterate and take no \
+             checkpoint",
+            crate::Setting::HaloDepth.words(),
+            crate::Setting::ThreadsPerRank.words()
         )))
     }
 
@@ -232,6 +240,9 @@ impl Iterate for Field {
     }
     fn error_max(&self, problem: &Problem) -> Option<f64> {
         Field::error_max(self, problem)
+    }
+    fn restartable(&self) -> Result<(), Error> {
+        Ok(())
     }
     fn start_from(&mut self, x: &[f64]) -> Result<(), Error> {
         let points = self.geometry().global.volume();

@@ -341,6 +341,9 @@ impl<'a, F: Iterate, S: Step<F>> Run<'a, F, S> {
         ctx: &mut C,
         chans: &mut [Channel<C::Backend, Sync>],
     ) -> Result<Option<f64>, Error> {
+        if self.checkpoint.is_some() {
+            self.field.restartable()?;
+        }
         let Some(start) = self.begin else {
             return Ok(None);
         };
