@@ -33,6 +33,11 @@ pub(crate) struct Loaded {
 }
 
 impl Loaded {
+    /// The system, as read (its dominance not yet settled over every rank).
+    pub(crate) fn info(&self) -> &MatrixInfo {
+        &self.info
+    }
+
     /// Rank `rank`'s block.
     pub(crate) fn block(&self, rank: usize) -> &SystemBlock {
         &self.blocks[rank - self.first_rank]

@@ -15,8 +15,9 @@
 
 use crate::args::RunArgs;
 use crate::error::Error;
+use crate::matrix::Loaded;
 use crate::output::write_atomically;
-use jacobi::{Config, Plan, Start};
+use jacobi::{Config, MatrixInfo, Plan, Start};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -126,12 +127,33 @@ fn checksum(x: &[f64]) -> u64 {
 
 /// The settings a checkpoint's iterate is bound to, as (name, value): a resumed run must
 /// have the same ones.
-fn bound_to(cfg: &Config, plan: &Plan, ranks: usize) -> Vec<(&'static str, String)> {
+fn bound_to(
+    cfg: &Config,
+    plan: &Plan,
+    ranks: usize,
+    matrix: Option<&MatrixInfo>,
+) -> Vec<(&'static str, String)> {
+    let (problem, size, decomposition) = match matrix {
+        None => (
+            format!("{:?}", cfg.problem),
+            plan.global.to_string(),
+            plan.procs.to_string(),
+        ),
+        Some(m) => (
+            format!(
+                "matrix with {} nonzeros, b {}",
+                m.nnz,
+                if m.rhs.is_some() { "given" } else { "= A·1" }
+            ),
+            format!("{} rows", m.n),
+            format!("row blocks from {:?}", m.row_bounds),
+        ),
+    };
     vec![
-        ("problem", format!("{:?}", cfg.problem)),
-        ("size", plan.global.to_string()),
+        ("problem", problem),
+        ("size", size),
         ("ranks", ranks.to_string()),
-        ("decomposition", plan.procs.to_string()),
+        ("decomposition", decomposition),
         ("method", format!("{:?}", cfg.method)),
         ("check every", cfg.check_every.to_string()),
         ("confirm", cfg.confirm.to_string()),
@@ -153,13 +175,9 @@ impl Restart {
         cfg: &Config,
         plan: &Plan,
         ranks: usize,
+        matrix: Option<&Loaded>,
     ) -> Result<Self, Error> {
         let given = args.x0.is_some() || args.resume.is_some() || args.checkpoint.is_some();
-        if given && args.matrix.is_some() {
-            return Err(Error::Invalid(
-                "--x0, --resume and --checkpoint run on the grid (not with --matrix)".into(),
-            ));
-        }
         let deep = matches!(cfg.method, jacobi::Method::Jacobi(j)
             if j.halo_depth != jacobi::HaloDepth::Fixed(1));
         if given && (deep || args.threads_per_rank() > 1) {
@@ -169,7 +187,12 @@ impl Restart {
                     .into(),
             ));
         }
-        let bound = bound_to(cfg, plan, ranks);
+        let info = matrix.map(Loaded::info);
+        let bound = bound_to(cfg, plan, ranks, info);
+        // The unknowns: the grid's interior points, or the matrix's rows.
+        let unknowns = info.map_or((plan.global.volume(), plan.global.to_string()), |m| {
+            (m.n, format!("{} × {}", m.n, m.n))
+        });
         let checkpoint = match (&args.checkpoint, args.checkpoint_every) {
             (Some(path), Some(every)) => {
                 check_checkpointable(cfg, every)?;
@@ -178,7 +201,7 @@ impl Restart {
             _ => None,
         };
         let start = match (&args.x0, &args.resume) {
-            (Some(path), _) => Some(read_x0(path, plan)?),
+            (Some(path), _) => Some(read_x0(path, unknowns)?),
             (None, Some(path)) => Some(read_checkpoint(path, &bound)?),
             (None, None) => None,
         };
@@ -219,20 +242,19 @@ fn check_checkpointable(cfg: &Config, every: u64) -> Result<(), Error> {
     Ok(())
 }
 
-/// `--x0 FILE`: the grid's interior points, x fastest.
-fn read_x0(path: &Path, plan: &Plan) -> Result<Start, Error> {
+/// `--x0 FILE`: the grid's interior points, x fastest, or the matrix's rows: `unknowns`
+/// of them (and the system, for the message).
+fn read_x0(path: &Path, (points, of): (usize, String)) -> Result<Start, Error> {
     let bad = |why: String| Error::Input {
         flag: "--x0",
         path: path.to_path_buf(),
         why,
     };
     let v = read(path).map_err(bad)?;
-    let points = plan.global.volume();
     if v.values.len() != points {
         return Err(bad(format!(
-            "has {} entries, the grid {} has {points} interior points",
+            "has {} entries, the system ({of}) has {points} unknowns",
             v.values.len(),
-            plan.global
         )));
     }
     Ok(Start {

@@ -67,7 +67,7 @@ fn run_on<C: Context>(
             .team(team)
             .run(ctx)
             .map(|r| (r, Vec::new())),
-        Some((sys, _)) => solve.system(sys).run(ctx),
+        Some((sys, _)) => restart.apply(solve).system(sys).run(ctx),
     };
     drop(progress); // the line is cleared before anything else is printed
     let (rec, x) = rec?;
@@ -182,7 +182,7 @@ fn run_threads(args: &RunArgs) -> Result<ExitCode, Error> {
         Some(_) => Some(matrix::load_all(args, &cfg, n)?),
         None => None,
     };
-    let restart = Restart::load(args, &cfg, &plan, n)?;
+    let restart = Restart::load(args, &cfg, &plan, n, system.as_ref())?;
     // One rank per CPU when they fit (unpinned busy-polling ranks can share a core).
     let world = World::new(n).map_err(|_| ConfigError::NoRanks)?.pinned();
     let outcomes = world.run(|ctx| run_on(ctx, &cfg, &plan, args, system.as_ref(), &restart));
@@ -254,7 +254,8 @@ impl RankWork for Launch<'_> {
             })
             // Every rank reads --x0 or --resume alike: a bad file is refused on every rank.
             .and_then(|(cfg, plan, loaded)| {
-                Restart::load(args, &cfg, &plan, size).map(|r| (cfg, plan, loaded, r))
+                Restart::load(args, &cfg, &plan, size, loaded.as_ref())
+                    .map(|r| (cfg, plan, loaded, r))
             });
         let (mut rank, (cfg, plan, loaded, restart)) = rank.agree(checked)?;
         let code = run_on(rank.ctx(), &cfg, &plan, args, loaded.as_ref(), &restart);

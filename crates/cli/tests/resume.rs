@@ -56,9 +56,12 @@ fn report(out: &Output, json: &Path, code: i32) -> Value {
     serde_json::from_slice(&std::fs::read(json).expect("report written")).expect("valid JSON")
 }
 
-/// The iterations (max over ranks) and the bits of the reported and true final residuals.
+/// The iterations (max over ranks) and the bits of the reported and true final residuals
+/// (the true one always there).
 fn ending(j: &Value) -> (u64, u64, u64) {
-    let bits = |v: &Value| v.as_f64().expect("a number").to_bits();
+    // None reported (no check ran): all ones, which no residual has.
+    let bits = |v: &Value| v.as_f64().map_or(u64::MAX, f64::to_bits);
+    assert!(j["residual"]["true"].is_f64(), "{j}");
     (
         j["iterations"]["max"].as_f64().unwrap() as u64,
         bits(&j["residual"]["reported"]),
@@ -128,7 +131,8 @@ fn a_resumed_sync_run_is_the_uninterrupted_one_bit_for_bit_under_mpirun() {
 
 /// `--x0` from a checkpoint's vector (the format --solution writes): the run starts from it
 /// at iteration 0, stops in fewer iterations than from the problem's start, and reaches the
-/// same answer (the same sweeps from the same iterate).
+/// same answer (the same sweeps from the same iterate); CG, PIPECG and multisplitting start
+/// from it too.
 #[test]
 fn x0_from_an_earlier_iterate_stops_sooner_at_the_same_answer() {
     let d = scratch("x0");
@@ -155,6 +159,16 @@ fn x0_from_an_earlier_iterate_stops_sooner_at_the_same_answer() {
     let (n_x0, _, true_x0) = ending(&from);
     assert_eq!(n_x0, n_full - 200, "{n_x0} against {n_full}");
     assert_eq!(true_x0, true_full);
+    // The other solvers start from it too (CG and PIPECG: r₀ = b − A x₀): fewer iterations.
+    for solver in ["cg", "pipecg", "multisplit"] {
+        let with = ["--solver", solver, "--global", "12"];
+        let zero = report(&run(false, &with, &p("0.json")), &p("0.json"), 0);
+        let given = [&with[..], &["--x0", ck.to_str().unwrap()]].concat();
+        let from = report(&run(false, &given, &p("1.json")), &p("1.json"), 0);
+        let (n0, n1) = (ending(&zero).0, ending(&from).0);
+        assert!(n1 < n0, "{solver}: {n1} from x0, {n0} from the start");
+        assert_eq!(from["converged"], true, "{solver}");
+    }
 }
 
 /// Async and racy runs checkpointed at a detection round and resumed converge, their claim
@@ -414,4 +428,102 @@ fn a_kill_during_a_checkpoint_leaves_the_previous_one() {
     );
     let j = report(&out, &json, 0);
     assert_eq!(j["converged"], true);
+}
+
+/// An SPD test system (a 2-D Laplacian plus a varying diagonal), m² rows, written as a
+/// `general` Matrix Market file.
+fn write_system(path: &Path, m: usize) {
+    use std::fmt::Write;
+    let mut t = Vec::new();
+    for y in 0..m {
+        for x in 0..m {
+            let i = y * m + x;
+            t.push((i, i, 4.0 + (i % 5) as f64 * 0.25));
+            for (ok, j) in [
+                (x > 0, i.wrapping_sub(1)),
+                (x + 1 < m, i + 1),
+                (y > 0, i.wrapping_sub(m)),
+                (y + 1 < m, i + m),
+            ] {
+                if ok {
+                    t.push((i, j, -1.0));
+                }
+            }
+        }
+    }
+    let mut s = format!(
+        "%%MatrixMarket matrix coordinate real general\n{} {} {}\n",
+        m * m,
+        m * m,
+        t.len()
+    );
+    for (i, j, v) in t {
+        writeln!(s, "{} {} {v:e}", i + 1, j + 1).unwrap();
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+/// `--matrix` with `--x0` from a previous run's `--solution`, for every solver: the run
+/// starts at that x (r₀ = b − A x₀ for CG and PIPECG), converged at once with the same
+/// answer, where from x = 0 it iterates.
+#[test]
+fn a_matrix_run_starts_from_a_previous_solution() {
+    let d = scratch("matrix-x0");
+    let a = d.join("a.mtx");
+    write_system(&a, 12);
+    let (x, j1, j2) = (d.join("x.mtx"), d.join("1.json"), d.join("2.json"));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let (a_s, x_s) = (s(&a), s(&x));
+    for solver in [
+        &["--solver", "jacobi"][..],
+        &["--solver", "jacobi", "--variant", "async"],
+        &["--solver", "multisplit"],
+        &["--solver", "cg"],
+        &["--solver", "pipecg"],
+    ] {
+        let base = [solver, &["--matrix", &a_s, "--tol", "1e-6"]].concat();
+        let first = report(
+            &run(false, &[&base[..], &["--solution", &x_s]].concat(), &j1),
+            &j1,
+            0,
+        );
+        let again = report(
+            &run(false, &[&base[..], &["--x0", &x_s]].concat(), &j2),
+            &j2,
+            0,
+        );
+        let (n1, _, t1) = ending(&first);
+        let (n2, _, t2) = ending(&again);
+        assert!(n1 > 0 && n2 == 0, "{solver:?}: {n1} then {n2}");
+        assert_eq!(t1, t2, "{solver:?}: the same answer");
+    }
+}
+
+/// A matrix's Jacobi run checkpointed and resumed is the uninterrupted one, bit for bit, on
+/// threads and under mpirun.
+#[test]
+fn a_resumed_matrix_run_is_the_uninterrupted_one_bit_for_bit() {
+    let d = scratch("matrix-resume");
+    let a = d.join("a.mtx");
+    write_system(&a, 12);
+    let ck = d.join("ck.mtx");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let (a_s, ck_s) = (s(&a), s(&ck));
+    let base = ["--matrix", &a_s, "--tol", "1e-6"];
+    for mpi in [false, true] {
+        let j = |n: &str| d.join(format!("{n}-{mpi}.json"));
+        let full = report(&run(mpi, &base, &j("full")), &j("full"), 0);
+        let stop = [
+            &base[..],
+            &["--max-iters", "40", "--checkpoint-every", "20"],
+            &["--checkpoint", &ck_s],
+        ]
+        .concat();
+        report(&run(mpi, &stop, &j("part")), &j("part"), 2);
+        let resumed = [&base[..], &["--resume", &ck_s]].concat();
+        let resumed = report(&run(mpi, &resumed, &j("resumed")), &j("resumed"), 0);
+        assert_eq!(ending(&resumed), ending(&full), "mpi {mpi}");
+        let first = resumed["history"][0][0].as_f64().expect("a history") as u64;
+        assert!(first >= 40, "mpi {mpi}: first check at {first}");
+    }
 }

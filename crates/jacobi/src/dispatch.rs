@@ -78,15 +78,17 @@ pub(crate) fn solve_rank_from<C: Context>(
 ) -> Result<RankOutcome, Error> {
     cfg.check_threads_per_rank(team.threads, plan)?;
     let (scheme, exchange, depth, inner) = match cfg.method {
-        Method::Krylov(_) if restart.given() => {
-            return Err(Error::Start(format!(
-                "{} (Krylov) starts from zero and takes no checkpoint",
+        Method::Krylov(_) if restart.checkpoint.is_some() => {
+            return Err(Error::Checkpoint(format!(
+                "{} (Krylov) takes no checkpoint",
                 crate::Setting::Solver.words()
             )))
         }
         Method::Krylov(k) => {
             let diag = crate::linalg::SEVEN_POINT;
-            let (record, field) = crate::krylov::solve_rank(ctx, cfg, &k, plan, progress, diag)?;
+            let x0 = restart.begin.map(|s| s.x.as_slice());
+            let (record, field) =
+                crate::krylov::solve_rank(ctx, cfg, &k, plan, progress, diag, x0)?;
             return Ok(RankOutcome {
                 record,
                 field: keep.then_some(field),
@@ -252,22 +254,22 @@ pub(crate) fn solve_system_rank<C: Context>(
     restart: Restart<'_>,
 ) -> Result<(RankRecord, Vec<f64>), Error> {
     cfg.validate_matrix()?;
-    if restart.given() {
-        return Err(Error::Start(format!(
-            "{} starts from zero and takes no checkpoint",
-            crate::Setting::Matrix.words()
-        )));
-    }
     let (scheme, inner) = match cfg.method {
         Method::Jacobi(j) => (j.iteration, None),
         Method::Multisplit(m) => (m.iteration, Some(m.inner)),
+        Method::Krylov(_) if restart.checkpoint.is_some() => {
+            return Err(Error::Checkpoint(format!(
+                "{} (Krylov) takes no checkpoint",
+                crate::Setting::Solver.words()
+            )))
+        }
         Method::Krylov(k) => {
-            let op = RowOp::new(BlockSystem::new(
-                ctx.rank(),
-                &sys.block,
-                sys.b.clone(),
-                sys.exact,
-            ));
+            let mut block = BlockSystem::new(ctx.rank(), &sys.block, sys.b.clone(), sys.exact);
+            // A given start: x₀ (r₀ = b − A x₀; the iteration count starts at 0).
+            if let Some(start) = restart.begin {
+                block.x0 = Some(block.own_part(&start.x)?.to_vec());
+            }
+            let op = RowOp::new(block);
             let (record, x, op) = crate::krylov::solve_op(ctx, cfg, &k, op, progress)?;
             return Ok((record, op.own(&x).to_vec()));
         }
@@ -284,23 +286,21 @@ pub(crate) fn solve_system_rank<C: Context>(
     let (record, it) = match inner {
         Some(spec) => {
             let step = InnerSolve::counts_only(spec);
-            run_loop(
-                ctx,
-                Run::new(
-                    cfg,
-                    scheme,
-                    rank,
-                    it,
-                    links,
-                    (none, Vec::new()),
-                    progress,
-                    step,
-                ),
-            )?
+            let mut run = Run::new(
+                cfg,
+                scheme,
+                rank,
+                it,
+                links,
+                (none, Vec::new()),
+                progress,
+                step,
+            );
+            restart.apply(&mut run);
+            run_loop(ctx, run)?
         }
-        None => run_loop(
-            ctx,
-            Run::new(
+        None => {
+            let mut run = Run::new(
                 cfg,
                 scheme,
                 rank,
@@ -309,8 +309,10 @@ pub(crate) fn solve_system_rank<C: Context>(
                 (none, Vec::new()),
                 progress,
                 Sweep,
-            ),
-        )?,
+            );
+            restart.apply(&mut run);
+            run_loop(ctx, run)?
+        }
     };
     Ok((record, it.own().to_vec()))
 }

@@ -153,8 +153,13 @@ pub(crate) fn solve_rank<C: Context>(
     plan: &Plan,
     progress: Option<&dyn Progress>,
     diag: f64,
+    start: Option<&[f64]>,
 ) -> Result<(RankRecord, Field), Error> {
-    let block = Block::of_rank(ctx, cfg, plan)?;
+    let mut block = Block::of_rank(ctx, cfg, plan)?;
+    // A given start: x₀ (r₀ = b − A x₀).
+    if let Some(x) = start {
+        crate::iterate::Iterate::start_from(&mut block.field, x)?;
+    }
     let op = GridOp {
         shape: *block.field.shape(),
         diag,
