@@ -454,7 +454,7 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     pub(crate) settings: RunSettings,
     /// Solve the sparse system in this Matrix Market file instead of the grid's problem
-    /// (`coordinate real|integer general|symmetric|skew-symmetric`), from x = 0, until
+    /// (`coordinate real|integer general|symmetric|skew-symmetric`), from x = 0 (or --x0), until
     /// ‖b − A x‖₂/‖b‖₂ < TOL. Every rank reads it and keeps a contiguous block of rows,
     /// balanced by nonzeros. --solver jacobi (any variant) and multisplit (--inner cg or
     /// jacobi); CG and multisplitting's inner CG need a symmetric matrix, Jacobi a nonzero
@@ -477,7 +477,8 @@ pub(crate) struct RunArgs {
     )]
     pub(crate) solution: Option<PathBuf>,
     /// Start from the iterate in FILE instead of the problem's: a Matrix Market `array real
-    /// general` vector of the grid's interior points, x fastest (a checkpoint's vector too).
+    /// general` vector of the grid's interior points, x fastest, or of --matrix's rows (what
+    /// --solution writes; a checkpoint is one too).
     #[arg(
         long,
         value_name = "FILE",

@@ -26,6 +26,9 @@ use chan_core::Context;
 /// * [`team`](Solve::team): hybrid ranks, each sweeping its block with a team of threads
 ///   ([`RankTeam`]; a sync run's iterates, residual history and iteration count are those of
 ///   one thread per rank, bit for bit);
+/// * [`start`](Solve::start), [`checkpoint`](Solve::checkpoint): the iterate the run starts
+///   from (and the iterations it had done: a resumed run), and where its checkpoints go
+///   ([`Start`], [`Checkpoint`]);
 /// * [`system`](Solve::system): a sparse system's row block instead of the grid
 ///   ([`SystemBlock`]); its run also returns the rank's part of the solution.
 ///
@@ -112,9 +115,10 @@ impl<'a> Solve<'a> {
     }
 
     /// Solve the sparse system `A x = b` of which this rank holds `sys` instead of the grid,
-    /// from x = 0: the same loops, certification and record as the grid's (Jacobi's sync,
-    /// async and racy loops over the row block's ghost channels, multisplitting with inner
-    /// CG or Jacobi, the Krylov solvers with the block as their operator);
+    /// from x = 0 (or [`Solve::start`]): the same loops, certification and record as the
+    /// grid's (Jacobi's sync, async and racy loops over the row block's ghost channels,
+    /// multisplitting with inner CG or Jacobi, the Krylov solvers with the block as their
+    /// operator);
     /// [`Config::validate_matrix`] says which settings apply.
     pub fn system(self, sys: &'a SystemBlock) -> Solve<'a, System<'a>> {
         Solve {

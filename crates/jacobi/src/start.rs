@@ -2,7 +2,7 @@
 //! checkpoints a run hands out every K iterations, from which a later run resumes.
 //!
 //! Both speak of the global iterate in one order: the grid's interior points x fastest, then
-//! y, then z ([`crate::field::assemble`]'s order). A sync run resumed from its checkpoint at
+//! y, then z ([`crate::field::assemble`]'s order), or a sparse system's rows. A sync run resumed from its checkpoint at
 //! iteration K computes the iterates and the iteration count of the run that was not
 //! interrupted, bit for bit: the iterate is all of a Jacobi sync run's state between two
 //! sweeps (the halo is swapped again from it, and ‖b − A u₀‖, the relative residual's
@@ -12,7 +12,7 @@
 /// guess, K for a checkpoint taken after iteration K).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Start {
-    /// The global iterate, the grid's interior points x fastest.
+    /// The global iterate: the grid's interior points x fastest, or the system's rows.
     pub x: Vec<f64>,
     /// Iterations already done (the run counts on from here).
     pub iteration: u64,
@@ -23,7 +23,7 @@ pub struct Start {
 pub struct Saved<'a> {
     /// Iterations done.
     pub iteration: u64,
-    /// The global iterate, the grid's interior points x fastest.
+    /// The global iterate: the grid's interior points x fastest, or the system's rows.
     pub x: &'a [f64],
 }
 
