@@ -331,6 +331,8 @@ pub(crate) struct CheckpointFile {
     every: u64,
     /// The comment lines of the settings it is bound to.
     bound: String,
+    /// The text of the last checkpoint: its room is kept for the next.
+    text: std::sync::Mutex<String>,
 }
 
 impl CheckpointFile {
@@ -343,13 +345,15 @@ impl CheckpointFile {
             path: path.to_path_buf(),
             every,
             bound: s,
+            text: std::sync::Mutex::new(String::new()),
         }
     }
 
-    /// The checkpoint's text.
-    fn text(&self, saved: &jacobi::Saved<'_>) -> String {
+    /// The checkpoint's text, into `s` (cleared).
+    fn text(&self, saved: &jacobi::Saved<'_>, s: &mut String) {
         let x = saved.x;
-        let mut s = String::with_capacity(512 + 25 * x.len());
+        s.clear();
+        s.reserve(512 + 25 * x.len());
         s.push_str(HEADER);
         s.push('\n');
         let _ = writeln!(s, "% aiac checkpoint: format {FORMAT}");
@@ -360,7 +364,6 @@ impl CheckpointFile {
         for v in x {
             let _ = writeln!(s, "{v:.16e}");
         }
-        s
     }
 }
 
@@ -370,7 +373,13 @@ impl jacobi::Checkpoint for CheckpointFile {
     }
 
     fn save(&self, saved: &jacobi::Saved<'_>) -> Result<(), String> {
-        write_atomically(&self.path, self.text(saved).as_bytes())
+        // Rank 0 alone saves: the lock is never contended.
+        let mut text = self
+            .text
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.text(saved, &mut text);
+        write_atomically(&self.path, text.as_bytes())
             .map_err(|e| format!("--checkpoint {}: {e}", self.path.display()))
     }
 }

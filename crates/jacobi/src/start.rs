@@ -39,3 +39,39 @@ pub trait Checkpoint: Sync {
     /// Keep `saved` (rank 0 only). The error says why it could not.
     fn save(&self, saved: &Saved<'_>) -> Result<(), String>;
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::field::Field;
+    use crate::geometry::{Dims, Geometry, Plan, ProcGrid};
+    use crate::iterate::Iterate;
+    use crate::problem::Problem;
+    use chan_core::backend::Lists;
+
+    /// Every rank's block of a global iterate, gathered in rank order and assembled, is that
+    /// iterate (blocks of 3 × 2 × 2 points, the process grid split along every axis).
+    #[test]
+    fn blocks_of_a_start_assemble_back_to_it() {
+        let global = Dims::new(6, 4, 6);
+        let procs = ProcGrid(Dims::new(2, 2, 3));
+        let plan = Plan::split(global, procs).unwrap();
+        let x: Vec<f64> = (0..global.volume()).map(|i| i as f64 * 0.5 - 7.0).collect();
+        let mut lists = Lists::default();
+        let mut bits = Vec::new();
+        let mut fields = Vec::new();
+        for r in 0..procs.size() {
+            let mut f = Field::new(&Geometry::new(&plan, r), &Problem::default());
+            f.start_from(&x).unwrap();
+            f.owned_bits_into(&mut bits);
+            lists.push(&bits);
+            fields.push(f);
+        }
+        let mut back = Vec::new();
+        fields[0].assemble_into(&lists, &mut back);
+        assert_eq!(back, x);
+        assert!(
+            fields[1].start_from(&x[1..]).is_err(),
+            "a wrong length is refused"
+        );
+    }
+}
