@@ -467,14 +467,10 @@ pub(crate) struct RunArgs {
     pub(crate) rhs: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) fixed: Fixed,
-    /// With --matrix: write the solution x to FILE as a Matrix Market `array real general`
-    /// vector (17 significant digits: the values read back to the same bits).
-    #[arg(
-        long,
-        value_name = "FILE",
-        help_heading = "Output",
-        requires = "matrix"
-    )]
+    /// Write the solution to FILE as a Matrix Market `array real general` vector (17
+    /// significant digits: the values read back to the same bits): --matrix's x, or the
+    /// grid's interior points, x fastest (what --x0 reads).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(crate) solution: Option<PathBuf>,
     /// Start from the iterate in FILE instead of the problem's: a Matrix Market `array real
     /// general` vector of the grid's interior points, x fastest, or of --matrix's rows (what

@@ -61,28 +61,37 @@ fn run_on<C: Context>(
     let hook = progress.as_ref().map(RunProgress::hook);
     let solve = jacobi::Solve::new(cfg).hook(hook);
     let rec = match &matrix {
-        None => restart
-            .apply(solve)
-            .plan(plan)
-            .team(team)
-            .run(ctx)
-            .map(|r| (r, Vec::new())),
+        None => {
+            let solve = restart.apply(solve).plan(plan).team(team);
+            match args.solution {
+                Some(_) => solve.run_with_iterate(ctx),
+                None => solve.run(ctx).map(|r| (r, Vec::new())),
+            }
+        }
         Some((sys, _)) => restart.apply(solve).system(sys).run(ctx),
     };
     drop(progress); // the line is cleared before anything else is printed
     let (rec, x) = rec?;
     let converged = rec.converged;
-    // --solution: every rank's rows to rank 0, in rank order (the row blocks' order).
+    // --solution: every rank's rows (the row blocks' order) or block of the grid to rank 0,
+    // in rank order, the grid's blocks assembled into its interior points, x fastest.
     let solution = match args.solution {
         Some(_) => {
             let bits: Vec<u64> = x.iter().map(|v| v.to_bits()).collect();
             ctx.gather_v(&bits, 0)
                 .map_err(jacobi::Error::from)?
                 .map(|all| {
-                    all.flat()
-                        .iter()
-                        .map(|&b| f64::from_bits(b))
-                        .collect::<Vec<f64>>()
+                    let values = |r: usize| -> Vec<f64> {
+                        all.list(r).iter().map(|&b| f64::from_bits(b)).collect()
+                    };
+                    match matrix {
+                        Some(_) => (0..all.len()).flat_map(values).collect::<Vec<f64>>(),
+                        None => {
+                            let blocks: Vec<Vec<f64>> = (0..all.len()).map(values).collect();
+                            let refs: Vec<&[f64]> = blocks.iter().map(Vec::as_slice).collect();
+                            jacobi::assemble(plan, &refs)
+                        }
+                    }
                 })
         }
         None => None,
@@ -198,6 +207,13 @@ fn run_shared(args: &RunArgs) -> Result<ExitCode, Error> {
         return Err(Error::Invalid(
             "--x0, --resume and --checkpoint run over channels (--backend threads, mpi or \
              shmem), not --backend shared"
+                .into(),
+        ));
+    }
+    if args.solution.is_some() {
+        return Err(Error::Invalid(
+            "--solution: --backend shared keeps no iterate to write (--backend threads, mpi \
+             or shmem write it)"
                 .into(),
         ));
     }

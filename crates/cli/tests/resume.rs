@@ -527,3 +527,48 @@ fn a_resumed_matrix_run_is_the_uninterrupted_one_bit_for_bit() {
         assert!(first >= 40, "mpi {mpi}: first check at {first}");
     }
 }
+
+/// The grid's `--solution` (its interior points, x fastest) is the same file from threads
+/// and from mpirun, and read back by `--x0` on another rank count it is converged at once.
+#[test]
+fn a_grid_solution_is_an_x0() {
+    let d = scratch("grid-solution");
+    let (s1, s2, j) = (d.join("t.mtx"), d.join("m.mtx"), d.join("r.json"));
+    let full = report(
+        &run(
+            false,
+            &["--global", "12", "--solution", s1.to_str().unwrap()],
+            &j,
+        ),
+        &j,
+        0,
+    );
+    report(
+        &run(
+            true,
+            &["--global", "12", "--solution", s2.to_str().unwrap()],
+            &j,
+        ),
+        &j,
+        0,
+    );
+    let (a, b) = (std::fs::read(&s1).unwrap(), std::fs::read(&s2).unwrap());
+    assert!(a == b, "threads and mpirun wrote different solutions");
+    let again = report(
+        &run(
+            false,
+            &["-t", "4", "--global", "12", "--x0", s1.to_str().unwrap()],
+            &j,
+        ),
+        &j,
+        0,
+    );
+    assert_eq!(ending(&again).0, 0);
+    let t = |j: &Value| j["residual"]["true"].as_f64().unwrap();
+    assert!(
+        (t(&again) - t(&full)).abs() <= 1e-12 * t(&full),
+        "{} {}",
+        t(&again),
+        t(&full)
+    );
+}

@@ -32,8 +32,8 @@ pub(crate) struct RankOutcome {
     pub(crate) record: RankRecord,
     /// The block's final iterate (halo as last exchanged; a deep halo's owned points in the
     /// one-plane layout), when `solve_rank` was asked to keep it: the crate's tests assemble
-    /// and compare solutions from it. `None` in production runs, which give it no copy.
-    #[cfg_attr(not(test), allow(dead_code))] // read by the crate's tests
+    /// and compare solutions from it, and [`crate::Solve::run_with_iterate`] returns it
+    /// (`--solution`). `None` otherwise.
     pub(crate) field: Option<Field>,
 }
 

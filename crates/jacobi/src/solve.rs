@@ -145,6 +145,26 @@ impl<'a> Solve<'a> {
         solve_rank_from(ctx, self.cfg, plan, self.hook, false, self.team, restart).map(|o| o.record)
     }
 
+    /// As [`Solve::run`], also returning this rank's block of the final iterate (its owned
+    /// points, x fastest); [`assemble`] puts the ranks' blocks together.
+    pub fn run_with_iterate<C: Context>(
+        self,
+        ctx: &mut C,
+    ) -> Result<(RankRecord, Vec<f64>), Error> {
+        let computed;
+        let plan = match self.plan {
+            Some(p) => p,
+            None => {
+                computed = self.cfg.plan(ctx.size())?;
+                &computed
+            }
+        };
+        let restart = self.restart;
+        let o = solve_rank_from(ctx, self.cfg, plan, self.hook, true, self.team, restart)?;
+        let x = o.field.map(|f| f.owned_values()).unwrap_or_default();
+        Ok((o.record, x))
+    }
+
     /// Run on `threads` threads of this process with shared memory (`--backend shared`, the
     /// paper's OpenMP section): one record per thread. Hybrid ranks do not apply.
     pub fn run_shared(self, threads: usize) -> Result<Vec<RankRecord>, Error> {
@@ -211,4 +231,15 @@ impl Solve<'_, System<'_>> {
     pub fn run<C: Context>(self, ctx: &mut C) -> Result<(RankRecord, Vec<f64>), Error> {
         solve_system_rank(ctx, self.cfg, self.on.0, self.hook, self.restart)
     }
+}
+
+/// The global iterate, the grid's interior points x fastest, from every rank's block of
+/// `plan` in rank order (each as [`Solve::run_with_iterate`] gives it).
+pub fn assemble(plan: &Plan, blocks: &[&[f64]]) -> Vec<f64> {
+    let blocks: Vec<(crate::geometry::Geometry, Vec<f64>)> = blocks
+        .iter()
+        .enumerate()
+        .map(|(r, b)| (crate::geometry::Geometry::new(plan, r), b.to_vec()))
+        .collect();
+    crate::field::assemble(plan.global, &blocks)
 }
