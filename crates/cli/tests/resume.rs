@@ -572,3 +572,27 @@ fn a_grid_solution_is_an_x0() {
         t(&full)
     );
 }
+
+/// A run resumed at or past its --max-iters stops there at once, sync or async (no sweep,
+/// and no wait for a convergence that no sweep will bring).
+#[test]
+fn a_run_resumed_at_its_limit_stops_at_once() {
+    let d = scratch("limit");
+    let (ck, j) = (d.join("ck.mtx"), d.join("r.json"));
+    let c = ck.to_str().unwrap();
+    for variant in ["sync", "async"] {
+        let base = ["--global", "12", "--variant", variant];
+        let part = [&base[..], &["--max-iters", "60"]].concat();
+        let part = [&part[..], &["--checkpoint-every", "2", "--checkpoint", c]].concat();
+        report(&run(false, &part, &j), &j, 2);
+        let resumed = [&base[..], &["--max-iters", "10", "--resume", c]].concat();
+        let at: u64 = std::fs::read_to_string(&ck)
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("% iteration: ").map(|v| v.parse().unwrap()))
+            .expect("an iteration line");
+        let r = report(&run(false, &resumed, &j), &j, 2);
+        assert_eq!(r["stop"], "max_iters", "{variant}");
+        assert_eq!(ending(&r).0, at, "{variant}: no sweep past the checkpoint");
+    }
+}

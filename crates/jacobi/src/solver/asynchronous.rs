@@ -276,6 +276,8 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
         let begun = self.begin(ctx, &mut cert)?;
         let first = self.it;
         let mut pass = Pass::new(&self.faces);
+        // Resumed at the iteration limit: no sweep, and the first round says so.
+        pass.local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
         let initial = self.measure(begun.unwrap_or(self.res0_sq));
         let mut last_true = Some(initial);
         let stop = 'run: loop {

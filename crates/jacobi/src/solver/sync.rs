@@ -40,6 +40,8 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
                               // u_0 may already solve the system (a zero initial residual).
         let stop = if !resumed && self.criterion().met(initial) {
             StopReason::Criterion
+        } else if resumed && self.it >= self.cfg.max_iters {
+            StopReason::MaxIters // resumed at the iteration limit: nothing more to do
         } else {
             loop {
                 let swap = !fresh && self.it.is_multiple_of(self.scheme.halo_every);
