@@ -121,6 +121,10 @@ const POISSON: &[&str] = &["--problem", "poisson", "--global", "10"];
 fn a_resumed_sync_run_is_the_uninterrupted_one_bit_for_bit_on_threads() {
     resumed_bit_for_bit(false, LAPLACE, ("200", "100"));
     resumed_bit_for_bit(false, POISSON, ("80", "40"));
+    let ms = ["--solver", "multisplit", "--global", "12"];
+    resumed_bit_for_bit(false, &ms, ("10", "5"));
+    let halo = ["--global", "12", "--halo-every", "2", "--check-every", "10"];
+    resumed_bit_for_bit(false, &halo, ("120", "60"));
 }
 
 #[test]
