@@ -480,7 +480,7 @@ impl From<StorageArg> for jacobi::sparse::MatrixStorage {
 #[derive(Debug, Args)]
 pub(crate) struct SystemFiles {
     /// Solve the sparse system in this Matrix Market file instead of the grid's problem
-    /// (`coordinate real|integer general|symmetric|skew-symmetric`), from x = 0, until
+    /// (`coordinate real|integer general|symmetric|skew-symmetric`), from x = 0 (or --x0), until
     /// ‖b − A x‖₂/‖b‖₂ < TOL. Every rank reads it and keeps a contiguous block of rows,
     /// balanced by nonzeros. --solver jacobi (any variant) and multisplit (--inner cg or
     /// jacobi); CG and multisplitting's inner CG need a symmetric matrix, Jacobi a nonzero
@@ -513,15 +513,43 @@ pub(crate) struct RunArgs {
     pub(crate) system: SystemFiles,
     #[command(flatten)]
     pub(crate) fixed: Fixed,
-    /// With --matrix: write the solution x to FILE as a Matrix Market `array real general`
-    /// vector (17 significant digits: the values read back to the same bits).
+    /// Write the solution to FILE as a Matrix Market `array real general` vector (17
+    /// significant digits: the values read back to the same bits): --matrix's x, or the
+    /// grid's interior points, x fastest (what --x0 reads).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub(crate) solution: Option<PathBuf>,
+    /// Start from the iterate in FILE instead of the problem's: a Matrix Market `array real
+    /// general` vector of the grid's interior points, x fastest, or of --matrix's rows (what
+    /// --solution writes; a checkpoint is one too).
     #[arg(
         long,
         value_name = "FILE",
-        help_heading = "Output",
-        requires = "matrix"
+        conflicts_with = "resume",
+        help_heading = "Start and resume"
     )]
-    pub(crate) solution: Option<PathBuf>,
+    pub(crate) x0: Option<PathBuf>,
+    /// Every --checkpoint-every K iterations (async, racy: rounds), write the iterate to FILE with
+    /// what --resume needs (written whole: a kill leaves the previous checkpoint).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "checkpoint_every",
+        help_heading = "Start and resume"
+    )]
+    pub(crate) checkpoint: Option<PathBuf>,
+    /// K: a checkpoint every K iterations (sync; a multiple of --halo-every), every K
+    /// completed rounds of the convergence detection (async, racy).
+    #[arg(
+        long,
+        value_name = "K",
+        requires = "checkpoint",
+        help_heading = "Start and resume"
+    )]
+    pub(crate) checkpoint_every: Option<u64>,
+    /// Go on from the checkpoint in FILE (the same problem, size, ranks and method): a sync
+    /// run reaches the iterate and iteration count of the run it continues, bit for bit.
+    #[arg(long, value_name = "FILE", help_heading = "Start and resume")]
+    pub(crate) resume: Option<PathBuf>,
     /// Write the whole report as JSON to FILE (schema aiac.run/4, docs/json-schema.md).
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub(crate) json: Option<PathBuf>,
@@ -783,6 +811,8 @@ fn inputs(args: &RunArgs) -> Vec<(&'static str, &Path)> {
     [
         ("--matrix", &args.system.matrix),
         ("--rhs", &args.system.rhs),
+        ("--x0", &args.x0),
+        ("--resume", &args.resume),
     ]
     .into_iter()
     .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
@@ -796,7 +826,21 @@ pub(crate) fn check_output(args: &RunArgs) -> Result<(), Error> {
     for (flag, path) in &files {
         check_file(flag, path)?;
     }
-    check_distinct(&files, &inputs(args))
+    check_distinct(&files, &inputs(args))?;
+    // The checkpoint may replace the one resumed from (read whole before the run, and
+    // replaced atomically), no other input or output.
+    if let Some(path) = &args.checkpoint {
+        check_file("--checkpoint", path)?;
+        let others: Vec<_> = inputs(args)
+            .into_iter()
+            .filter(|(f, _)| *f != "--resume")
+            .collect();
+        check_distinct(&[("--checkpoint", path.as_path())], &others)?;
+        let mut all = files.clone();
+        all.push(("--checkpoint", path.as_path()));
+        check_distinct(&all, &[])?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ mod plots;
 mod probe;
 mod progress;
 mod report;
+mod resume;
 mod run;
 mod saved;
 mod signals;

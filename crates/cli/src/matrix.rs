@@ -34,6 +34,11 @@ pub(crate) struct Loaded {
 }
 
 impl Loaded {
+    /// The system, as read (its dominance not yet settled over every rank).
+    pub(crate) fn info(&self) -> &MatrixInfo {
+        &self.info
+    }
+
     /// Rank `rank`'s block.
     pub(crate) fn block(&self, rank: usize) -> &SystemBlock {
         &self.blocks[rank - self.first_rank]
@@ -387,7 +392,7 @@ pub(crate) fn solution_text(x: &[f64]) -> String {
     use std::fmt::Write;
     let mut s = String::with_capacity(32 + 25 * x.len());
     s.push_str("%%MatrixMarket matrix array real general\n");
-    s.push_str("% the solution x of aiac run --matrix\n");
+    s.push_str("% the solution of aiac run\n");
     let _ = writeln!(s, "{} 1", x.len());
     for v in x {
         let _ = writeln!(s, "{v:.16e}");

@@ -15,6 +15,7 @@ use crate::launch::{Launched, Rank};
 use crate::matrix::{self, Loaded};
 use crate::output::{write_atomically, Csv};
 use crate::progress::RunProgress;
+use crate::resume::Restart;
 use crate::saved::{self, ConfigExt};
 use chan_core::Context;
 use chan_threads::World;
@@ -42,6 +43,7 @@ fn run_on<C: Context>(
     plan: &Plan,
     args: &RunArgs,
     matrix: Option<&Loaded>,
+    restart: &Restart,
 ) -> Result<ExitCode, Error> {
     // The matrix's flags over every block, and the report's config (collective).
     let matrix = match matrix {
@@ -62,27 +64,37 @@ fn run_on<C: Context>(
         solve = solve.hook(hook);
     }
     let rec = match &matrix {
-        None => solve
-            .plan(plan)
-            .team(team)
-            .run(ctx)
-            .map(|r| (r, Vec::new())),
-        Some((sys, _)) => solve.system(sys).run(ctx),
+        None => {
+            let solve = restart.apply(solve).plan(plan).team(team);
+            match args.solution {
+                Some(_) => solve.run_with_iterate(ctx),
+                None => solve.run(ctx).map(|r| (r, Vec::new())),
+            }
+        }
+        Some((sys, _)) => restart.apply(solve).system(sys).run(ctx),
     };
     drop(progress); // the line is cleared before anything else is printed
     let (rec, x) = rec?;
     let converged = rec.converged;
-    // --solution: every rank's rows to rank 0, in rank order (the row blocks' order).
+    // --solution: every rank's rows (the row blocks' order) or block of the grid to rank 0,
+    // in rank order, the grid's blocks assembled into its interior points, x fastest.
     let solution = match args.solution {
         Some(_) => {
             let bits: Vec<u64> = x.iter().map(|v| v.to_bits()).collect();
             ctx.gather_v(&bits, 0)
                 .map_err(jacobi::Error::from)?
                 .map(|all| {
-                    all.flat()
-                        .iter()
-                        .map(|&b| f64::from_bits(b))
-                        .collect::<Vec<f64>>()
+                    let values = |r: usize| -> Vec<f64> {
+                        all.list(r).iter().map(|&b| f64::from_bits(b)).collect()
+                    };
+                    match matrix {
+                        Some(_) => (0..all.len()).flat_map(values).collect::<Vec<f64>>(),
+                        None => {
+                            let blocks: Vec<Vec<f64>> = (0..all.len()).map(values).collect();
+                            let refs: Vec<&[f64]> = blocks.iter().map(Vec::as_slice).collect();
+                            jacobi::assemble(plan, &refs)
+                        }
+                    }
                 })
         }
         None => None,
@@ -175,9 +187,10 @@ fn run_threads(args: &RunArgs) -> Result<ExitCode, Error> {
         Some(_) => Some(matrix::load_all(args, &cfg, n)?),
         None => None,
     };
+    let restart = Restart::load(args, &cfg, &plan, n, system.as_ref())?;
     // One rank per CPU when they fit (unpinned busy-polling ranks can share a core).
     let world = World::new(n).map_err(|_| ConfigError::NoRanks)?.pinned();
-    let outcomes = world.run(|ctx| run_on(ctx, &cfg, &plan, args, system.as_ref()));
+    let outcomes = world.run(|ctx| run_on(ctx, &cfg, &plan, args, system.as_ref(), &restart));
     // Every rank's result; the first error, else rank 0's exit code.
     let codes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
     codes.into_iter().next().ok_or(ConfigError::NoRanks.into())
@@ -186,6 +199,20 @@ fn run_threads(args: &RunArgs) -> Result<ExitCode, Error> {
 /// `--backend shared`: the shared-memory variants.
 fn run_shared(args: &RunArgs) -> Result<ExitCode, Error> {
     let (cfg, plan) = args.check()?;
+    if args.x0.is_some() || args.resume.is_some() || args.checkpoint.is_some() {
+        return Err(Error::Invalid(
+            "--x0, --resume and --checkpoint run over channels (--backend threads, mpi or \
+             shmem), not --backend shared"
+                .into(),
+        ));
+    }
+    if args.solution.is_some() {
+        return Err(Error::Invalid(
+            "--solution: --backend shared keeps no iterate to write (--backend threads, mpi \
+             or shmem write it)"
+                .into(),
+        ));
+    }
     let progress = (!args.quiet).then(|| RunProgress::start(&cfg));
     let threads = args.threads.unwrap_or(1);
     let mut solve = jacobi::Solve::new(&cfg).plan(&plan);
@@ -242,9 +269,14 @@ impl RankWork for Launch<'_> {
                     matrix::load_rank(args, &cfg, size, me, here).map(|l| (cfg, plan, Some(l)))
                 }
                 None => Ok((cfg, plan, None)),
+            })
+            // Every rank reads --x0 or --resume alike: a bad file is refused on every rank.
+            .and_then(|(cfg, plan, loaded)| {
+                Restart::load(args, &cfg, &plan, size, loaded.as_ref())
+                    .map(|r| (cfg, plan, loaded, r))
             });
-        let (mut rank, (cfg, plan, loaded)) = rank.agree(checked)?;
-        let code = run_on(rank.ctx(), &cfg, &plan, args, loaded.as_ref());
+        let (mut rank, (cfg, plan, loaded, restart)) = rank.agree(checked)?;
+        let code = run_on(rank.ctx(), &cfg, &plan, args, loaded.as_ref(), &restart);
         let code = rank.or_abort(code);
         rank.stop()?;
         Ok(code)

@@ -20,6 +20,7 @@ use crate::record::RankRecord;
 use crate::solver::{Block, Ending, Overlapped, Run, Step, Swap, Sweep, Whole};
 use crate::sparse::iterate::{BlockSystem, SparseIterate};
 use crate::sparse::operator::RowOp;
+use crate::start::{Checkpoint, Start};
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{Async, Racy};
@@ -31,14 +32,15 @@ pub(crate) struct RankOutcome {
     pub(crate) record: RankRecord,
     /// The block's final iterate (halo as last exchanged; a deep halo's owned points in the
     /// one-plane layout), when `solve_rank` was asked to keep it: the crate's tests assemble
-    /// and compare solutions from it. `None` in production runs, which give it no copy.
-    #[cfg_attr(not(test), allow(dead_code))] // read by the crate's tests
+    /// and compare solutions from it, and [`crate::Solve::run_with_iterate`] returns it
+    /// (`--solution`). `None` otherwise.
     pub(crate) field: Option<Field>,
 }
 
 /// Run the configured solver on this rank over `plan` ([`crate::Solve::run`]), with a team
 /// of `team.threads` per rank, also returning the final iterate when `keep` (the crate's
 /// tests).
+#[cfg_attr(not(test), allow(dead_code))] // the crate's tests
 pub(crate) fn solve_rank<C: Context>(
     ctx: &mut C,
     cfg: &Config,
@@ -47,11 +49,46 @@ pub(crate) fn solve_rank<C: Context>(
     keep: bool,
     team: RankTeam,
 ) -> Result<RankOutcome, Error> {
+    solve_rank_from(ctx, cfg, plan, progress, keep, team, Restart::default())
+}
+
+/// Where a run starts and where its checkpoints go ([`crate::Solve::start`],
+/// [`crate::Solve::checkpoint`]).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Restart<'a> {
+    pub(crate) begin: Option<&'a Start>,
+    pub(crate) checkpoint: Option<&'a dyn Checkpoint>,
+}
+
+impl Restart<'_> {
+    pub(crate) fn given(&self) -> bool {
+        self.begin.is_some() || self.checkpoint.is_some()
+    }
+}
+
+/// As [`solve_rank`], from `restart`'s start and with its checkpoints.
+pub(crate) fn solve_rank_from<C: Context>(
+    ctx: &mut C,
+    cfg: &Config,
+    plan: &Plan,
+    progress: Option<&dyn Progress>,
+    keep: bool,
+    team: RankTeam,
+    restart: Restart<'_>,
+) -> Result<RankOutcome, Error> {
     cfg.check_threads_per_rank(team.threads, plan)?;
     let (scheme, exchange, depth, inner) = match cfg.method {
+        Method::Krylov(_) if restart.checkpoint.is_some() => {
+            return Err(Error::Checkpoint(format!(
+                "{} (Krylov) takes no checkpoint",
+                crate::Setting::Solver.words()
+            )))
+        }
         Method::Krylov(k) => {
             let diag = crate::linalg::SEVEN_POINT;
-            let (record, field) = crate::krylov::solve_rank(ctx, cfg, &k, plan, progress, diag)?;
+            let x0 = restart.begin.map(|s| s.x.as_slice());
+            let (record, field) =
+                crate::krylov::solve_rank(ctx, cfg, &k, plan, progress, diag, x0)?;
             return Ok(RankOutcome {
                 record,
                 field: keep.then_some(field),
@@ -82,6 +119,7 @@ pub(crate) fn solve_rank<C: Context>(
                 Sweep,
             );
             run.exchange = exchange;
+            restart.apply(&mut run);
             run_loop(ctx, run).map(|(record, field)| (record, field.into_field()))
         })?;
         return Ok(RankOutcome {
@@ -103,7 +141,7 @@ pub(crate) fn solve_rank<C: Context>(
         // Async and racy rows of owned points begin aligned (`deep/`, "Async and racy").
         let align = scheme.variant != Variant::Sync;
         let deep = DeepField::new(&block.geom, &cfg.problem, depth, align);
-        let run = Run::new(
+        let mut run = Run::new(
             cfg,
             scheme,
             rank,
@@ -113,12 +151,13 @@ pub(crate) fn solve_rank<C: Context>(
             progress,
             Sweep,
         );
+        restart.apply(&mut run);
         let (record, deep) = run_loop(ctx, run)?;
         (record, deep.into_field(block.field))
     } else if let Some(spec) = inner {
         // Multisplitting: its work vectors allocated here, once.
         let step = InnerSolve::new(spec, &block.field);
-        let run = Run::new(
+        let mut run = Run::new(
             cfg,
             scheme,
             rank,
@@ -128,6 +167,7 @@ pub(crate) fn solve_rank<C: Context>(
             progress,
             step,
         );
+        restart.apply(&mut run);
         run_loop(ctx, run)?
     } else {
         let mut run = Run::new(
@@ -141,6 +181,7 @@ pub(crate) fn solve_rank<C: Context>(
             Sweep,
         );
         run.exchange = exchange;
+        restart.apply(&mut run);
         match exchange {
             Exchange::Overlap => run_loop_with::<_, _, _, Overlapped>(ctx, run)?,
             _ => run_loop(ctx, run)?,
@@ -151,6 +192,14 @@ pub(crate) fn solve_rank<C: Context>(
         record,
         field: keep.then_some(field),
     })
+}
+
+impl<'a> Restart<'a> {
+    /// Give `run` this start and these checkpoints.
+    fn apply<F: Iterate, S: Step<F>>(&self, run: &mut Run<'a, F, S>) {
+        run.begin = self.begin;
+        run.checkpoint = self.checkpoint;
+    }
 }
 
 /// The loop of the variant over `run`'s iterate, a due swap of the sync loop swapping the
@@ -204,19 +253,31 @@ pub(crate) fn solve_system_rank<C: Context>(
     cfg: &Config,
     sys: &SystemBlock,
     progress: Option<&dyn Progress>,
+    restart: Restart<'_>,
 ) -> Result<(RankRecord, Vec<f64>), Error> {
     cfg.validate_matrix()?;
     let (scheme, inner) = match cfg.method {
         Method::Jacobi(j) => (j.iteration, None),
         Method::Multisplit(m) => (m.iteration, Some(m.inner)),
+        Method::Krylov(_) if restart.checkpoint.is_some() => {
+            return Err(Error::Checkpoint(format!(
+                "{} (Krylov) takes no checkpoint",
+                crate::Setting::Solver.words()
+            )))
+        }
         Method::Krylov(k) => {
-            let op = RowOp::new(BlockSystem::new(
+            let mut block = BlockSystem::new(
                 ctx.rank(),
                 &sys.block,
                 sys.b.clone(),
                 sys.exact,
                 sys.storage,
-            ));
+            );
+            // A given start: x₀ (r₀ = b − A x₀; the iteration count starts at 0).
+            if let Some(start) = restart.begin {
+                block.x0 = Some(block.own_part(&start.x)?.to_vec());
+            }
+            let op = RowOp::new(block);
             let (record, x, op) = crate::krylov::solve_op(ctx, cfg, &k, op, progress)?;
             return Ok((record, op.own(&x).to_vec()));
         }
@@ -239,23 +300,21 @@ pub(crate) fn solve_system_rank<C: Context>(
     let (record, it) = match inner {
         Some(spec) => {
             let step = InnerSolve::counts_only(spec);
-            run_loop(
-                ctx,
-                Run::new(
-                    cfg,
-                    scheme,
-                    rank,
-                    it,
-                    links,
-                    (none, Vec::new()),
-                    progress,
-                    step,
-                ),
-            )?
+            let mut run = Run::new(
+                cfg,
+                scheme,
+                rank,
+                it,
+                links,
+                (none, Vec::new()),
+                progress,
+                step,
+            );
+            restart.apply(&mut run);
+            run_loop(ctx, run)?
         }
-        None => run_loop(
-            ctx,
-            Run::new(
+        None => {
+            let mut run = Run::new(
                 cfg,
                 scheme,
                 rank,
@@ -264,8 +323,10 @@ pub(crate) fn solve_system_rank<C: Context>(
                 (none, Vec::new()),
                 progress,
                 Sweep,
-            ),
-        )?,
+            );
+            restart.apply(&mut run);
+            run_loop(ctx, run)?
+        }
     };
     Ok((record, it.own().to_vec()))
 }

@@ -31,6 +31,12 @@ pub enum Error {
     /// the rank and the row.
     #[error("{0}")]
     Precond(String),
+    /// The start iterate does not fit the run (the message says how).
+    #[error("the start iterate: {0}")]
+    Start(String),
+    /// A checkpoint could not be kept (rank 0's message).
+    #[error("the checkpoint: {0}")]
+    Checkpoint(String),
     /// The shared-memory backend's thread pool could not be built.
     #[error("shared-memory backend: {0}")]
     Pool(String),

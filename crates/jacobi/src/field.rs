@@ -318,6 +318,34 @@ impl Field {
         }
     }
 
+    /// Overwrite the owned points of the current iterate with this block's part of `global`,
+    /// the grid's interior points x fastest (the order of [`assemble`]).
+    pub(crate) fn set_from_global(&mut self, global: &[f64]) {
+        let g = self.geom.clone();
+        let n = g.local;
+        for z in 1..=n.z {
+            for y in 1..=n.y {
+                let first = g.to_global(LocalIdx { x: 1, y, z });
+                let at = (first.x - 1) + g.global.x * ((first.y - 1) + g.global.y * (first.z - 1));
+                let b = self.shape.index(1, y, z);
+                self.u[b..b + n.x].copy_from_slice(&global[at..at + n.x]);
+            }
+        }
+    }
+
+    /// The owned values of the current iterate as bits, x fastest, into `out` (cleared; no
+    /// allocation once it has the room).
+    pub(crate) fn owned_bits_into(&self, out: &mut Vec<u64>) {
+        let n = self.geom.local;
+        out.clear();
+        for z in 1..=n.z {
+            for y in 1..=n.y {
+                let b = self.shape.index(1, y, z);
+                out.extend(self.u[b..b + n.x].iter().map(|v| v.to_bits()));
+            }
+        }
+    }
+
     /// The owned values of the current iterate, x fastest.
     pub fn owned_values(&self) -> Vec<f64> {
         let n = self.geom.local;

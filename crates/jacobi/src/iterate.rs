@@ -13,6 +13,7 @@ use crate::parts::Parts;
 use crate::problem::Problem;
 use crate::slow::Slowdown;
 use crate::Error;
+use chan_core::backend::Lists;
 use chan_core::traits::*;
 use chan_core::{AtomicF64Slice, Channel, Sync};
 
@@ -100,6 +101,32 @@ pub(crate) trait Iterate: Halo + Sized {
 
     /// The largest |u − exact| over the owned points, for a problem with a known solution.
     fn error_max(&self, problem: &Problem) -> Option<f64>;
+
+    /// Start from the global iterate `x` ([`crate::Start`], the grid's interior points x
+    /// fastest): this block's part of it into the owned points. An iterate that cannot
+    /// start from one (or be checkpointed) says which setting rules it out.
+    fn start_from(&mut self, _x: &[f64]) -> Result<(), Error> {
+        self.restartable()
+    }
+
+    /// Whether this iterate can start from a given one and be checkpointed: an error naming
+    /// the settings that rule it out, for one that cannot (deep halos, hybrid ranks).
+    fn restartable(&self) -> Result<(), Error> {
+        Err(Error::Start(format!(
+            "{} above 1 and {} above 1 start from the problem's iterate and take no \
+             checkpoint",
+            crate::Setting::HaloDepth.words(),
+            crate::Setting::ThreadsPerRank.words()
+        )))
+    }
+
+    /// The owned values as bits into `out`, in the order [`Iterate::assemble_into`] reads
+    /// them (no allocation once `out` has the room).
+    fn owned_bits_into(&self, _out: &mut Vec<u64>) {}
+
+    /// The global iterate (the order of [`Iterate::start_from`]) from every rank's
+    /// [`Iterate::owned_bits_into`], gathered in rank order, into `out`.
+    fn assemble_into(&self, _blocks: &Lists, _out: &mut Vec<f64>) {}
 }
 
 /// Capability: multisplitting's inner solve of the block in place of a sweep
@@ -213,6 +240,49 @@ impl Iterate for Field {
     }
     fn error_max(&self, problem: &Problem) -> Option<f64> {
         Field::error_max(self, problem)
+    }
+    fn restartable(&self) -> Result<(), Error> {
+        Ok(())
+    }
+    fn start_from(&mut self, x: &[f64]) -> Result<(), Error> {
+        let points = self.geometry().global.volume();
+        if x.len() != points {
+            return Err(Error::Start(format!(
+                "{} values for a grid of {points} interior points",
+                x.len()
+            )));
+        }
+        self.set_from_global(x);
+        Ok(())
+    }
+    fn owned_bits_into(&self, out: &mut Vec<u64>) {
+        Field::owned_bits_into(self, out);
+    }
+    fn assemble_into(&self, blocks: &Lists, out: &mut Vec<f64>) {
+        let g = self.geometry();
+        let plan = crate::geometry::Plan {
+            global: g.global,
+            procs: g.procs,
+            local: g.local,
+        };
+        let (gx, gy) = (g.global.x, g.global.y);
+        out.clear();
+        out.resize(g.global.volume(), 0.0);
+        for r in 0..blocks.len() {
+            let geo = crate::geometry::Geometry::new(&plan, r);
+            let n = geo.local;
+            let mut rows = blocks.list(r).chunks_exact(n.x);
+            for z in 0..n.z {
+                for y in 0..n.y {
+                    let (ox, oy, oz) = (geo.origin[0], geo.origin[1] + y, geo.origin[2] + z);
+                    let at = (ox - 1) + gx * ((oy - 1) + gy * (oz - 1));
+                    let row = rows.next().expect("a block's rows");
+                    for (o, &b) in out[at..at + n.x].iter_mut().zip(row) {
+                        *o = f64::from_bits(b);
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -84,6 +84,7 @@ mod slow;
 mod solve;
 mod solver;
 pub mod sparse;
+mod start;
 mod team;
 #[cfg(test)]
 mod tests;
@@ -114,7 +115,8 @@ pub use settings::{
     check_given, Applies, Backend, Context, DepthConflict, Limit, Named, Names, NotApplicable,
     Operator, Scope, Setting, Words,
 };
-pub use solve::{Grid, Solve, System};
+pub use solve::{assemble, Grid, Solve, System};
+pub use start::{Checkpoint, Saved, Start};
 
 /// The stencil kernels, for the criterion benchmarks in `benches/` only: not part of the API.
 #[doc(hidden)]

@@ -4,11 +4,12 @@
 //! memory ([`Solve::run_shared`]).
 
 use crate::config::{Config, ConfigError};
-use crate::dispatch::{solve_rank, solve_system_rank, SystemBlock};
+use crate::dispatch::{solve_rank_from, solve_system_rank, Restart, SystemBlock};
 use crate::geometry::Plan;
 use crate::hybrid::RankTeam;
 use crate::progress::Progress;
 use crate::record::RankRecord;
+use crate::start::{Checkpoint, Start};
 use crate::Error;
 use chan_core::Context;
 
@@ -25,6 +26,9 @@ use chan_core::Context;
 /// * [`team`](Solve::team): hybrid ranks, each sweeping its block with a team of threads
 ///   ([`RankTeam`]; a sync run's iterates, residual history and iteration count are those of
 ///   one thread per rank, bit for bit);
+/// * [`start`](Solve::start), [`checkpoint`](Solve::checkpoint): the iterate the run starts
+///   from (and the iterations it had done: a resumed run), and where its checkpoints go
+///   ([`Start`], [`Checkpoint`]);
 /// * [`system`](Solve::system): a sparse system's row block instead of the grid
 ///   ([`SystemBlock`]); its run also returns the rank's part of the solution.
 ///
@@ -59,6 +63,7 @@ pub struct Solve<'a, On = Grid> {
     plan: Option<&'a Plan>,
     hook: Option<&'a dyn Progress>,
     team: RankTeam,
+    restart: Restart<'a>,
     on: On,
 }
 
@@ -88,6 +93,7 @@ impl<'a> Solve<'a> {
             plan: None,
             hook: None,
             team: RankTeam::alone(1),
+            restart: Restart::default(),
             on: Grid,
         }
     }
@@ -109,9 +115,10 @@ impl<'a> Solve<'a> {
     }
 
     /// Solve the sparse system `A x = b` of which this rank holds `sys` instead of the grid,
-    /// from x = 0: the same loops, certification and record as the grid's (Jacobi's sync,
-    /// async and racy loops over the row block's ghost channels, multisplitting with inner
-    /// CG or Jacobi, the Krylov solvers with the block as their operator);
+    /// from x = 0 (or [`Solve::start`]): the same loops, certification and record as the
+    /// grid's (Jacobi's sync, async and racy loops over the row block's ghost channels,
+    /// multisplitting with inner CG or Jacobi, the Krylov solvers with the block as their
+    /// operator);
     /// [`Config::validate_matrix`] says which settings apply.
     pub fn system(self, sys: &'a SystemBlock) -> Solve<'a, System<'a>> {
         Solve {
@@ -119,6 +126,7 @@ impl<'a> Solve<'a> {
             plan: None,
             hook: self.hook,
             team: self.team,
+            restart: self.restart,
             on: System(sys),
         }
     }
@@ -133,12 +141,39 @@ impl<'a> Solve<'a> {
                 &computed
             }
         };
-        solve_rank(ctx, self.cfg, plan, self.hook, false, self.team).map(|o| o.record)
+        let restart = self.restart;
+        solve_rank_from(ctx, self.cfg, plan, self.hook, false, self.team, restart).map(|o| o.record)
+    }
+
+    /// As [`Solve::run`], also returning this rank's block of the final iterate (its owned
+    /// points, x fastest); [`assemble`] puts the ranks' blocks together.
+    pub fn run_with_iterate<C: Context>(
+        self,
+        ctx: &mut C,
+    ) -> Result<(RankRecord, Vec<f64>), Error> {
+        let computed;
+        let plan = match self.plan {
+            Some(p) => p,
+            None => {
+                computed = self.cfg.plan(ctx.size())?;
+                &computed
+            }
+        };
+        let restart = self.restart;
+        let o = solve_rank_from(ctx, self.cfg, plan, self.hook, true, self.team, restart)?;
+        let x = o.field.map(|f| f.owned_values()).unwrap_or_default();
+        Ok((o.record, x))
     }
 
     /// Run on `threads` threads of this process with shared memory (`--backend shared`, the
     /// paper's OpenMP section): one record per thread. Hybrid ranks do not apply.
     pub fn run_shared(self, threads: usize) -> Result<Vec<RankRecord>, Error> {
+        if self.restart.given() {
+            return Err(Error::Start(format!(
+                "{} shared starts from the problem's iterate and takes no checkpoint",
+                crate::Setting::Backend.words()
+            )));
+        }
         if self.team.threads != 1 {
             self.cfg.check_in(&crate::Context {
                 threads_per_rank: self.team.threads,
@@ -168,12 +203,43 @@ impl<'a, On> Solve<'a, On> {
             ..self
         }
     }
+
+    /// Start from `start` instead of the problem's iterate (the grid's interior points x
+    /// fastest; a checkpoint's iterate and iteration count to resume from it).
+    pub fn start(self, start: &'a Start) -> Self {
+        let restart = Restart {
+            begin: Some(start),
+            ..self.restart
+        };
+        Solve { restart, ..self }
+    }
+
+    /// Hand a checkpoint to `checkpoint` every [`Checkpoint::every`] iterations (the sync
+    /// variant).
+    pub fn checkpoint(self, checkpoint: &'a dyn Checkpoint) -> Self {
+        let restart = Restart {
+            checkpoint: Some(checkpoint),
+            ..self.restart
+        };
+        Solve { restart, ..self }
+    }
 }
 
 impl Solve<'_, System<'_>> {
     /// Run on this rank of `ctx` (collective, every rank with its own block): this rank's
     /// record and its part of the final iterate x (its rows).
     pub fn run<C: Context>(self, ctx: &mut C) -> Result<(RankRecord, Vec<f64>), Error> {
-        solve_system_rank(ctx, self.cfg, self.on.0, self.hook)
+        solve_system_rank(ctx, self.cfg, self.on.0, self.hook, self.restart)
     }
+}
+
+/// The global iterate, the grid's interior points x fastest, from every rank's block of
+/// `plan` in rank order (each as [`Solve::run_with_iterate`] gives it).
+pub fn assemble(plan: &Plan, blocks: &[&[f64]]) -> Vec<f64> {
+    let blocks: Vec<(crate::geometry::Geometry, Vec<f64>)> = blocks
+        .iter()
+        .enumerate()
+        .map(|(r, b)| (crate::geometry::Geometry::new(plan, r), b.to_vec()))
+        .collect();
+    crate::field::assemble(plan.global, &blocks)
 }

@@ -16,7 +16,7 @@ use crate::Error;
 use chan_core::traits::*;
 use chan_core::ChannelSpec;
 
-/// Run the configured Krylov solver on this rank (collective): its record and final iterate,
+/// Run the configured Krylov solver on this rank (collective), from `start` when given (x₀): its record and final iterate,
 /// on the operator with diagonal `diag` (6 for the Laplacian; the crate's tests shift it to make the problem
 /// indefinite).
 pub(crate) fn solve_rank<C: Context>(
@@ -26,8 +26,13 @@ pub(crate) fn solve_rank<C: Context>(
     plan: &Plan,
     progress: Option<&dyn Progress>,
     diag: f64,
+    start: Option<&[f64]>,
 ) -> Result<(RankRecord, Field), Error> {
-    let block = Block::of_rank(ctx, cfg, plan)?;
+    let mut block = Block::of_rank(ctx, cfg, plan)?;
+    // A given start: x₀ (r₀ = b − A x₀).
+    if let Some(x) = start {
+        crate::iterate::Iterate::start_from(&mut block.field, x)?;
+    }
     let op = GridOp {
         shape: *block.field.shape(),
         diag,

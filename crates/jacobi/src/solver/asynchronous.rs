@@ -272,11 +272,16 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
         ctx.barrier()?;
         self.start = Instant::now();
         self.res0_sq = self.true_residual_sq(ctx, &mut cert)?;
+        // A given start (and, resumed, the iterations already done): its true residual.
+        let begun = self.begin(ctx, &mut cert)?;
+        let first = self.it;
         let mut pass = Pass::new(&self.faces);
-        let initial = self.measure(self.res0_sq);
+        // Resumed at the iteration limit: no sweep, and the first round says so.
+        pass.local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
+        let initial = self.measure(begun.unwrap_or(self.res0_sq));
         let mut last_true = Some(initial);
         let stop = 'run: loop {
-            if self.it == 0 && self.criterion().met(initial) {
+            if self.it == first && self.criterion().met(initial) {
                 break StopReason::Criterion; // u_0 already solves the system
             }
             if self.it < self.cfg.max_iters {
@@ -291,6 +296,7 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
                 pass.local[1] = f64::from(u8::from(self.it >= self.cfg.max_iters));
             }
             // Test the reduction; restart it as soon as it returns (paced: once due).
+            let rounds_before = self.reductions;
             let step = match &mut rounds {
                 Detector::Reduction(r) => {
                     self.async_round(ctx, r, &mut cert, &mut pass.local, &mut last_true)?
@@ -312,6 +318,14 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
                     pass.resolve = true; // solve with the new halo
                 }
                 RoundStep::Pending | RoundStep::Went => {}
+            }
+            // A checkpoint every K completed rounds: every rank sees the same rounds.
+            if self.reductions != rounds_before
+                && self
+                    .checkpoint
+                    .is_some_and(|c| c.every() > 0 && self.reductions.is_multiple_of(c.every()))
+            {
+                self.save_checkpoint(ctx)?;
             }
         };
         self.end_async(ctx, stop, last_true, rounds, chans, cert)

@@ -36,6 +36,7 @@ use crate::record::{
     Certification, ExchangeStep, MessageTotals, MultisplitRecord, RankRecord, Residuals, StopReason,
 };
 use crate::slow::Slowdown;
+use crate::start::{Checkpoint, Saved, Start};
 use crate::Error;
 use chan_core::traits::*;
 use chan_core::{
@@ -128,6 +129,14 @@ pub(crate) struct Run<'a, F: Iterate, S: Step<F> = Sweep> {
     /// round's shares come from sweeps that read their halos after the previous round
     /// returned, and a claim needs two rounds in a row below tolerance (`shared/`, "Rounds").
     pub(crate) fresh_rounds: bool,
+    /// Where the run starts instead of the problem's iterate ([`crate::Start`]).
+    pub(crate) begin: Option<&'a Start>,
+    /// Where its checkpoints go, every K iterations ([`crate::Checkpoint`]).
+    pub(crate) checkpoint: Option<&'a dyn Checkpoint>,
+    /// The checkpoint's buffers: this block's values as bits, and (rank 0) the global
+    /// iterate; their room is made at the first checkpoint and kept.
+    saved_bits: Vec<u64>,
+    saved_global: Vec<f64>,
 }
 
 /// A value of the criterion past which a run is diverging: not finite, or above
@@ -190,6 +199,10 @@ impl<'a, F: Iterate, S: Step<F>> Run<'a, F, S> {
             progress: ProgressGate::new(progress, cfg.criterion.tol(), cfg.max_iters),
             step,
             fresh_rounds: false,
+            begin: None,
+            checkpoint: None,
+            saved_bits: Vec::new(),
+            saved_global: Vec::new(),
         }
     }
 
@@ -318,6 +331,61 @@ impl<'a, F: Iterate, S: Step<F>> Run<'a, F, S> {
             messages,
             channels: channels.to_vec(),
         }
+    }
+
+    /// Start from the given iterate, when there is one, once ‖b − A u₀‖ of the problem's
+    /// own start is known (collective): the iterations already done, and ‖b − A u‖² of the
+    /// iterate started from (its halo swapped).
+    pub(crate) fn begin<C: Context>(
+        &mut self,
+        ctx: &mut C,
+        chans: &mut [Channel<C::Backend, Sync>],
+    ) -> Result<Option<f64>, Error> {
+        if self.checkpoint.is_some() {
+            self.field.restartable()?;
+        }
+        let Some(start) = self.begin else {
+            return Ok(None);
+        };
+        self.field.start_from(&start.x)?;
+        self.it = start.iteration;
+        self.true_residual_sq(ctx, chans).map(Some)
+    }
+
+    /// True when a checkpoint falls after this iteration.
+    pub(crate) fn checkpoint_due(&self) -> bool {
+        self.checkpoint
+            .is_some_and(|c| c.every() > 0 && self.it.is_multiple_of(c.every()))
+    }
+
+    /// A checkpoint (collective): every block to rank 0, which assembles the global iterate
+    /// and saves it; every rank then learns whether the save succeeded. Allocates only the
+    /// gather's receive on rank 0 (the blocks' buffers are kept from one checkpoint to the
+    /// next).
+    pub(crate) fn save_checkpoint<C: Context>(&mut self, ctx: &mut C) -> Result<(), Error> {
+        let Some(cp) = self.checkpoint else {
+            return Ok(());
+        };
+        let t = Instant::now();
+        self.field.owned_bits_into(&mut self.saved_bits);
+        let all = ctx.gather_v(&self.saved_bits, 0)?;
+        let mut why = None;
+        if let Some(all) = all {
+            self.field.assemble_into(&all, &mut self.saved_global);
+            let saved = Saved {
+                iteration: self.it,
+                x: &self.saved_global,
+            };
+            why = cp.save(&saved).err();
+        }
+        let failed = sum_all(ctx, f64::from(u8::from(why.is_some())))?;
+        self.parts.reduced(t);
+        if failed > 0.0 {
+            return Err(Error::Checkpoint(
+                why.unwrap_or_else(|| "rank 0 could not save it".to_string()),
+            ));
+        }
+        Ok(())
     }
 
     fn specs(&self, tag_base: u32, r: usize, extra: usize) -> Result<Vec<ChannelSpec>, Error> {

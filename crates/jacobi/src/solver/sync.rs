@@ -30,12 +30,18 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
         let start = Instant::now();
         self.start = start;
         self.res0_sq = self.true_residual_sq(ctx, &mut chans)?;
-        let initial = self.measure(self.res0_sq);
+        // A given start: its residual; resumed (iterations already done), the run goes on as
+        // the interrupted one would have, with no check of its own here.
+        let begun = self.begin(ctx, &mut chans)?;
+        let resumed = self.it > 0;
+        let initial = self.measure(begun.unwrap_or(self.res0_sq));
         let mut last_true = Some(initial);
         let mut fresh = true; // the halo holds the neighbours' current iterate
                               // u_0 may already solve the system (a zero initial residual).
-        let stop = if self.criterion().met(initial) {
+        let stop = if !resumed && self.criterion().met(initial) {
             StopReason::Criterion
+        } else if resumed && self.it >= self.cfg.max_iters {
+            StopReason::MaxIters // resumed at the iteration limit: nothing more to do
         } else {
             loop {
                 let swap = !fresh && self.it.is_multiple_of(self.scheme.halo_every);
@@ -75,6 +81,9 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
                             break StopReason::Criterion;
                         }
                     }
+                }
+                if self.checkpoint_due() {
+                    self.save_checkpoint(ctx)?;
                 }
                 if self.it >= self.cfg.max_iters {
                     break StopReason::MaxIters;

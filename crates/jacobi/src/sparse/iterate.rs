@@ -25,6 +25,7 @@ use crate::iterate::{Iterate, Lacks, SolveInner};
 use crate::multisplit::{self, CgBlock, Fresher, InnerSolve, Work};
 use crate::problem::Problem;
 use crate::slow::Slowdown;
+use chan_core::backend::Lists;
 use chan_core::AtomicF64Slice;
 use std::sync::Arc;
 
@@ -109,6 +110,10 @@ pub(crate) struct BlockSystem {
     /// The exact solution's value at every row, when it is one value (b = A·1: 1).
     pub(crate) exact: Option<f64>,
     pub(crate) neighbours: Arc<[Neighbour]>,
+    /// The first global row owned.
+    pub(crate) first: usize,
+    /// The block's rows of the start iterate, when one is given (the Krylov solvers' x₀).
+    pub(crate) x0: Option<Vec<f64>>,
 }
 
 impl BlockSystem {
@@ -131,12 +136,27 @@ impl BlockSystem {
             b,
             exact,
             neighbours: neighbours(blk).into(),
+            first: blk.first_row(),
+            x0: None,
         }
     }
 
     /// Rows owned.
     pub(crate) fn rows(&self) -> usize {
         self.a.len()
+    }
+
+    /// This block's rows of the global vector `x` (a start iterate): an error when `x` is
+    /// too short to hold them.
+    pub(crate) fn own_part<'x>(&self, x: &'x [f64]) -> Result<&'x [f64], Error> {
+        x.get(self.first..self.first + self.rows()).ok_or_else(|| {
+            Error::Start(format!(
+                "{} values, rows {}..{} asked for",
+                x.len(),
+                self.first,
+                self.first + self.rows()
+            ))
+        })
     }
 
     /// The block's place in a record: `[rank, 0, 0]`, rows × 1 × 1.
@@ -258,6 +278,25 @@ impl Iterate for SparseIterate {
     }
     fn error_max(&self, _: &Problem) -> Option<f64> {
         self.sys.error_max(self.own())
+    }
+    fn restartable(&self) -> Result<(), Error> {
+        Ok(())
+    }
+    fn start_from(&mut self, x: &[f64]) -> Result<(), Error> {
+        let own = self.sys.own_part(x)?;
+        self.x[..own.len()].copy_from_slice(own);
+        Ok(())
+    }
+    fn owned_bits_into(&self, out: &mut Vec<u64>) {
+        out.clear();
+        out.extend(self.own().iter().map(|v| v.to_bits()));
+    }
+    /// The row blocks are contiguous, in rank order: their concatenation.
+    fn assemble_into(&self, blocks: &Lists, out: &mut Vec<f64>) {
+        out.clear();
+        for r in 0..blocks.len() {
+            out.extend(blocks.list(r).iter().map(|&b| f64::from_bits(b)));
+        }
     }
 }
 

@@ -131,7 +131,10 @@ impl Operator for RowOp {
         self.vector(|i| self.sys.inv_diag[i])
     }
     fn x0(&self) -> RowVec {
-        self.zeros()
+        match &self.sys.x0 {
+            Some(x0) => self.vector(|i| x0[i]),
+            None => self.zeros(),
+        }
     }
     fn b_sq(&self, _: (&mut RowVec, &mut RowVec)) -> f64 {
         let b = &self.sys.b;

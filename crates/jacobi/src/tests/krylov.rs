@@ -35,7 +35,7 @@ fn run_diag(cfg: &Config, ranks: usize, diag: f64) -> Vec<RankRecord> {
             let Method::Krylov(k) = &cfg.method else {
                 panic!("a Krylov configuration")
             };
-            crate::krylov::solve_rank(ctx, cfg, k, &plan, None, diag).map(|(r, _)| r)
+            crate::krylov::solve_rank(ctx, cfg, k, &plan, None, diag, None).map(|(r, _)| r)
         })
         .into_iter()
         .collect::<Result<_, _>>()

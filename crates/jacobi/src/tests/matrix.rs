@@ -57,7 +57,7 @@ fn run_stored(
             exact: None,
             storage,
         };
-        solve_system_rank(ctx, cfg, &sys, None).expect("run failed")
+        solve_system_rank(ctx, cfg, &sys, None, Default::default()).expect("run failed")
     });
     let mut x = Vec::with_capacity(a.n());
     let mut records = Vec::new();
@@ -234,7 +234,7 @@ fn grid_only_settings_are_refused_for_a_matrix() {
                 exact: None,
                 storage: MatrixStorage::Auto,
             };
-            solve_system_rank(ctx, &cfg, &sys, None)
+            solve_system_rank(ctx, &cfg, &sys, None, Default::default())
                 .unwrap_err()
                 .to_string()
         });

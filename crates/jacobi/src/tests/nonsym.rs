@@ -322,7 +322,7 @@ fn tiny(
             exact: None,
             storage: crate::sparse::MatrixStorage::Auto,
         };
-        solve_system_rank(ctx, &cfg, &sys, None)
+        solve_system_rank(ctx, &cfg, &sys, None, Default::default())
             .map(|(rec, _)| rec)
             .map_err(|e| e.to_string())
     })
