@@ -40,7 +40,7 @@
 //! stops the run with [`StopReason::Breakdown`] and says which quantity failed; the iterate
 //! is the last finite one, so no NaN reaches the report.
 
-use crate::clock::Instant;
+use crate::clock::{Instant, Work};
 use crate::config::{Config, Exchange, Pc};
 use crate::field::Field;
 use crate::geometry::{Dims, Face, Plan};
@@ -486,7 +486,7 @@ impl<O: Operator> Krylov<'_, O> {
     fn computed(&mut self, t: Instant) {
         let (op, x) = (&self.op, &self.x);
         self.slow.after(1, || op.dot(x, x));
-        self.parts.sweep += t.computed();
+        self.parts.sweep += t.computed(Work::unmodelled());
     }
 
     /// One of the iteration's blocking all-reduces (sum) of `N` values: counted in

@@ -10,7 +10,7 @@
 //! completion of a non-blocking barrier followed by blocking sums (`--detect ibarrier`). So all ranks make the same sequence of collective
 //! calls and no rank waits for another that went a different way.
 
-use crate::clock::Instant;
+use crate::clock::{Instant, Work};
 use crate::config::{Config, ConfigError, Detect, Exchange, RacyRead};
 use crate::field::Field;
 use crate::geometry::{Axis, Face, Geometry, Plan};
@@ -234,7 +234,7 @@ impl<B: Backend> HaloSource for Channel<B, Async> {
         if let Some(m) = m {
             if m.stamp() >= inbox.floor {
                 let (data, extra) = m.data().split_at(field.message_len(face));
-                parts.unpack(|| field.unpack(face, data));
+                parts.unpack(data.len(), || field.unpack(face, data));
                 inbox.applied(m.stamp(), extra.first().copied());
                 return Ok(true);
             }
@@ -270,7 +270,7 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
         parts.wait += t.elapsed();
         if read_now {
             let (data, extra) = self.view().split_at(field.message_len(face));
-            parts.unpack(|| field.unpack_atomic(face, data));
+            parts.unpack(data.len(), || field.unpack_atomic(face, data));
             // The echo word is some send's whole word, like every element of the view.
             inbox.applied(
                 self.last_stamp(),
@@ -533,7 +533,7 @@ impl<'a, F: Iterate> Run<'a, F> {
         let t = Instant::now();
         let local = self.field.residual_sq();
         self.last_true_local = local;
-        self.parts.sweep += t.computed();
+        self.parts.sweep += t.computed(Work::pass(self.points()));
         let t = Instant::now();
         let g = sum_all(ctx, local)?;
         self.parts.reduced(t);
@@ -641,7 +641,7 @@ impl<'a, F: Iterate> Run<'a, F> {
             }
             let t = Instant::now();
             s.snap.copy_current_from(&self.field);
-            self.parts.sweep += t.computed();
+            self.parts.sweep += t.computed(Work::pass(self.points()));
             s.taken = true;
             s.at = self.it;
             s.unsent.fill(true);
@@ -672,7 +672,8 @@ impl<'a, F: Iterate> Run<'a, F> {
                 self.parts.wait += t.elapsed();
                 if let Some(m) = m {
                     let snap = &mut s.snap;
-                    self.parts.unpack(|| snap.unpack(link, m.data()));
+                    self.parts
+                        .unpack(m.data().len(), || snap.unpack(link, m.data()));
                     *got = true;
                 }
             }
@@ -681,7 +682,7 @@ impl<'a, F: Iterate> Run<'a, F> {
             }
             let t = Instant::now();
             let r = s.snap.residual_sq();
-            self.parts.sweep += t.computed();
+            self.parts.sweep += t.computed(Work::pass(self.points()));
             let at_max = f64::from(u8::from(self.it >= self.cfg.max_iters));
             let t = Instant::now();
             s.red.start(&[r, at_max])?;
@@ -707,7 +708,7 @@ impl<'a, F: Iterate> Run<'a, F> {
             // Stop on the snapshot: the vector whose residual this is.
             let t = Instant::now();
             self.field.copy_current_from(&s.snap);
-            self.parts.sweep += t.computed();
+            self.parts.sweep += t.computed(Work::pass(self.points()));
             if !self.cfg.confirm {
                 return Ok(RoundStep::Stop(StopReason::Criterion));
             }
@@ -962,18 +963,32 @@ impl<F: Iterate> Run<'_, F> {
         fresher: &mut Fresher<'_, F>,
     ) -> Result<f64, Error> {
         let t = Instant::now();
-        let r = match &mut self.inner {
+        let points = self.points();
+        let (r, work) = match &mut self.inner {
             None => {
                 let r = sweep(&mut self.field);
                 let field = &self.field;
-                self.slow.after(m, || field.residual_sq());
-                r
+                let extra = self.slow.after(m, || field.residual_sq());
+                let work = Work {
+                    pass_points: extra * points,
+                    ..Work::sweep(m * points)
+                };
+                (r, work)
             }
-            Some(s) => self.field.solve_inner(s, &mut self.slow, fresher)?,
+            Some(s) => (
+                self.field.solve_inner(s, &mut self.slow, fresher)?,
+                Work::unmodelled(),
+            ),
         };
-        self.parts.sweep += t.computed();
+        self.parts.sweep += t.computed(work);
         self.it += m;
         Ok(r)
+    }
+
+    /// The block's owned points: the unit of its sweeps and passes in the cost model.
+    fn points(&self) -> u64 {
+        let (_, d) = self.field.place();
+        (d.x * d.y * d.z) as u64
     }
 
     /// Record a step of the first overlapped exchange (no allocation: capacity 4).
@@ -995,7 +1010,13 @@ impl<F: Iterate> Run<'_, F> {
                 .map(|reg| self.field.sweep_region(reg, resid))
                 .sum()
         };
-        self.parts.sweep += t.computed();
+        let volume = |reg: &Region| (reg.x.len() * reg.y.len() * reg.z.len()) as u64;
+        let points = if interior {
+            volume(&self.interior)
+        } else {
+            self.shell.iter().map(volume).sum()
+        };
+        self.parts.sweep += t.computed(Work::sweep(points));
         r
     }
 
@@ -1018,8 +1039,8 @@ impl<F: Iterate> Run<'_, F> {
         self.step(ExchangeStep::ShellSwept);
         let t = Instant::now();
         let field = &self.field;
-        self.slow.after(1, || field.residual_sq());
-        self.parts.sweep += t.computed();
+        let extra = self.slow.after(1, || field.residual_sq());
+        self.parts.sweep += t.computed(Work::pass(extra * self.points()));
         self.field.finish_sweep();
         self.it += 1;
         Ok(inner + outer)
@@ -1074,7 +1095,8 @@ impl<F: Iterate> Run<'_, F> {
                         let m = chans[k].recv()?;
                         self.parts.wait += t.elapsed();
                         let field = &mut self.field;
-                        self.parts.unpack(|| field.unpack(back, m.data()));
+                        self.parts
+                            .unpack(m.data().len(), || field.unpack(back, m.data()));
                     }
                 }
             }
@@ -1323,7 +1345,7 @@ impl<F: Iterate> Run<'_, F> {
                         idled = true;
                         let t = Instant::now();
                         local[0] = self.field.residual_sq();
-                        self.parts.sweep += t.computed();
+                        self.parts.sweep += t.computed(Work::pass(self.points()));
                     }
                     if outbox.iter().any(|o| o.unsent) {
                         self.offer(&mut chans, &mut outbox)?;
