@@ -26,6 +26,10 @@ use std::os::raw::{c_int, c_void};
 use std::rc::Rc;
 use std::time::Instant;
 
+/// The tag of `all_to_all_v`'s lists on the world's communicator, where no other
+/// point-to-point message travels.
+const LISTS_TAG: c_int = 1;
+
 /// MPI could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum InitError {
@@ -715,6 +719,97 @@ impl MpiCtx {
         }
         Ok((counts, displs))
     }
+
+    /// The second step of `all_to_all_v`: the non-empty lists, point to point on the world's
+    /// communicator (which carries no other point-to-point message: channels have their own)
+    /// under [`LISTS_TAG`]. Receives are posted first, then sends, then one `MPI_Waitall`:
+    /// each rank waits for its own few requests only. A handshake's messages from one rank
+    /// match in the order they were sent, and each rank's exchange ends before its next.
+    fn exchange_lists(
+        &self,
+        mine: &[u64],
+        (send_counts, sdispls): (&[c_int], &[c_int]),
+        theirs: &mut [u64],
+        (recv_counts, rdispls): (&[c_int], &[c_int]),
+    ) -> Result<(), CommError> {
+        let comm = self.world.comm;
+        let mut reqs: Vec<ffi::MPI_Request> = Vec::new();
+        let mut failed = None;
+        for (peer, (&n, &at)) in recv_counts.iter().zip(rdispls).enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let mut req = raw::request_null();
+            // SAFETY: theirs holds sum(recv_counts) u64, so [at, at + n) is in it; the
+            // ranges of different peers do not overlap; theirs is neither read nor moved
+            // until the wait below (or the cancel and wait on failure) completes this
+            // request. peer is a rank of comm.
+            let rc = unsafe {
+                ffi::MPI_Irecv(
+                    theirs.as_mut_ptr().add(at as usize).cast(),
+                    n,
+                    raw::u64_type(),
+                    peer as c_int,
+                    LISTS_TAG,
+                    comm,
+                    &mut req,
+                )
+            };
+            if let Err(e) = check(rc, "MPI_Irecv") {
+                failed = Some(e);
+                break;
+            }
+            reqs.push(req);
+        }
+        let receives = reqs.len();
+        if failed.is_none() {
+            for (peer, (&n, &at)) in send_counts.iter().zip(sdispls).enumerate() {
+                if n == 0 {
+                    continue;
+                }
+                let mut req = raw::request_null();
+                // SAFETY: mine holds sum(send_counts) u64, so [at, at + n) is in it, and it
+                // is borrowed unchanged until the wait below completes this request.
+                let rc = unsafe {
+                    ffi::MPI_Isend(
+                        mine.as_ptr().add(at as usize).cast(),
+                        n,
+                        raw::u64_type(),
+                        peer as c_int,
+                        LISTS_TAG,
+                        comm,
+                        &mut req,
+                    )
+                };
+                if let Err(e) = check(rc, "MPI_Isend") {
+                    failed = Some(e);
+                    break;
+                }
+                reqs.push(req);
+            }
+        }
+        if failed.is_some() {
+            // A peer may never send what these receives wait for: they are cancelled (a
+            // cancelled receive completes), so the wait below returns and no request is left.
+            for req in &mut reqs[..receives] {
+                // SAFETY: an active receive request posted above.
+                let _ = unsafe { ffi::MPI_Cancel(req) };
+            }
+        }
+        // SAFETY: reqs holds reqs.len() requests posted above, each active; the buffers they
+        // use outlive this call.
+        let rc = unsafe {
+            ffi::MPI_Waitall(
+                reqs.len() as c_int,
+                reqs.as_mut_ptr(),
+                ffi::RSMPI_STATUSES_IGNORE,
+            )
+        };
+        match failed {
+            Some(e) => Err(e),
+            None => check(rc, "MPI_Waitall"),
+        }
+    }
 }
 
 impl Collective for MpiCtx {
@@ -754,7 +849,14 @@ impl Collective for MpiCtx {
         check(rc, "MPI_Allreduce")
     }
 
-    /// `MPI_Alltoall` of the counts, then `MPI_Alltoallv` of the words.
+    /// `MPI_Alltoall` of the counts, then the lists themselves point to point, sparsely: a
+    /// receive from each rank whose list here is not empty, a send to each rank whose list
+    /// from here is not, then one wait for them all ([`MpiCtx::exchange_lists`]).
+    ///
+    /// `MPI_Alltoallv` would do the second step, but an implementation may post a receive and
+    /// a send for every rank, empty lists included: SimGrid's SMPI does, which made the
+    /// channels' creation handshake (each rank's lists empty but towards a few neighbours)
+    /// grow as p² and kept 1,024 simulated ranks from starting (docs/scale.md).
     fn all_to_all_v(&mut self, send: &Lists) -> Result<Lists, CommError> {
         let size = self.world.size;
         if send.len() != size {
@@ -781,22 +883,12 @@ impl Collective for MpiCtx {
         let (recv_counts, rdispls) = Self::counts_of(recv_counts.iter().map(|&c| c as usize))?;
         let total: usize = recv_counts.iter().map(|&c| c as usize).sum();
         let mut theirs = vec![0u64; total];
-        // SAFETY: send.flat() holds sum(send_counts) u64 at sdispls; theirs has room for
-        // sum(recv_counts) u64 at rdispls; the count arrays have `size` entries.
-        let rc = unsafe {
-            ffi::MPI_Alltoallv(
-                send.flat().as_ptr().cast(),
-                send_counts.as_ptr(),
-                sdispls.as_ptr(),
-                raw::u64_type(),
-                theirs.as_mut_ptr().cast(),
-                recv_counts.as_ptr(),
-                rdispls.as_ptr(),
-                raw::u64_type(),
-                self.world.comm,
-            )
-        };
-        check(rc, "MPI_Alltoallv")?;
+        self.exchange_lists(
+            send.flat(),
+            (&send_counts, &sdispls),
+            &mut theirs,
+            (&recv_counts, &rdispls),
+        )?;
         Ok(Lists::from_flat(
             theirs,
             recv_counts.iter().map(|&c| c as usize),

@@ -34,7 +34,9 @@ const CASES: &[(&str, &[usize], u64)] = &[
     // 10^5 8-byte messages to a receiver that sleeps, R = 1 and 4, every mode.
     ("fast_sender_slow_receiver", &[2, 3], 240),
     ("drop_without_close", &[2, 3, 4], 60),
-    ("collectives_match", &[1, 2, 3, 4], 60),
+    ("collectives_match", &[1, 2, 3, 4, 6], 60),
+    // Channels to a few ranks each, none to most: the handshake's lists are mostly empty.
+    ("sparse_channels", &[6], 60),
     // 128 rings of 4 ranks, 64 KB racy messages written by MPI into one buffer per end.
     ("racy_whole_words", &[4], 240),
     ("window_colliding_inserts", &[1, 2, 3, 4], 120),
@@ -113,6 +115,7 @@ fn run_case(ctx: &mut MpiCtx, case: &str) -> Check {
         "close_then_finalize" => testkit::close_unread(ctx),
         "drop_without_close" => testkit::drop_without_close(ctx),
         "collectives_match" => testkit::collectives_match(ctx),
+        "sparse_channels" => testkit::sparse_channels(ctx, 20, 100),
         "racy_whole_words" => testkit::racy_whole_words(ctx, 128, 40, 8192),
         "window_colliding_inserts" => wk::window_colliding_inserts(ctx, 150, 100),
         "window_fetch_add_totals" => wk::window_fetch_add_totals(ctx, 200),

@@ -157,6 +157,7 @@ pub(crate) fn sum_over_ranks<C: Context>(ctx: &mut C, v: f64) -> Result<f64, Str
 mod collectives;
 mod ends;
 mod modes;
+mod sparse;
 mod staged;
 mod traffic;
 
@@ -165,5 +166,6 @@ pub use ends::{
     close_unread, close_with_traffic, drop_without_close, mismatched_ends, reclaim_after_close,
 };
 pub use modes::{async_semantics, mode_case, path_as_asked, racy_semantics, sync_semantics};
+pub use sparse::sparse_channels;
 pub use staged::staged_sends;
 pub use traffic::{fast_sender_slow_receiver, racy_whole_words, send_before_recv};

@@ -62,7 +62,7 @@ pub(crate) fn complete<B: Backend, H: Halo + ?Sized>(
         let t = Instant::now();
         let m = ch.recv()?;
         parts.wait += t.elapsed();
-        parts.unpack(|| h.unpack(link, m.data()));
+        parts.unpack(m.data().len(), || h.unpack(link, m.data()));
     }
     Ok(())
 }

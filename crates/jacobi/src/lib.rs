@@ -89,7 +89,7 @@ mod team;
 #[cfg(test)]
 mod tests;
 
-pub use clock::{set_clock, set_compute_hook};
+pub use clock::{set_clock, set_compute_hook, CostModel, Work};
 pub use config::{
     Config, ConfigError, Decomp, Detect, Exchange, HaloDepth, Inner, InnerSpec, Pc, PcSub,
     RacyRead, ReductionKind, SizeSpec, SlowRank, Solver, Variant, DEFAULT_INNER_MAX,

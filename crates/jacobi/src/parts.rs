@@ -2,7 +2,7 @@
 //! iteration to one part of a [`Parts`] as it ends, with the solvers' clock
 //! ([`Instant`]). Two or four clock readings per face and exchange, none of them allocating.
 
-use crate::clock::Instant;
+use crate::clock::{Instant, Work};
 use crate::record::Breakdown;
 use std::time::Duration;
 
@@ -81,7 +81,7 @@ impl Parts {
             let p = Instant::now();
             began = Some(p);
             pack(buf);
-            packed += p.elapsed();
+            packed += p.computed(Work::bytes(std::mem::size_of_val(buf) as u64));
         });
         let total = t.elapsed();
         let waited = match began {
@@ -94,12 +94,12 @@ impl Parts {
         out
     }
 
-    /// Unpack a message into the halo, timed as unpack.
+    /// Unpack a message of `len` values into the halo, timed as unpack.
     #[inline]
-    pub(crate) fn unpack<T>(&mut self, unpack: impl FnOnce() -> T) -> T {
+    pub(crate) fn unpack<T>(&mut self, len: usize, unpack: impl FnOnce() -> T) -> T {
         let t = Instant::now();
         let out = unpack();
-        self.unpack += t.elapsed();
+        self.unpack += t.computed(Work::bytes(8 * len as u64));
         out
     }
 }

@@ -36,16 +36,18 @@ impl Slowdown {
         at(self.done + units) - at(self.done)
     }
 
-    /// `units` units of work are done: run `pass` as many times as they owe.
+    /// `units` units of work are done: run `pass` as many times as they owe; how many.
     #[inline]
-    pub(crate) fn after(&mut self, units: u64, mut pass: impl FnMut() -> f64) {
+    pub(crate) fn after(&mut self, units: u64, mut pass: impl FnMut() -> f64) -> u64 {
         if self.extra == 0.0 {
-            return;
+            return 0;
         }
-        for _ in 0..self.owed(units) {
+        let owed = self.owed(units);
+        for _ in 0..owed {
             std::hint::black_box(pass());
         }
         self.done += units;
+        owed
     }
 }
 

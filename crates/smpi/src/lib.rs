@@ -7,13 +7,20 @@
 //! each rank knows which it is, and its clock is the simulation's.
 //!
 //! `AIAC_SMPI_COMPUTE` says what computation the simulation counts: `measured` (unset: SMPI
-//! times everything a rank runs between two MPI calls) or `kernels` (only the solvers'
-//! kernels, each injected with the time it took on this machine's clock, `smpi_execute`;
-//! run with `--cfg=smpi/simulate-computation:no`, as `scripts/scale --compute kernels`
-//! does). docs/scale.md says why both exist.
+//! times everything a rank runs between two MPI calls) or `modelled` (only the solvers'
+//! computations, each injected with the time a cost model gives it, `smpi_execute`; run with
+//! `--cfg=smpi/simulate-computation:no`, as `scripts/scale --compute modelled` does). The
+//! model's coefficients come in `AIAC_SMPI_MODEL`, `sweep=S,pass=P,byte=B`: seconds per point
+//! of a sweep, per point of another pass over a block, per byte packed or unpacked
+//! ([`jacobi::Work`]), measured on a real machine by `scripts/scale --calibrate`. A
+//! computation the model has no units for is injected with its time on this machine's clock.
+//! docs/scale.md says why both modes exist.
 
+use jacobi::{CostModel, Work};
 use std::ffi::{c_char, c_int, CStr, OsString};
 use std::os::unix::ffi::OsStringExt;
+use std::sync::OnceLock;
+use std::time::Duration;
 
 extern "C" {
     /// SimGrid: the name of the running actor; SMPI names a rank's actor by its rank.
@@ -26,11 +33,20 @@ extern "C" {
     fn RSMPI_smpi_set_handles();
 }
 
-/// The compute hook of `AIAC_SMPI_COMPUTE=kernels`: one kernel's time on this machine, injected.
-fn inject(took: std::time::Duration) {
-    // SAFETY: called by the solvers on the running rank, inside its actor (SMPI's main
-    // called us), with a finite non-negative duration.
-    unsafe { smpi_execute(took.as_secs_f64()) }
+/// The model every rank injects with (each rank's copy of this static is set by its own
+/// `main`, from the same variable).
+static MODEL: OnceLock<CostModel> = OnceLock::new();
+
+/// The compute hook of `AIAC_SMPI_COMPUTE=modelled`: one computation, injected as the model's
+/// time for it.
+fn inject(took: Duration, work: Work) {
+    let Some(model) = MODEL.get() else { return };
+    let cost = model.cost(took, work);
+    if cost > 0.0 {
+        // SAFETY: called by the solvers on the running rank, inside its actor (SMPI's main
+        // called us), between MPI calls, with a finite positive duration.
+        unsafe { smpi_execute(cost) }
+    }
 }
 
 /// This simulated rank, from its actor's name (SMPI names the actor of rank r "r").
@@ -68,13 +84,29 @@ pub unsafe extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int 
     unsafe { RSMPI_smpi_set_handles() };
     match std::env::var("AIAC_SMPI_COMPUTE").as_deref() {
         Err(_) | Ok("" | "measured") => {}
-        Ok("kernels") => {
-            jacobi::set_compute_hook(inject);
+        Ok("modelled") => {
+            let model = std::env::var("AIAC_SMPI_MODEL")
+                .map_err(|_| "AIAC_SMPI_MODEL is not set".to_string())
+                .and_then(|m| {
+                    CostModel::parse(&m).map_err(|e| format!("AIAC_SMPI_MODEL={m:?}: {e}"))
+                });
+            match model {
+                Ok(m) => {
+                    let _ = MODEL.set(m);
+                    jacobi::set_compute_hook(inject);
+                }
+                Err(e) => {
+                    if rank == 0 {
+                        eprintln!("aiac: error: AIAC_SMPI_COMPUTE=modelled: {e}");
+                    }
+                    return 1;
+                }
+            }
         }
         Ok(other) => {
             if rank == 0 {
                 eprintln!(
-                    "aiac: error: AIAC_SMPI_COMPUTE={other:?}: allowed values are measured, kernels"
+                    "aiac: error: AIAC_SMPI_COMPUTE={other:?}: allowed values are measured, modelled"
                 );
             }
             return 1;

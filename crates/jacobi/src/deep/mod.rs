@@ -118,7 +118,7 @@
 #[cfg(test)]
 mod test;
 
-use crate::clock::Instant;
+use crate::clock::{Instant, Work};
 use crate::config::Config;
 use crate::field::{copy_row, Field};
 use crate::geometry::{Axis, Face, Geometry, GlobalIdx, LocalIdx, Plan};
@@ -253,7 +253,7 @@ fn probe<C: Context, F: Iterate<Link = Face>>(
         exchange += t.elapsed();
         let t = Instant::now();
         field.sweep_block(k, false);
-        sweep += t.computed();
+        sweep += t.computed(Work::unmodelled());
     }
     let total = all.elapsed();
     close_all(chans)?;

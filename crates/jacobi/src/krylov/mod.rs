@@ -44,7 +44,7 @@ mod cg;
 mod grid;
 mod pipecg;
 
-use crate::clock::Instant;
+use crate::clock::{Instant, Work};
 use crate::config::{Config, Exchange, Pc};
 use crate::geometry::Dims;
 use crate::halo::{self, Halo};
@@ -363,7 +363,7 @@ impl<O: Operator> Krylov<'_, O> {
     fn computed(&mut self, t: Instant) {
         let (op, x) = (&self.op, &self.x);
         self.slow.after(1, || op.dot(x, x));
-        self.parts.sweep += t.computed();
+        self.parts.sweep += t.computed(Work::unmodelled());
     }
 
     /// One of the iteration's blocking all-reduces (sum) of `N` values: counted in

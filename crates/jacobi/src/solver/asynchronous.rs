@@ -123,7 +123,7 @@ impl<B: Backend> HaloSource for Channel<B, Async> {
         if let Some(m) = m {
             if m.stamp() >= inbox.floor {
                 let (data, extra) = m.data().split_at(field.message_len(face));
-                parts.unpack(|| field.unpack(face, data));
+                parts.unpack(data.len(), || field.unpack(face, data));
                 inbox.applied(m.stamp(), extra.first().copied());
                 return Ok(true);
             }
@@ -159,7 +159,7 @@ impl<B: Backend> HaloSource for Channel<B, Racy> {
         parts.wait += t.elapsed();
         if read_now {
             let (data, extra) = self.view().split_at(field.message_len(face));
-            parts.unpack(|| field.unpack_atomic(face, data));
+            parts.unpack(data.len(), || field.unpack_atomic(face, data));
             // The echo word is some send's whole word, like every element of the view.
             inbox.applied(
                 self.last_stamp(),
@@ -378,7 +378,7 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
             pass.idled = true;
             let t = Instant::now();
             pass.local[0] = self.field.residual_sq();
-            self.parts.sweep += t.computed();
+            self.parts.sweep += t.computed(Work::pass(self.points()));
         }
         if pass.outbox.iter().any(|o| o.unsent) {
             self.offer(chans, &mut pass.outbox)?;

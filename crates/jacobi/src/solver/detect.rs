@@ -289,7 +289,7 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
             }
             let t = Instant::now();
             s.snap.take_from(&self.field);
-            self.parts.sweep += t.computed();
+            self.parts.sweep += t.computed(Work::pass(self.points()));
             s.taken = true;
             s.at = self.it;
             s.unsent.fill(true);
@@ -320,7 +320,8 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
                 self.parts.wait += t.elapsed();
                 if let Some(m) = m {
                     let snap = &mut s.snap;
-                    self.parts.unpack(|| snap.unpack(link, m.data()));
+                    self.parts
+                        .unpack(m.data().len(), || snap.unpack(link, m.data()));
                     *got = true;
                 }
             }
@@ -329,7 +330,7 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
             }
             let t = Instant::now();
             let r = s.snap.residual_sq();
-            self.parts.sweep += t.computed();
+            self.parts.sweep += t.computed(Work::pass(self.points()));
             let at_max = f64::from(u8::from(self.it >= self.cfg.max_iters));
             let t = Instant::now();
             s.red.start(&[r, at_max])?;
@@ -355,7 +356,7 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
             // Stop on the snapshot: the vector whose residual this is.
             let t = Instant::now();
             s.snap.restore_into(&mut self.field);
-            self.parts.sweep += t.computed();
+            self.parts.sweep += t.computed(Work::pass(self.points()));
             if !self.cfg.confirm {
                 return Ok(RoundStep::Stop(StopReason::Criterion));
             }

@@ -20,7 +20,7 @@ mod test;
 pub(crate) use step::{Step, Sweep};
 pub(crate) use sync::{Overlapped, Swap, Whole};
 
-use crate::clock::Instant;
+use crate::clock::{Instant, Work};
 use crate::config::{Config, ConfigError, Detect, Exchange, RacyRead};
 use crate::field::Field;
 use crate::geometry::{Axis, Face, Geometry, Plan};
@@ -245,7 +245,7 @@ impl<'a, F: Iterate, S: Step<F>> Run<'a, F, S> {
         let t = Instant::now();
         let local = self.field.residual_sq();
         self.last_true_local = local;
-        self.parts.sweep += t.computed();
+        self.parts.sweep += t.computed(Work::pass(self.points()));
         let t = Instant::now();
         let g = sum_all(ctx, local)?;
         self.parts.reduced(t);
@@ -395,14 +395,23 @@ impl<'a, F: Iterate, S: Step<F>> Run<'a, F, S> {
 
 /// The sweeps, timed, over any iterate.
 impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
+    /// The block's owned points: the unit of its sweeps and passes in the cost model.
+    pub(super) fn points(&self) -> u64 {
+        let (_, d) = self.field.place();
+        (d.x * d.y * d.z) as u64
+    }
+
     /// The sync loop's block of `m` sweeps ([`Iterate::block_len`]; multisplit: one full
     /// inner solve of the block), timed as compute, with the slow rank's extra passes; Σ r² of
     /// the iterate the last sweep started from, or 0 when `resid` is false (the sweeps
     /// between checks).
     fn sweep(&mut self, m: u64, resid: bool) -> Result<f64, Error> {
         let t = Instant::now();
-        let r = self.step.block(&mut self.field, &mut self.slow, m, resid)?;
-        self.parts.sweep += t.computed();
+        let points = self.points();
+        let (r, work) = self
+            .step
+            .block(&mut self.field, &mut self.slow, (m, points), resid)?;
+        self.parts.sweep += t.computed(work);
         self.it += m;
         Ok(r)
     }
@@ -411,8 +420,11 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
     /// cut short (`multisplit.rs`); timed as compute. Σ r² of the iterate it started from.
     fn sweep_or_solve(&mut self, fresher: &mut Fresher<'_, F>) -> Result<f64, Error> {
         let t = Instant::now();
-        let r = self.step.step(&mut self.field, &mut self.slow, fresher)?;
-        self.parts.sweep += t.computed();
+        let points = self.points();
+        let (r, work) = self
+            .step
+            .step(&mut self.field, &mut self.slow, points, fresher)?;
+        self.parts.sweep += t.computed(work);
         self.it += 1;
         Ok(r)
     }

@@ -17,22 +17,25 @@ pub(crate) trait Step<F: Iterate> {
     /// The sync loop's block of `m` sweeps ([`Iterate::block_len`]; multisplit: one full
     /// solve), the slow rank's extra passes included: Σ r² of the iterate the last sweep
     /// started from, or 0 without `resid`.
+    /// With the work done for the cost model (`points`: the block's owned points).
     fn block(
         &mut self,
         field: &mut F,
         slow: &mut Slowdown,
-        m: u64,
+        m_points: (u64, u64),
         resid: bool,
-    ) -> Result<f64, Error>;
+    ) -> Result<(f64, Work), Error>;
 
     /// The async loop's step, which `fresher` may cut short (multisplit, `multisplit.rs`):
     /// Σ r² of the iterate it started from.
+    /// With the work done for the cost model (`points`: the block's owned points).
     fn step(
         &mut self,
         field: &mut F,
         slow: &mut Slowdown,
+        points: u64,
         fresher: &mut Fresher<'_, F>,
-    ) -> Result<f64, Error>;
+    ) -> Result<(f64, Work), Error>;
 
     /// Faces sent to waiting neighbours during the last step.
     fn sent_mid_solve(&mut self, _faces: u64) {}
@@ -40,6 +43,14 @@ pub(crate) trait Step<F: Iterate> {
     /// Multisplitting's part of the record after `outer` iterations (Jacobi: none).
     fn record(&self, _outer: u64) -> Option<MultisplitRecord> {
         None
+    }
+}
+
+/// The work of `m` sweeps of a block of `points` and the slow rank's `extra` passes over it.
+fn swept(m: u64, extra: u64, points: u64) -> Work {
+    Work {
+        pass_points: extra * points,
+        ..Work::sweep(m * points)
     }
 }
 
@@ -54,23 +65,24 @@ impl<F: Iterate> Step<F> for Sweep {
         &mut self,
         field: &mut F,
         slow: &mut Slowdown,
-        m: u64,
+        (m, points): (u64, u64),
         resid: bool,
-    ) -> Result<f64, Error> {
+    ) -> Result<(f64, Work), Error> {
         let r = field.sweep_block(m, resid);
-        slow.after(m, || field.residual_sq());
-        Ok(r)
+        let extra = slow.after(m, || field.residual_sq());
+        Ok((r, swept(m, extra, points)))
     }
 
     fn step(
         &mut self,
         field: &mut F,
         slow: &mut Slowdown,
+        points: u64,
         _: &mut Fresher<'_, F>,
-    ) -> Result<f64, Error> {
+    ) -> Result<(f64, Work), Error> {
         let r = field.sweep_async();
-        slow.after(1, || field.residual_sq());
-        Ok(r)
+        let extra = slow.after(1, || field.residual_sq());
+        Ok((r, swept(1, extra, points)))
     }
 }
 
@@ -83,19 +95,22 @@ impl<F: SolveInner> Step<F> for InnerSolve {
         &mut self,
         field: &mut F,
         slow: &mut Slowdown,
-        _m: u64,
+        _: (u64, u64),
         _resid: bool,
-    ) -> Result<f64, Error> {
-        field.solve_inner(self, slow, &mut |_: &F| Ok(false))
+    ) -> Result<(f64, Work), Error> {
+        let r = field.solve_inner(self, slow, &mut |_: &F| Ok(false))?;
+        Ok((r, Work::unmodelled()))
     }
 
     fn step(
         &mut self,
         field: &mut F,
         slow: &mut Slowdown,
+        _: u64,
         fresher: &mut Fresher<'_, F>,
-    ) -> Result<f64, Error> {
-        field.solve_inner(self, slow, fresher)
+    ) -> Result<(f64, Work), Error> {
+        let r = field.solve_inner(self, slow, fresher)?;
+        Ok((r, Work::unmodelled()))
     }
 
     fn sent_mid_solve(&mut self, faces: u64) {

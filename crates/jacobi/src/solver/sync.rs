@@ -153,7 +153,8 @@ impl<F: Iterate, S: Step<F>> Run<'_, F, S> {
                         let m = chans[k].recv()?;
                         self.parts.wait += t.elapsed();
                         let field = &mut self.field;
-                        self.parts.unpack(|| field.unpack(back, m.data()));
+                        self.parts
+                            .unpack(m.data().len(), || field.unpack(back, m.data()));
                     }
                 }
             }
@@ -176,7 +177,13 @@ impl<F: SweepRegions, S: Step<F>> Run<'_, F, S> {
                 .map(|reg| self.field.sweep_region(reg, resid))
                 .sum()
         };
-        self.parts.sweep += t.computed();
+        let volume = |reg: &Region| (reg.x.len() * reg.y.len() * reg.z.len()) as u64;
+        let points = if interior {
+            volume(&self.interior)
+        } else {
+            self.shell.iter().map(volume).sum()
+        };
+        self.parts.sweep += t.computed(Work::sweep(points));
         r
     }
 
@@ -199,8 +206,8 @@ impl<F: SweepRegions, S: Step<F>> Run<'_, F, S> {
         self.trace_step(ExchangeStep::ShellSwept);
         let t = Instant::now();
         let field = &self.field;
-        self.slow.after(1, || field.residual_sq());
-        self.parts.sweep += t.computed();
+        let extra = self.slow.after(1, || field.residual_sq());
+        self.parts.sweep += t.computed(Work::pass(extra * self.points()));
         self.field.finish_sweep();
         self.it += 1;
         Ok(inner + outer)
