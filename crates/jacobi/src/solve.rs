@@ -4,7 +4,7 @@
 //! memory ([`Solve::run_shared`]).
 
 use crate::config::{Config, ConfigError};
-use crate::dispatch::{solve_rank_from, solve_system_rank, Restart, SystemBlock};
+use crate::dispatch::{solve_rank_from, solve_system_rank, RankOutcome, Restart, SystemBlock};
 use crate::geometry::Plan;
 use crate::hybrid::RankTeam;
 use crate::progress::Progress;
@@ -133,6 +133,12 @@ impl<'a> Solve<'a> {
 
     /// Run on this rank of `ctx` (collective): this rank's record.
     pub fn run<C: Context>(self, ctx: &mut C) -> Result<RankRecord, Error> {
+        self.rank_run(ctx, false).map(|o| o.record)
+    }
+
+    /// This rank's run on the plan given, or on the configuration's own for `ctx`'s ranks;
+    /// `keep`: the final iterate kept.
+    fn rank_run<C: Context>(self, ctx: &mut C, keep: bool) -> Result<RankOutcome, Error> {
         let computed;
         let plan = match self.plan {
             Some(p) => p,
@@ -141,8 +147,15 @@ impl<'a> Solve<'a> {
                 &computed
             }
         };
-        let restart = self.restart;
-        solve_rank_from(ctx, self.cfg, plan, self.hook, false, self.team, restart).map(|o| o.record)
+        solve_rank_from(
+            ctx,
+            self.cfg,
+            plan,
+            self.hook,
+            keep,
+            self.team,
+            self.restart,
+        )
     }
 
     /// As [`Solve::run`], also returning this rank's block of the final iterate (its owned
@@ -151,16 +164,7 @@ impl<'a> Solve<'a> {
         self,
         ctx: &mut C,
     ) -> Result<(RankRecord, Vec<f64>), Error> {
-        let computed;
-        let plan = match self.plan {
-            Some(p) => p,
-            None => {
-                computed = self.cfg.plan(ctx.size())?;
-                &computed
-            }
-        };
-        let restart = self.restart;
-        let o = solve_rank_from(ctx, self.cfg, plan, self.hook, true, self.team, restart)?;
+        let o = self.rank_run(ctx, true)?;
         let x = o.field.map(|f| f.owned_values()).unwrap_or_default();
         Ok((o.record, x))
     }

@@ -5,22 +5,7 @@
 /// The owned values' runs, `(first, length)`.
 pub(crate) type Runs = [(usize, usize)];
 
-/// Σ f(i) over `0..n` in four lanes.
-#[inline(always)]
-fn lanes(n: usize, mut f: impl FnMut(usize) -> f64) -> f64 {
-    let mut acc = [0.0f64; 4];
-    let mut i = 0;
-    while i + 4 <= n {
-        for (l, a) in acc.iter_mut().enumerate() {
-            *a += f(i + l);
-        }
-        i += 4;
-    }
-    for (l, k) in (i..n).enumerate() {
-        acc[l] += f(k);
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3])
-}
+use crate::sparse::operator::lanes;
 
 /// Σ a·b over the runs.
 pub(crate) fn dot(runs: &Runs, a: &[f64], b: &[f64]) -> f64 {

@@ -93,7 +93,7 @@ impl RowOp {
 /// Σ over `0..n` of `f(i)` in four lanes (as the grid's kernels sum, so that long sums keep
 /// their accuracy and vectorise).
 #[inline(always)]
-fn lanes(n: usize, mut f: impl FnMut(usize) -> f64) -> f64 {
+pub(crate) fn lanes(n: usize, mut f: impl FnMut(usize) -> f64) -> f64 {
     let mut acc = [0.0f64; 4];
     let mut i = 0;
     while i + 4 <= n {
