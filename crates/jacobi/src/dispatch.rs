@@ -1,5 +1,5 @@
 //! The one place that picks a rank's path from the configuration, behind the entry point
-//! [`crate::Solve`]: the solver (Krylov in `krylov.rs`; Jacobi and multisplitting in the loops
+//! [`crate::Solve`]: the solver (Krylov in `krylov/`; Jacobi and multisplitting in the loops
 //! of `solver/`, the step a type parameter: [`Sweep`] or [`InnerSolve`]), the iterate
 //! (one-plane [`Field`], a hybrid rank's team, deep halos: `deep/`, a matrix's row block)
 //! with the capabilities its path requires ([`Overlapped`] needs an iterate that sweeps by

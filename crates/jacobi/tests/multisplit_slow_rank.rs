@@ -4,9 +4,9 @@
 //! failed in CI (`inner_cut_short: 0`, every solve of the slow rank full): when the slow rank
 //! began its first solve after the fast rank's first faces had arrived, the two solved one at
 //! a time for the rest of the run, each waiting for the other's faces. The solver now starts
-//! every multisplitting rank's first solve from the initial halo (`solver.rs`), which makes
+//! every multisplitting rank's first solve from the initial halo (`solver/asynchronous.rs`), which makes
 //! the first solves overlap, and a rank sends its faces once mid-solve to a neighbour that
-//! has answered its newest faces (the echo, `solver.rs`), which undoes turns that start
+//! has answered its newest faces (the echo, `solver/asynchronous.rs`), which undoes turns that start
 //! later.
 //!
 //! The slowdown was a busy-wait for 19 times each inner iteration's wall-clock duration.

@@ -4,7 +4,7 @@
 //! non-blocking reduction of `(r, u)`, `(w, u)`, `(r, r)` is in flight, then `n = A m` with
 //! the halo exchange overlapped and the reduction tested between pieces of the product.
 //! Stopping, certification, residual replacement and breakdown are pipecg's
-//! (`krylov.rs`); a replacement recomputes `u, w, m` from the true residual and `s, q, z`
+//! (`krylov/pipecg.rs`); a replacement recomputes `u, w, m` from the true residual and `s, q, z`
 //! from `p`.
 
 use super::vecs::dot;

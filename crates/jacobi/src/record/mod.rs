@@ -313,7 +313,7 @@ pub struct MultisplitRecord {
 }
 
 /// What `--halo-depth auto` measured before the solve and the depth it chose
-/// (`deep.rs`, "Choosing k"). Every rank chose the same k from the same values: each
+/// (`deep/mod.rs`, "Choosing k"). Every rank chose the same k from the same values: each
 /// candidate's costs are the largest over ranks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HaloAuto {
