@@ -680,6 +680,20 @@ fn a_sweep_over_a_bad_matrix_is_refused_before_any_work() {
         assert_eq!(err.matches("error").count(), 1, "{args:?}: {err}");
         assert!(!out_dir.exists(), "{args:?} created {out_dir:?}");
     }
+    // An input under --out, where the sweep writes and removes files: refused, left whole.
+    std::fs::create_dir_all(out_dir.join("runs")).unwrap();
+    let inside = out_dir.join("runs").join("a.json");
+    std::fs::copy(good, &inside).unwrap();
+    let before = std::fs::read(&inside).unwrap();
+    let out = Command::new(AIAC)
+        .args(["sweep", "--matrix", inside.to_str().unwrap()])
+        .args(["--out", out_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("lies under --out"), "{err}");
+    assert_eq!(std::fs::read(&inside).unwrap(), before);
 }
 
 /// `k` steps of GMRES(m) from 0 (modified Gram–Schmidt; the least-squares problem by its

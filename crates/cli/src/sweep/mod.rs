@@ -306,6 +306,27 @@ impl SweepArgs {
         for d in [&self.out, &runs_dir, &logs_dir, &self.out.join("plots")] {
             check_dir("--out", d)?;
         }
+        // The sweep writes and removes files under --out: an input there could be lost.
+        let out = std::fs::canonicalize(&self.out).ok();
+        for (flag, input) in [
+            ("--matrix", &self.system.matrix),
+            ("--rhs", &self.system.rhs),
+        ] {
+            let inside = match (input, &out) {
+                (Some(f), Some(out)) => std::fs::canonicalize(f).is_ok_and(|f| f.starts_with(out)),
+                _ => false,
+            };
+            if inside {
+                return Err(Error::Invalid(format!(
+                    "{flag} {} lies under --out {}, where the sweep writes and removes its \
+                     files: keep the input elsewhere",
+                    input
+                        .as_ref()
+                        .map_or(String::new(), |f| f.display().to_string()),
+                    self.out.display()
+                )));
+            }
+        }
         // One sweep (or report) at a time writes into the directory.
         let lock = lock_dir("--out", &self.out)?;
         // Replace the previous sweep's runs and logs (only the files a sweep writes).
