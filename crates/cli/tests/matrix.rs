@@ -22,24 +22,10 @@ struct Matrix {
 impl Matrix {
     /// The 5-point Laplacian of an m × m grid plus a coefficient that varies by row (SPD).
     fn spd(m: usize) -> Matrix {
-        let mut t = Vec::new();
-        for y in 0..m {
-            for x in 0..m {
-                let i = y * m + x;
-                t.push((i, i, 4.0 + (i % 5) as f64 * 0.25));
-                for (ok, j) in [
-                    (x > 0, i.wrapping_sub(1)),
-                    (x + 1 < m, i + 1),
-                    (y > 0, i.wrapping_sub(m)),
-                    (y + 1 < m, i + m),
-                ] {
-                    if ok {
-                        t.push((i, j, -1.0));
-                    }
-                }
-            }
+        Matrix {
+            n: m * m,
+            t: common::spd_triplets(m),
         }
-        Matrix { n: m * m, t }
     }
 
     /// An upwinded convection–diffusion operator (not symmetric, diagonally dominant).

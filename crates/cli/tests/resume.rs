@@ -438,23 +438,7 @@ fn a_kill_during_a_checkpoint_leaves_the_previous_one() {
 /// `general` Matrix Market file.
 fn write_system(path: &Path, m: usize) {
     use std::fmt::Write;
-    let mut t = Vec::new();
-    for y in 0..m {
-        for x in 0..m {
-            let i = y * m + x;
-            t.push((i, i, 4.0 + (i % 5) as f64 * 0.25));
-            for (ok, j) in [
-                (x > 0, i.wrapping_sub(1)),
-                (x + 1 < m, i + 1),
-                (y > 0, i.wrapping_sub(m)),
-                (y + 1 < m, i + m),
-            ] {
-                if ok {
-                    t.push((i, j, -1.0));
-                }
-            }
-        }
-    }
+    let t = common::spd_triplets(m);
     let mut s = format!(
         "%%MatrixMarket matrix coordinate real general\n{} {} {}\n",
         m * m,

@@ -215,3 +215,26 @@ pub fn shm_segments(pids: &[u32]) -> BTreeSet<PathBuf> {
         })
         .collect()
 }
+
+/// The 5-point Laplacian of an m × m grid plus a coefficient that varies by row (SPD), as
+/// `(row, column, value)` triplets from 0, each row's diagonal first.
+pub fn spd_triplets(m: usize) -> Vec<(usize, usize, f64)> {
+    let mut t = Vec::new();
+    for y in 0..m {
+        for x in 0..m {
+            let i = y * m + x;
+            t.push((i, i, 4.0 + (i % 5) as f64 * 0.25));
+            for (ok, j) in [
+                (x > 0, i.wrapping_sub(1)),
+                (x + 1 < m, i + 1),
+                (y > 0, i.wrapping_sub(m)),
+                (y + 1 < m, i + m),
+            ] {
+                if ok {
+                    t.push((i, j, -1.0));
+                }
+            }
+        }
+    }
+    t
+}
